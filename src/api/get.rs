@@ -1,0 +1,56 @@
+//! GET of one object from the cache (G1, G2, L6).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+
+use super::params::{parse_rv, GetOptions};
+use super::{response, Answer};
+use crate::cache::ResourceCache;
+use crate::status::ApiError;
+
+/// Answer a GET of `key` (`ns/name` or `name`), or say it must go upstream.
+pub async fn get(
+    cache: &Arc<ResourceCache>,
+    key: &str,
+    name: &str,
+    opts: &GetOptions,
+    rv_wait: Duration,
+    pretty: bool,
+) -> Result<Answer, ApiError> {
+    let Some(rv) = opts.resource_version.as_deref() else {
+        // RV unset is a consistent read: the upstream answers (for now).
+        return Ok(Answer::Upstream);
+    };
+    if !cache.is_synced() {
+        return Err(ApiError::NotReady);
+    }
+    if rv != "0" {
+        let n = parse_rv(rv)?;
+        if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
+            return Err(ApiError::TooLargeResourceVersion {
+                requested: n,
+                current,
+            });
+        }
+    }
+    let snap = cache.snapshot();
+    let Some(obj) = snap.objects.get(key) else {
+        // A cache restricted by selectors may not hold an object the upstream has.
+        if !cache.scope.label.is_empty() || !cache.scope.field.is_empty() {
+            return Ok(Answer::Upstream);
+        }
+        return Err(ApiError::NotFound {
+            group: cache.info.group.clone(),
+            resource: cache.info.resource.clone(),
+            name: name.to_string(),
+        });
+    };
+    let mut chunks = vec![obj.raw.clone(), Bytes::from_static(b"\n")];
+    if pretty {
+        chunks = response::prettify(chunks);
+    }
+    Ok(Answer::Ready(response::json(StatusCode::OK, chunks)))
+}

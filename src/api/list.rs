@@ -1,0 +1,387 @@
+//! LIST from the cache: the resourceVersion / resourceVersionMatch table, pagination with
+//! continue tokens, and list bodies assembled from the objects' shared bytes.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures::{stream, StreamExt};
+use http::StatusCode;
+
+use super::continue_token::ContinueToken;
+use super::filter::Filter;
+use super::params::{parse_rv, ListOptions};
+use super::{response, Answer};
+use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::resource::{json_str, ResourceInfo};
+use crate::status::ApiError;
+
+/// Chunk size of streamed list bodies.
+const CHUNK: usize = 64 * 1024;
+
+const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+const EXPIRED_RV: &str = "The resourceVersion for the provided list is too old.";
+
+/// Answer a LIST from `cache`, or say it must go upstream.
+pub async fn list(
+    cache: &Arc<ResourceCache>,
+    filter: Filter,
+    opts: &ListOptions,
+    rv_wait: std::time::Duration,
+    pretty: bool,
+) -> Result<Answer, ApiError> {
+    if let Some(token) = &opts.continue_token {
+        if opts.resource_version.is_some() {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        let token = ContinueToken::decode(token)?;
+        ensure_synced(cache)?;
+        let snap = if token.rv < 0 {
+            // An inconsistent continuation: the latest state.
+            cache.snapshot()
+        } else {
+            match cache.snapshot_at(token.rv as u64) {
+                Ok(s) => s,
+                // A token from the upstream (the first page was a consistent read passed through)
+                // that the cache has not reached yet: the upstream continues it.
+                Err(AtError::Future { .. }) => return Ok(Answer::Upstream),
+                Err(AtError::TooOld { .. }) => {
+                    return Err(ApiError::Expired {
+                        message: EXPIRED_CONTINUE.into(),
+                        continue_token: Some(
+                            ContinueToken {
+                                rv: -1,
+                                start: token.start,
+                            }
+                            .encode(),
+                        ),
+                    })
+                }
+            }
+        };
+        return Ok(Answer::Ready(page(
+            cache,
+            &snap,
+            &filter,
+            Some(&token.start),
+            opts.limit,
+            pretty,
+        )));
+    }
+
+    let Some(rv) = opts.resource_version.as_deref() else {
+        // A consistent read: the cache may be behind, so the upstream answers (for now).
+        return Ok(Answer::Upstream);
+    };
+    ensure_synced(cache)?;
+    if rv == "0" {
+        // Any state will do; the limit is ignored, as the apiserver's watch cache does (L2).
+        return Ok(Answer::Ready(page(
+            cache,
+            &cache.snapshot(),
+            &filter,
+            None,
+            0,
+            pretty,
+        )));
+    }
+    let n = parse_rv(rv)?;
+    let rvm = opts.resource_version_match.as_deref();
+    let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
+    if exact {
+        if n > cache.rv() && cache.wait_for_rv(n, rv_wait).await.is_err() {
+            // Maybe a future RV (the upstream answers 500) or the cache lags: the upstream knows.
+            return Ok(Answer::Upstream);
+        }
+        return match cache.snapshot_at(n) {
+            Ok(snap) => Ok(Answer::Ready(page(
+                cache, &snap, &filter, None, opts.limit, pretty,
+            ))),
+            Err(AtError::Future { .. }) => Ok(Answer::Upstream),
+            Err(AtError::TooOld { .. }) => Err(ApiError::Expired {
+                message: EXPIRED_RV.into(),
+                continue_token: None,
+            }),
+        };
+    }
+    // Not older than N.
+    if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
+        if opts.limit > 0 {
+            return Ok(Answer::Upstream);
+        }
+        return Err(ApiError::TooLargeResourceVersion {
+            requested: n,
+            current,
+        });
+    }
+    let limit = if rvm == Some("NotOlderThan") {
+        opts.limit
+    } else {
+        0
+    };
+    Ok(Answer::Ready(page(
+        cache,
+        &cache.snapshot(),
+        &filter,
+        None,
+        limit,
+        pretty,
+    )))
+}
+
+fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
+    if cache.is_synced() {
+        Ok(())
+    } else {
+        Err(ApiError::NotReady)
+    }
+}
+
+/// Key range of a request: the namespace's keys (`ns/…`) or everything, from `start`.
+fn range(filter: &Filter, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
+    match &filter.namespace {
+        Some(ns) => {
+            let lower = format!("{ns}/{}", start.unwrap_or(""));
+            // '0' is the byte after '/': the end of the namespace's keys.
+            (
+                Bound::Included(lower.into()),
+                Bound::Excluded(format!("{ns}0").into()),
+            )
+        }
+        None => match start {
+            Some(s) => (Bound::Included(s.into()), Bound::Unbounded),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        },
+    }
+}
+
+/// One page of a list at a snapshot: `limit <= 0` means everything, streamed in chunks.
+fn page(
+    cache: &ResourceCache,
+    snap: &Snapshot,
+    filter: &Filter,
+    start: Option<&str>,
+    limit: i64,
+    pretty: bool,
+) -> Response {
+    let info = &cache.info;
+    let (lo, hi) = range(filter, start);
+    if limit <= 0 {
+        let head = list_head(info, snap.rv, None, None);
+        let tail = list_tail(info, snap.rv, None, None);
+        if pretty {
+            let chunks = collect_all(&snap.objects, (lo, hi), filter, head, tail);
+            return response::json(StatusCode::OK, response::prettify(chunks));
+        }
+        return stream_all(snap.objects.clone(), (lo, hi), filter.clone(), head, tail);
+    }
+    let limit = limit as usize;
+    let mut items = BytesMut::new();
+    let mut count = 0;
+    let mut last_key: Option<Arc<str>> = None;
+    let mut more = false;
+    let mut remaining = 0usize;
+    for (key, o) in snap.objects.range((lo, hi)) {
+        if count == limit {
+            if filter.selects_all() {
+                remaining += 1;
+                more = true;
+                continue;
+            }
+            if filter.selects(o) {
+                more = true;
+                break;
+            }
+            continue;
+        }
+        if !filter.selects(o) {
+            continue;
+        }
+        if count > 0 {
+            items.extend_from_slice(b",");
+        }
+        o.write_item(&mut items);
+        count += 1;
+        last_key = Some(key.clone());
+    }
+    let token = match (more, &last_key) {
+        (true, Some(k)) => {
+            cache.remember(snap.clone());
+            let rel = match &filter.namespace {
+                Some(ns) => k.strip_prefix(&format!("{ns}/")).unwrap_or(k),
+                None => k,
+            };
+            Some(ContinueToken::after(snap.rv as i64, rel).encode())
+        }
+        _ => None,
+    };
+    let remaining = (more && filter.selects_all()).then_some(remaining);
+    let mut chunks = vec![Bytes::from(list_head(
+        info,
+        snap.rv,
+        token.as_deref(),
+        remaining,
+    ))];
+    chunks.push(items.freeze());
+    chunks.push(Bytes::from(list_tail(
+        info,
+        snap.rv,
+        token.as_deref(),
+        remaining,
+    )));
+    if pretty {
+        chunks = response::prettify(chunks);
+    }
+    response::json(StatusCode::OK, chunks)
+}
+
+/// Everything in range, in memory (only for pretty output).
+fn collect_all(
+    objects: &ObjectMap,
+    range: (Bound<Arc<str>>, Bound<Arc<str>>),
+    filter: &Filter,
+    head: String,
+    tail: String,
+) -> Vec<Bytes> {
+    let mut buf = BytesMut::from(head.as_bytes());
+    let mut first = true;
+    for (_, o) in objects.range(range) {
+        if filter.selects(o) {
+            if !first {
+                buf.extend_from_slice(b",");
+            }
+            first = false;
+            o.write_item(&mut buf);
+        }
+    }
+    buf.extend_from_slice(tail.as_bytes());
+    vec![buf.freeze()]
+}
+
+/// A whole list streamed from a snapshot in ~64 KiB chunks: memory stays O(chunk) whatever the
+/// list size, and the snapshot shares structure with the live cache.
+struct ListCursor {
+    objects: ObjectMap,
+    next: (Bound<Arc<str>>, Bound<Arc<str>>),
+    filter: Filter,
+    first: bool,
+    head: Option<String>,
+    tail: Option<String>,
+}
+
+impl ListCursor {
+    /// The next chunk of the body; `None` once the tail was sent.
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let mut buf = BytesMut::with_capacity(CHUNK + 4096);
+        if let Some(h) = self.head.take() {
+            buf.extend_from_slice(h.as_bytes());
+        }
+        let mut last: Option<Arc<str>> = None;
+        let mut exhausted = true;
+        for (key, o) in self.objects.range(self.next.clone()) {
+            if buf.len() >= CHUNK {
+                exhausted = false;
+                break;
+            }
+            last = Some(key.clone());
+            if self.filter.selects(o) {
+                if !self.first {
+                    buf.extend_from_slice(b",");
+                }
+                self.first = false;
+                o.write_item(&mut buf);
+            }
+        }
+        if let Some(k) = last {
+            self.next.0 = Bound::Excluded(k);
+        }
+        if exhausted {
+            buf.extend_from_slice(self.tail.take()?.as_bytes());
+        }
+        Some(buf.freeze())
+    }
+
+    fn done(&self) -> bool {
+        self.tail.is_none()
+    }
+}
+
+fn stream_all(
+    objects: ObjectMap,
+    range: (Bound<Arc<str>>, Bound<Arc<str>>),
+    filter: Filter,
+    head: String,
+    tail: String,
+) -> Response {
+    let mut cursor = ListCursor {
+        objects,
+        next: range,
+        filter,
+        first: true,
+        head: Some(head),
+        tail: Some(tail),
+    };
+    let first = cursor.next_chunk().unwrap_or_default();
+    if cursor.done() {
+        // Fits in one chunk: small bodies get a Content-Length, as from the apiserver.
+        return response::json(StatusCode::OK, vec![first]);
+    }
+    let rest = stream::unfold(cursor, |mut c| async move {
+        let chunk = c.next_chunk()?;
+        Some((Ok::<_, std::convert::Infallible>(chunk), c))
+    });
+    let body = stream::once(async move { Ok(first) }).chain(rest);
+    response::stream(Body::from_stream(body))
+}
+
+/// The list envelope up to the first item.
+fn list_head(
+    info: &ResourceInfo,
+    rv: u64,
+    token: Option<&str>,
+    remaining: Option<usize>,
+) -> String {
+    if info.custom {
+        return format!(
+            "{{\"apiVersion\":{},\"items\":[",
+            json_str(&info.api_version())
+        );
+    }
+    let mut meta = format!("\"resourceVersion\":\"{rv}\"");
+    if let Some(t) = token {
+        meta.push_str(&format!(",\"continue\":{}", json_str(t)));
+    }
+    if let Some(n) = remaining {
+        meta.push_str(&format!(",\"remainingItemCount\":{n}"));
+    }
+    format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{{meta}}},\"items\":[",
+        json_str(&format!("{}List", info.kind)),
+        json_str(&info.api_version())
+    )
+}
+
+/// The list envelope after the last item (CR lists carry kind and metadata here: sorted keys).
+fn list_tail(
+    info: &ResourceInfo,
+    rv: u64,
+    token: Option<&str>,
+    remaining: Option<usize>,
+) -> String {
+    if !info.custom {
+        return "]}\n".into();
+    }
+    let mut meta = format!("\"continue\":{}", json_str(token.unwrap_or("")));
+    if let Some(n) = remaining {
+        meta.push_str(&format!(",\"remainingItemCount\":{n}"));
+    }
+    meta.push_str(&format!(",\"resourceVersion\":\"{rv}\""));
+    format!(
+        "],\"kind\":{},\"metadata\":{{{meta}}}}}\n",
+        json_str(&format!("{}List", info.kind))
+    )
+}

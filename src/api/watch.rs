@@ -1,0 +1,408 @@
+//! WATCH from the cache.
+//!
+//! A watcher is a cursor into the cache's shared event history, not a queue of its own: it
+//! copies nothing but `Arc`s and sends each event's pre-built line (shared by every watcher).
+//! A slow client only stalls its own task (its channel to the connection is small and bounded);
+//! if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
+//! the apiserver does after being dropped. Nothing is ever skipped silently.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::filter::Filter;
+use super::params::{parse_rv, ListOptions};
+use super::response;
+use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot};
+use crate::resource::{json_str, ResourceInfo};
+use crate::status::ApiError;
+use crate::upstream::Upstream;
+
+/// Initial events are sent in chunks of about this size.
+const CHUNK: usize = 64 * 1024;
+/// Events taken from history per lock.
+const BATCH: usize = 256;
+
+/// Watch tuning.
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    /// Periodic bookmarks (the apiserver: about a minute).
+    pub bookmark_interval: Duration,
+    /// How long a watch waits for the cache to reach a requested RV before the 504.
+    pub rv_wait: Duration,
+    /// How long the initial-events-end bookmark of an RV-unset watch waits for the cache to
+    /// reach the upstream's current RV before it is sent at the cache's RV.
+    pub consistent_wait: Duration,
+    /// Chunks buffered between a watcher and its connection.
+    pub buffer: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            bookmark_interval: Duration::from_secs(60),
+            rv_wait: Duration::from_secs(3),
+            consistent_wait: Duration::from_secs(3),
+            buffer: 16,
+        }
+    }
+}
+
+/// Where a watch starts.
+enum Start {
+    /// Synthetic ADDED for every object of the snapshot, then what follows it; the
+    /// initial-events-end bookmark once the cursor has reached `end_at` (if requested).
+    Initial {
+        snapshot: Snapshot,
+        end_at: Option<u64>,
+    },
+    /// Events after this RV (a client resuming).
+    After { rv: u64, resume: bool },
+    /// One ERROR event, then the end.
+    Error(ApiError),
+}
+
+/// Open a watch on `cache`.
+pub async fn watch(
+    cache: Arc<ResourceCache>,
+    upstream: &Upstream,
+    filter: Filter,
+    opts: &ListOptions,
+    cfg: &WatchConfig,
+) -> Result<Response, ApiError> {
+    if !cache.is_synced() {
+        return Err(ApiError::NotReady);
+    }
+    let rv_param = opts.resource_version.as_deref();
+    // With RV unset or 0 the recorded server sends initial events even without
+    // sendInitialEvents (W7), and then also the end bookmark.
+    let initial = opts
+        .send_initial_events
+        .unwrap_or(matches!(rv_param, None | Some("0")));
+    let end_bookmark = opts.allow_bookmarks && initial;
+    let subscription = cache.subscribe();
+    let epoch = cache.epoch();
+    let start = match (initial, rv_param) {
+        (true, None) => {
+            // "Most recent": initial events at once, the end bookmark once the cache has
+            // caught up with what the upstream has now.
+            let target = if end_bookmark {
+                upstream.current_rv(&collection(&cache)).await.ok()
+            } else {
+                None
+            };
+            let snapshot = cache.snapshot();
+            let end_at = end_bookmark.then(|| target.unwrap_or(snapshot.rv).max(snapshot.rv));
+            Start::Initial { snapshot, end_at }
+        }
+        (true, Some("0")) => {
+            let snapshot = cache.snapshot();
+            let end_at = end_bookmark.then_some(snapshot.rv);
+            Start::Initial { snapshot, end_at }
+        }
+        (true, Some(rv)) => {
+            let n = parse_rv(rv)?;
+            // W6c: headers wait, then a 200 with the 504 as an ERROR event.
+            match cache.wait_for_rv(n, cfg.rv_wait).await {
+                Ok(()) => {
+                    let snapshot = cache.snapshot();
+                    let end_at = end_bookmark.then_some(snapshot.rv);
+                    Start::Initial { snapshot, end_at }
+                }
+                Err(current) => Start::Error(ApiError::TooLargeResourceVersion {
+                    requested: n,
+                    current,
+                }),
+            }
+        }
+        (false, None | Some("0")) => Start::After {
+            rv: cache.rv(),
+            resume: false,
+        },
+        (false, Some(rv)) => Start::After {
+            rv: parse_rv(rv)?,
+            resume: true,
+        },
+    };
+    let timeout = match opts.timeout_seconds {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        // The apiserver picks between its min request timeout and twice that.
+        _ => Duration::from_secs(rand::rng().random_range(1800..=3600)),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
+    let watcher = Watcher {
+        cache,
+        filter,
+        tx,
+        deadline: Instant::now() + timeout,
+        allow_bookmarks: opts.allow_bookmarks,
+        bookmark_interval: cfg.bookmark_interval,
+        consistent_wait: cfg.consistent_wait,
+        epoch,
+        subscription,
+    };
+    tokio::spawn(watcher.run(start));
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    Ok(response::stream(body))
+}
+
+fn collection(cache: &ResourceCache) -> String {
+    let info = &cache.info;
+    match &cache.scope.namespace {
+        Some(ns) => format!("{}/namespaces/{ns}/{}", info.api_path(), info.resource),
+        None => format!("{}/{}", info.api_path(), info.resource),
+    }
+}
+
+struct Watcher {
+    cache: Arc<ResourceCache>,
+    filter: Filter,
+    tx: mpsc::Sender<Bytes>,
+    deadline: Instant,
+    allow_bookmarks: bool,
+    bookmark_interval: Duration,
+    consistent_wait: Duration,
+    epoch: u64,
+    subscription: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Watcher {
+    /// Send one chunk; false when the client is gone or the watch's time is up.
+    async fn send(&self, chunk: Bytes) -> bool {
+        matches!(
+            tokio::time::timeout_at(self.deadline, self.tx.send(chunk)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    async fn run(mut self, start: Start) {
+        let (mut cursor, mut resume, mut end_at) = match start {
+            Start::Error(e) => {
+                self.send(e.watch_event()).await;
+                return;
+            }
+            Start::After { rv, resume } => (rv, resume, None),
+            Start::Initial { snapshot, end_at } => {
+                if !self.send_initial(&snapshot).await {
+                    return;
+                }
+                (snapshot.rv, false, end_at)
+            }
+        };
+        let started_at = cursor;
+        let mut last_bookmark = cursor;
+        let mut next_bookmark = self.next_bookmark_time(Instant::now());
+        let end_deadline = Instant::now() + self.consistent_wait;
+        loop {
+            // Mark the current state seen before reading, so a change during the drain wakes us.
+            self.subscription.borrow_and_update();
+            loop {
+                match self.cache.events_after(cursor, resume, self.epoch, BATCH) {
+                    Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
+                        let e = ApiError::Expired {
+                            message: format!("too old resource version: {cursor} ({oldest})"),
+                            continue_token: None,
+                        };
+                        self.send(e.watch_event()).await;
+                        return;
+                    }
+                    Ok((events, rv_now)) => {
+                        resume = false;
+                        let n = events.len();
+                        for ev in &events {
+                            if let Some(line) = self.line_for(ev) {
+                                if !self.send(line).await {
+                                    return;
+                                }
+                            }
+                        }
+                        cursor = cursor.max(rv_now);
+                        if n < BATCH {
+                            break;
+                        }
+                    }
+                }
+            }
+            if let Some(target) = end_at {
+                if cursor >= target || Instant::now() >= end_deadline {
+                    end_at = None;
+                    last_bookmark = cursor;
+                    if !self.send(self.bookmark(cursor, true)).await {
+                        return;
+                    }
+                }
+            }
+            let end_wait = if end_at.is_some() {
+                end_deadline
+            } else {
+                self.deadline
+            };
+            tokio::select! {
+                changed = self.subscription.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(next_bookmark), if self.allow_bookmarks => {
+                    // Only when the resource moved past what this watcher last heard (W5).
+                    if cursor > last_bookmark && cursor > started_at {
+                        last_bookmark = cursor;
+                        if !self.send(self.bookmark(cursor, false)).await {
+                            return;
+                        }
+                    }
+                    next_bookmark = self.next_bookmark_time(Instant::now());
+                }
+                _ = tokio::time::sleep_until(end_wait), if end_at.is_some() => {}
+                _ = tokio::time::sleep_until(self.deadline) => return,
+                _ = self.tx.closed() => return,
+            }
+        }
+    }
+
+    /// About every interval, and once shortly before the deadline.
+    fn next_bookmark_time(&self, now: Instant) -> Instant {
+        let periodic = now + self.bookmark_interval;
+        let before_end = self
+            .deadline
+            .checked_sub(Duration::from_secs(2))
+            .unwrap_or(now);
+        if before_end > now && before_end < periodic {
+            before_end
+        } else {
+            periodic
+        }
+    }
+
+    /// Synthetic ADDED events for the snapshot, batched into chunks (the client reads them as
+    /// a burst; per-event flushing matters for live events only).
+    async fn send_initial(&self, snap: &Snapshot) -> bool {
+        let mut buf = BytesMut::with_capacity(CHUNK + 4096);
+        let range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>) =
+            match &self.filter.namespace {
+                Some(ns) => (
+                    std::ops::Bound::Included(format!("{ns}/").into()),
+                    std::ops::Bound::Excluded(format!("{ns}0").into()),
+                ),
+                None => (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+            };
+        for (_, o) in snap.objects.range(range) {
+            if !self.filter.selects(o) {
+                continue;
+            }
+            write_event(&mut buf, "ADDED", &o.raw);
+            if buf.len() >= CHUNK && !self.send(buf.split().freeze()).await {
+                return false;
+            }
+        }
+        buf.is_empty() || self.send(buf.freeze()).await
+    }
+
+    /// The line this watcher receives for an event, if any: selector transitions per W2.
+    fn line_for(&self, ev: &Event) -> Option<Bytes> {
+        let f = &self.filter;
+        if let Some(ns) = &f.namespace {
+            if ev.object.namespace() != ns {
+                return None;
+            }
+        }
+        if f.selects_all() {
+            return Some(ev.line().clone());
+        }
+        let now = f.selects(&ev.object);
+        let before = ev.prev.as_ref().is_some_and(|p| f.selects(p));
+        match ev.ty {
+            EventType::Added => now.then(|| ev.line().clone()),
+            EventType::Deleted => (before || now).then(|| ev.line().clone()),
+            EventType::Modified => match (before, now) {
+                (true, true) => Some(ev.line().clone()),
+                (false, true) => Some(ev.entered_line()),
+                (true, false) => Some(ev.left_line()),
+                (false, false) => None,
+            },
+        }
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        Bytes::from(bookmark_line(&self.cache.info, rv, initial_end))
+    }
+}
+
+/// A BOOKMARK line in the built-in or CR form (W5, W6).
+pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> String {
+    const END: &str = "\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+    let object = if info.custom {
+        let meta = if initial_end {
+            format!("{END},\"resourceVersion\":\"{rv}\"")
+        } else {
+            format!("\"resourceVersion\":\"{rv}\"")
+        };
+        format!(
+            "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{{{meta}}}}}",
+            json_str(&info.api_version()),
+            json_str(&info.kind)
+        )
+    } else {
+        let extra = if initial_end {
+            format!(",{END}")
+        } else {
+            String::new()
+        };
+        format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null{extra}}}}}",
+            json_str(&info.kind),
+            json_str(&info.api_version())
+        )
+    };
+    format!("{{\"type\":\"BOOKMARK\",\"object\":{object}}}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bookmark_forms_match_the_recordings() {
+        let cm = ResourceInfo {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+            custom: false,
+        };
+        assert_eq!(
+            bookmark_line(&cm, 5565, false),
+            "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5565\",\"creationTimestamp\":null}}}\n"
+        );
+        assert_eq!(
+            bookmark_line(&cm, 4230, true),
+            "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"4230\",\"creationTimestamp\":null,\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n"
+        );
+        let w = ResourceInfo {
+            group: "fixtures.example.com".into(),
+            version: "v1".into(),
+            resource: "widgets".into(),
+            kind: "Widget".into(),
+            namespaced: true,
+            custom: true,
+        };
+        assert_eq!(
+            bookmark_line(&w, 348, true),
+            "{\"type\":\"BOOKMARK\",\"object\":{\"apiVersion\":\"fixtures.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"annotations\":{\"k8s.io/initial-events-end\":\"true\"},\"resourceVersion\":\"348\"}}}\n"
+        );
+        assert_eq!(
+            bookmark_line(&w, 4437, false),
+            "{\"type\":\"BOOKMARK\",\"object\":{\"apiVersion\":\"fixtures.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"resourceVersion\":\"4437\"}}}\n"
+        );
+    }
+}

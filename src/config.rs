@@ -1,0 +1,348 @@
+//! `config/kcache.yaml`: which resources to cache and how. Every option is documented in the
+//! example file and the README; an invalid file is an error naming the field.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::WatchConfig;
+use crate::cache::{CacheConfig, Scope};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::upstream::{ReflectorConfig, StreamingList};
+
+/// Why a config file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Address to serve on (`--listen` overrides it).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Resources to cache; everything else is passed through.
+    #[serde(default = "default_resources")]
+    pub resources: Vec<ResourceConfig>,
+    /// Drop `metadata.managedFields` before caching (saves memory; clients see objects
+    /// without them).
+    #[serde(default)]
+    pub drop_managed_fields: bool,
+    #[serde(default)]
+    pub cache: CacheSettings,
+    #[serde(default)]
+    pub watch: WatchSettings,
+    #[serde(default)]
+    pub upstream: UpstreamSettings,
+}
+
+/// One resource to cache.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceConfig {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    /// Plural resource name, as in URLs (`pods`, `deployments`, `widgets`).
+    pub resource: String,
+    /// Cache only this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Cache only objects matching this label selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    /// Cache only objects matching this field selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<String>,
+}
+
+/// Retention of history and snapshots.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CacheSettings {
+    /// Seconds of events kept for watch resume and consistent pages.
+    pub history_window_seconds: u64,
+    /// At most this many events per resource, whatever their age.
+    pub history_max_events: usize,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        let d = CacheConfig::default();
+        CacheSettings {
+            history_window_seconds: d.history_window.as_secs(),
+            history_max_events: d.history_max_events,
+        }
+    }
+}
+
+/// Downstream watch behaviour.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WatchSettings {
+    /// Seconds between periodic bookmarks (the apiserver: 60).
+    pub bookmark_interval_seconds: u64,
+    /// Seconds a read waits for the cache to reach a requested resourceVersion before the
+    /// 504 (the apiserver: 3).
+    pub resource_version_wait_seconds: u64,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            bookmark_interval_seconds: 60,
+            resource_version_wait_seconds: 3,
+        }
+    }
+}
+
+/// How kcache reads from the upstream.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpstreamSettings {
+    /// Page size of the initial paged list.
+    pub page_size: u32,
+    /// `auto` (use sendInitialEvents when the upstream supports it) or `never`.
+    pub streaming_list: StreamingList,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        UpstreamSettings {
+            page_size: 500,
+            streaming_list: StreamingList::Auto,
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+
+/// The default resource set: what controllers, kubelets and dashboards read most.
+pub fn default_resources() -> Vec<ResourceConfig> {
+    [
+        ("", "v1", "pods"),
+        ("", "v1", "nodes"),
+        ("", "v1", "namespaces"),
+        ("", "v1", "services"),
+        ("", "v1", "configmaps"),
+        ("", "v1", "events"),
+        ("discovery.k8s.io", "v1", "endpointslices"),
+        ("apps", "v1", "deployments"),
+        ("apps", "v1", "replicasets"),
+        ("apps", "v1", "statefulsets"),
+        ("apps", "v1", "daemonsets"),
+        ("batch", "v1", "jobs"),
+    ]
+    .into_iter()
+    .map(|(g, v, r)| ResourceConfig {
+        group: g.into(),
+        version: v.into(),
+        resource: r.into(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+    })
+    .collect()
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: default_listen(),
+            resources: default_resources(),
+            drop_managed_fields: false,
+            cache: CacheSettings::default(),
+            watch: WatchSettings::default(),
+            upstream: UpstreamSettings::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parse and validate YAML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: "config".into(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: String, message: String| ConfigError::Invalid { field, message };
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "listen".into(),
+                format!("{:?} is not an address like 127.0.0.1:8080", self.listen),
+            ));
+        }
+        if self.resources.is_empty() {
+            return Err(invalid(
+                "resources".into(),
+                "at least one resource is needed".into(),
+            ));
+        }
+        for (i, r) in self.resources.iter().enumerate() {
+            let field = |f: &str| format!("resources[{i}].{f}");
+            if r.version.trim().is_empty() {
+                return Err(invalid(field("version"), "must not be empty".into()));
+            }
+            if r.resource.trim().is_empty() || r.resource.contains('/') {
+                return Err(invalid(
+                    field("resource"),
+                    format!("{:?} is not a plural resource name", r.resource),
+                ));
+            }
+            if let Some(s) = &r.label_selector {
+                LabelSelector::parse(s).map_err(|e| invalid(field("labelSelector"), e.message))?;
+            }
+            if let Some(s) = &r.field_selector {
+                FieldSelector::parse(s).map_err(|e| invalid(field("fieldSelector"), e.message))?;
+            }
+            if self.resources[..i]
+                .iter()
+                .any(|o| o.group == r.group && o.resource == r.resource)
+            {
+                return Err(invalid(
+                    field("resource"),
+                    format!("{} is listed twice", r.resource),
+                ));
+            }
+        }
+        if self.upstream.page_size == 0 {
+            return Err(invalid(
+                "upstream.pageSize".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.watch.bookmark_interval_seconds == 0 {
+            return Err(invalid(
+                "watch.bookmarkIntervalSeconds".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.cache.history_max_events == 0 {
+            return Err(invalid(
+                "cache.historyMaxEvents".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn cache_config(&self) -> CacheConfig {
+        CacheConfig {
+            history_window: Duration::from_secs(self.cache.history_window_seconds),
+            history_max_events: self.cache.history_max_events,
+            ..CacheConfig::default()
+        }
+    }
+
+    pub fn watch_config(&self) -> WatchConfig {
+        WatchConfig {
+            bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),
+            rv_wait: self.rv_wait(),
+            consistent_wait: self.rv_wait(),
+            ..WatchConfig::default()
+        }
+    }
+
+    pub fn rv_wait(&self) -> Duration {
+        Duration::from_secs(self.watch.resource_version_wait_seconds)
+    }
+
+    pub fn reflector_config(&self) -> ReflectorConfig {
+        ReflectorConfig {
+            page_size: self.upstream.page_size,
+            streaming_list: self.upstream.streaming_list,
+            drop_managed_fields: self.drop_managed_fields,
+            ..ReflectorConfig::default()
+        }
+    }
+}
+
+impl ResourceConfig {
+    /// The part of the collection this resource caches. Selectors were validated on load.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            namespace: self.namespace.clone(),
+            label: self
+                .label_selector
+                .as_deref()
+                .and_then(|s| LabelSelector::parse(s).ok())
+                .unwrap_or_default(),
+            field: self
+                .field_selector
+                .as_deref()
+                .and_then(|s| FieldSelector::parse(s).ok())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_is_valid() {
+        let text = include_str!("../config/kcache.yaml");
+        let c = Config::parse(text).unwrap();
+        assert!(!c.resources.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  labelSelector: 'app in (x'\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("resources[0].labelSelector:"),
+            "{e}"
+        );
+        let e = Config::parse("resources:\n- resource: pods\n").unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
+        let e = Config::parse("bogus: 1\n").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = Config::parse("listen: nowhere\n").unwrap_err();
+        assert!(e.to_string().starts_with("listen:"), "{e}");
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::parse("{}").unwrap();
+        assert_eq!(c.listen, "127.0.0.1:8080");
+        assert_eq!(c.resources.len(), 12);
+    }
+}

@@ -1,0 +1,112 @@
+//! The `kcache` binary: a thin command line over the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kcache::config::Config;
+use kcache::server;
+use kcache::upstream::Upstream;
+
+#[derive(Parser)]
+#[command(
+    name = "kcache",
+    version,
+    about = "A caching proxy for the Kubernetes API"
+)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Kubernetes API from a cache in front of a real cluster.
+    Serve {
+        /// Kubeconfig of the upstream cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Kubeconfig context to use.
+        #[arg(long)]
+        context: Option<String>,
+        /// Configuration file (see config/kcache.yaml).
+        #[arg(long, env = "KCACHE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Address to listen on (overrides the config file).
+        #[arg(long, env = "KCACHE_LISTEN")]
+        listen: Option<String>,
+    },
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KCACHE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load_config(path: Option<PathBuf>, listen: Option<String>) -> Result<Config, String> {
+    let mut config = match path {
+        Some(p) => Config::load(&p).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(l) = listen {
+        config.listen = l;
+    }
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    let result = match cli.command {
+        Command::Serve {
+            kubeconfig,
+            context,
+            config,
+            listen,
+        } => serve(kubeconfig, context, config, listen).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kcache: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    config: Option<PathBuf>,
+    listen: Option<String>,
+) -> Result<(), String> {
+    let config = load_config(config, listen)?;
+    let upstream = Upstream::from_kubeconfig(kubeconfig, context)
+        .await
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    tracing::info!(upstream = %upstream.url, "discovering resources");
+    let running = server::start(&config, upstream, listener)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(addr = %running.addr, "serving; point clients at http://{}", running.addr);
+    running.until_signal().await;
+    Ok(())
+}

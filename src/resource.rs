@@ -1,0 +1,83 @@
+//! What kcache knows about one cached resource type: its group/version/resource, kind, scope and
+//! the wire form of its lists. Resolved once from upstream discovery.
+
+use std::fmt;
+
+/// A resource type as served by the upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group, "" for the core group.
+    pub group: String,
+    pub version: String,
+    /// Plural resource name, as in the URL.
+    pub resource: String,
+    pub kind: String,
+    pub namespaced: bool,
+    /// Served by a CustomResourceDefinition: objects and lists use the unstructured wire form
+    /// (sorted keys, items keep `apiVersion`/`kind`, `"continue":""` on the last page).
+    pub custom: bool,
+}
+
+impl ResourceInfo {
+    /// `v1` for core, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The URL prefix of this group/version (`/api/v1` or `/apis/G/V`).
+    pub fn api_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Heuristic used until the upstream's own list form is seen: built-in groups are the core
+    /// group, dot-less groups (`apps`, `batch`, …) and `*.k8s.io`.
+    pub fn guess_custom(group: &str) -> bool {
+        !(group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io"))
+    }
+
+    /// The exact bytes a typed built-in object starts with before its other fields:
+    /// `{"kind":"K","apiVersion":"V",`. List items of typed lists are the object without it.
+    pub fn typed_prefix(&self) -> String {
+        format!(
+            "{{\"kind\":{},\"apiVersion\":{},",
+            json_str(&self.kind),
+            json_str(&self.api_version())
+        )
+    }
+}
+
+impl fmt::Display for ResourceInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.resource)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+}
+
+/// A JSON string literal.
+pub fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_guess() {
+        assert!(!ResourceInfo::guess_custom(""));
+        assert!(!ResourceInfo::guess_custom("apps"));
+        assert!(!ResourceInfo::guess_custom("discovery.k8s.io"));
+        assert!(ResourceInfo::guess_custom("fixtures.example.com"));
+    }
+}

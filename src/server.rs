@@ -1,0 +1,161 @@
+//! Wiring: discover the configured resources, start one reflector per resource, and serve the
+//! API. Used by `kcache serve`, `kcache demo` and the tests alike.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, App};
+use crate::cache::{Registry, ResourceCache};
+use crate::config::Config;
+use crate::upstream::{Reflector, Upstream, UpstreamError};
+
+/// Why kcache could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("resource {resource}: {source}")]
+    Discovery {
+        resource: String,
+        source: UpstreamError,
+    },
+    #[error("listening: {0}")]
+    Listen(#[from] std::io::Error),
+}
+
+/// A running kcache.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    reflectors: Vec<JoinHandle<()>>,
+    server: JoinHandle<()>,
+    stop: watch::Sender<bool>,
+}
+
+impl Running {
+    /// `http://ADDR`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Wait until every cache has synced; false on timeout.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.app.registry.all().all(|c| c.is_synced()) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The cache of one resource, for tests and diagnostics.
+    pub fn cache(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
+        self.app.registry.get(group, version, resource).cloned()
+    }
+
+    /// Stop serving and stop the reflectors.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for r in &self.reflectors {
+            r.abort();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
+    }
+
+    /// Serve until the process is told to stop (SIGINT/SIGTERM).
+    pub async fn until_signal(self) {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        self.shutdown().await;
+    }
+}
+
+/// Discover, start reflectors, and serve on `listener`.
+pub async fn start(
+    config: &Config,
+    upstream: Upstream,
+    listener: TcpListener,
+) -> Result<Running, StartError> {
+    let mut registry = Registry::default();
+    let mut caches = Vec::new();
+    for r in &config.resources {
+        let name = if r.group.is_empty() {
+            format!("{}/{}", r.version, r.resource)
+        } else {
+            format!("{}/{}/{}", r.group, r.version, r.resource)
+        };
+        let info = upstream
+            .discover(&r.group, &r.version, &r.resource)
+            .await
+            .map_err(|source| StartError::Discovery {
+                resource: name,
+                source,
+            })?;
+        let cache = Arc::new(ResourceCache::new(info, r.scope(), config.cache_config()));
+        registry.insert(cache.clone());
+        caches.push(cache);
+    }
+    let reflectors = caches
+        .into_iter()
+        .map(|cache| {
+            let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
+            tokio::spawn(r.run())
+        })
+        .collect();
+    let app = Arc::new(App {
+        registry,
+        upstream,
+        watch: config.watch_config(),
+        rv_wait: config.rv_wait(),
+    });
+    let addr = listener.local_addr()?;
+    let (stop, mut stopped) = watch::channel(false);
+    let router = api::router(app.clone());
+    let server = tokio::spawn(async move {
+        let result = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "server failed");
+        }
+    });
+    Ok(Running {
+        addr,
+        app,
+        reflectors,
+        server,
+        stop,
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,267 @@
+//! Kubernetes `Status` errors: the one place where every failure kcache answers with is turned
+//! into the exact body kube-apiserver would send.
+//!
+//! Key order, omitted fields and messages follow the v1.28 recordings (INDEX.md rule E10):
+//! `kind, apiVersion, metadata, status, message, reason, details, code`; `reason` is left out for
+//! the 500s the apiserver sends without one; `details` is left out when empty except for the
+//! generic 404.
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+/// A failure answered to a client, before it is rendered as a Status body.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// 400, e.g. unparsable selector, limit or continue token.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 404 for a named object: details carry the resource plural as `kind`.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        group: String,
+        resource: String,
+        name: String,
+    },
+    /// 404 for a path the API does not serve ("the server could not find the requested resource").
+    #[error("the server could not find the requested resource")]
+    NotFoundGeneric,
+    /// 406 for an Accept header kcache can satisfy neither from cache nor upstream.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// 410 Expired; `continue_token` is set for an expired continue (an inconsistent continuation).
+    #[error("{message}")]
+    Expired {
+        message: String,
+        continue_token: Option<String>,
+    },
+    /// 413 for a request body over the limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 422 Invalid ListOptions, one cause per violated rule.
+    #[error("ListOptions is invalid")]
+    InvalidListOptions(Vec<Cause>),
+    /// 429 while a resource's cache is (re)initialising.
+    #[error("storage is (re)initializing")]
+    NotReady,
+    /// 500 without a reason, as the apiserver sends for storage-level errors.
+    #[error("{0}")]
+    Internal(String),
+    /// 503 when the upstream cannot be reached for a request kcache must forward.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 504 after waiting for the cache to reach a requested resourceVersion.
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion { requested: u64, current: u64 },
+}
+
+/// One cause of a 422: a validation rule on a ListOptions field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    /// `FieldValueForbidden`, `FieldValueNotSupported`, …
+    pub reason: &'static str,
+    /// The message without the field name (e.g. `Forbidden: …`).
+    pub message: String,
+    pub field: &'static str,
+}
+
+impl Cause {
+    pub fn forbidden(field: &'static str, detail: &str) -> Self {
+        Cause {
+            reason: "FieldValueForbidden",
+            message: format!("Forbidden: {detail}"),
+            field,
+        }
+    }
+
+    pub fn not_supported(field: &'static str, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+            field,
+        }
+    }
+}
+
+impl ApiError {
+    /// HTTP status code of this error.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::BadRequest(_) => 400,
+            ApiError::NotFound { .. } | ApiError::NotFoundGeneric => 404,
+            ApiError::NotAcceptable(_) => 406,
+            ApiError::Expired { .. } => 410,
+            ApiError::TooLarge(_) => 413,
+            ApiError::InvalidListOptions(_) => 422,
+            ApiError::NotReady => 429,
+            ApiError::Internal(_) => 500,
+            ApiError::Unavailable(_) => 503,
+            ApiError::TooLargeResourceVersion { .. } => 504,
+        }
+    }
+
+    /// Seconds for a `Retry-After` header, for the errors the apiserver sends one with.
+    pub fn retry_after(&self) -> Option<u32> {
+        match self {
+            ApiError::NotReady | ApiError::TooLargeResourceVersion { .. } => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The Status object as a JSON value, keys in the apiserver's order.
+    pub fn to_status(&self) -> Value {
+        let mut metadata = Map::new();
+        let (message, reason, details): (String, Option<&str>, Option<Value>) = match self {
+            ApiError::BadRequest(m) => (m.clone(), Some("BadRequest"), None),
+            ApiError::NotFound {
+                group,
+                resource,
+                name,
+            } => {
+                let qualified = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                let mut d = Map::new();
+                d.insert("name".into(), json!(name));
+                if !group.is_empty() {
+                    d.insert("group".into(), json!(group));
+                }
+                d.insert("kind".into(), json!(resource));
+                (
+                    format!("{qualified} {name:?} not found"),
+                    Some("NotFound"),
+                    Some(Value::Object(d)),
+                )
+            }
+            ApiError::NotFoundGeneric => (self.to_string(), Some("NotFound"), Some(json!({}))),
+            ApiError::NotAcceptable(m) => (m.clone(), Some("NotAcceptable"), None),
+            ApiError::Expired {
+                message,
+                continue_token,
+            } => {
+                if let Some(t) = continue_token {
+                    metadata.insert("continue".into(), json!(t));
+                }
+                (message.clone(), Some("Expired"), None)
+            }
+            ApiError::TooLarge(m) => (m.clone(), Some("RequestEntityTooLarge"), None),
+            ApiError::InvalidListOptions(causes) => {
+                let parts: Vec<String> = causes
+                    .iter()
+                    .map(|c| format!("{}: {}", c.field, c.message))
+                    .collect();
+                let joined = if parts.len() == 1 {
+                    parts[0].clone()
+                } else {
+                    format!("[{}]", parts.join(", "))
+                };
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                (
+                    format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"),
+                    Some("Invalid"),
+                    Some(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes})),
+                )
+            }
+            ApiError::NotReady => (
+                self.to_string(),
+                Some("TooManyRequests"),
+                Some(json!({"retryAfterSeconds": 1})),
+            ),
+            ApiError::Internal(m) => (m.clone(), None, None),
+            ApiError::Unavailable(m) => (m.clone(), Some("ServiceUnavailable"), None),
+            ApiError::TooLargeResourceVersion { .. } => (
+                format!("Timeout: {self}"),
+                Some("Timeout"),
+                Some(json!({
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1
+                })),
+            ),
+        };
+        let mut status = Map::new();
+        status.insert("kind".into(), json!("Status"));
+        status.insert("apiVersion".into(), json!("v1"));
+        status.insert("metadata".into(), Value::Object(metadata));
+        status.insert("status".into(), json!("Failure"));
+        status.insert("message".into(), json!(message));
+        if let Some(r) = reason {
+            status.insert("reason".into(), json!(r));
+        }
+        if let Some(d) = details {
+            status.insert("details".into(), d);
+        }
+        status.insert("code".into(), json!(self.code()));
+        Value::Object(status)
+    }
+
+    /// The Status body as sent: compact JSON with one trailing newline.
+    pub fn body(&self) -> Bytes {
+        let mut v = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        v.push(b'\n');
+        Bytes::from(v)
+    }
+
+    /// A watch `ERROR` event line carrying this Status (errors after the 200 of a watch).
+    pub fn watch_event(&self) -> Bytes {
+        let ev = json!({"type": "ERROR", "object": self.to_status()});
+        let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+        v.push(b'\n');
+        Bytes::from(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(e: &ApiError) -> String {
+        String::from_utf8(e.body().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn not_found_core_and_custom() {
+        let e = ApiError::NotFound {
+            group: "".into(),
+            resource: "configmaps".into(),
+            name: "does-not-exist".into(),
+        };
+        assert_eq!(
+            text(&e),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"does-not-exist\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"does-not-exist\",\"kind\":\"configmaps\"},\"code\":404}\n"
+        );
+        let e = ApiError::NotFound {
+            group: "fixtures.example.com".into(),
+            resource: "widgets".into(),
+            name: "nope".into(),
+        };
+        assert!(text(&e).contains("\"message\":\"widgets.fixtures.example.com \\\"nope\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"nope\",\"group\":\"fixtures.example.com\",\"kind\":\"widgets\"}"));
+    }
+
+    #[test]
+    fn invalid_joins_several_causes() {
+        let e = ApiError::InvalidListOptions(vec![
+            Cause::forbidden("resourceVersionMatch", "a"),
+            Cause::forbidden("sendInitialEvents", "b"),
+        ]);
+        assert!(text(&e).contains(
+            "is invalid: [resourceVersionMatch: Forbidden: a, sendInitialEvents: Forbidden: b]"
+        ));
+    }
+
+    #[test]
+    fn internal_has_no_reason() {
+        let e = ApiError::Internal("boom".into());
+        assert_eq!(
+            text(&e),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"boom\",\"code\":500}\n"
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The upstream kube-apiserver, reached through kube-client: raw requests (kcache keeps the
+//! upstream's bytes, so it never decodes objects into typed structs), discovery of the cached
+//! resource types, and one reflector per type.
+
+mod reflector;
+mod stream;
+
+pub use reflector::{Reflector, ReflectorConfig, StreamingList};
+pub use stream::{LineStream, WatchLine};
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use kube_client::client::Body;
+use kube_client::config::{KubeConfigOptions, Kubeconfig};
+use kube_client::{Client, Config};
+use serde::Deserialize;
+
+use crate::resource::ResourceInfo;
+
+/// Failures talking to the upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("no kubeconfig found (looked at --kubeconfig, $KUBECONFIG, ~/.kube/config and the in-cluster service account); run `kcache demo` to try kcache against its built-in simulated cluster")]
+    NoKubeconfig,
+    #[error("kubeconfig: {0}")]
+    Config(String),
+    #[error("upstream request failed: {0}")]
+    Transport(#[from] kube_client::Error),
+    #[error("reading the upstream response: {0}")]
+    Body(String),
+    #[error("upstream answered {code}: {message}")]
+    Status { code: u16, message: String },
+    #[error("upstream sent something kcache cannot read: {0}")]
+    Decode(String),
+    #[error("resource {0} is not served by the upstream (discovery)")]
+    UnknownResource(String),
+}
+
+impl UpstreamError {
+    /// The HTTP code the upstream answered with, if it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            UpstreamError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A handle on the upstream API server.
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client,
+    /// Where it is, for logs.
+    pub url: String,
+}
+
+impl Upstream {
+    /// Connect with a kubeconfig: the given path, else `$KUBECONFIG`, else `~/.kube/config`,
+    /// else the in-cluster service account.
+    pub async fn from_kubeconfig(
+        path: Option<PathBuf>,
+        context: Option<String>,
+    ) -> Result<Upstream, UpstreamError> {
+        let options = KubeConfigOptions {
+            context,
+            ..Default::default()
+        };
+        let env_path = std::env::var_os("KUBECONFIG").map(PathBuf::from);
+        let home_path = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config"));
+        let file = path
+            .or(env_path)
+            .or_else(|| home_path.filter(|p| p.exists()));
+        let config = match file {
+            Some(file) => {
+                let kc = Kubeconfig::read_from(&file)
+                    .map_err(|e| UpstreamError::Config(format!("{}: {e}", file.display())))?;
+                Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| UpstreamError::Config(e.to_string()))?
+            }
+            None => Config::incluster().map_err(|_| UpstreamError::NoKubeconfig)?,
+        };
+        Self::from_config(config)
+    }
+
+    /// Connect to a plain-HTTP API server without credentials (the simulated cluster).
+    pub fn from_url(url: &str) -> Result<Upstream, UpstreamError> {
+        let uri = url
+            .parse()
+            .map_err(|e| UpstreamError::Config(format!("{url}: {e}")))?;
+        Self::from_config(Config::new(uri))
+    }
+
+    fn from_config(mut config: Config) -> Result<Upstream, UpstreamError> {
+        // Watches are long-lived; the reflector bounds them with timeoutSeconds itself.
+        config.read_timeout = None;
+        let url = config.cluster_url.to_string();
+        let client = Client::try_from(config)?;
+        Ok(Upstream { client, url })
+    }
+
+    /// Send a request as is (pass-through); the response body streams.
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<Body>, UpstreamError> {
+        Ok(self.client.send(req).await?)
+    }
+
+    /// GET a path and read the whole body; non-2xx answers are errors with the Status message.
+    pub async fn get(&self, path_and_query: &str) -> Result<Bytes, UpstreamError> {
+        let resp = self.open(path_and_query).await?;
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| UpstreamError::Body(e.to_string()))?
+            .to_bytes();
+        Ok(body)
+    }
+
+    /// GET a path and return the response once its status is 2xx (the body still streams).
+    pub async fn open(&self, path_and_query: &str) -> Result<Response<Body>, UpstreamError> {
+        let req = Request::get(path_and_query)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Body::empty())
+            .map_err(|e| UpstreamError::Decode(e.to_string()))?;
+        let resp = self.send(req).await?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let code = resp.status();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        Err(status_error(code, &body))
+    }
+
+    /// Resolve a configured resource through discovery, then read one item to learn the
+    /// upstream's list form (typed built-in lists start with `kind`, CR lists with `apiVersion`).
+    pub async fn discover(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Result<ResourceInfo, UpstreamError> {
+        let gv_path = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let name = if group.is_empty() {
+            format!("{version}/{resource}")
+        } else {
+            format!("{group}/{version}/{resource}")
+        };
+        let list: ApiResourceList = match self.get(&gv_path).await {
+            Ok(body) => serde_json::from_slice(&body)
+                .map_err(|e| UpstreamError::Decode(format!("{gv_path}: {e}")))?,
+            Err(UpstreamError::Status { code: 404, .. }) => {
+                return Err(UpstreamError::UnknownResource(name))
+            }
+            Err(e) => return Err(e),
+        };
+        let entry = list
+            .resources
+            .into_iter()
+            .find(|r| r.name == resource)
+            .ok_or_else(|| UpstreamError::UnknownResource(name.clone()))?;
+        let mut info = ResourceInfo {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+            kind: entry.kind,
+            namespaced: entry.namespaced,
+            custom: ResourceInfo::guess_custom(group),
+        };
+        let probe = self.get(&format!("{gv_path}/{resource}?limit=1")).await?;
+        info.custom = !probe.starts_with(b"{\"kind\"");
+        Ok(info)
+    }
+
+    /// The upstream's current resourceVersion for a collection path: a consistent one-item
+    /// list (the cheapest consistent read there is).
+    pub async fn current_rv(&self, collection: &str) -> Result<u64, UpstreamError> {
+        let body = self.get(&format!("{collection}?limit=1")).await?;
+        let head: ListHead = serde_json::from_slice(&body)
+            .map_err(|e| UpstreamError::Decode(format!("list of {collection}: {e}")))?;
+        head.metadata
+            .resource_version
+            .parse()
+            .map_err(|_| UpstreamError::Decode(format!("list of {collection}: resourceVersion")))
+    }
+}
+
+/// Turn a non-2xx answer into an error carrying the Status message when there is one.
+pub fn status_error(code: StatusCode, body: &[u8]) -> UpstreamError {
+    #[derive(Deserialize)]
+    struct Status {
+        #[serde(default)]
+        message: String,
+    }
+    let message = serde_json::from_slice::<Status>(body)
+        .map(|s| s.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(body).trim().to_string());
+    UpstreamError::Status {
+        code: code.as_u16(),
+        message,
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiResourceList {
+    resources: Vec<ApiResource>,
+}
+
+#[derive(Deserialize)]
+struct ApiResource {
+    name: String,
+    kind: String,
+    namespaced: bool,
+}
+
+/// The envelope of a list, without its items.
+#[derive(Deserialize)]
+pub(crate) struct ListHead {
+    pub metadata: ListMeta,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    pub resource_version: String,
+    #[serde(rename = "continue", default)]
+    pub continue_token: Option<String>,
+}

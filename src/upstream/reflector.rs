@@ -1,0 +1,401 @@
+//! The list + watch loop that keeps one resource's cache equal to the upstream.
+//!
+//! An explicit state machine:
+//!
+//! ```text
+//!            ┌──────────── 410 Gone / unreadable event ─────────────┐
+//!            ▼                                                      │
+//!  ┌──► Sync ──(streaming list: initial events + end bookmark,     │
+//!  │      │     or paged list)──► cache.replace ──► Watching{rv} ──┘
+//!  │      │ error                                    │   ▲   │ stream ended cleanly
+//!  │      ▼                                          │   └───┘ (timeoutSeconds): same rv
+//!  └── Backoff{then} ◄────────── transport / 5xx ────┘
+//! ```
+//!
+//! Sync uses the streaming-list form (`sendInitialEvents`) when the upstream supports it and
+//! falls back to a paged consistent list when it rejects the parameter. After the first sync a
+//! relist does not drop the cache: `ResourceCache::replace` turns the difference into ordinary
+//! events, so downstream watchers stay exact across upstream 410s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::stream::{LineStream, MetaOnly, WatchLine};
+use super::{Upstream, UpstreamError};
+use crate::cache::{EventType, ResourceCache};
+use crate::object::Object;
+
+/// Whether to use the streaming-list form of the initial sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamingList {
+    /// Try it; fall back to a paged list if the upstream rejects it.
+    #[default]
+    Auto,
+    Never,
+}
+
+/// Tuning of a reflector.
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    pub page_size: u32,
+    pub streaming_list: StreamingList,
+    /// Watches are re-opened after a random time in this range, as client-go does (5–10 min).
+    pub watch_timeout: (Duration, Duration),
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// Give up waiting for the initial-events-end bookmark after this long and list instead.
+    pub initial_events_timeout: Duration,
+    pub drop_managed_fields: bool,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        ReflectorConfig {
+            page_size: 500,
+            streaming_list: StreamingList::Auto,
+            watch_timeout: (Duration::from_secs(300), Duration::from_secs(600)),
+            backoff_initial: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(30),
+            initial_events_timeout: Duration::from_secs(60),
+            drop_managed_fields: false,
+        }
+    }
+}
+
+/// The states of the loop; see the module docs.
+#[derive(Debug)]
+enum State {
+    Sync,
+    Watching { rv: u64 },
+    Backoff { then: Box<State>, attempt: u32 },
+}
+
+/// How a watch stream ended.
+enum WatchEnd {
+    /// The server closed it (timeoutSeconds); resume from this RV.
+    Closed { rv: u64 },
+    /// 410 or an event kcache could not take: the cache must relist.
+    Relist,
+}
+
+/// Keeps one cache in step with the upstream.
+pub struct Reflector {
+    upstream: Upstream,
+    cache: Arc<ResourceCache>,
+    cfg: ReflectorConfig,
+    streaming_supported: bool,
+    /// Query parameters restricting what is cached (the resource's scope), pre-encoded.
+    scope_query: String,
+}
+
+impl Reflector {
+    pub fn new(upstream: Upstream, cache: Arc<ResourceCache>, cfg: ReflectorConfig) -> Reflector {
+        let mut scope_query = String::new();
+        if !cache.scope.label.is_empty() {
+            scope_query.push_str(&format!(
+                "&labelSelector={}",
+                enc(&cache.scope.label.to_string())
+            ));
+        }
+        if !cache.scope.field.is_empty() {
+            scope_query.push_str(&format!(
+                "&fieldSelector={}",
+                enc(&cache.scope.field.to_string())
+            ));
+        }
+        Reflector {
+            streaming_supported: cfg.streaming_list == StreamingList::Auto,
+            upstream,
+            cache,
+            cfg,
+            scope_query,
+        }
+    }
+
+    /// The collection URL, namespaced when the cache is restricted to one namespace.
+    fn collection(&self) -> String {
+        let info = &self.cache.info;
+        match &self.cache.scope.namespace {
+            Some(ns) if info.namespaced => {
+                format!(
+                    "{}/namespaces/{}/{}",
+                    info.api_path(),
+                    enc(ns),
+                    info.resource
+                )
+            }
+            _ => format!("{}/{}", info.api_path(), info.resource),
+        }
+    }
+
+    /// Run until the task is dropped.
+    pub async fn run(mut self) {
+        let mut state = State::Sync;
+        loop {
+            state = self.step(state).await;
+        }
+    }
+
+    async fn step(&mut self, state: State) -> State {
+        let name = self.cache.info.to_string();
+        match state {
+            State::Sync => {
+                let result = if self.streaming_supported {
+                    self.streaming_sync().await
+                } else {
+                    self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+                };
+                match result {
+                    Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
+                    Ok(WatchEnd::Relist) => State::Backoff {
+                        then: Box::new(State::Sync),
+                        attempt: 0,
+                    },
+                    Err(e) => {
+                        tracing::warn!(resource = %name, error = %e, "sync failed");
+                        State::Backoff {
+                            then: Box::new(State::Sync),
+                            attempt: 1,
+                        }
+                    }
+                }
+            }
+            State::Watching { rv } => match self.watch(rv, false).await {
+                Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
+                Ok(WatchEnd::Relist) => {
+                    tracing::info!(resource = %name, rv, "upstream watch expired; relisting");
+                    State::Sync
+                }
+                Err(e) => {
+                    tracing::warn!(resource = %name, error = %e, "watch failed");
+                    State::Backoff {
+                        then: Box::new(State::Watching {
+                            rv: self.cache.rv().max(rv),
+                        }),
+                        attempt: 1,
+                    }
+                }
+            },
+            State::Backoff { then, attempt } => {
+                if attempt > 0 {
+                    tokio::time::sleep(self.backoff(attempt)).await;
+                }
+                *then
+            }
+        }
+    }
+
+    /// Exponential backoff with full jitter.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .cfg
+            .backoff_initial
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.cfg.backoff_max);
+        let ms = exp.as_millis().max(1) as u64;
+        Duration::from_millis(rand::rng().random_range(ms / 2..=ms))
+    }
+
+    /// Consistent paged list; returns the list RV after installing it in the cache.
+    async fn paged_sync(&mut self) -> Result<u64, UpstreamError> {
+        let info = self.cache.info.clone();
+        let mut objects = Vec::new();
+        let mut list_rv: Option<u64> = None;
+        let mut cont: Option<String> = None;
+        loop {
+            let mut url = format!(
+                "{}?limit={}{}",
+                self.collection(),
+                self.cfg.page_size,
+                self.scope_query
+            );
+            if let Some(c) = &cont {
+                url.push_str(&format!("&continue={}", enc(c)));
+            }
+            let body = match self.upstream.get(&url).await {
+                Ok(b) => b,
+                // The snapshot behind our continue token was compacted: start over.
+                Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
+                    objects.clear();
+                    list_rv = None;
+                    cont = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            #[derive(Deserialize)]
+            struct Page<'a> {
+                metadata: super::ListMeta,
+                #[serde(borrow)]
+                items: Option<Vec<&'a RawValue>>,
+            }
+            let page: Page<'_> = serde_json::from_slice(&body)
+                .map_err(|e| UpstreamError::Decode(format!("list of {info}: {e}")))?;
+            if list_rv.is_none() {
+                list_rv = Some(page.metadata.resource_version.parse().map_err(|_| {
+                    UpstreamError::Decode(format!("list of {info}: resourceVersion"))
+                })?);
+            }
+            for item in page.items.unwrap_or_default() {
+                let raw = body.slice_ref(item.get().as_bytes());
+                let o = Object::from_upstream(&info, raw, self.cfg.drop_managed_fields)
+                    .map_err(|e| UpstreamError::Decode(format!("{info}: {e}")))?;
+                objects.push(o);
+            }
+            cont = page.metadata.continue_token.filter(|c| !c.is_empty());
+            if cont.is_none() {
+                break;
+            }
+        }
+        let rv = list_rv.unwrap_or(0);
+        self.install(objects, rv);
+        Ok(rv)
+    }
+
+    fn install(&self, objects: Vec<Object>, rv: u64) {
+        let n = objects.len();
+        let first = !self.cache.is_synced();
+        let summary = self.cache.replace(objects, rv);
+        let name = self.cache.info.to_string();
+        if first {
+            tracing::info!(resource = %name, objects = n, rv, "synced");
+        } else {
+            tracing::info!(resource = %name, objects = n, rv, added = summary.added,
+                modified = summary.modified, deleted = summary.deleted, reset = summary.reset, "relisted");
+        }
+    }
+
+    /// Streaming list: one watch that sends every object, the initial-events-end bookmark, and
+    /// then live events. Falls back to a paged list when the upstream rejects it.
+    async fn streaming_sync(&mut self) -> Result<WatchEnd, UpstreamError> {
+        match self.watch(0, true).await {
+            Err(UpstreamError::Status { code, message }) if code == 422 || code == 400 => {
+                tracing::info!(resource = %self.cache.info, %message,
+                    "upstream does not support streaming lists; using paged lists");
+                self.streaming_supported = false;
+                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+            }
+            other => other,
+        }
+    }
+
+    /// One watch stream. With `initial`, a streaming list: objects are gathered until the
+    /// initial-events-end bookmark and installed with `replace`.
+    async fn watch(&mut self, rv: u64, initial: bool) -> Result<WatchEnd, UpstreamError> {
+        let (lo, hi) = self.cfg.watch_timeout;
+        let timeout = rand::rng().random_range(lo.as_secs()..=hi.as_secs().max(lo.as_secs()));
+        let url = if initial {
+            // RV=0 rather than "": the end bookmark of an RV="" stream waits for the upstream
+            // cache to reach the etcd revision, which never happens on a quiet resource.
+            format!("{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds={timeout}{}",
+                self.collection(), self.scope_query)
+        } else {
+            format!("{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}{}",
+                self.collection(), self.scope_query)
+        };
+        let resp = self.upstream.open(&url).await?;
+        let mut lines = LineStream::new(resp.into_body());
+        let info = self.cache.info.clone();
+        let mut gathering: Option<Vec<Object>> = initial.then(Vec::new);
+        let mut rv = rv;
+        let deadline = tokio::time::Instant::now() + self.cfg.initial_events_timeout;
+        loop {
+            let next = if gathering.is_some() {
+                match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::warn!(resource = %info, "no initial-events-end bookmark in time; using paged lists");
+                        self.streaming_supported = false;
+                        return Ok(WatchEnd::Relist);
+                    }
+                }
+            } else {
+                lines.next_line().await
+            };
+            let Some(line) = next? else {
+                return if gathering.is_some() {
+                    Err(UpstreamError::Body(
+                        "stream ended before the initial events".into(),
+                    ))
+                } else {
+                    Ok(WatchEnd::Closed { rv })
+                };
+            };
+            let ev = WatchLine::parse(&line)?;
+            let ty = match ev.ty.as_str() {
+                "ADDED" => EventType::Added,
+                "MODIFIED" => EventType::Modified,
+                "DELETED" => EventType::Deleted,
+                "BOOKMARK" => {
+                    let meta: MetaOnly = serde_json::from_slice(&ev.object)
+                        .map_err(|e| UpstreamError::Decode(format!("bookmark: {e}")))?;
+                    let brv: u64 = meta
+                        .metadata
+                        .resource_version
+                        .as_deref()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| {
+                            UpstreamError::Decode("bookmark without resourceVersion".into())
+                        })?;
+                    let end = meta
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("k8s.io/initial-events-end"))
+                        .is_some_and(|v| v == "true");
+                    if end {
+                        if let Some(objects) = gathering.take() {
+                            self.install(objects, brv);
+                        }
+                    }
+                    if gathering.is_none() {
+                        self.cache.bookmark(brv);
+                    }
+                    rv = rv.max(brv);
+                    continue;
+                }
+                "ERROR" => {
+                    let status: MetaOnly = serde_json::from_slice(&ev.object).unwrap_or_default();
+                    return match status.code {
+                        Some(410) => Ok(WatchEnd::Relist),
+                        code => Err(UpstreamError::Status {
+                            code: code.unwrap_or(500),
+                            message: status.message.unwrap_or_default(),
+                        }),
+                    };
+                }
+                other => {
+                    return Err(UpstreamError::Decode(format!(
+                        "unknown watch event type {other:?}"
+                    )))
+                }
+            };
+            let object = match Object::from_upstream(&info, ev.object, self.cfg.drop_managed_fields)
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    // Skipping it would leave the cache wrong; a relist repairs it.
+                    tracing::warn!(resource = %info, error = %e, "unreadable object from upstream; relisting");
+                    return Ok(WatchEnd::Relist);
+                }
+            };
+            match &mut gathering {
+                Some(objects) => objects.push(object),
+                None => {
+                    rv = rv.max(object.rv);
+                    self.cache.apply(ty, object);
+                }
+            }
+        }
+    }
+}
+
+/// Percent-encode a query value.
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
