@@ -8,9 +8,11 @@
 pub mod api;
 pub mod cache;
 pub mod config;
+pub mod demo;
 pub mod object;
 pub mod resource;
 pub mod selector;
 pub mod server;
+pub mod sim;
 pub mod status;
 pub mod upstream;

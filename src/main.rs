@@ -45,6 +45,21 @@ enum Command {
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
     },
+    /// Start the built-in simulated cluster with kcache in front of it.
+    Demo {
+        /// Address kcache listens on.
+        #[arg(long, env = "KCACHE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Address the simulated cluster listens on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        sim_listen: String,
+        /// Changes per second made to the simulated cluster.
+        #[arg(long, default_value_t = 1.0)]
+        churn: f64,
+        /// Configuration file (see config/kcache.yaml).
+        #[arg(long, env = "KCACHE_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 fn init_logs(format: LogFormat) {
@@ -79,6 +94,22 @@ async fn main() -> ExitCode {
             config,
             listen,
         } => serve(kubeconfig, context, config, listen).await,
+        Command::Demo {
+            listen,
+            sim_listen,
+            churn,
+            config,
+        } => match load_config(config, None) {
+            Ok(config) => {
+                let opts = kcache::demo::DemoOptions {
+                    listen,
+                    sim_listen,
+                    churn_per_second: churn,
+                };
+                kcache::demo::run(opts, config).await
+            }
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,118 @@
+//! `kcache demo`: the built-in simulated cluster, seeded with a small realistic workload and a
+//! little churn, with kcache in front of it. Lets anyone try kcache with kubectl and no cluster.
+
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::server;
+use crate::sim::seed::{self, Churn, ChurnOp, DemoSpec, SeedObject};
+use crate::sim::{Sim, SimConfig};
+use crate::upstream::Upstream;
+
+/// Options of the demo.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Where kcache listens.
+    pub listen: String,
+    /// Where the simulated cluster listens (port 0: any free port).
+    pub sim_listen: String,
+    /// Changes per second made to the simulated cluster (0: none).
+    pub churn_per_second: f64,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            listen: "127.0.0.1:8080".into(),
+            sim_listen: "127.0.0.1:0".into(),
+            churn_per_second: 1.0,
+        }
+    }
+}
+
+/// Create seed objects in the simulated cluster.
+pub fn seed_sim(sim: &Sim, objects: Vec<SeedObject>) -> Result<(), String> {
+    for o in objects {
+        let what = format!("{}/{}", o.resource, o.name());
+        sim.create(o.group, o.resource, o.object)
+            .map_err(|e| format!("seeding {what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Apply one churn step; failures (e.g. an object deleted meanwhile) are only logged.
+pub fn apply_churn(sim: &Sim, op: ChurnOp) {
+    let result = match op {
+        ChurnOp::Create(o) => sim.create(o.group, o.resource, o.object).map(|_| ()),
+        ChurnOp::Update(o) => sim.update(o.group, o.resource, o.object).map(|_| ()),
+        ChurnOp::Delete {
+            group,
+            resource,
+            namespace,
+            name,
+        } => sim
+            .delete(group, resource, namespace.as_deref(), &name)
+            .map(|_| ()),
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "churn step failed");
+    }
+}
+
+/// Run the demo until SIGINT/SIGTERM.
+pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
+    let sim_addr = opts
+        .sim_listen
+        .parse()
+        .map_err(|e| format!("--sim-listen {}: {e}", opts.sim_listen))?;
+    let sim = Sim::start_on(sim_addr, SimConfig::default())
+        .await
+        .map_err(|e| format!("starting the simulated cluster: {e}"))?;
+    let initial = seed::demo_cluster(&DemoSpec::default());
+    let mut churn = Churn::new(7, &initial);
+    seed_sim(&sim, initial)?;
+    if opts.churn_per_second > 0.0 {
+        let sim = sim.clone();
+        let period = Duration::from_secs_f64(1.0 / opts.churn_per_second);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            loop {
+                tick.tick().await;
+                apply_churn(&sim, churn.next_op());
+            }
+        });
+    }
+
+    config.listen = opts.listen;
+    let upstream = Upstream::from_url(&sim.url()).map_err(|e| e.to_string())?;
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    let running = server::start(&config, upstream, listener)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !running.wait_synced(Duration::from_secs(30)).await {
+        return Err("the caches did not sync within 30 s".into());
+    }
+    let k = running.url();
+    println!(
+        "\nkcache demo is running.\n\
+         \x20 simulated cluster (upstream): {sim}\n\
+         \x20 kcache:                       {k}\n\n\
+         Point kubectl at kcache:\n\
+         \x20 kubectl --server {k} get pods -A -o wide\n\
+         \x20 kubectl --server {k} get configmaps -A --chunk-size=2\n\
+         \x20 kubectl --server {k} get pods -A -w\n\
+         \x20 curl '{k}/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName=node-1'\n\
+         Compare with the simulated cluster directly: kubectl --server {sim} get pods -A\n\
+         Or use a kubeconfig: kubectl config set-cluster kcache --server={k} && \
+kubectl config set-context kcache --cluster=kcache && kubectl config use-context kcache\n\n\
+         Ctrl-C stops both.",
+        sim = sim.url()
+    );
+    running.until_signal().await;
+    sim.shutdown().await;
+    Ok(())
+}

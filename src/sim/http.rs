@@ -1,0 +1,604 @@
+//! The HTTP face of the sim: path routing (with the apiserver's three kinds of 404), verbs,
+//! response headers and framing, and the mapping of every `SimError` to a response.
+
+use super::discovery;
+use super::encode::indent;
+use super::faults::FaultState;
+use super::list::{self, Scope};
+use super::patch;
+use super::query::{list_options, parse_rv, Query};
+use super::status::{delete_success, SimError, Target};
+use super::store::{Store, StoredObj, UpdateMode};
+use super::types::ResourceType;
+use super::watch::{self, WatchEnv};
+use super::SimConfig;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{header, Method, StatusCode};
+use percent_encoding::percent_decode_str;
+use serde_json::Value;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Everything a request handler needs.
+pub struct Ctx {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// Fault injection state.
+    pub faults: Arc<FaultState>,
+    /// Configuration.
+    pub cfg: SimConfig,
+    /// The bound address (for `/api`'s serverAddressByClientCIDRs).
+    pub addr: SocketAddr,
+    /// Fixed APF flow-schema / priority-level UIDs for the response headers.
+    pub pf_uids: (String, String),
+}
+
+/// Largest request body accepted (the apiserver's limit is 3 MiB for objects; leave room).
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// Bodies shorter than this get a Content-Length; longer ones are chunked (Go's buffering).
+const CHUNK_THRESHOLD: usize = 2048;
+
+/// The single axum handler: every request goes through here.
+pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let ua = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let pretty = query.flag("pretty")
+        || ["curl", "Wget", "Mozilla/5.0"]
+            .iter()
+            .any(|p| ua.starts_with(p));
+    if matches!(path.as_str(), "/livez" | "/readyz" | "/healthz") {
+        return text(&ctx, StatusCode::OK, "ok");
+    }
+    let latency = ctx.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if path.starts_with("/api") {
+        if let Some(err) = ctx.faults.take_request_failure() {
+            return error_response(&ctx, &err, pretty);
+        }
+    }
+    match route(&ctx, req, &path, &query, pretty).await {
+        Ok(resp) => resp,
+        Err(err) => error_response(&ctx, &err, pretty),
+    }
+}
+
+fn base(ctx: &Ctx, code: StatusCode, content_type: &'static str) -> http::response::Builder {
+    Response::builder()
+        .status(code)
+        .header("Audit-Id", uuid::Uuid::new_v4().to_string())
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_TYPE, content_type)
+        .header("X-Kubernetes-Pf-Flowschema-Uid", ctx.pf_uids.0.as_str())
+        .header("X-Kubernetes-Pf-Prioritylevel-Uid", ctx.pf_uids.1.as_str())
+}
+
+fn sized_body(bytes: Vec<u8>) -> Body {
+    if bytes.len() < CHUNK_THRESHOLD {
+        Body::from(bytes)
+    } else {
+        let bytes = Bytes::from(bytes);
+        Body::from_stream(futures::stream::once(
+            async move { Ok::<_, Infallible>(bytes) },
+        ))
+    }
+}
+
+fn finish(builder: http::response::Builder, body: Body) -> Response {
+    builder.body(body).unwrap_or_else(|_| {
+        let mut r = Response::new(Body::from("internal error building response"));
+        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
+}
+
+fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, pretty: bool) -> Response {
+    let body = if pretty { indent(&body) } else { body };
+    finish(base(ctx, code, "application/json"), sized_body(body))
+}
+
+fn text(ctx: &Ctx, code: StatusCode, body: &'static str) -> Response {
+    finish(
+        base(ctx, code, "text/plain; charset=utf-8"),
+        Body::from(body),
+    )
+}
+
+/// The one place errors become responses.
+fn error_response(ctx: &Ctx, err: &SimError, pretty: bool) -> Response {
+    if let SimError::PageNotFound = err {
+        let b = base(ctx, StatusCode::NOT_FOUND, "text/plain; charset=utf-8")
+            .header("X-Content-Type-Options", "nosniff");
+        return finish(b, Body::from("404 page not found\n"));
+    }
+    let code = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = err.status_json().to_body();
+    if pretty {
+        body = indent(&body);
+    }
+    let mut b = base(ctx, code, "application/json");
+    if let Some(secs) = err.retry_after() {
+        b = b.header(header::RETRY_AFTER, secs.to_string());
+    }
+    finish(b, sized_body(body))
+}
+
+fn object_response(ctx: &Ctx, code: StatusCode, obj: &StoredObj, pretty: bool) -> Response {
+    let mut body = Vec::with_capacity(obj.bytes.len() + 1);
+    body.extend_from_slice(&obj.bytes);
+    body.push(b'\n');
+    json(ctx, code, body, pretty)
+}
+
+/// Whether the client accepts JSON (anything else is 406; protobuf-only clients fall back).
+fn accepts_json(req: &Request) -> bool {
+    let Some(accept) = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return true;
+    };
+    accept.split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or("").trim();
+        matches!(media, "" | "*/*" | "application/*" | "application/json")
+    })
+}
+
+async fn route(
+    ctx: &Ctx,
+    req: Request,
+    path: &str,
+    query: &Query,
+    pretty: bool,
+) -> Result<Response, SimError> {
+    let mut segs: Vec<String> = path
+        .split('/')
+        .skip(1)
+        .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect();
+    if segs.len() > 1 && segs.last().is_some_and(String::is_empty) {
+        segs.pop();
+    }
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let types = ctx.store.types();
+    let ok = |j: super::encode::J| Ok(json(ctx, StatusCode::OK, j.to_body(), pretty));
+    match segs.as_slice() {
+        ["version"] => Ok(finish(
+            base(ctx, StatusCode::OK, "application/json"),
+            Body::from(discovery::version()),
+        )),
+        ["api"] => ok(discovery::api_versions(ctx.addr)),
+        ["api", "v1"] => {
+            ok(discovery::resource_list(&types, "", "v1").ok_or(SimError::NoSuchResource)?)
+        }
+        ["api", "v1", rest @ ..] => resource(ctx, req, &types, "", "v1", rest, query, pretty).await,
+        ["api", ..] => Err(SimError::NoSuchResource),
+        ["apis"] => ok(discovery::api_group_list(&types)),
+        ["apis", group] => ok(discovery::api_group(&types, group).ok_or(SimError::PageNotFound)?),
+        ["apis", group, version, rest @ ..] => {
+            let in_group: Vec<&Arc<ResourceType>> =
+                types.iter().filter(|t| t.group == *group).collect();
+            if in_group.is_empty() {
+                return Err(SimError::PageNotFound);
+            }
+            let custom = in_group.iter().all(|t| t.custom);
+            if !in_group.iter().any(|t| t.version == *version) {
+                return Err(if custom {
+                    SimError::PageNotFound
+                } else {
+                    SimError::NoSuchResource
+                });
+            }
+            if rest.is_empty() {
+                return ok(discovery::resource_list(&types, group, version)
+                    .ok_or(SimError::NoSuchResource)?);
+            }
+            resource(ctx, req, &types, group, version, rest, query, pretty).await
+        }
+        _ => Err(SimError::PageNotFound),
+    }
+}
+
+/// A parsed resource path.
+struct Addressed {
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    name: Option<String>,
+    status: bool,
+    watch_path: bool,
+}
+
+fn address(
+    types: &[Arc<ResourceType>],
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Addressed, SimError> {
+    let custom = types.iter().filter(|t| t.group == group).all(|t| t.custom);
+    let not_found = || {
+        if custom {
+            SimError::PageNotFound
+        } else {
+            SimError::NoSuchResource
+        }
+    };
+    let find = |res: &str| {
+        types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.resource == res)
+    };
+    let (watch_path, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    let (ns, rest) = match rest {
+        ["namespaces", ns, res, tail @ ..] if find(res).is_some_and(|t| t.namespaced) => {
+            (Some(ns.to_string()), [&[*res][..], tail].concat())
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let (res, name, sub) = match rest.as_slice() {
+        [res] => (*res, None, None),
+        [res, name] => (*res, Some(*name), None),
+        [res, name, sub] => (*res, Some(*name), Some(*sub)),
+        _ => return Err(not_found()),
+    };
+    let rt = find(res).ok_or_else(not_found)?.clone();
+    // A namespaced object needs its namespace; a cluster-scoped one must not have one.
+    if rt.namespaced && ns.is_none() && name.is_some() {
+        return Err(not_found());
+    }
+    if name.is_some_and(str::is_empty) {
+        return Err(not_found());
+    }
+    let status = match sub {
+        None => false,
+        Some("status") if rt.has_status() && !watch_path => true,
+        Some(_) => return Err(not_found()),
+    };
+    Ok(Addressed {
+        rt,
+        ns,
+        name: name.map(str::to_string),
+        status,
+        watch_path,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    ctx: &Ctx,
+    req: Request,
+    types: &[Arc<ResourceType>],
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: &Query,
+    pretty: bool,
+) -> Result<Response, SimError> {
+    let a = address(types, group, version, rest)?;
+    if !accepts_json(&req) {
+        return Err(SimError::NotAcceptable);
+    }
+    let method = req.method().clone();
+    match (&a.name, method) {
+        (None, Method::GET) => collection_get(ctx, &a, query, pretty).await,
+        (None, Method::POST) if !a.watch_path && (a.ns.is_some() || !a.rt.namespaced) => {
+            let body = read_body(req).await?;
+            let obj = decode(&a.rt, &body)?;
+            let created = ctx
+                .store
+                .create(&a.rt.group, &a.rt.resource, a.ns.as_deref(), obj)?;
+            Ok(object_response(ctx, StatusCode::CREATED, &created, pretty))
+        }
+        (None, Method::DELETE) if !a.watch_path => delete_collection(ctx, &a, query, pretty),
+        (Some(name), Method::GET) if a.watch_path => {
+            let mut opts = list_options(query, &a.rt, true, ctx.cfg.watchlist)?;
+            opts.fields = opts
+                .fields
+                .and(super::selector::FieldSelector::with_name(name, &a.rt));
+            watch_response(ctx, &a, opts).await
+        }
+        (Some(name), Method::GET) => get(ctx, &a, name, query, pretty).await,
+        (Some(name), Method::PUT) if !a.watch_path => {
+            let body = read_body(req).await?;
+            let obj = decode(&a.rt, &body)?;
+            let mode = if a.status {
+                UpdateMode::Status
+            } else {
+                UpdateMode::Main
+            };
+            let url = Some((a.ns.as_deref(), name.as_str()));
+            let updated = ctx
+                .store
+                .update(&a.rt.group, &a.rt.resource, url, obj, mode)?;
+            Ok(object_response(ctx, StatusCode::OK, &updated, pretty))
+        }
+        (Some(name), Method::PATCH) if !a.watch_path => {
+            let ct = req
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            let body = read_body(req).await?;
+            let (obj, code) = apply_patch(ctx, &a, name, &ct, &body)?;
+            Ok(object_response(ctx, code, &obj, pretty))
+        }
+        (Some(name), Method::DELETE) if !a.watch_path => {
+            let body = read_body(req).await?;
+            let opts: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let pre_rv = opts
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str);
+            let pre_uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
+            let gone = ctx.store.delete(
+                &a.rt.group,
+                &a.rt.resource,
+                a.ns.as_deref(),
+                name,
+                pre_rv,
+                pre_uid,
+            )?;
+            if a.rt.custom {
+                // CRD storage returns the deleted object.
+                return Ok(object_response(ctx, StatusCode::OK, &gone, pretty));
+            }
+            let target = Target {
+                group: a.rt.group.clone(),
+                resource: a.rt.resource.clone(),
+                name: name.clone(),
+            };
+            Ok(json(
+                ctx,
+                StatusCode::OK,
+                delete_success(&target, gone.uid()).to_body(),
+                pretty,
+            ))
+        }
+        _ => Err(SimError::MethodNotAllowed),
+    }
+}
+
+async fn collection_get(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+    pretty: bool,
+) -> Result<Response, SimError> {
+    let opts = list_options(query, &a.rt, a.watch_path, ctx.cfg.watchlist)?;
+    if opts.watch {
+        return watch_response(ctx, a, opts).await;
+    }
+    let scope = Scope {
+        rt: &a.rt,
+        ns: a.ns.as_deref(),
+    };
+    let body = list::list(&ctx.store, &scope, &opts, ctx.cfg.too_large_rv_wait).await?;
+    Ok(json(ctx, StatusCode::OK, body, pretty))
+}
+
+async fn watch_response(
+    ctx: &Ctx,
+    a: &Addressed,
+    opts: super::query::ListOptions,
+) -> Result<Response, SimError> {
+    let env = WatchEnv {
+        bookmark_interval: ctx.cfg.bookmark_interval,
+        too_large_wait: ctx.cfg.too_large_rv_wait,
+        drop_rx: ctx.faults.drop_watches.subscribe(),
+        fail_410: ctx.faults.take_watch_410(),
+    };
+    let rx = watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok(finish(base(ctx, StatusCode::OK, "application/json"), body))
+}
+
+async fn get(
+    ctx: &Ctx,
+    a: &Addressed,
+    name: &str,
+    query: &Query,
+    pretty: bool,
+) -> Result<Response, SimError> {
+    if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty()) {
+        let rv = parse_rv(rv)?;
+        if rv > 0 && !ctx.store.wait_for_rv(rv, ctx.cfg.too_large_rv_wait).await {
+            return Err(SimError::TooLargeResourceVersion {
+                requested: rv,
+                current: ctx.store.current_rv(),
+            });
+        }
+    }
+    let obj = ctx
+        .store
+        .get(&a.rt.group, &a.rt.resource, a.ns.as_deref(), name)?;
+    Ok(object_response(ctx, StatusCode::OK, &obj, pretty))
+}
+
+fn delete_collection(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+    pretty: bool,
+) -> Result<Response, SimError> {
+    let opts = list_options(query, &a.rt, false, ctx.cfg.watchlist)?;
+    let snap = ctx.store.snapshot(&a.rt.group, &a.rt.resource)?;
+    let mut gone = Vec::new();
+    for obj in snap.objects.values() {
+        let in_ns = a.ns.as_deref().is_none_or(|ns| obj.namespace() == Some(ns));
+        if in_ns && opts.labels.matches(&obj.value) && opts.fields.matches(&obj.value) {
+            let name = obj
+                .value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            // Already gone (a concurrent delete) is fine for a collection delete.
+            if let Ok(g) = ctx.store.delete(
+                &a.rt.group,
+                &a.rt.resource,
+                obj.namespace(),
+                name,
+                None,
+                None,
+            ) {
+                gone.push(g);
+            }
+        }
+    }
+    let body = list::body_of(&a.rt, ctx.store.current_rv(), gone);
+    Ok(json(ctx, StatusCode::OK, body, pretty))
+}
+
+fn apply_patch(
+    ctx: &Ctx,
+    a: &Addressed,
+    name: &str,
+    ct: &str,
+    body: &[u8],
+) -> Result<(Arc<StoredObj>, StatusCode), SimError> {
+    enum Kind {
+        Merge,
+        Json,
+        Apply,
+    }
+    let kind = match ct {
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => Kind::Merge,
+        "application/json-patch+json" => Kind::Json,
+        "application/apply-patch+yaml" | "application/apply-patch+json" => Kind::Apply,
+        _ => return Err(SimError::UnsupportedMediaType),
+    };
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| SimError::BadRequest(format!("error decoding patch: {e}")))?;
+    let (group, resource) = (a.rt.group.as_str(), a.rt.resource.as_str());
+    let mode = if a.status {
+        UpdateMode::Status
+    } else {
+        UpdateMode::Main
+    };
+    let pinned_rv = patch.pointer("/metadata/resourceVersion").is_some();
+    // The apiserver retries a patch on conflict unless the patch itself pins a resourceVersion.
+    for _ in 0..5 {
+        let current = match ctx.store.get(group, resource, a.ns.as_deref(), name) {
+            Ok(c) => c,
+            Err(SimError::NotFound(_)) if matches!(kind, Kind::Apply) => {
+                let mut obj = Value::Object(Default::default());
+                patch::merge(&mut obj, &patch);
+                let created = ctx.store.create(group, resource, a.ns.as_deref(), obj)?;
+                return Ok((created, StatusCode::CREATED));
+            }
+            Err(e) => return Err(e),
+        };
+        let mut obj = current.value.clone();
+        match kind {
+            Kind::Merge | Kind::Apply => patch::merge(&mut obj, &patch),
+            Kind::Json => patch::json_patch(&mut obj, &patch).map_err(SimError::BadRequest)?,
+        }
+        match ctx
+            .store
+            .update(group, resource, Some((a.ns.as_deref(), name)), obj, mode)
+        {
+            Err(SimError::Conflict(_)) if !pinned_rv => continue,
+            other => return other.map(|o| (o, StatusCode::OK)),
+        }
+    }
+    Err(SimError::Conflict(Target {
+        group: group.into(),
+        resource: resource.into(),
+        name: name.into(),
+    }))
+}
+
+async fn read_body(req: Request) -> Result<Bytes, SimError> {
+    axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| SimError::BadRequest(format!("unable to read the request body: {e}")))
+}
+
+/// Decodes a request object with the apiserver's error text for undecodable bodies.
+fn decode(rt: &ResourceType, body: &[u8]) -> Result<Value, SimError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        SimError::BadRequest(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {} ({})",
+            rt.kind,
+            go_json_error(body, &e),
+            quote_body(body)
+        ))
+    })?;
+    if v.get("kind")
+        .is_none_or(|k| k.as_str().is_none_or(str::is_empty))
+    {
+        return Err(SimError::BadRequest(format!(
+            "Object 'Kind' is missing in '{}'",
+            String::from_utf8_lossy(body)
+        )));
+    }
+    Ok(v)
+}
+
+/// Go's `encoding/json` wording for the common syntax errors.
+fn go_json_error(body: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected end of JSON input".into();
+    }
+    let trimmed: &[u8] = body.trim_ascii_start();
+    for lit in ["true", "false", "null"] {
+        let l = lit.as_bytes();
+        if trimmed.first() == l.first() {
+            if let Some(i) = (1..l.len()).find(|i| trimmed.get(*i) != l.get(*i)) {
+                if let Some(c) = trimmed.get(i) {
+                    return format!(
+                        "invalid character '{}' in literal {lit} (expecting '{}')",
+                        *c as char, l[i] as char
+                    );
+                }
+            }
+        }
+    }
+    match trimmed.first() {
+        Some(c)
+            if !matches!(
+                c,
+                b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+            ) =>
+        {
+            format!(
+                "invalid character '{}' looking for beginning of value",
+                *c as char
+            )
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The apiserver quotes the start of an undecodable body: as text when it looks like JSON,
+/// as hex otherwise.
+fn quote_body(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    if body
+        .trim_ascii_start()
+        .first()
+        .is_some_and(|c| *c == b'{' || *c == b'[')
+    {
+        format!("{}{more}", String::from_utf8_lossy(head))
+    } else {
+        let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hex}{more}")
+    }
+}

@@ -1,0 +1,328 @@
+//! LIST: which state answers (consistent read, cache, exact history, continuation), paging,
+//! continue tokens, and the list envelope built from stored object bytes.
+
+use super::encode::{write_str, J};
+use super::query::{parse_rv, ListOptions, Rvm};
+use super::status::SimError;
+use super::store::{Snapshot, Store, StoredObj};
+use super::types::ResourceType;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Encodes a continue token: base64url (no padding) of
+/// `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`.
+pub fn encode_continue(rv: i64, start_after: &str) -> String {
+    let mut json = Vec::new();
+    json.extend_from_slice(b"{\"v\":\"meta.k8s.io/v1\",\"rv\":");
+    json.extend_from_slice(rv.to_string().as_bytes());
+    json.extend_from_slice(b",\"start\":");
+    write_str(&mut json, &format!("{start_after}\u{0}"));
+    json.push(b'}');
+    URL_SAFE_NO_PAD.encode(json)
+}
+
+/// Decodes a continue token into (start key relative to the list prefix, rv).
+pub fn decode_continue(token: &str) -> Result<(String, i64), SimError> {
+    let bad = |why: String| SimError::BadRequest(format!("invalid continue token: {why}"));
+    let raw = URL_SAFE_NO_PAD.decode(token.as_bytes()).map_err(|e| {
+        bad(format!(
+            "continue key is not valid: {}",
+            go_base64_error(token, &e)
+        ))
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(|e| bad(format!("continue key is not valid: {e}")))?;
+    let version = v.get("v").and_then(|x| x.as_str()).unwrap_or("");
+    if version != "meta.k8s.io/v1" {
+        return Err(bad(format!(
+            "continue key is not valid: server does not recognize this encoded version {version}"
+        )));
+    }
+    let rv = v.get("rv").and_then(|x| x.as_i64()).unwrap_or(0);
+    if rv == 0 {
+        return Err(bad(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
+        ));
+    }
+    let start = v.get("start").and_then(|x| x.as_str()).unwrap_or("");
+    if start.is_empty() {
+        return Err(bad(
+            "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)".into(),
+        ));
+    }
+    if start.split('/').any(|seg| seg == ".." || seg == ".") || start.starts_with('/') {
+        return Err(bad(format!("continue key is not valid: {start}")));
+    }
+    Ok((start.to_string(), rv))
+}
+
+/// Go reports the offset of the first bad byte (or the end for a bad length).
+fn go_base64_error(token: &str, err: &base64::DecodeError) -> String {
+    let at = match err {
+        base64::DecodeError::InvalidByte(i, _) => *i,
+        base64::DecodeError::InvalidLastSymbol(i, _) => *i,
+        _ => token.len().saturating_sub(1),
+    };
+    format!("illegal base64 data at input byte {at}")
+}
+
+/// Which objects a LIST covers.
+pub struct Scope<'a> {
+    /// The type.
+    pub rt: &'a ResourceType,
+    /// Namespace from the URL, if any.
+    pub ns: Option<&'a str>,
+}
+
+impl Scope<'_> {
+    fn prefix(&self) -> String {
+        self.ns.map(|ns| format!("{ns}/")).unwrap_or_default()
+    }
+}
+
+/// One page of results.
+struct Page {
+    items: Vec<Arc<StoredObj>>,
+    /// Key (relative to the list prefix) of the last item when more objects follow.
+    more_after: Option<String>,
+    remaining: Option<u64>,
+}
+
+fn select(
+    snap: &Snapshot,
+    scope: &Scope,
+    opts: &ListOptions,
+    start: Option<&str>,
+    limit: Option<usize>,
+) -> Page {
+    let prefix = scope.prefix();
+    let lo = match start {
+        Some(s) => format!("{prefix}{s}"),
+        None => prefix.clone(),
+    };
+    // Keys under "ns/" end before "ns0" ('0' follows '/').
+    let hi = scope.ns.map(|ns| format!("{ns}0"));
+    let range = (
+        Bound::Included(lo),
+        match hi {
+            Some(h) => Bound::Excluded(h),
+            None => Bound::Unbounded,
+        },
+    );
+    let mut items = Vec::new();
+    let mut iter = snap.objects.range(range);
+    let mut more_after = None;
+    for (key, obj) in iter.by_ref() {
+        if opts.labels.matches(&obj.value) && opts.fields.matches(&obj.value) {
+            items.push(obj.clone());
+            if limit.is_some_and(|l| items.len() >= l) {
+                more_after = Some(key[prefix.len()..].to_string());
+                break;
+            }
+        }
+    }
+    let mut remaining = None;
+    if more_after.is_some() {
+        let rest = iter.count() as u64;
+        if rest == 0 {
+            more_after = None;
+        } else if opts.unfiltered() {
+            remaining = Some(rest);
+        }
+    }
+    Page {
+        items,
+        more_after,
+        remaining,
+    }
+}
+
+/// Builds the list body (with the trailing newline).
+fn body(rt: &ResourceType, list_rv: u64, page: &Page, continue_rv: i64) -> Vec<u8> {
+    let token = page
+        .more_after
+        .as_deref()
+        .map(|k| encode_continue(continue_rv, k));
+    let size: usize = page.items.iter().map(|o| o.bytes.len() + 1).sum();
+    let mut out = Vec::with_capacity(size + 256);
+    let items = |out: &mut Vec<u8>| {
+        out.extend_from_slice(b"\"items\":[");
+        for (i, o) in page.items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            o.write_item(out);
+        }
+        out.push(b']');
+    };
+    let list_kind = format!("{}List", rt.kind);
+    if rt.custom {
+        // Unstructured lists: keys sorted, `continue` always present.
+        out.extend_from_slice(b"{\"apiVersion\":");
+        write_str(&mut out, &rt.api_version());
+        out.push(b',');
+        items(&mut out);
+        out.extend_from_slice(b",\"kind\":");
+        write_str(&mut out, &list_kind);
+        let mut meta = vec![("continue", J::Str(token.unwrap_or_default()))];
+        if let Some(r) = page.remaining {
+            meta.push(("remainingItemCount", J::Int(r as i64)));
+        }
+        meta.push(("resourceVersion", J::Str(list_rv.to_string())));
+        out.extend_from_slice(b",\"metadata\":");
+        J::Obj(meta).write(&mut out);
+        out.push(b'}');
+    } else {
+        let mut meta = vec![("resourceVersion", J::Str(list_rv.to_string()))];
+        if let Some(t) = token {
+            meta.push(("continue", J::Str(t)));
+        }
+        if let Some(r) = page.remaining {
+            meta.push(("remainingItemCount", J::Int(r as i64)));
+        }
+        J::Obj(vec![
+            ("kind", J::Str(list_kind)),
+            ("apiVersion", J::Str(rt.api_version())),
+            ("metadata", J::Obj(meta)),
+        ])
+        .write(&mut out);
+        out.pop();
+        out.push(b',');
+        items(&mut out);
+        out.push(b'}');
+    }
+    out.push(b'\n');
+    out
+}
+
+fn page_limit(limit: i64) -> Option<usize> {
+    (limit > 0).then(|| usize::try_from(limit).unwrap_or(usize::MAX))
+}
+
+/// Serves a LIST following the apiserver's resourceVersion/limit/continue table.
+pub async fn list(
+    store: &Store,
+    scope: &Scope<'_>,
+    opts: &ListOptions,
+    too_large_wait: Duration,
+) -> Result<Vec<u8>, SimError> {
+    let rt = scope.rt;
+    let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
+    // Continuation: served from history at the token's RV (consistent pages).
+    if let Some(token) = &opts.continue_token {
+        if opts.rv.as_deref().is_some_and(|rv| rv != "0") {
+            return Err(SimError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        let (start, token_rv) = decode_continue(token)?;
+        let limit = page_limit(opts.limit);
+        if token_rv < 0 {
+            let snap = store.snapshot(group, resource)?;
+            let page = select(&snap, scope, opts, Some(&start), limit);
+            return Ok(body(rt, snap.rv, &page, -1));
+        }
+        let token_rv = token_rv as u64;
+        let snap = match store.snapshot_at(group, resource, token_rv) {
+            Err(SimError::Expired { .. }) => return Err(expired_continue(&start)),
+            other => other?,
+        };
+        let page = select(&snap, scope, opts, Some(&start), limit);
+        return Ok(body(rt, token_rv, &page, token_rv as i64));
+    }
+    let Some(rv_raw) = opts.rv.as_deref() else {
+        // Consistent read of the latest state; limit honoured.
+        let snap = store.snapshot(group, resource)?;
+        let page = select(&snap, scope, opts, None, page_limit(opts.limit));
+        return Ok(body(rt, snap.rv, &page, snap.rv as i64));
+    };
+    let rv = parse_rv(rv_raw)?;
+    if rv == 0 {
+        // Served from the "cache": everything, limit ignored, list RV = the type's RV.
+        let snap = store.snapshot(group, resource)?;
+        let page = select(&snap, scope, opts, None, None);
+        return Ok(body(rt, snap.type_rv, &page, 0));
+    }
+    let limit = page_limit(opts.limit);
+    match (&opts.rvm, limit) {
+        (Some(Rvm::Exact), _) | (None, Some(_)) => {
+            let snap = store.snapshot_at(group, resource, rv)?;
+            let page = select(&snap, scope, opts, None, limit);
+            Ok(body(rt, rv, &page, rv as i64))
+        }
+        (Some(Rvm::NotOlderThan), Some(_)) => {
+            let snap = store.snapshot(group, resource)?;
+            if rv > snap.rv {
+                return Err(SimError::TooLargeResourceVersion {
+                    requested: rv,
+                    current: snap.rv,
+                });
+            }
+            let page = select(&snap, scope, opts, None, limit);
+            Ok(body(rt, snap.rv, &page, snap.rv as i64))
+        }
+        (_, None) => {
+            // "Cache" path: wait for the RV, then the current state.
+            if !store.wait_for_rv(rv, too_large_wait).await {
+                return Err(SimError::TooLargeResourceVersion {
+                    requested: rv,
+                    current: store.current_rv(),
+                });
+            }
+            let snap = store.snapshot(group, resource)?;
+            let page = select(&snap, scope, opts, None, None);
+            Ok(body(rt, snap.type_rv.max(rv), &page, 0))
+        }
+    }
+}
+
+fn expired_continue(start: &str) -> SimError {
+    SimError::Expired {
+        message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into(),
+        continue_token: Some(encode_continue(-1, start.trim_end_matches('\u{0}'))),
+    }
+}
+
+/// A list body of the given objects (deletecollection's answer).
+pub fn body_of(rt: &ResourceType, rv: u64, items: Vec<Arc<StoredObj>>) -> Vec<u8> {
+    body(
+        rt,
+        rv,
+        &Page {
+            items,
+            more_after: None,
+            remaining: None,
+        },
+        0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_matches_apiserver_bytes() {
+        assert_eq!(
+            encode_continue(353, "fixtures-a/cm-02"),
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MzUzLCJzdGFydCI6ImZpeHR1cmVzLWEvY20tMDJcdTAwMDAifQ"
+        );
+        assert_eq!(
+            encode_continue(-1, "cm-10"),
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoiY20tMTBcdTAwMDAifQ"
+        );
+        let (start, rv) = decode_continue(&encode_continue(7, "a/b")).unwrap();
+        assert_eq!((start.as_str(), rv), ("a/b\u{0}", 7));
+    }
+
+    #[test]
+    fn bad_token_message() {
+        assert_eq!(
+            decode_continue("not-a-valid-token").unwrap_err().to_string(),
+            "invalid continue token: continue key is not valid: illegal base64 data at input byte 16"
+        );
+    }
+}

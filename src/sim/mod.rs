@@ -1,0 +1,230 @@
+//! A simulated kube-apiserver (v1.28 behaviour) over plain HTTP/1.1, in-process.
+//!
+//! kcache's tests, `kcache demo` and the benchmark run against it; kube-client and kubectl
+//! talk to it exactly as to a real cluster. Behaviour follows the recordings in
+//! `shared/fixtures/kube-apiserver-v1.28` (LIST/GET/WATCH semantics, Status bodies, bytes).
+//!
+//! The sim is one consistent store: there is no lagging watch cache, so "cache" answers
+//! (RV=0 lists, watches) always reflect every completed write.
+
+mod discovery;
+mod encode;
+mod faults;
+mod fixture_data;
+mod http;
+mod list;
+mod patch;
+mod query;
+pub mod seed;
+mod selector;
+mod status;
+mod store;
+mod types;
+mod watch;
+
+pub use faults::Faults;
+pub use selector::{FieldSelector, LabelSelector};
+pub use status::{Cause, SimError, Target};
+pub use types::ResourceType;
+
+use faults::{FaultState, SimListener};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{Store, UpdateMode};
+use tokio::task::JoinHandle;
+
+/// Sim behaviour knobs.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Period of watch BOOKMARK events (the apiserver's is about 60 s).
+    pub bookmark_interval: Duration,
+    /// Events kept per resource type for watch resume and Exact lists before they are
+    /// forgotten (older RVs then give 410).
+    pub history_limit: usize,
+    /// Whether `sendInitialEvents` (WatchList) is supported, as with `--feature-gates=WatchList=true`.
+    /// When off, such watches are refused with the apiserver's 422 so clients fall back to LIST.
+    pub watchlist: bool,
+    /// How long a request for a resourceVersion the store has not reached waits before the
+    /// 504 "Too large resource version".
+    pub too_large_rv_wait: Duration,
+    /// Events a watcher may fall behind before it is closed (per resource type).
+    pub watch_buffer: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            bookmark_interval: Duration::from_secs(60),
+            history_limit: 10_000,
+            watchlist: true,
+            too_large_rv_wait: Duration::from_secs(3),
+            watch_buffer: 10_000,
+        }
+    }
+}
+
+struct Inner {
+    ctx: Arc<http::Ctx>,
+    server: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A running simulated apiserver. Cheap to clone.
+#[derive(Clone)]
+pub struct Sim {
+    inner: Arc<Inner>,
+}
+
+impl Sim {
+    /// Starts a sim on `127.0.0.1:0`.
+    pub async fn start(cfg: SimConfig) -> std::io::Result<Sim> {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), cfg).await
+    }
+
+    /// Starts a sim on `addr`.
+    pub async fn start_on(addr: SocketAddr, cfg: SimConfig) -> std::io::Result<Sim> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer));
+        let faults = Arc::new(FaultState::new());
+        let ctx = Arc::new(http::Ctx {
+            store,
+            faults: faults.clone(),
+            cfg,
+            addr,
+            pf_uids: (
+                uuid::Uuid::new_v4().to_string(),
+                uuid::Uuid::new_v4().to_string(),
+            ),
+        });
+        let app = axum::Router::new()
+            .fallback(http::handle)
+            .with_state(ctx.clone());
+        let listener = SimListener {
+            inner: listener,
+            faults,
+        };
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!(error = %e, "sim server stopped");
+            }
+        });
+        Ok(Sim {
+            inner: Arc::new(Inner {
+                ctx,
+                server: Mutex::new(Some(server)),
+            }),
+        })
+    }
+
+    fn store(&self) -> &Store {
+        &self.inner.ctx.store
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.ctx.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// Serves another type (e.g. a CRD). Built-ins are pre-registered.
+    pub fn register(&self, rt: ResourceType) {
+        self.store().register(rt);
+    }
+
+    /// Creates an object as POST does: sets uid, resourceVersion, creationTimestamp,
+    /// generation (CRs and workloads), kind/apiVersion. Namespaced objects without
+    /// `metadata.namespace` go to `default`.
+    pub fn create(&self, group: &str, resource: &str, obj: Value) -> Result<Value, SimError> {
+        Ok(self
+            .store()
+            .create(group, resource, None, obj)?
+            .value
+            .clone())
+    }
+
+    /// Replaces an object (status included); 409 on a stale `metadata.resourceVersion`, 404 if missing.
+    pub fn update(&self, group: &str, resource: &str, obj: Value) -> Result<Value, SimError> {
+        Ok(self
+            .store()
+            .update(group, resource, None, obj, UpdateMode::Replace)?
+            .value
+            .clone())
+    }
+
+    /// Deletes an object; returns its last state carrying the deletion resourceVersion.
+    pub fn delete(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, SimError> {
+        Ok(self
+            .store()
+            .delete(group, resource, namespace, name, None, None)?
+            .value
+            .clone())
+    }
+
+    /// One object, if it exists.
+    pub fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        self.store()
+            .get(group, resource, namespace, name)
+            .ok()
+            .map(|o| o.value.clone())
+    }
+
+    /// All current objects of a type in key (namespace/name) order.
+    pub fn list(&self, group: &str, resource: &str) -> Vec<Value> {
+        self.store()
+            .snapshot(group, resource)
+            .map(|s| s.objects.values().map(|o| o.value.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The global resourceVersion (that of the last write).
+    pub fn current_rv(&self) -> u64 {
+        self.store().current_rv()
+    }
+
+    /// Forgets history up to now: older RVs give 410 (watch ERROR event, list 410).
+    pub fn compact(&self) {
+        self.store().compact();
+    }
+
+    /// Fault injection handle.
+    pub fn faults(&self) -> Faults {
+        Faults {
+            state: self.inner.ctx.faults.clone(),
+            store: self.inner.ctx.store.clone(),
+        }
+    }
+
+    /// Stops serving: the listener closes and open connections (watches included) are cut.
+    pub async fn shutdown(self) {
+        let handle = self
+            .inner
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.inner.ctx.faults.drop_all_watches();
+        self.inner.ctx.faults.kill_all_connections();
+        if let Some(h) = handle {
+            h.abort();
+            let _ = h.await;
+        }
+    }
+}

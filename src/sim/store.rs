@@ -1,0 +1,984 @@
+//! The object store: one global resourceVersion counter, per-type current state (persistent
+//! ordered maps, so snapshots are O(1) clones), per-type event history for watch resume and
+//! historical (Exact) lists, and a broadcast channel per type for live watchers.
+//!
+//! Every object is serialised once when written; lists, GETs and watch events reuse the bytes.
+
+use super::encode::{encode_object, now_rfc3339};
+use super::status::{Cause, SimError, Target};
+use super::types::ResourceType;
+use bytes::Bytes;
+use imbl::OrdMap;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use tokio::sync::{broadcast, watch};
+
+/// The first resourceVersion a fresh sim reports. Greater than 1 so that `resourceVersion=1`
+/// is "too old" once history has been compacted.
+pub const INITIAL_RV: u64 = 100;
+
+/// An object as stored: its JSON value and its encoding (done once).
+#[derive(Debug)]
+pub struct StoredObj {
+    /// The full object including kind/apiVersion.
+    pub value: Value,
+    /// The compact encoding of `value` (no trailing newline).
+    pub bytes: Bytes,
+    /// Where the list-item form (without kind/apiVersion) continues after a `{`.
+    item_at: usize,
+    /// The object's resourceVersion.
+    pub rv: u64,
+    /// Store key: `namespace/name` or `name`.
+    pub key: String,
+}
+
+impl StoredObj {
+    fn new(rt: &ResourceType, value: Value, rv: u64, key: String) -> StoredObj {
+        let (bytes, item_at) = encode_object(rt, &value);
+        StoredObj {
+            value,
+            bytes: Bytes::from(bytes),
+            item_at,
+            rv,
+            key,
+        }
+    }
+
+    /// Appends the form used inside a list's `items` (built-ins omit kind/apiVersion).
+    pub fn write_item(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        out.extend_from_slice(&self.bytes[self.item_at..]);
+    }
+
+    /// `metadata.namespace`, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        self.value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// A copy re-encoded with another resourceVersion (deletions, selector "leave" events).
+    fn with_rv(&self, rt: &ResourceType, rv: u64) -> StoredObj {
+        let mut value = self.value.clone();
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        StoredObj::new(rt, value, rv, self.key.clone())
+    }
+}
+
+/// Watch event types as they appear on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// `ADDED`
+    Added,
+    /// `MODIFIED`
+    Modified,
+    /// `DELETED`
+    Deleted,
+}
+
+impl EventKind {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write, kept in history and sent to watchers. Frames are built lazily and shared.
+#[derive(Debug)]
+pub struct Event {
+    /// The write's resourceVersion.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The new state; for a delete the last state carrying the deletion RV.
+    pub obj: Arc<StoredObj>,
+    /// The state before the write (updates and deletes).
+    pub prev: Option<Arc<StoredObj>>,
+    rt: Arc<ResourceType>,
+    frames: [OnceLock<Bytes>; 3],
+    leave: OnceLock<Bytes>,
+}
+
+/// `{"type":T,"object":O}\n`
+pub fn frame(kind: &str, obj: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(obj.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(obj);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+impl Event {
+    /// The frame carrying the new object as `kind` (shared by all watchers).
+    pub fn frame(&self, kind: EventKind) -> Bytes {
+        let idx = kind as usize;
+        self.frames[idx]
+            .get_or_init(|| frame(kind.name(), &self.obj.bytes))
+            .clone()
+    }
+
+    /// DELETED carrying the previous object with this event's RV (selector "leave").
+    pub fn leave_frame(&self) -> Bytes {
+        self.leave
+            .get_or_init(|| match &self.prev {
+                Some(p) => frame("DELETED", &p.with_rv(&self.rt, self.rv).bytes),
+                None => frame("DELETED", &self.obj.bytes),
+            })
+            .clone()
+    }
+}
+
+/// Everything about one served type.
+struct TypeState {
+    rt: Arc<ResourceType>,
+    objects: OrdMap<String, Arc<StoredObj>>,
+    history: VecDeque<Arc<Event>>,
+    /// Every event with rv > floor is in `history`.
+    floor: u64,
+    /// RV of the type's last event (the watch cache's RV in the apiserver).
+    last_event_rv: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+struct State {
+    rv: u64,
+    types: BTreeMap<(String, String), TypeState>,
+    /// Registration order, for discovery.
+    order: Vec<(String, String)>,
+}
+
+/// A consistent view of one type.
+#[derive(Clone)]
+pub struct Snapshot {
+    /// Objects by key.
+    pub objects: OrdMap<String, Arc<StoredObj>>,
+    /// Global RV at the time of the snapshot.
+    pub rv: u64,
+    /// The type's last event RV.
+    pub type_rv: u64,
+}
+
+/// What a watcher gets when it registers, all taken under one lock.
+pub struct Subscription {
+    /// Current state (for initial events).
+    pub snapshot: Snapshot,
+    /// Live events after this point.
+    pub rx: broadcast::Receiver<Arc<Event>>,
+    /// History events after the requested RV (empty unless asked for).
+    pub replay: Vec<Arc<Event>>,
+    /// The oldest RV a watch can resume from.
+    pub floor: u64,
+}
+
+/// How an update treats `status` (types with a status subresource).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Replace everything (the sim's Rust API).
+    Replace,
+    /// The main resource over HTTP: status changes are ignored.
+    Main,
+    /// The `status` subresource: only status changes are taken.
+    Status,
+}
+
+/// The store shared by the HTTP server and the Rust API.
+pub struct Store {
+    state: Mutex<State>,
+    rv_tx: watch::Sender<u64>,
+    history_limit: usize,
+    watch_buffer: usize,
+}
+
+/// Store key of an object.
+pub fn obj_key(ns: Option<&str>, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+fn target(rt: &ResourceType, name: &str) -> Target {
+    Target {
+        group: rt.group.clone(),
+        resource: rt.resource.clone(),
+        name: name.to_string(),
+    }
+}
+
+const NAME_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+fn valid_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        })
+}
+
+fn random_suffix() -> String {
+    // The apiserver's generateName alphabet (no vowels, no ambiguous characters).
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+impl Store {
+    /// An empty store with the built-in types registered.
+    pub fn new(history_limit: usize, watch_buffer: usize) -> Store {
+        let (rv_tx, _) = watch::channel(INITIAL_RV);
+        let store = Store {
+            state: Mutex::new(State {
+                rv: INITIAL_RV,
+                types: BTreeMap::new(),
+                order: Vec::new(),
+            }),
+            rv_tx,
+            history_limit: history_limit.max(1),
+            watch_buffer: watch_buffer.max(16),
+        };
+        for rt in super::types::builtins() {
+            store.register(rt);
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a type (or replaces its description if already registered).
+    pub fn register(&self, rt: ResourceType) {
+        let mut st = self.lock();
+        let key = (rt.group.clone(), rt.resource.clone());
+        let rv = st.rv;
+        if let Some(ts) = st.types.get_mut(&key) {
+            ts.rt = Arc::new(rt);
+            return;
+        }
+        let (tx, _) = broadcast::channel(self.watch_buffer);
+        st.order.push(key.clone());
+        st.types.insert(
+            key,
+            TypeState {
+                rt: Arc::new(rt),
+                objects: OrdMap::new(),
+                history: VecDeque::new(),
+                floor: 0,
+                last_event_rv: rv,
+                tx,
+            },
+        );
+    }
+
+    /// All registered types in registration order.
+    pub fn types(&self) -> Vec<Arc<ResourceType>> {
+        let st = self.lock();
+        st.order
+            .iter()
+            .filter_map(|k| st.types.get(k))
+            .map(|t| t.rt.clone())
+            .collect()
+    }
+
+    /// The global resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Waits until the global RV reaches `rv`; false on timeout.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: std::time::Duration) -> bool {
+        let mut rx = self.rv_tx.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|cur| *cur >= rv))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The current state of one type.
+    pub fn snapshot(&self, group: &str, resource: &str) -> Result<Snapshot, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        Ok(Snapshot {
+            objects: ts.objects.clone(),
+            rv: st.rv,
+            type_rv: ts.last_event_rv,
+        })
+    }
+
+    /// The state of one type as it was at `rv`, rebuilt from history.
+    /// `Err(Expired)` when history no longer reaches back that far, `Err(Internal)` for a future RV.
+    pub fn snapshot_at(&self, group: &str, resource: &str, rv: u64) -> Result<Snapshot, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        if rv > st.rv {
+            return Err(SimError::Internal(
+                "etcdserver: mvcc: required revision is a future revision".into(),
+            ));
+        }
+        if rv < ts.floor {
+            return Err(SimError::Expired {
+                message: "The resourceVersion for the provided list is too old.".into(),
+                continue_token: None,
+            });
+        }
+        let mut objects = ts.objects.clone();
+        for ev in ts.history.iter().rev().take_while(|ev| ev.rv > rv) {
+            match (&ev.kind, &ev.prev) {
+                (EventKind::Added, _) | (_, None) => {
+                    objects.remove(&ev.obj.key);
+                }
+                (_, Some(prev)) => {
+                    objects.insert(prev.key.clone(), prev.clone());
+                }
+            }
+        }
+        Ok(Snapshot {
+            objects,
+            rv,
+            type_rv: ts.last_event_rv,
+        })
+    }
+
+    /// Registers a watcher: current state, live receiver and the history after `replay_after`.
+    pub fn subscribe(
+        &self,
+        group: &str,
+        resource: &str,
+        replay_after: Option<u64>,
+    ) -> Result<Subscription, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        let replay = match replay_after {
+            Some(after) if after >= ts.floor => {
+                let start = ts.history.partition_point(|ev| ev.rv <= after);
+                ts.history.range(start..).cloned().collect()
+            }
+            _ => Vec::new(),
+        };
+        Ok(Subscription {
+            snapshot: Snapshot {
+                objects: ts.objects.clone(),
+                rv: st.rv,
+                type_rv: ts.last_event_rv,
+            },
+            rx: ts.tx.subscribe(),
+            replay,
+            floor: ts.floor,
+        })
+    }
+
+    /// Forgets all history: watches and Exact lists from older RVs get 410.
+    pub fn compact(&self) {
+        let mut st = self.lock();
+        let rv = st.rv;
+        for ts in st.types.values_mut() {
+            ts.history.clear();
+            ts.floor = rv;
+        }
+    }
+
+    /// Records a write: bumps nothing itself (the caller chose `rv`), appends history,
+    /// trims it, and fans the event out.
+    fn publish(&self, st: &mut State, key: &(String, String), ev: Event) {
+        st.rv = ev.rv;
+        let limit = self.history_limit;
+        if let Some(ts) = st.types.get_mut(key) {
+            let ev = Arc::new(ev);
+            ts.last_event_rv = ev.rv;
+            ts.history.push_back(ev.clone());
+            while ts.history.len() > limit {
+                if let Some(old) = ts.history.pop_front() {
+                    ts.floor = old.rv;
+                }
+            }
+            // No receivers is fine: nobody is watching.
+            let _ = ts.tx.send(ev);
+        }
+        self.rv_tx.send_replace(st.rv);
+    }
+
+    /// Creates an object. `url_ns` is the namespace from the request path (HTTP) or `None`
+    /// (Rust API: the object's own namespace, default `default`).
+    pub fn create(
+        &self,
+        group: &str,
+        resource: &str,
+        url_ns: Option<&str>,
+        obj: Value,
+    ) -> Result<Arc<StoredObj>, SimError> {
+        let mut st = self.lock();
+        let key = (group.to_string(), resource.to_string());
+        let rt = st
+            .types
+            .get(&key)
+            .ok_or(SimError::NoSuchResource)?
+            .rt
+            .clone();
+        let Value::Object(mut map) = obj else {
+            return Err(SimError::BadRequest(format!(
+                "the object provided is unrecognized (must be of type {})",
+                rt.kind
+            )));
+        };
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        let Some(meta) = meta.as_object_mut() else {
+            return Err(SimError::BadRequest("metadata must be an object".into()));
+        };
+        // Namespace: from the URL, checked against the body.
+        let ns = if rt.namespaced {
+            let body_ns = meta
+                .get("namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty());
+            match (url_ns, body_ns) {
+                (Some(u), Some(b)) if u != b => {
+                    return Err(SimError::BadRequest(
+                        "the namespace of the provided object does not match the namespace sent on the request".into(),
+                    ))
+                }
+                (Some(u), _) => Some(u.to_string()),
+                (None, Some(b)) => Some(b.to_string()),
+                (None, None) => Some("default".to_string()),
+            }
+        } else {
+            None
+        };
+        match &ns {
+            Some(ns) => {
+                meta.insert("namespace".into(), Value::String(ns.clone()));
+            }
+            None => {
+                meta.remove("namespace");
+            }
+        }
+        // Name, possibly generated.
+        let mut name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if name.is_empty() {
+            let prefix = meta
+                .get("generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if prefix.is_empty() {
+                return Err(SimError::Invalid {
+                    kind: rt.kind.clone(),
+                    group: rt.group.clone(),
+                    name: String::new(),
+                    causes: vec![Cause::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
+                });
+            }
+            name = format!("{prefix}{}", random_suffix());
+            meta.insert("name".into(), Value::String(name.clone()));
+        }
+        if !valid_subdomain(&name) {
+            return Err(SimError::Invalid {
+                kind: rt.kind.clone(),
+                group: rt.group.clone(),
+                name: name.clone(),
+                causes: vec![Cause::invalid("metadata.name", &name, NAME_MSG)],
+            });
+        }
+        let okey = obj_key(ns.as_deref(), &name);
+        let ts = st.types.get(&key).ok_or(SimError::NoSuchResource)?;
+        if ts.objects.contains_key(&okey) {
+            return Err(SimError::AlreadyExists(target(&rt, &name)));
+        }
+        let rv = st.rv + 1;
+        meta.insert(
+            "uid".into(),
+            Value::String(uuid::Uuid::new_v4().to_string()),
+        );
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        if rt.has_generation() {
+            meta.insert("generation".into(), Value::from(1));
+        } else {
+            meta.remove("generation");
+        }
+        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+        meta.remove("deletionTimestamp");
+        meta.remove("selfLink");
+        map.insert("kind".into(), Value::String(rt.kind.clone()));
+        map.insert("apiVersion".into(), Value::String(rt.api_version()));
+        apply_create_defaults(&rt, &mut map);
+        let stored = Arc::new(StoredObj::new(&rt, Value::Object(map), rv, okey.clone()));
+        if let Some(ts) = st.types.get_mut(&key) {
+            ts.objects.insert(okey, stored.clone());
+        }
+        let ev = Event {
+            rv,
+            kind: EventKind::Added,
+            obj: stored.clone(),
+            prev: None,
+            rt,
+            frames: Default::default(),
+            leave: OnceLock::new(),
+        };
+        self.publish(&mut st, &key, ev);
+        Ok(stored)
+    }
+
+    /// Replaces an object. `url` is `(namespace, name)` from the request path, if any.
+    pub fn update(
+        &self,
+        group: &str,
+        resource: &str,
+        url: Option<(Option<&str>, &str)>,
+        obj: Value,
+        mode: UpdateMode,
+    ) -> Result<Arc<StoredObj>, SimError> {
+        let mut st = self.lock();
+        let key = (group.to_string(), resource.to_string());
+        let ts = st.types.get(&key).ok_or(SimError::NoSuchResource)?;
+        let rt = ts.rt.clone();
+        let Value::Object(mut map) = obj else {
+            return Err(SimError::BadRequest(format!(
+                "the object provided is unrecognized (must be of type {})",
+                rt.kind
+            )));
+        };
+        let body_name = map
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let body_ns = map
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let (ns, name) = match url {
+            Some((url_ns, url_name)) => {
+                if !body_name.is_empty() && body_name != url_name {
+                    return Err(SimError::BadRequest(format!(
+                        "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+                    )));
+                }
+                if rt.namespaced {
+                    if let (Some(u), Some(b)) = (url_ns, body_ns) {
+                        if u != b {
+                            return Err(SimError::BadRequest(
+                                "the namespace of the provided object does not match the namespace sent on the request"
+                                    .into(),
+                            ));
+                        }
+                    }
+                }
+                (url_ns.map(str::to_string), url_name.to_string())
+            }
+            None => {
+                let ns = if rt.namespaced {
+                    Some(body_ns.unwrap_or("default").to_string())
+                } else {
+                    None
+                };
+                (ns, body_name.to_string())
+            }
+        };
+        let ns = if rt.namespaced { ns } else { None };
+        let okey = obj_key(ns.as_deref(), &name);
+        let old = ts
+            .objects
+            .get(&okey)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(target(&rt, &name)))?;
+        let given_rv = map
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str);
+        if let Some(given) = given_rv.filter(|s| !s.is_empty()) {
+            if given != old.rv.to_string() {
+                return Err(SimError::Conflict(target(&rt, &name)));
+            }
+        }
+        // Status subresource rules.
+        if rt.has_status() {
+            match mode {
+                UpdateMode::Main => match old.value.get("status") {
+                    Some(s) => {
+                        map.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        map.remove("status");
+                    }
+                },
+                UpdateMode::Status => {
+                    let status = map.get("status").cloned();
+                    let mut base = old.value.as_object().cloned().unwrap_or_default();
+                    match status {
+                        Some(s) => base.insert("status".into(), s),
+                        None => base.remove("status"),
+                    };
+                    map = base;
+                }
+                UpdateMode::Replace => {}
+            }
+        }
+        check_immutable(&rt, &old.value, &map, &name)?;
+        // Server-owned metadata comes from the stored object.
+        let old_meta = old
+            .value
+            .get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("name".into(), Value::String(name.clone()));
+            match &ns {
+                Some(ns) => meta.insert("namespace".into(), Value::String(ns.clone())),
+                None => meta.remove("namespace"),
+            };
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+            ] {
+                match old_meta.get(k) {
+                    Some(v) => meta.insert(k.into(), v.clone()),
+                    None => meta.remove(k),
+                };
+            }
+            meta.insert("resourceVersion".into(), Value::String(old.rv.to_string()));
+        }
+        map.insert("kind".into(), Value::String(rt.kind.clone()));
+        map.insert("apiVersion".into(), Value::String(rt.api_version()));
+        if rt.kind == "Secret" {
+            fold_string_data(&mut map);
+        }
+        let mut new_value = Value::Object(map);
+        // A write that changes nothing is not a write: no new RV, no event.
+        if new_value == old.value {
+            return Ok(old);
+        }
+        if rt.has_generation() && spec_changed(&rt, &old.value, &new_value) {
+            let gen = old
+                .value
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
+            if let Some(meta) = new_value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("generation".into(), Value::from(gen));
+            }
+        }
+        let rv = st.rv + 1;
+        if let Some(meta) = new_value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let stored = Arc::new(StoredObj::new(&rt, new_value, rv, okey.clone()));
+        if let Some(ts) = st.types.get_mut(&key) {
+            ts.objects.insert(okey, stored.clone());
+        }
+        let ev = Event {
+            rv,
+            kind: EventKind::Modified,
+            obj: stored.clone(),
+            prev: Some(old),
+            rt,
+            frames: Default::default(),
+            leave: OnceLock::new(),
+        };
+        self.publish(&mut st, &key, ev);
+        Ok(stored)
+    }
+
+    /// Deletes an object; returns its last state carrying the deletion RV.
+    /// `precondition_rv`/`precondition_uid` come from DeleteOptions.
+    pub fn delete(
+        &self,
+        group: &str,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        precondition_rv: Option<&str>,
+        precondition_uid: Option<&str>,
+    ) -> Result<Arc<StoredObj>, SimError> {
+        let mut st = self.lock();
+        let key = (group.to_string(), resource.to_string());
+        let ts = st.types.get(&key).ok_or(SimError::NoSuchResource)?;
+        let rt = ts.rt.clone();
+        let ns = if rt.namespaced {
+            Some(ns.unwrap_or("default"))
+        } else {
+            None
+        };
+        let okey = obj_key(ns, name);
+        let old = ts
+            .objects
+            .get(&okey)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(target(&rt, name)))?;
+        if precondition_rv.is_some_and(|p| p != old.rv.to_string())
+            || precondition_uid.is_some_and(|p| p != old.uid())
+        {
+            return Err(SimError::Conflict(target(&rt, name)));
+        }
+        let rv = st.rv + 1;
+        let gone = Arc::new(old.with_rv(&rt, rv));
+        if let Some(ts) = st.types.get_mut(&key) {
+            ts.objects.remove(&okey);
+        }
+        let ev = Event {
+            rv,
+            kind: EventKind::Deleted,
+            obj: gone.clone(),
+            prev: Some(old),
+            rt,
+            frames: Default::default(),
+            leave: OnceLock::new(),
+        };
+        self.publish(&mut st, &key, ev);
+        Ok(gone)
+    }
+
+    /// One object by namespace and name.
+    pub fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<StoredObj>, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        let ns = if ts.rt.namespaced { ns } else { None };
+        ts.objects
+            .get(&obj_key(ns, name))
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(target(&ts.rt, name)))
+    }
+}
+
+/// Defaults the apiserver fills in on create for the types the sim knows.
+fn apply_create_defaults(rt: &ResourceType, map: &mut Map<String, Value>) {
+    if rt.custom || !rt.group.is_empty() {
+        return;
+    }
+    let status_phase = |map: &mut Map<String, Value>, phase: &str| {
+        let status = map
+            .entry("status")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(s) = status.as_object_mut() {
+            s.entry("phase")
+                .or_insert_with(|| Value::String(phase.into()));
+        }
+    };
+    match rt.kind.as_str() {
+        "Pod" => status_phase(map, "Pending"),
+        "Namespace" => {
+            let spec = map
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(s) = spec.as_object_mut() {
+                s.entry("finalizers")
+                    .or_insert_with(|| serde_json::json!(["kubernetes"]));
+            }
+            status_phase(map, "Active");
+        }
+        "Secret" => {
+            fold_string_data(map);
+            map.entry("type")
+                .or_insert_with(|| Value::String("Opaque".into()));
+        }
+        _ => {}
+    }
+}
+
+/// Secrets: `stringData` is write-only and merged into `data` as base64.
+fn fold_string_data(map: &mut Map<String, Value>) {
+    use base64::Engine;
+    let Some(Value::Object(sd)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(d) = data.as_object_mut() {
+        for (k, v) in sd {
+            let s = v.as_str().unwrap_or_default();
+            d.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(s)),
+            );
+        }
+    }
+}
+
+/// ConfigMaps and Secrets with `immutable: true` reject data changes (422 as the apiserver).
+fn check_immutable(
+    rt: &ResourceType,
+    old: &Value,
+    new: &Map<String, Value>,
+    name: &str,
+) -> Result<(), SimError> {
+    if rt.custom || !rt.group.is_empty() || !matches!(rt.kind.as_str(), "ConfigMap" | "Secret") {
+        return Ok(());
+    }
+    if old.get("immutable") != Some(&Value::Bool(true)) {
+        return Ok(());
+    }
+    let msg = "field is immutable when `immutable` is set";
+    let mut causes = Vec::new();
+    let fields: &[&str] = if rt.kind == "ConfigMap" {
+        &["data", "binaryData"]
+    } else {
+        &["data"]
+    };
+    for f in fields {
+        if old.get(*f) != new.get(*f) {
+            causes.push(Cause::forbidden(f, msg));
+        }
+    }
+    if new.get("immutable") != Some(&Value::Bool(true)) {
+        causes.push(Cause::forbidden("immutable", msg));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(SimError::Invalid {
+        kind: rt.kind.clone(),
+        group: rt.group.clone(),
+        name: name.into(),
+        causes,
+    })
+}
+
+/// Whether a write changes what `metadata.generation` tracks: `spec` for workloads,
+/// everything but metadata and status for custom resources.
+fn spec_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
+    if !rt.custom {
+        return old.get("spec") != new.get("spec");
+    }
+    let strip = |v: &Value| -> Map<String, Value> {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        m.remove("metadata");
+        m.remove("status");
+        m
+    };
+    strip(old) != strip(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn history_reconstructs_old_state_and_compaction_expires_it() {
+        let s = Store::new(100, 100);
+        let a = s
+            .create(
+                "",
+                "configmaps",
+                Some("ns"),
+                json!({"metadata": {"name": "a"}, "data": {"k": "1"}}),
+            )
+            .unwrap();
+        let rv_after_create = a.rv;
+        s.update(
+            "",
+            "configmaps",
+            None,
+            json!({"metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "2"}}),
+            UpdateMode::Replace,
+        )
+        .unwrap();
+        s.delete("", "configmaps", Some("ns"), "a", None, None)
+            .unwrap();
+        assert!(s.snapshot("", "configmaps").unwrap().objects.is_empty());
+        let old = s.snapshot_at("", "configmaps", rv_after_create).unwrap();
+        let got = old.objects.get("ns/a").unwrap();
+        assert_eq!(got.value["data"]["k"], "1");
+        assert!(s
+            .snapshot_at("", "configmaps", INITIAL_RV)
+            .unwrap()
+            .objects
+            .is_empty());
+        s.compact();
+        assert!(matches!(
+            s.snapshot_at("", "configmaps", rv_after_create),
+            Err(SimError::Expired { .. })
+        ));
+    }
+
+    #[test]
+    fn noop_update_is_not_a_write_and_generation_tracks_spec() {
+        let s = Store::new(100, 100);
+        let d = s
+            .create(
+                "apps",
+                "deployments",
+                Some("ns"),
+                json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}}),
+            )
+            .unwrap();
+        assert_eq!(d.value["metadata"]["generation"], 1);
+        let same = s
+            .update(
+                "apps",
+                "deployments",
+                None,
+                d.value.clone(),
+                UpdateMode::Replace,
+            )
+            .unwrap();
+        assert_eq!(same.rv, d.rv);
+        let mut v = d.value.clone();
+        v["spec"]["replicas"] = json!(2);
+        let bumped = s
+            .update("apps", "deployments", None, v, UpdateMode::Replace)
+            .unwrap();
+        assert_eq!(bumped.value["metadata"]["generation"], 2);
+        assert_eq!(bumped.rv, d.rv + 1);
+    }
+}

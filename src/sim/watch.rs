@@ -1,0 +1,323 @@
+//! WATCH streams: initial events, history replay, live events with selector transitions,
+//! bookmarks (periodic and initial-events-end), timeouts, and the ERROR events.
+//!
+//! Each watch runs as a task that writes one frame per chunk into a small bounded channel
+//! feeding the response body. A watcher whose broadcast receiver lags (the client does not
+//! read fast enough) is closed, as the apiserver closes a blocked watcher.
+
+use super::encode::J;
+use super::query::{parse_rv, ListOptions};
+use super::status::SimError;
+use super::store::{frame, Event, EventKind, Store, StoredObj};
+use super::types::ResourceType;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::{sleep_until, Instant};
+
+/// Frames of a watch response body; an `Err` aborts the connection (no final chunk).
+pub type FrameRx = mpsc::Receiver<Result<Bytes, std::io::Error>>;
+
+/// What a watch needs besides its options.
+pub struct WatchEnv {
+    /// Periodic bookmark interval.
+    pub bookmark_interval: Duration,
+    /// How long a WatchList with a future RV holds the response.
+    pub too_large_wait: Duration,
+    /// Fires when watches must be dropped abruptly.
+    pub drop_rx: watch::Receiver<u64>,
+    /// Answer with an ERROR 410 at once (injected fault).
+    pub fail_410: bool,
+}
+
+/// The object of a BOOKMARK event in the apiserver's form for the type.
+fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+    let annotations = J::Map(vec![("k8s.io/initial-events-end".into(), J::s("true"))]);
+    let obj = if rt.custom {
+        let mut meta = Vec::new();
+        if initial_end {
+            meta.push(("annotations", annotations));
+        }
+        meta.push(("resourceVersion", J::Str(rv.to_string())));
+        J::Obj(vec![
+            ("apiVersion", J::Str(rt.api_version())),
+            ("kind", J::s(&rt.kind)),
+            ("metadata", J::Obj(meta)),
+        ])
+    } else {
+        let mut meta = vec![
+            ("resourceVersion", J::Str(rv.to_string())),
+            ("creationTimestamp", J::Null),
+        ];
+        if initial_end {
+            meta.push(("annotations", annotations));
+        }
+        J::Obj(vec![
+            ("kind", J::s(&rt.kind)),
+            ("apiVersion", J::Str(rt.api_version())),
+            ("metadata", J::Obj(meta)),
+        ])
+    };
+    let mut bytes = Vec::new();
+    obj.write(&mut bytes);
+    frame("BOOKMARK", &bytes)
+}
+
+/// An ERROR event carrying a Status.
+pub fn error_frame(err: &SimError) -> Bytes {
+    let mut bytes = Vec::new();
+    err.status_json().write(&mut bytes);
+    frame("ERROR", &bytes)
+}
+
+fn too_old(requested: u64, floor: u64) -> SimError {
+    SimError::Expired {
+        message: format!("too old resource version: {requested} ({floor})"),
+        continue_token: None,
+    }
+}
+
+/// Filters events for one watcher.
+struct Filter {
+    ns: Option<String>,
+    opts: ListOptions,
+}
+
+impl Filter {
+    fn matches(&self, obj: &StoredObj) -> bool {
+        self.ns
+            .as_deref()
+            .is_none_or(|ns| obj.namespace() == Some(ns))
+            && self.opts.labels.matches(&obj.value)
+            && self.opts.fields.matches(&obj.value)
+    }
+
+    /// The frame this watcher sees for `ev`, if any (W2 transitions).
+    fn frame_for(&self, ev: &Event) -> Option<Bytes> {
+        let now = self.matches(&ev.obj);
+        match ev.kind {
+            EventKind::Added | EventKind::Deleted => now.then(|| ev.frame(ev.kind)),
+            EventKind::Modified => {
+                let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
+                match (before, now) {
+                    (true, true) => Some(ev.frame(EventKind::Modified)),
+                    (false, true) => Some(ev.frame(EventKind::Added)),
+                    (true, false) => Some(ev.leave_frame()),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+}
+
+/// Starts a watch. Errors returned here are plain HTTP errors (before any stream);
+/// afterwards problems are ERROR events.
+pub async fn start(
+    store: Arc<Store>,
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    opts: ListOptions,
+    env: WatchEnv,
+) -> Result<FrameRx, SimError> {
+    let rv = opts.rv.as_deref().map(parse_rv).transpose()?;
+    let (tx, rx) = mpsc::channel(16);
+    let (group, resource) = (rt.group.clone(), rt.resource.clone());
+    if env.fail_410 {
+        let floor = store.current_rv();
+        let frames = vec![error_frame(&too_old(rv.unwrap_or(0), floor))];
+        tokio::spawn(send_and_close(tx, frames));
+        return Ok(rx);
+    }
+    let streaming = opts.send_initial_events == Some(true);
+    let mut initial_rv_wait_failed = None;
+    if let Some(n) = rv.filter(|n| *n > 0 && streaming) {
+        if !store.wait_for_rv(n, env.too_large_wait).await {
+            initial_rv_wait_failed = Some(SimError::TooLargeResourceVersion {
+                requested: n,
+                current: store.current_rv(),
+            });
+        }
+    }
+    if let Some(err) = initial_rv_wait_failed {
+        tokio::spawn(send_and_close(tx, vec![error_frame(&err)]));
+        return Ok(rx);
+    }
+    let filter = Filter { ns, opts };
+    // Decide what comes first: initial state, or history after the requested RV.
+    let initial_state = match filter.opts.send_initial_events {
+        Some(send) => send,
+        None => matches!(rv, None | Some(0)),
+    };
+    let replay_after = rv.filter(|n| *n > 0 && !initial_state);
+    let sub = store.subscribe(&group, &resource, replay_after)?;
+    let mut frames = Vec::new();
+    let start_rv;
+    if initial_state {
+        start_rv = if rv == Some(0) {
+            sub.snapshot.type_rv
+        } else {
+            sub.snapshot.rv
+        };
+        let range = match filter.ns.as_deref() {
+            Some(ns) => sub
+                .snapshot
+                .objects
+                .range(format!("{ns}/")..format!("{ns}0")),
+            None => sub.snapshot.objects.range::<_, String>(..),
+        };
+        for (_, obj) in range {
+            if filter.matches(obj) {
+                frames.push(frame("ADDED", &obj.bytes));
+            }
+        }
+        if streaming && filter.opts.allow_bookmarks {
+            frames.push(bookmark(&rt, start_rv, true));
+        }
+    } else {
+        // From an explicit RV (or from "now" for sendInitialEvents=false).
+        let n = match rv {
+            Some(n) if n > 0 => n,
+            _ => sub.snapshot.rv,
+        };
+        if rv.is_some_and(|r| r > 0) && n < sub.floor {
+            tokio::spawn(send_and_close(
+                tx,
+                vec![error_frame(&too_old(n, sub.floor))],
+            ));
+            return Ok(rx);
+        }
+        start_rv = n;
+        frames.extend(
+            sub.replay
+                .iter()
+                .filter(|ev| ev.rv > n)
+                .filter_map(|ev| filter.frame_for(ev)),
+        );
+    }
+    let seen_rv = sub.snapshot.type_rv;
+    let timeout = match filter.opts.timeout_seconds {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        // The apiserver picks a random timeout between 30 and 60 minutes.
+        _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
+    };
+    let w = Watcher {
+        rt,
+        filter,
+        rx: sub.rx,
+        tx,
+        drop_rx: env.drop_rx,
+        start_rv,
+        seen_rv,
+        deadline: Instant::now() + timeout,
+        interval: env.bookmark_interval,
+    };
+    tokio::spawn(w.run(frames));
+    Ok(rx)
+}
+
+async fn send_and_close(tx: mpsc::Sender<Result<Bytes, std::io::Error>>, frames: Vec<Bytes>) {
+    for f in frames {
+        if tx.send(Ok(f)).await.is_err() {
+            return;
+        }
+    }
+}
+
+struct Watcher {
+    rt: Arc<ResourceType>,
+    filter: Filter,
+    rx: broadcast::Receiver<Arc<Event>>,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    drop_rx: watch::Receiver<u64>,
+    /// Bookmarks are sent only once the type has an event newer than this.
+    start_rv: u64,
+    /// RV of the newest event of the type this watcher has seen (matching or not).
+    seen_rv: u64,
+    deadline: Instant,
+    interval: Duration,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Watcher {
+    /// Next bookmark time: every interval, and about 2 s before the deadline.
+    fn next_bookmark(&self, now: Instant) -> Option<Instant> {
+        let mut at = now + self.interval;
+        if let Some(pre) = self.deadline.checked_sub(Duration::from_secs(2)) {
+            if pre < at {
+                at = pre;
+            }
+        }
+        (at >= now).then_some(at)
+    }
+
+    async fn emit(&mut self, f: Bytes) -> Flow {
+        tokio::select! {
+            r = self.tx.send(Ok(f)) => if r.is_ok() { Flow::Continue } else { Flow::Stop },
+            _ = self.drop_rx.changed() => { self.abort().await; Flow::Stop }
+            _ = sleep_until(self.deadline) => Flow::Stop,
+        }
+    }
+
+    /// Ends the response abruptly: the body errors and the connection is closed.
+    async fn abort(&mut self) {
+        let err = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "watch dropped");
+        let _ = self.tx.try_send(Err(err));
+    }
+
+    async fn run(mut self, initial: Vec<Bytes>) {
+        // Mark the current drop epoch as seen so only later drops end this watch.
+        self.drop_rx.borrow_and_update();
+        for f in initial {
+            if let Flow::Stop = self.emit(f).await {
+                return;
+            }
+        }
+        let mut next_bm = self.next_bookmark(Instant::now());
+        loop {
+            let bm_at = next_bm.unwrap_or(self.deadline + Duration::from_secs(1));
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(ev) => {
+                        if let Flow::Stop = self.on_event(&ev).await { return; }
+                    }
+                    // Too far behind (or the store is gone): close the watch; the client re-watches.
+                    Err(_) => return,
+                },
+                _ = sleep_until(bm_at), if next_bm.is_some() => {
+                    // Deliver anything already queued first, so a bookmark never overtakes an event.
+                    loop {
+                        match self.rx.try_recv() {
+                            Ok(ev) => if let Flow::Stop = self.on_event(&ev).await { return; },
+                            Err(broadcast::error::TryRecvError::Empty) => break,
+                            Err(_) => return,
+                        }
+                    }
+                    if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
+                        let f = bookmark(&self.rt, self.seen_rv, false);
+                        if let Flow::Stop = self.emit(f).await { return; }
+                    }
+                    next_bm = self.next_bookmark(Instant::now());
+                }
+                _ = sleep_until(self.deadline) => return,
+                _ = self.drop_rx.changed() => { self.abort().await; return; }
+                _ = self.tx.closed() => return,
+            }
+        }
+    }
+
+    async fn on_event(&mut self, ev: &Event) -> Flow {
+        self.seen_rv = self.seen_rv.max(ev.rv);
+        if ev.rv <= self.start_rv {
+            return Flow::Continue;
+        }
+        match self.filter.frame_for(ev) {
+            Some(f) => self.emit(f).await,
+            None => Flow::Continue,
+        }
+    }
+}

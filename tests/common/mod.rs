@@ -1,0 +1,326 @@
+//! Test harness: the simulated apiserver and kcache in front of it, both in-process on
+//! loopback, plus a raw HTTP/1.1 client that shows bytes and headers as a client sees them.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use kcache::config::{Config, ResourceConfig};
+use kcache::server::{self, Running};
+use kcache::sim::seed::{self, SeedObject};
+use kcache::sim::{ResourceType, Sim, SimConfig};
+use kcache::upstream::Upstream;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Fixtures directory of the real-apiserver recordings (`shared/` beside the repository).
+pub fn fixtures_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/kube-apiserver-v1.28")
+}
+
+/// A fixture body.
+pub fn fixture(name: &str) -> Vec<u8> {
+    let p = fixtures_dir().join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The sim and kcache in front of it.
+pub struct Env {
+    pub sim: Sim,
+    pub kcache: Running,
+}
+
+/// What to start.
+pub struct EnvBuilder {
+    pub sim: SimConfig,
+    pub config: Config,
+    pub seed: Vec<SeedObject>,
+    pub widgets: bool,
+}
+
+impl Default for EnvBuilder {
+    fn default() -> Self {
+        EnvBuilder {
+            sim: SimConfig {
+                bookmark_interval: Duration::from_secs(1),
+                ..SimConfig::default()
+            },
+            config: Config::default(),
+            seed: Vec::new(),
+            widgets: false,
+        }
+    }
+}
+
+/// `group/version/resource` → a resource config entry.
+pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
+    ResourceConfig {
+        group: group.into(),
+        version: version.into(),
+        resource: resource.into(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+/// The widgets CRD of the recordings.
+pub fn widget_type() -> ResourceType {
+    ResourceType {
+        group: "fixtures.example.com".into(),
+        version: "v1".into(),
+        resource: "widgets".into(),
+        singular: "widget".into(),
+        kind: "Widget".into(),
+        namespaced: true,
+        short_names: vec!["wg".into()],
+        custom: true,
+    }
+}
+
+impl EnvBuilder {
+    /// The data set of the recordings, with configmaps, secrets, pods, services, namespaces
+    /// and widgets cached.
+    pub fn fixtures() -> EnvBuilder {
+        let mut b = EnvBuilder {
+            seed: seed::fixture_dataset(),
+            widgets: true,
+            ..EnvBuilder::default()
+        };
+        b.config.resources = vec![
+            resource("", "v1", "configmaps"),
+            resource("", "v1", "secrets"),
+            resource("", "v1", "pods"),
+            resource("", "v1", "services"),
+            resource("", "v1", "namespaces"),
+            resource("fixtures.example.com", "v1", "widgets"),
+        ];
+        b
+    }
+
+    pub fn resources(mut self, list: Vec<ResourceConfig>) -> Self {
+        self.config.resources = list;
+        self
+    }
+
+    pub async fn start(self) -> Env {
+        let sim = Sim::start(self.sim).await.expect("sim starts");
+        if self.widgets {
+            sim.register(widget_type());
+        }
+        for o in self.seed {
+            sim.create(o.group, o.resource, o.object)
+                .expect("seed object");
+        }
+        let upstream = Upstream::from_url(&sim.url()).expect("upstream");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let kcache = server::start(&self.config, upstream, listener)
+            .await
+            .expect("kcache starts");
+        assert!(
+            kcache.wait_synced(Duration::from_secs(20)).await,
+            "caches sync"
+        );
+        Env { sim, kcache }
+    }
+}
+
+impl Env {
+    pub fn url(&self) -> String {
+        self.kcache.url()
+    }
+
+    /// Wait until kcache's cache of a resource has reached the sim's current RV.
+    pub async fn settle(&self, group: &str, resource: &str) {
+        let want = self.sim.current_rv();
+        let cache = self
+            .kcache
+            .app
+            .registry
+            .all()
+            .find(|c| c.info.group == group && c.info.resource == resource)
+            .expect("cached resource")
+            .clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        // The cache RV only moves with this type's events, so wait for its newest object.
+        loop {
+            let newest = self
+                .sim
+                .list(group, resource)
+                .iter()
+                .filter_map(|o| {
+                    o["metadata"]["resourceVersion"]
+                        .as_str()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0);
+            if cache.rv() >= newest.min(want) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "cache did not catch up"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A response read whole.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+async fn send(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Response<Incoming> {
+    let addr = base.trim_start_matches("http://").to_string();
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut req = Request::get(path).header("Host", addr.as_str()).header(
+        "User-Agent",
+        "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565",
+    );
+    let mut has_accept = false;
+    for (k, v) in headers {
+        has_accept |= k.eq_ignore_ascii_case("accept");
+        req = req.header(*k, *v);
+    }
+    if !has_accept {
+        req = req.header("Accept", "application/json, */*");
+    }
+    sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .expect("request")
+}
+
+/// GET with kubectl's User-Agent and JSON Accept (unless given), read whole.
+pub async fn get(base: &str, path: &str) -> Resp {
+    get_with(base, path, &[]).await
+}
+
+pub async fn get_with(base: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    let resp = send(base, path, headers).await;
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Resp {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+/// A watch stream read line by line.
+pub struct Watch {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: Incoming,
+    buf: Vec<u8>,
+    pub ended: bool,
+}
+
+impl Watch {
+    pub async fn open(base: &str, path: &str) -> Watch {
+        let resp = send(base, path, &[]).await;
+        let (parts, body) = resp.into_parts();
+        Watch {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event line (without newline) within `timeout`; None on timeout or end.
+    pub async fn next(&mut self, timeout: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                return Some(String::from_utf8_lossy(&line[..pos]).into_owned());
+            }
+            if self.ended {
+                return None;
+            }
+            match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Err(_) => return None,
+                Ok(None) | Ok(Some(Err(_))) => self.ended = true,
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.buf.extend_from_slice(&d);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next event as JSON.
+    pub async fn next_json(&mut self, timeout: Duration) -> Option<serde_json::Value> {
+        let line = self.next(timeout).await?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad event {line}: {e}")))
+    }
+
+    /// Every event until `timeout` passes with nothing new (or the stream ends).
+    pub async fn drain(&mut self, quiet: Duration) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Some(ev) = self.next_json(quiet).await {
+            out.push(ev);
+        }
+        out
+    }
+}
+
+/// Remove what differs between two servers holding the same objects: server-assigned
+/// metadata (uid, resourceVersion, creationTimestamp, managedFields, generation) and list RVs.
+pub fn normalize(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+                for k in [
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "managedFields",
+                    "generation",
+                    "continue",
+                ] {
+                    if meta.contains_key(k) {
+                        meta.insert(k.into(), Value::String("*".into()));
+                    }
+                }
+            }
+            for (_, child) in m.iter_mut() {
+                normalize(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}

@@ -1,0 +1,315 @@
+//! Test support: a tiny raw HTTP/1.1 client (keeps chunk boundaries and timing), fixture
+//! loading and seeding, and byte normalisation for server-assigned fields.
+#![allow(dead_code)]
+
+use kcache::sim::{ResourceType, Sim, SimConfig};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
+
+pub fn fixture_dir() -> PathBuf {
+    let candidates = [
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/kube-apiserver-v1.28"),
+        PathBuf::from("/work/shared/fixtures/kube-apiserver-v1.28"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| candidates[1].clone())
+}
+
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(fixture_dir().join(name))
+        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+/// The request line of a fixture's `.http` sidecar: (method, path-and-query).
+pub fn fixture_request(name: &str) -> (String, String) {
+    let http = fixture(&format!("{name}.http"));
+    let line = http
+        .lines()
+        .skip_while(|l| !l.starts_with("### request"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no request line in {name}.http"));
+    let mut parts = line.split(' ');
+    (
+        parts.next().unwrap().to_string(),
+        parts.next().unwrap().to_string(),
+    )
+}
+
+#[derive(Debug, Default)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// De-chunked body.
+    pub body: Vec<u8>,
+    /// Chunks as framed by the server, with arrival time since the request was sent.
+    pub chunks: Vec<(Duration, Vec<u8>)>,
+    /// Time until the status line arrived.
+    pub head_after: Duration,
+    /// Time until the response ended (EOF, last chunk or deadline).
+    pub total: Duration,
+    /// The chunked body ended with the zero-length chunk.
+    pub clean_end: bool,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+    pub fn lines(&self) -> Vec<Value> {
+        self.text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Sends one request (Connection: close) and reads the response until it ends or `max` passes.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    max: Duration,
+) -> Resp {
+    // Boxed so that tests awaiting many requests keep small futures (debug builds).
+    Box::pin(request_inner(addr, method, path, extra, body, max)).await
+}
+
+async fn request_inner(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    max: Duration,
+) -> Resp {
+    let start = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: {UA}\r\nConnection: close\r\n"
+    );
+    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+        head.push_str("Accept: application/json, */*\r\n");
+    }
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method != "GET" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut resp = Resp::default();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunked = false;
+    let mut content_length: Option<usize> = None;
+    let mut head_done = false;
+    let mut pos = 0;
+    let deadline = start + max;
+    loop {
+        // Parse what we have.
+        if !head_done {
+            if let Some(end) = find(&buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                let mut lines = head.split("\r\n");
+                let status_line = lines.next().unwrap_or("");
+                resp.status = status_line
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                for l in lines {
+                    if let Some((k, v)) = l.split_once(':') {
+                        resp.headers
+                            .push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                }
+                chunked = resp
+                    .header("transfer-encoding")
+                    .is_some_and(|v| v.contains("chunked"));
+                content_length = resp.header("content-length").and_then(|v| v.parse().ok());
+                resp.head_after = start.elapsed();
+                head_done = true;
+                pos = end + 4;
+            }
+        }
+        if head_done && chunked {
+            while let Some(le) = find(&buf[pos..], b"\r\n") {
+                let size_str = String::from_utf8_lossy(&buf[pos..pos + le]).into_owned();
+                let size = usize::from_str_radix(size_str.trim(), 16).unwrap_or(0);
+                if buf.len() < pos + le + 2 + size + 2 {
+                    break;
+                }
+                let data = buf[pos + le + 2..pos + le + 2 + size].to_vec();
+                pos += le + 2 + size + 2;
+                if size == 0 {
+                    resp.clean_end = true;
+                    resp.total = start.elapsed();
+                    return resp;
+                }
+                resp.body.extend_from_slice(&data);
+                resp.chunks.push((start.elapsed(), data));
+            }
+        }
+        if head_done && !chunked {
+            if let Some(cl) = content_length {
+                if buf.len() >= pos + cl {
+                    resp.body = buf[pos..pos + cl].to_vec();
+                    resp.total = start.elapsed();
+                    resp.clean_end = true;
+                    return resp;
+                }
+            }
+        }
+        let mut tmp = [0u8; 65536];
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        match tokio::time::timeout(deadline - now, stream.read(&mut tmp)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    if head_done && !chunked && content_length.is_none() {
+        resp.body = buf[pos.min(buf.len())..].to_vec();
+    }
+    resp.total = start.elapsed();
+    resp
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+pub async fn get(sim: &Sim, path: &str) -> Resp {
+    request(sim.addr(), "GET", path, &[], b"", Duration::from_secs(10)).await
+}
+
+pub fn widgets() -> ResourceType {
+    ResourceType::custom(
+        "fixtures.example.com",
+        "v1",
+        "widgets",
+        "widget",
+        "Widget",
+        true,
+        &["wg"],
+    )
+}
+
+pub fn fast_cfg() -> SimConfig {
+    SimConfig {
+        bookmark_interval: Duration::from_millis(800),
+        too_large_rv_wait: Duration::from_millis(300),
+        ..SimConfig::default()
+    }
+}
+
+/// Removes the fields the server assigns so an object can be created again.
+pub fn strip_server_fields(mut obj: Value) -> Value {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+            m.remove(k);
+        }
+    }
+    obj
+}
+
+/// Creates every item of a fixture list body.
+pub fn seed(sim: &Sim, group: &str, resource: &str, list_fixture: &str) {
+    let list: Value = serde_json::from_str(&fixture(list_fixture)).unwrap();
+    for item in list["items"].as_array().unwrap() {
+        sim.create(group, resource, strip_server_fields(item.clone()))
+            .unwrap();
+    }
+}
+
+/// A sim with the fixture data set (fixtures-a and fixtures-b ConfigMaps, pods, widgets).
+pub async fn seeded(cfg: SimConfig) -> Sim {
+    let sim = Sim::start(cfg).await.unwrap();
+    sim.register(widgets());
+    seed(&sim, "", "configmaps", "list-cm-ns-a.json");
+    seed(&sim, "", "configmaps", "list-cm-ns-b.json");
+    seed(&sim, "", "pods", "list-pods-ns-a.json");
+    seed(
+        &sim,
+        "fixtures.example.com",
+        "widgets",
+        "list-widgets-all.json",
+    );
+    sim
+}
+
+/// Replaces the string values of server-assigned keys so bodies compare across servers.
+/// `rv_base`: resourceVersions become offsets from it (else `RV`).
+pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
+    let mut out = s.to_string();
+    for key in ["uid", "creationTimestamp", "continue", "resourceVersion"] {
+        let pat = format!("\"{key}\":\"");
+        let mut result = String::new();
+        let mut rest = out.as_str();
+        while let Some(i) = rest.find(&pat) {
+            result.push_str(&rest[..i + pat.len()]);
+            let after = &rest[i + pat.len()..];
+            let end = after.find('"').unwrap_or(after.len());
+            let val = &after[..end];
+            let repl = match (key, rv_base) {
+                ("resourceVersion", Some(base)) => match val.parse::<u64>() {
+                    Ok(n) if n >= base => format!("+{}", n - base),
+                    _ => val.to_string(),
+                },
+                ("continue", _) if val.is_empty() => String::new(),
+                _ => key.to_uppercase(),
+            };
+            result.push_str(&repl);
+            rest = &after[end..];
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    // "current: N" in 504 messages and "(N)" in too-old messages.
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find("current: ") {
+        result.push_str(&rest[..i + 9]);
+        let after = &rest[i + 9..];
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        result.push('N');
+        rest = &after[end..];
+    }
+    result.push_str(rest);
+    result
+}
+
+pub fn decode_token(token: &str) -> Value {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .unwrap();
+    serde_json::from_slice(&raw).unwrap()
+}
