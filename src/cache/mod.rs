@@ -125,6 +125,8 @@ pub struct ResourceCache {
     rv_tx: watch::Sender<u64>,
     /// When the last upstream event or bookmark arrived (for lag reporting).
     last_contact: RwLock<Option<Instant>>,
+    /// Lists installed after the first sync (upstream 410s, restarts).
+    relists: std::sync::atomic::AtomicU64,
 }
 
 impl ResourceCache {
@@ -145,6 +147,7 @@ impl ResourceCache {
             }),
             rv_tx,
             last_contact: RwLock::new(None),
+            relists: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -183,6 +186,10 @@ impl ResourceCache {
         }
         let mut st = self.write();
         let mut summary = ReplaceSummary::default();
+        if st.synced {
+            self.relists
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         if !st.synced || rv < st.rv {
             if st.synced {
                 st.epoch += 1;
@@ -320,6 +327,11 @@ impl ResourceCache {
     }
 
     // ---- reader side ----
+
+    /// How many times the collection was listed again after the first sync.
+    pub fn relists(&self) -> u64 {
+        self.relists.load(std::sync::atomic::Ordering::Relaxed)
+    }
 
     pub fn is_synced(&self) -> bool {
         self.read().synced

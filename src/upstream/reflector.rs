@@ -91,6 +91,8 @@ pub struct Reflector {
     streaming_supported: bool,
     /// Query parameters restricting what is cached (the resource's scope), pre-encoded.
     scope_query: String,
+    /// Lists installed so far: tells whether a failed streaming sync had already synced.
+    installs: u64,
 }
 
 impl Reflector {
@@ -114,6 +116,7 @@ impl Reflector {
             cache,
             cfg,
             scope_query,
+            installs: 0,
         }
     }
 
@@ -145,6 +148,7 @@ impl Reflector {
         let name = self.cache.info.to_string();
         match state {
             State::Sync => {
+                let installs = self.installs;
                 let result = if self.streaming_supported {
                     self.streaming_sync().await
                 } else {
@@ -152,10 +156,22 @@ impl Reflector {
                 };
                 match result {
                     Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
+                    Ok(WatchEnd::Relist) if self.installs > installs => State::Sync,
                     Ok(WatchEnd::Relist) => State::Backoff {
                         then: Box::new(State::Sync),
                         attempt: 0,
                     },
+                    // A streaming list that failed after its initial events were installed is
+                    // an ordinary watch failure: resume from the cache RV, do not relist.
+                    Err(e) if self.installs > installs => {
+                        tracing::warn!(resource = %name, error = %e, "watch failed");
+                        State::Backoff {
+                            then: Box::new(State::Watching {
+                                rv: self.cache.rv(),
+                            }),
+                            attempt: 1,
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(resource = %name, error = %e, "sync failed");
                         State::Backoff {
@@ -257,7 +273,8 @@ impl Reflector {
         Ok(rv)
     }
 
-    fn install(&self, objects: Vec<Object>, rv: u64) {
+    fn install(&mut self, objects: Vec<Object>, rv: u64) {
+        self.installs += 1;
         let n = objects.len();
         let first = !self.cache.is_synced();
         let summary = self.cache.replace(objects, rv);

@@ -27,6 +27,16 @@ pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// Logs of kcache in tests, when `KCACHE_TEST_LOG` is set (e.g. `info`).
+pub fn init_logs() {
+    if let Ok(level) = std::env::var("KCACHE_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// The sim and kcache in front of it.
 pub struct Env {
     pub sim: Sim,
@@ -107,6 +117,7 @@ impl EnvBuilder {
     }
 
     pub async fn start(self) -> Env {
+        init_logs();
         let sim = Sim::start(self.sim).await.expect("sim starts");
         if self.widgets {
             sim.register(widget_type());
