@@ -186,3 +186,66 @@ async fn runtime_watcher_list_watch() {
 async fn runtime_watcher_streaming_list() {
     runtime_watcher_converges(true).await;
 }
+
+/// An upstream without WatchList (the v1.28 default) rejects sendInitialEvents; kcache falls
+/// back to a paged list and still serves and follows changes.
+#[tokio::test]
+async fn paged_list_when_upstream_lacks_streaming_lists() {
+    let mut b = EnvBuilder::fixtures();
+    b.sim.watchlist = false;
+    b.config.upstream.page_size = 7;
+    let env = b.start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-a");
+    let list = api.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(list.items.len(), 25);
+    let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "late", "namespace": "fixtures-a"}});
+    let created = env.sim.create("", "configmaps", obj).unwrap();
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    // A read at the new RV waits for the cache to get there.
+    let got = api
+        .get_with("late", &kube_client::api::GetParams::at(rv))
+        .await
+        .unwrap();
+    assert_eq!(got.metadata.resource_version.as_deref(), Some(rv));
+}
+
+/// A cache restricted to one namespace answers inside it and forwards the rest.
+#[tokio::test]
+async fn restricted_cache_forwards_outside_its_scope() {
+    let mut b = EnvBuilder::fixtures();
+    let mut cms = resource("", "v1", "configmaps");
+    cms.namespace = Some("fixtures-b".into());
+    b.config.resources = vec![cms];
+    let env = b.start().await;
+    assert_eq!(env.kcache.cache("", "v1", "configmaps").unwrap().len(), 3);
+    let inside: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-b");
+    assert_eq!(
+        inside
+            .list(&ListParams::default().match_any())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+    let outside: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-a");
+    assert_eq!(
+        outside
+            .list(&ListParams::default().match_any())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        25
+    );
+    let all: Api<ConfigMap> = Api::all(client(&env.url()));
+    assert_eq!(
+        all.list(&ListParams::default().match_any())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        58
+    );
+}
