@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::WatchConfig;
+use crate::api::{ConsistentReads, WatchConfig};
 use crate::cache::{CacheConfig, Scope};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
@@ -45,6 +45,40 @@ pub struct Config {
     pub watch: WatchSettings,
     #[serde(default)]
     pub upstream: UpstreamSettings,
+    #[serde(default)]
+    pub consistent_reads: ConsistentReadSettings,
+}
+
+/// Reads with resourceVersion unset ("most recent", what kubectl and relisting informers send).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConsistentReadSettings {
+    /// `cache`: answer from the cache once it has caught up with the upstream's current
+    /// resourceVersion; `upstream`: always forward them.
+    pub source: ConsistentSource,
+    /// Seconds to wait for the cache to catch up.
+    pub wait_seconds: u64,
+    /// After the wait: `upstream` forwards the read, `error` answers 504.
+    pub on_timeout: ConsistentSource,
+}
+
+/// Where a consistent read is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsistentSource {
+    Cache,
+    Upstream,
+    Error,
+}
+
+impl Default for ConsistentReadSettings {
+    fn default() -> Self {
+        ConsistentReadSettings {
+            source: ConsistentSource::Cache,
+            wait_seconds: 3,
+            on_timeout: ConsistentSource::Upstream,
+        }
+    }
 }
 
 /// One resource to cache.
@@ -168,6 +202,7 @@ impl Default for Config {
             cache: CacheSettings::default(),
             watch: WatchSettings::default(),
             upstream: UpstreamSettings::default(),
+            consistent_reads: ConsistentReadSettings::default(),
         }
     }
 }
@@ -251,6 +286,18 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        if self.consistent_reads.source == ConsistentSource::Error {
+            return Err(invalid(
+                "consistentReads.source".into(),
+                "must be cache or upstream".into(),
+            ));
+        }
+        if self.consistent_reads.on_timeout == ConsistentSource::Cache {
+            return Err(invalid(
+                "consistentReads.onTimeout".into(),
+                "must be upstream or error".into(),
+            ));
+        }
         if self.cache.history_max_events == 0 {
             return Err(invalid(
                 "cache.historyMaxEvents".into(),
@@ -274,6 +321,14 @@ impl Config {
             rv_wait: self.rv_wait(),
             consistent_wait: self.rv_wait(),
             ..WatchConfig::default()
+        }
+    }
+
+    pub fn consistent_reads(&self) -> ConsistentReads {
+        ConsistentReads {
+            from_cache: self.consistent_reads.source == ConsistentSource::Cache,
+            wait: Duration::from_secs(self.consistent_reads.wait_seconds),
+            fallback: self.consistent_reads.on_timeout == ConsistentSource::Upstream,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Wiring: discover the configured resources, start one reflector per resource, and serve the
 //! API. Used by `kcache serve`, `kcache demo` and the tests alike.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, App};
 use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
-use crate::upstream::{Reflector, Upstream, UpstreamError};
+use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start.
 #[derive(Debug, thiserror::Error)]
@@ -102,17 +103,21 @@ pub async fn start(
         registry.insert(cache.clone());
         caches.push(cache);
     }
-    let reflectors = caches
-        .into_iter()
-        .map(|cache| {
-            let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
-            tokio::spawn(r.run())
-        })
-        .collect();
+    let mut probes = HashMap::new();
+    let mut reflectors = Vec::new();
+    for cache in caches {
+        let key = (cache.info.group.clone(), cache.info.resource.clone());
+        let probe = RvProbe::new(upstream.clone(), cache.clone(), collection_path(&cache));
+        probes.insert(key, probe);
+        let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
+        reflectors.push(tokio::spawn(r.run()));
+    }
     let app = Arc::new(App {
         registry,
         upstream,
+        probes,
         watch: config.watch_config(),
+        consistent: config.consistent_reads(),
         rv_wait: config.rv_wait(),
     });
     let addr = listener.local_addr()?;

@@ -17,23 +17,27 @@ pub async fn get(
     key: &str,
     name: &str,
     opts: &GetOptions,
+    consistent: bool,
     rv_wait: Duration,
     pretty: bool,
 ) -> Result<Answer, ApiError> {
-    let Some(rv) = opts.resource_version.as_deref() else {
-        // RV unset is a consistent read: the upstream answers (for now).
-        return Ok(Answer::Upstream);
-    };
-    if !cache.is_synced() {
-        return Err(ApiError::NotReady);
-    }
-    if rv != "0" {
-        let n = parse_rv(rv)?;
-        if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
-            return Err(ApiError::TooLargeResourceVersion {
-                requested: n,
-                current,
-            });
+    match opts.resource_version.as_deref() {
+        // RV unset is a consistent read: from the cache only once it has caught up.
+        None if !consistent => return Ok(Answer::Upstream),
+        None => {}
+        Some(rv) => {
+            if !cache.is_synced() {
+                return Err(ApiError::NotReady);
+            }
+            if rv != "0" {
+                let n = parse_rv(rv)?;
+                if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
+                    return Err(ApiError::TooLargeResourceVersion {
+                        requested: n,
+                        current,
+                    });
+                }
+            }
         }
     }
     let snap = cache.snapshot();

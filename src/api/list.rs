@@ -24,11 +24,13 @@ const CHUNK: usize = 64 * 1024;
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 const EXPIRED_RV: &str = "The resourceVersion for the provided list is too old.";
 
-/// Answer a LIST from `cache`, or say it must go upstream.
+/// Answer a LIST from `cache`, or say it must go upstream. `consistent` says the cache has
+/// caught up with the upstream for a read with resourceVersion unset.
 pub async fn list(
     cache: &Arc<ResourceCache>,
     filter: Filter,
     opts: &ListOptions,
+    consistent: bool,
     rv_wait: std::time::Duration,
     pretty: bool,
 ) -> Result<Answer, ApiError> {
@@ -74,8 +76,15 @@ pub async fn list(
     }
 
     let Some(rv) = opts.resource_version.as_deref() else {
-        // A consistent read: the cache may be behind, so the upstream answers (for now).
-        return Ok(Answer::Upstream);
+        // A consistent read: from the cache only once it has caught up (limit honoured, as
+        // the apiserver honours it on this path).
+        if !consistent {
+            return Ok(Answer::Upstream);
+        }
+        let snap = cache.snapshot();
+        return Ok(Answer::Ready(page(
+            cache, &snap, &filter, None, opts.limit, pretty,
+        )));
     };
     ensure_synced(cache)?;
     if rv == "0" {

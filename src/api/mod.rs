@@ -18,6 +18,7 @@ pub use filter::Filter;
 pub use negotiate::{negotiate, Representation};
 pub use watch::WatchConfig;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,20 +28,77 @@ use axum::routing::get as get_route;
 use axum::Router;
 use http::{header, Method, StatusCode};
 
-use crate::cache::Registry;
+use crate::cache::{Registry, ResourceCache};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
-use crate::upstream::Upstream;
+use crate::upstream::{RvProbe, Upstream};
 use params::{GetOptions, ListOptions};
 
 /// Everything a request handler needs.
 pub struct App {
     pub registry: Registry,
     pub upstream: Upstream,
+    /// Consistent-read probes, by (group, resource).
+    pub probes: HashMap<(String, String), Arc<RvProbe>>,
     pub watch: WatchConfig,
+    pub consistent: ConsistentReads,
     /// How long reads wait for the cache to reach a requested resourceVersion (the
     /// apiserver's 3 s before its 504).
     pub rv_wait: Duration,
+}
+
+/// How reads with resourceVersion unset are answered.
+#[derive(Debug, Clone)]
+pub struct ConsistentReads {
+    /// Answer them from the cache once it has caught up with the upstream (else forward all).
+    pub from_cache: bool,
+    /// How long to wait for the cache to catch up.
+    pub wait: Duration,
+    /// After the wait: forward to the upstream (true) or answer 504 (false).
+    pub fallback: bool,
+}
+
+impl Default for ConsistentReads {
+    fn default() -> Self {
+        ConsistentReads {
+            from_cache: true,
+            wait: Duration::from_secs(3),
+            fallback: true,
+        }
+    }
+}
+
+impl App {
+    fn probe(&self, cache: &ResourceCache) -> Option<&Arc<RvProbe>> {
+        self.probes
+            .get(&(cache.info.group.clone(), cache.info.resource.clone()))
+    }
+
+    /// Make the cache fit for a consistent read: Ok(true) once it has reached everything the
+    /// upstream had when the read arrived; Ok(false) when the upstream must answer instead.
+    async fn consistent(&self, cache: &ResourceCache) -> Result<bool, ApiError> {
+        if !self.consistent.from_cache || !cache.is_synced() {
+            return Ok(false);
+        }
+        let Some(probe) = self.probe(cache) else {
+            return Ok(false);
+        };
+        let target = match probe.target().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::debug!(resource = %cache.info, error = %e, "consistency probe failed; forwarding");
+                return Ok(false);
+            }
+        };
+        match cache.wait_for_rv(target, self.consistent.wait).await {
+            Ok(()) => Ok(true),
+            Err(_) if self.consistent.fallback => Ok(false),
+            Err(current) => Err(ApiError::TooLargeResourceVersion {
+                requested: target,
+                current,
+            }),
+        }
+    }
 }
 
 /// What a cache handler decided.
@@ -144,12 +202,13 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
             return Ok(Answer::Upstream);
         }
         let opts = GetOptions::parse(&q);
+        let consistent = opts.resource_version.is_none() && app.consistent(cache).await?;
         let key = match &ns {
             Some(ns) => format!("{ns}/{name}"),
             None => name.clone(),
         };
         let pretty = response::wants_pretty(opts.pretty, user_agent);
-        return get::get(cache, &key, name, &opts, app.rv_wait, pretty).await;
+        return get::get(cache, &key, name, &opts, consistent, app.rv_wait, pretty).await;
     }
 
     let mut opts = ListOptions::parse(&q, info, path.legacy_watch)?;
@@ -171,9 +230,12 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         field: opts.field.clone(),
     };
     if opts.watch {
-        let resp = watch::watch(cache.clone(), &app.upstream, filter, &opts, &app.watch).await?;
+        let resp = watch::watch(cache.clone(), app.probe(cache), filter, &opts, &app.watch).await?;
         return Ok(Answer::Ready(resp));
     }
     let pretty = response::wants_pretty(opts.pretty, user_agent);
-    list::list(cache, filter, &opts, app.rv_wait, pretty).await
+    let consistent = opts.resource_version.is_none()
+        && opts.continue_token.is_none()
+        && app.consistent(cache).await?;
+    list::list(cache, filter, &opts, consistent, app.rv_wait, pretty).await
 }

@@ -25,7 +25,7 @@ use super::response;
 use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
-use crate::upstream::Upstream;
+use crate::upstream::RvProbe;
 
 /// Initial events are sent in chunks of about this size.
 const CHUNK: usize = 64 * 1024;
@@ -74,7 +74,7 @@ enum Start {
 /// Open a watch on `cache`.
 pub async fn watch(
     cache: Arc<ResourceCache>,
-    upstream: &Upstream,
+    probe: Option<&Arc<RvProbe>>,
     filter: Filter,
     opts: &ListOptions,
     cfg: &WatchConfig,
@@ -95,10 +95,9 @@ pub async fn watch(
         (true, None) => {
             // "Most recent": initial events at once, the end bookmark once the cache has
             // caught up with what the upstream has now.
-            let target = if end_bookmark {
-                upstream.current_rv(&collection(&cache)).await.ok()
-            } else {
-                None
+            let target = match (end_bookmark, probe) {
+                (true, Some(p)) => p.target().await.ok(),
+                _ => None,
             };
             let snapshot = cache.snapshot();
             let end_at = end_bookmark.then(|| target.unwrap_or(snapshot.rv).max(snapshot.rv));
@@ -153,14 +152,6 @@ pub async fn watch(
     tokio::spawn(watcher.run(start));
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Ok(response::stream(body))
-}
-
-fn collection(cache: &ResourceCache) -> String {
-    let info = &cache.info;
-    match &cache.scope.namespace {
-        Some(ns) => format!("{}/namespaces/{ns}/{}", info.api_path(), info.resource),
-        None => format!("{}/{}", info.api_path(), info.resource),
-    }
 }
 
 struct Watcher {

@@ -35,6 +35,17 @@ pub struct Ctx {
     pub addr: SocketAddr,
     /// Fixed APF flow-schema / priority-level UIDs for the response headers.
     pub pf_uids: (String, String),
+    /// API requests served, by kind (for tests and the benchmark: what reached the upstream).
+    pub counts: RequestCounts,
+}
+
+/// Counters of what reached the sim.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub lists: std::sync::atomic::AtomicU64,
+    pub gets: std::sync::atomic::AtomicU64,
+    pub watches: std::sync::atomic::AtomicU64,
+    pub other: std::sync::atomic::AtomicU64,
 }
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB for objects; leave room).
@@ -44,6 +55,30 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 const CHUNK_THRESHOLD: usize = 2048;
 
 /// The single axum handler: every request goes through here.
+/// Classify a request for the counters: a GET of a collection is a list or a watch, a GET of
+/// something with a name a get.
+fn count(c: &RequestCounts, method: &http::Method, path: &str, query: &Query) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let segs = path.trim_matches('/').split('/').count();
+    let collection = if path.starts_with("/api/") {
+        segs == 3 || segs == 5
+    } else {
+        segs == 4 || segs == 6
+    };
+    let counter = if method != http::Method::GET
+        || !(path.starts_with("/api/") || path.starts_with("/apis/"))
+    {
+        &c.other
+    } else if query.flag("watch") || path.contains("/watch/") {
+        &c.watches
+    } else if collection {
+        &c.lists
+    } else {
+        &c.gets
+    };
+    counter.fetch_add(1, Relaxed);
+}
+
 pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
@@ -56,6 +91,7 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         || ["curl", "Wget", "Mozilla/5.0"]
             .iter()
             .any(|p| ua.starts_with(p));
+    count(&ctx.counts, req.method(), &path, &query);
     if matches!(path.as_str(), "/livez" | "/readyz" | "/healthz") {
         return text(&ctx, StatusCode::OK, "ok");
     }

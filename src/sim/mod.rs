@@ -97,6 +97,7 @@ impl Sim {
                 uuid::Uuid::new_v4().to_string(),
                 uuid::Uuid::new_v4().to_string(),
             ),
+            counts: http::RequestCounts::default(),
         });
         let app = axum::Router::new()
             .fallback(http::handle)
@@ -120,6 +121,19 @@ impl Sim {
 
     fn store(&self) -> &Store {
         &self.inner.ctx.store
+    }
+
+    /// API requests served so far: (lists, gets, watches, other). Tests use it to tell what
+    /// kcache answered itself from what reached the upstream.
+    pub fn request_counts(&self) -> (u64, u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner.ctx.counts;
+        (
+            c.lists.load(Relaxed),
+            c.gets.load(Relaxed),
+            c.watches.load(Relaxed),
+            c.other.load(Relaxed),
+        )
     }
 
     /// The bound address.

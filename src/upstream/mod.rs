@@ -2,9 +2,11 @@
 //! upstream's bytes, so it never decodes objects into typed structs), discovery of the cached
 //! resource types, and one reflector per type.
 
+mod probe;
 mod reflector;
 mod stream;
 
+pub use probe::RvProbe;
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
 pub use stream::{LineStream, WatchLine};
 
@@ -18,7 +20,23 @@ use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use kube_client::{Client, Config};
 use serde::Deserialize;
 
+use crate::cache::ResourceCache;
 use crate::resource::ResourceInfo;
+
+/// The collection URL kcache lists and watches for a cache: namespaced when the cache is
+/// restricted to one namespace.
+pub fn collection_path(cache: &ResourceCache) -> String {
+    let info = &cache.info;
+    match &cache.scope.namespace {
+        Some(ns) if info.namespaced => format!(
+            "{}/namespaces/{}/{}",
+            info.api_path(),
+            percent_encoding::utf8_percent_encode(ns, percent_encoding::NON_ALPHANUMERIC),
+            info.resource
+        ),
+        _ => format!("{}/{}", info.api_path(), info.resource),
+    }
+}
 
 /// Failures talking to the upstream.
 #[derive(Debug, thiserror::Error)]
@@ -182,18 +200,6 @@ impl Upstream {
         info.custom = !probe.starts_with(b"{\"kind\"");
         Ok(info)
     }
-
-    /// The upstream's current resourceVersion for a collection path: a consistent one-item
-    /// list (the cheapest consistent read there is).
-    pub async fn current_rv(&self, collection: &str) -> Result<u64, UpstreamError> {
-        let body = self.get(&format!("{collection}?limit=1")).await?;
-        let head: ListHead = serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(format!("list of {collection}: {e}")))?;
-        head.metadata
-            .resource_version
-            .parse()
-            .map_err(|_| UpstreamError::Decode(format!("list of {collection}: resourceVersion")))
-    }
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.
@@ -222,12 +228,6 @@ struct ApiResource {
     name: String,
     kind: String,
     namespaced: bool,
-}
-
-/// The envelope of a list, without its items.
-#[derive(Deserialize)]
-pub(crate) struct ListHead {
-    pub metadata: ListMeta,
 }
 
 #[derive(Deserialize)]

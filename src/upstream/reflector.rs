@@ -120,20 +120,8 @@ impl Reflector {
         }
     }
 
-    /// The collection URL, namespaced when the cache is restricted to one namespace.
     fn collection(&self) -> String {
-        let info = &self.cache.info;
-        match &self.cache.scope.namespace {
-            Some(ns) if info.namespaced => {
-                format!(
-                    "{}/namespaces/{}/{}",
-                    info.api_path(),
-                    enc(ns),
-                    info.resource
-                )
-            }
-            _ => format!("{}/{}", info.api_path(), info.resource),
-        }
+        super::collection_path(&self.cache)
     }
 
     /// Run until the task is dropped.
