@@ -121,18 +121,9 @@ pub async fn start(
         rv_wait: config.rv_wait(),
     });
     let addr = listener.local_addr()?;
-    let (stop, mut stopped) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
     let router = api::router(app.clone());
-    let server = tokio::spawn(async move {
-        let result = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "server failed");
-        }
-    });
+    let server = tokio::spawn(serve(listener, router, stopped));
     Ok(Running {
         addr,
         app,
@@ -140,6 +131,64 @@ pub async fn start(
         server,
         stop,
     })
+}
+
+/// Concurrent HTTP/2 streams per connection: client-go multiplexes every watch of a process on
+/// one connection, so the limit must be in the thousands (hyper's default is 200).
+const MAX_CONCURRENT_STREAMS: u32 = 10_000;
+
+/// How long in-flight requests may take to finish after shutdown starts.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Accept connections and serve HTTP/1.1 and HTTP/2 (prior knowledge, i.e. h2c) on each, with
+/// protocol upgrades (exec/attach/port-forward pass-through) allowed.
+async fn serve(listener: TcpListener, router: axum::Router, mut stopped: watch::Receiver<bool>) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        // Flow-control windows sized for large lists rather than the 64 KiB default.
+        .initial_stream_window_size(4 * 1024 * 1024)
+        .initial_connection_window_size(16 * 1024 * 1024);
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of file descriptors and the like: pause instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                // Watch events are small writes that must go out at once.
+                let _ = stream.set_nodelay(true);
+                let service = TowerToHyperService::new(router.clone());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = async { stopped.wait_for(|s| *s).await.map(|_| ()) } => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("grace period over; closing remaining connections");
+    }
 }
 
 async fn shutdown_signal() {
