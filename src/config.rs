@@ -47,6 +47,13 @@ pub struct Config {
     pub upstream: UpstreamSettings,
     #[serde(default)]
     pub consistent_reads: ConsistentReadSettings,
+    /// Seconds in-flight requests may take to finish on SIGTERM before kcache exits.
+    #[serde(default = "default_grace")]
+    pub shutdown_grace_seconds: u64,
+}
+
+fn default_grace() -> u64 {
+    10
 }
 
 /// Reads with resourceVersion unset ("most recent", what kubectl and relisting informers send).
@@ -203,6 +210,7 @@ impl Default for Config {
             watch: WatchSettings::default(),
             upstream: UpstreamSettings::default(),
             consistent_reads: ConsistentReadSettings::default(),
+            shutdown_grace_seconds: default_grace(),
         }
     }
 }
@@ -330,6 +338,10 @@ impl Config {
             wait: Duration::from_secs(self.consistent_reads.wait_seconds),
             fallback: self.consistent_reads.on_timeout == ConsistentSource::Upstream,
         }
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_seconds)
     }
 
     pub fn rv_wait(&self) -> Duration {

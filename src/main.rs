@@ -16,10 +16,25 @@ use kcache::upstream::Upstream;
 )]
 struct Cli {
     /// Log format.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "KCACHE_LOG_FORMAT"
+    )]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a configuration file and print the effective configuration (defaults filled in).
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -44,6 +59,11 @@ enum Command {
         /// Address to listen on (overrides the config file).
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
+    },
+    /// Configuration file tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
     },
     /// Start the built-in simulated cluster with kcache in front of it.
     Demo {
@@ -94,6 +114,12 @@ async fn main() -> ExitCode {
             config,
             listen,
         } => serve(kubeconfig, context, config, listen).await,
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => Config::load(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|c| serde_yaml::to_string(&c).map_err(|e| e.to_string()))
+            .map(|yaml| print!("{yaml}")),
         Command::Demo {
             listen,
             sim_listen,

@@ -61,13 +61,14 @@ impl Running {
         self.app.registry.get(group, version, resource).cloned()
     }
 
-    /// Stop serving and stop the reflectors.
+    /// Stop: fail readiness, end watches cleanly, stop accepting, let in-flight requests
+    /// finish within the grace period, then stop the reflectors.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        let _ = self.server.await;
         for r in &self.reflectors {
             r.abort();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
     }
 
     /// Serve until the process is told to stop (SIGINT/SIGTERM).
@@ -99,6 +100,7 @@ pub async fn start(
                 resource: name,
                 source,
             })?;
+        crate::metrics::metrics().init_resource(&info.resource);
         let cache = Arc::new(ResourceCache::new(info, r.scope(), config.cache_config()));
         registry.insert(cache.clone());
         caches.push(cache);
@@ -112,7 +114,9 @@ pub async fn start(
         let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
         reflectors.push(tokio::spawn(r.run()));
     }
+    let (stop, _) = watch::channel(false);
     let app = Arc::new(App {
+        stopping: stop.clone(),
         registry,
         upstream,
         probes,
@@ -121,9 +125,29 @@ pub async fn start(
         rv_wait: config.rv_wait(),
     });
     let addr = listener.local_addr()?;
-    let (stop, stopped) = watch::channel(false);
+    // One summary line once everything has synced (readiness turns green then).
+    let watcher = app.clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        while !watcher.registry.all().all(|c| c.is_synced()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (objects, bytes) = watcher
+            .registry
+            .all()
+            .map(|c| c.size())
+            .fold((0, 0), |(o, b), (o2, b2)| (o + o2, b + b2));
+        tracing::info!(
+            resources = watcher.registry.all().count(),
+            objects,
+            bytes,
+            secs = started.elapsed().as_secs_f64(),
+            "all caches synced; ready"
+        );
+    });
     let router = api::router(app.clone());
-    let server = tokio::spawn(serve(listener, router, stopped));
+    let grace = config.shutdown_grace();
+    let server = tokio::spawn(serve(listener, router, stop.subscribe(), grace));
     Ok(Running {
         addr,
         app,
@@ -137,12 +161,14 @@ pub async fn start(
 /// one connection, so the limit must be in the thousands (hyper's default is 200).
 const MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
-/// How long in-flight requests may take to finish after shutdown starts.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
 /// Accept connections and serve HTTP/1.1 and HTTP/2 (prior knowledge, i.e. h2c) on each, with
 /// protocol upgrades (exec/attach/port-forward pass-through) allowed.
-async fn serve(listener: TcpListener, router: axum::Router, mut stopped: watch::Receiver<bool>) {
+async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    mut stopped: watch::Receiver<bool>,
+    grace: Duration,
+) {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::server::graceful::GracefulShutdown;
@@ -183,7 +209,7 @@ async fn serve(listener: TcpListener, router: axum::Router, mut stopped: watch::
         }
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+    if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {

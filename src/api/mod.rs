@@ -29,6 +29,7 @@ use axum::Router;
 use http::{header, Method, StatusCode};
 
 use crate::cache::{Registry, ResourceCache};
+use crate::metrics::{self, metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::upstream::{RvProbe, Upstream};
@@ -45,6 +46,9 @@ pub struct App {
     /// How long reads wait for the cache to reach a requested resourceVersion (the
     /// apiserver's 3 s before its 504).
     pub rv_wait: Duration,
+    /// Set when the server is shutting down: readiness fails and watches end cleanly so their
+    /// clients re-watch against another replica.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// How reads with resourceVersion unset are answered.
@@ -83,20 +87,48 @@ impl App {
         let Some(probe) = self.probe(cache) else {
             return Ok(false);
         };
+        let started = std::time::Instant::now();
+        let resource = cache.info.resource.clone();
+        let outcome = |o: &'static str| {
+            metrics()
+                .consistent_reads
+                .get_or_create(&metrics::OutcomeLabels {
+                    resource: resource.clone(),
+                    outcome: o,
+                })
+                .inc()
+        };
         let target = match probe.target().await {
             Ok(t) => t,
             Err(e) => {
                 tracing::debug!(resource = %cache.info, error = %e, "consistency probe failed; forwarding");
+                outcome("fallback");
                 return Ok(false);
             }
         };
-        match cache.wait_for_rv(target, self.consistent.wait).await {
-            Ok(()) => Ok(true),
-            Err(_) if self.consistent.fallback => Ok(false),
-            Err(current) => Err(ApiError::TooLargeResourceVersion {
-                requested: target,
-                current,
-            }),
+        let waited = cache.wait_for_rv(target, self.consistent.wait).await;
+        metrics()
+            .consistent_wait
+            .get_or_create(&metrics::ResourceLabels {
+                resource: resource.clone(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        match waited {
+            Ok(()) => {
+                outcome("cache");
+                Ok(true)
+            }
+            Err(current) => {
+                outcome("timeout");
+                if self.consistent.fallback {
+                    Ok(false)
+                } else {
+                    Err(ApiError::TooLargeResourceVersion {
+                        requested: target,
+                        current,
+                    })
+                }
+            }
         }
     }
 }
@@ -114,48 +146,125 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/livez", get_route(|| async { "ok" }))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(readyz))
+        .route("/metrics", get_route(metrics_text))
         .fallback(handle)
         .with_state(app)
 }
 
+/// `/metrics` in the OpenMetrics text format.
+async fn metrics_text(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics().render(&app.registry),
+    )
+        .into_response()
+}
+
 /// Ready once every cached resource has synced; lists them with `?verbose`.
-async fn readyz(State(app): State<Arc<App>>) -> Response {
+async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
+    let verbose = req.uri().query().is_some_and(|q| {
+        params::parse_query(Some(q))
+            .iter()
+            .any(|(k, _)| k == "verbose")
+    });
     let mut lines = Vec::new();
-    let mut ready = true;
+    let stopping = *app.stopping.borrow();
+    let mut ready = !stopping;
+    lines.push(format!(
+        "[{}]shutdown {}",
+        if stopping { "-" } else { "+" },
+        if stopping { "in progress" } else { "ok" }
+    ));
     let mut caches: Vec<_> = app.registry.all().collect();
     caches.sort_by_key(|c| c.info.to_string());
     for c in caches {
         let synced = c.is_synced();
         ready &= synced;
         let mark = if synced { "+" } else { "-" };
-        lines.push(format!(
-            "[{mark}]cache {} {}",
-            c.info,
-            if synced { "ok" } else { "not synced" }
-        ));
+        // A synced cache stays ready while the upstream is briefly unreachable: it keeps
+        // serving what it has; the detail says how long it has heard nothing.
+        let detail = match (synced, c.since_last_contact()) {
+            (false, _) => "not synced".to_string(),
+            (true, Some(d)) if d > Duration::from_secs(120) => {
+                format!("ok (no upstream event or bookmark for {}s)", d.as_secs())
+            }
+            (true, _) => "ok".to_string(),
+        };
+        lines.push(format!("[{mark}]cache {} {detail}", c.info));
     }
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    lines.push(if ready {
-        "readyz check passed".into()
+    let summary = if ready {
+        "readyz check passed"
     } else {
-        "readyz check failed".into()
-    });
+        "readyz check failed"
+    };
+    if ready && !verbose {
+        return (status, "ok").into_response();
+    }
+    lines.push(summary.into());
     (status, lines.join("\n") + "\n").into_response()
 }
 
 /// Serve one request from the cache when it can be answered exactly, else forward it.
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let (parts, body) = req.into_parts();
-    match serve_from_cache(&app, &parts).await {
-        Ok(Answer::Ready(resp)) => resp,
-        Ok(Answer::Upstream) => {
-            proxy::forward(&app.upstream, Request::from_parts(parts, body)).await
-        }
-        Err(e) => response::error(&e),
+    let path = route::parse(parts.uri.path());
+    let verb = verb_of(&parts, path.as_ref());
+    // Label only cached resources by name: arbitrary paths must not create label values.
+    let resource = path
+        .as_ref()
+        .filter(|p| {
+            app.registry
+                .get(&p.group, &p.version, &p.resource)
+                .is_some()
+        })
+        .map_or("other", |p| p.resource.as_str())
+        .to_string();
+    let m = metrics();
+    let inflight = m
+        .inflight
+        .get_or_create_owned(&metrics::VerbLabels { verb });
+    inflight.inc();
+    let (method, uri) = (parts.method.clone(), parts.uri.clone());
+    let (resp, source) = match serve_from_cache(&app, &parts).await {
+        Ok(Answer::Ready(resp)) => (resp, "cache"),
+        Ok(Answer::Upstream) => (
+            proxy::forward(&app.upstream, Request::from_parts(parts, body)).await,
+            "upstream",
+        ),
+        Err(e) => (response::error(&e), "cache"),
+    };
+    inflight.dec();
+    let code = resp.status().as_u16();
+    m.request(verb, &resource, code, source, started.elapsed());
+    tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
+    resp
+}
+
+/// The verb of a request, as the apiserver names them (`list`, `watch`, `get`, `create`, …).
+fn verb_of(req: &http::request::Parts, path: Option<&route::ResourcePath>) -> &'static str {
+    let watch_param = req.uri.query().is_some_and(|q| {
+        params::parse_query(Some(q))
+            .iter()
+            .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"))
+    });
+    match (&req.method, path) {
+        (&Method::GET, Some(p)) if p.legacy_watch || watch_param => "watch",
+        (&Method::GET, Some(p)) if p.name.is_some() => "get",
+        (&Method::GET, Some(_)) => "list",
+        (&Method::POST, Some(_)) => "create",
+        (&Method::PUT, Some(_)) => "update",
+        (&Method::PATCH, Some(_)) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        _ => "other",
     }
 }
 
@@ -230,7 +339,16 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         field: opts.field.clone(),
     };
     if opts.watch {
-        let resp = watch::watch(cache.clone(), app.probe(cache), filter, &opts, &app.watch).await?;
+        let stopping = app.stopping.subscribe();
+        let resp = watch::watch(
+            cache.clone(),
+            app.probe(cache),
+            filter,
+            &opts,
+            &app.watch,
+            stopping,
+        )
+        .await?;
         return Ok(Answer::Ready(resp));
     }
     let pretty = response::wants_pretty(opts.pretty, user_agent);

@@ -23,6 +23,7 @@ use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::response;
 use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot};
+use crate::metrics::{metrics, Metrics};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::upstream::RvProbe;
@@ -78,6 +79,7 @@ pub async fn watch(
     filter: Filter,
     opts: &ListOptions,
     cfg: &WatchConfig,
+    stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Response, ApiError> {
     if !cache.is_synced() {
         return Err(ApiError::NotReady);
@@ -138,7 +140,10 @@ pub async fn watch(
         _ => Duration::from_secs(rand::rng().random_range(1800..=3600)),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
+    let resource = cache.info.resource.clone();
     let watcher = Watcher {
+        sent: Metrics::counter(&metrics().watch_events_sent, &resource),
+        open: OpenWatch::new(resource),
         cache,
         filter,
         tx,
@@ -148,13 +153,47 @@ pub async fn watch(
         consistent_wait: cfg.consistent_wait,
         epoch,
         subscription,
+        stopping,
     };
     tokio::spawn(watcher.run(start));
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Ok(response::stream(body))
 }
 
+/// Why a waiting watcher woke up.
+enum Wake {
+    Changed,
+    Bookmark,
+    EndWait,
+    End(&'static str),
+}
+
+/// Counts a watch in `kcache_watchers` while it lives, and why it ended.
+struct OpenWatch {
+    resource: String,
+    reason: &'static str,
+}
+
+impl OpenWatch {
+    fn new(resource: String) -> OpenWatch {
+        Metrics::gauge_add(&metrics().watchers, &resource, 1);
+        OpenWatch {
+            resource,
+            reason: "client",
+        }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        Metrics::gauge_add(&metrics().watchers, &self.resource, -1);
+        Metrics::reason(&metrics().watchers_closed, &self.resource, self.reason);
+    }
+}
+
 struct Watcher {
+    sent: prometheus_client::metrics::counter::Counter,
+    open: OpenWatch,
     cache: Arc<ResourceCache>,
     filter: Filter,
     tx: mpsc::Sender<Bytes>,
@@ -164,20 +203,35 @@ struct Watcher {
     consistent_wait: Duration,
     epoch: u64,
     subscription: tokio::sync::watch::Receiver<u64>,
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Watcher {
     /// Send one chunk; false when the client is gone or the watch's time is up.
-    async fn send(&self, chunk: Bytes) -> bool {
-        matches!(
-            tokio::time::timeout_at(self.deadline, self.tx.send(chunk)).await,
-            Ok(Ok(()))
-        )
+    async fn send(&mut self, chunk: Bytes) -> bool {
+        match tokio::time::timeout_at(self.deadline, self.tx.send(chunk)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => {
+                self.open.reason = "client";
+                false
+            }
+            Err(_) => {
+                self.open.reason = "timeout";
+                false
+            }
+        }
+    }
+
+    /// Send one event line, counted.
+    async fn send_event(&mut self, line: Bytes) -> bool {
+        self.sent.inc();
+        self.send(line).await
     }
 
     async fn run(mut self, start: Start) {
         let (mut cursor, mut resume, mut end_at) = match start {
             Start::Error(e) => {
+                self.open.reason = "error";
                 self.send(e.watch_event()).await;
                 return;
             }
@@ -203,6 +257,9 @@ impl Watcher {
                             message: format!("too old resource version: {cursor} ({oldest})"),
                             continue_token: None,
                         };
+                        // Either the client asked for a compacted RV or it fell so far behind
+                        // that history moved past it.
+                        self.open.reason = if resume { "error" } else { "slow" };
                         self.send(e.watch_event()).await;
                         return;
                     }
@@ -211,7 +268,7 @@ impl Watcher {
                         let n = events.len();
                         for ev in &events {
                             if let Some(line) = self.line_for(ev) {
-                                if !self.send(line).await {
+                                if !self.send_event(line).await {
                                     return;
                                 }
                             }
@@ -227,7 +284,8 @@ impl Watcher {
                 if cursor >= target || Instant::now() >= end_deadline {
                     end_at = None;
                     last_bookmark = cursor;
-                    if !self.send(self.bookmark(cursor, true)).await {
+                    let line = self.bookmark(cursor, true);
+                    if !self.send(line).await {
                         return;
                     }
                 }
@@ -237,26 +295,41 @@ impl Watcher {
             } else {
                 self.deadline
             };
-            tokio::select! {
-                changed = self.subscription.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
-                _ = tokio::time::sleep_until(next_bookmark), if self.allow_bookmarks => {
+            match self.wait(next_bookmark, end_at.map(|_| end_wait)).await {
+                Wake::Changed | Wake::EndWait => {}
+                Wake::Bookmark => {
                     // Only when the resource moved past what this watcher last heard (W5).
                     if cursor > last_bookmark && cursor > started_at {
                         last_bookmark = cursor;
-                        if !self.send(self.bookmark(cursor, false)).await {
+                        let line = self.bookmark(cursor, false);
+                        if !self.send(line).await {
                             return;
                         }
                     }
                     next_bookmark = self.next_bookmark_time(Instant::now());
                 }
-                _ = tokio::time::sleep_until(end_wait), if end_at.is_some() => {}
-                _ = tokio::time::sleep_until(self.deadline) => return,
-                _ = self.tx.closed() => return,
+                Wake::End(reason) => {
+                    self.open.reason = reason;
+                    return;
+                }
             }
+        }
+    }
+
+    /// Sleep until something needs this watcher's attention.
+    async fn wait(&mut self, next_bookmark: Instant, end_wait: Option<Instant>) -> Wake {
+        let far = self.deadline;
+        tokio::select! {
+            changed = self.subscription.changed() => {
+                if changed.is_err() { Wake::End("error") } else { Wake::Changed }
+            }
+            _ = tokio::time::sleep_until(next_bookmark), if self.allow_bookmarks => Wake::Bookmark,
+            _ = tokio::time::sleep_until(end_wait.unwrap_or(far)), if end_wait.is_some() => Wake::EndWait,
+            _ = tokio::time::sleep_until(self.deadline) => Wake::End("timeout"),
+            _ = self.tx.closed() => Wake::End("client"),
+            // Shutting down: end the stream cleanly (no event), so the client re-watches from
+            // its last RV against another replica.
+            _ = self.stopping.wait_for(|s| *s) => Wake::End("shutdown"),
         }
     }
 
@@ -276,7 +349,7 @@ impl Watcher {
 
     /// Synthetic ADDED events for the snapshot, batched into chunks (the client reads them as
     /// a burst; per-event flushing matters for live events only).
-    async fn send_initial(&self, snap: &Snapshot) -> bool {
+    async fn send_initial(&mut self, snap: &Snapshot) -> bool {
         let mut buf = BytesMut::with_capacity(CHUNK + 4096);
         let range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>) =
             match &self.filter.namespace {

@@ -10,9 +10,9 @@ use crate::object::Object;
 /// The kind of a change, as in a watch event's `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
-    Added,
-    Modified,
-    Deleted,
+    Added = 0,
+    Modified = 1,
+    Deleted = 2,
 }
 
 impl EventType {

@@ -105,6 +105,8 @@ pub enum AtError {
 
 struct State {
     objects: ObjectMap,
+    /// Sum of the cached objects' JSON sizes.
+    bytes: usize,
     rv: u64,
     synced: bool,
     history: VecDeque<Arc<Event>>,
@@ -138,6 +140,7 @@ impl ResourceCache {
             cfg,
             state: RwLock::new(State {
                 objects: ObjectMap::new(),
+                bytes: 0,
                 rv: 0,
                 synced: false,
                 history: VecDeque::new(),
@@ -181,7 +184,9 @@ impl ResourceCache {
     /// or a new cluster), history is discarded and every running watch is ended with 410.
     pub fn replace(&self, objects: Vec<Object>, rv: u64) -> ReplaceSummary {
         let mut new_map = ObjectMap::new();
+        let mut bytes = 0;
         for o in objects {
+            bytes += o.raw.len();
             new_map.insert(Arc::from(o.key.as_ref()), Arc::new(o));
         }
         let mut st = self.write();
@@ -199,6 +204,7 @@ impl ResourceCache {
             st.snapshots.clear();
             st.history_start = rv;
             st.objects = new_map;
+            st.bytes = bytes;
             st.rv = rv;
             st.synced = true;
         } else {
@@ -245,6 +251,7 @@ impl ResourceCache {
                 st.history.push_back(Arc::new(ev));
             }
             st.objects = new_map;
+            st.bytes = bytes;
             st.rv = rv.max(st.rv);
             self.trim(&mut st);
         }
@@ -266,6 +273,12 @@ impl ResourceCache {
         let object = Arc::new(object);
         let prev = st.objects.get(&key).cloned();
         let rv = object.rv;
+        if let Some(p) = &prev {
+            st.bytes -= p.raw.len();
+        }
+        if ty != EventType::Deleted {
+            st.bytes += object.raw.len();
+        }
         let event = match (ty, prev) {
             (EventType::Deleted, Some(prev)) => {
                 st.objects.remove(&key);
@@ -344,6 +357,12 @@ impl ResourceCache {
 
     pub fn len(&self) -> usize {
         self.read().objects.len()
+    }
+
+    /// Number of objects and their JSON bytes.
+    pub fn size(&self) -> (usize, usize) {
+        let st = self.read();
+        (st.objects.len(), st.bytes)
     }
 
     pub fn is_empty(&self) -> bool {

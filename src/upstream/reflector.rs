@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 use super::stream::{LineStream, MetaOnly, WatchLine};
 use super::{Upstream, UpstreamError};
 use crate::cache::{EventType, ResourceCache};
+use crate::metrics::{metrics, Metrics, TypeLabels};
 use crate::object::Object;
 
 /// Whether to use the streaming-list form of the initial sync.
@@ -93,6 +94,8 @@ pub struct Reflector {
     scope_query: String,
     /// Lists installed so far: tells whether a failed streaming sync had already synced.
     installs: u64,
+    /// `kcache_upstream_events_total` by event type, looked up once.
+    event_counters: [prometheus_client::metrics::counter::Counter; 3],
 }
 
 impl Reflector {
@@ -110,7 +113,15 @@ impl Reflector {
                 enc(&cache.scope.field.to_string())
             ));
         }
+        let event_counters =
+            [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
+                metrics().upstream_events.get_or_create_owned(&TypeLabels {
+                    resource: cache.info.resource.clone(),
+                    r#type: ty.as_str(),
+                })
+            });
         Reflector {
+            event_counters,
             streaming_supported: cfg.streaming_list == StreamingList::Auto,
             upstream,
             cache,
@@ -152,6 +163,7 @@ impl Reflector {
                     // A streaming list that failed after its initial events were installed is
                     // an ordinary watch failure: resume from the cache RV, do not relist.
                     Err(e) if self.installs > installs => {
+                        self.count_error(&e);
                         tracing::warn!(resource = %name, error = %e, "watch failed");
                         State::Backoff {
                             then: Box::new(State::Watching {
@@ -161,6 +173,7 @@ impl Reflector {
                         }
                     }
                     Err(e) => {
+                        self.count_error(&e);
                         tracing::warn!(resource = %name, error = %e, "sync failed");
                         State::Backoff {
                             then: Box::new(State::Sync),
@@ -176,6 +189,7 @@ impl Reflector {
                     State::Sync
                 }
                 Err(e) => {
+                    self.count_error(&e);
                     tracing::warn!(resource = %name, error = %e, "watch failed");
                     State::Backoff {
                         then: Box::new(State::Watching {
@@ -192,6 +206,26 @@ impl Reflector {
                 *then
             }
         }
+    }
+
+    /// A progress line while a large initial list is coming in.
+    fn progress(&self, so_far: usize, started: std::time::Instant) {
+        let secs = started.elapsed().as_secs_f64().max(0.001);
+        tracing::info!(resource = %self.cache.info, objects = so_far,
+            rate = (so_far as f64 / secs) as u64, "syncing");
+    }
+
+    fn count_error(&self, e: &UpstreamError) {
+        let reason = match e {
+            UpstreamError::Status { .. } => "status",
+            UpstreamError::Decode(_) => "decode",
+            _ => "transport",
+        };
+        Metrics::reason(
+            &metrics().upstream_errors,
+            &self.cache.info.resource,
+            reason,
+        );
     }
 
     /// Exponential backoff with full jitter.
@@ -211,6 +245,7 @@ impl Reflector {
         let mut objects = Vec::new();
         let mut list_rv: Option<u64> = None;
         let mut cont: Option<String> = None;
+        let started = std::time::Instant::now();
         loop {
             let mut url = format!(
                 "{}?limit={}{}",
@@ -225,6 +260,7 @@ impl Reflector {
                 Ok(b) => b,
                 // The snapshot behind our continue token was compacted: start over.
                 Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
+                    Metrics::counter(&metrics().upstream_expired, &info.resource).inc();
                     objects.clear();
                     list_rv = None;
                     cont = None;
@@ -255,6 +291,7 @@ impl Reflector {
             if cont.is_none() {
                 break;
             }
+            self.progress(objects.len(), started);
         }
         let rv = list_rv.unwrap_or(0);
         self.install(objects, rv);
@@ -270,6 +307,7 @@ impl Reflector {
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
         } else {
+            Metrics::counter(&metrics().relists, &self.cache.info.resource).inc();
             tracing::info!(resource = %name, objects = n, rv, added = summary.added,
                 modified = summary.modified, deleted = summary.deleted, reset = summary.reset, "relisted");
         }
@@ -309,6 +347,7 @@ impl Reflector {
         let mut gathering: Option<Vec<Object>> = initial.then(Vec::new);
         let mut rv = rv;
         let deadline = tokio::time::Instant::now() + self.cfg.initial_events_timeout;
+        let sync_started = std::time::Instant::now();
         loop {
             let next = if gathering.is_some() {
                 match tokio::time::timeout_at(deadline, lines.next_line()).await {
@@ -367,7 +406,10 @@ impl Reflector {
                 "ERROR" => {
                     let status: MetaOnly = serde_json::from_slice(&ev.object).unwrap_or_default();
                     return match status.code {
-                        Some(410) => Ok(WatchEnd::Relist),
+                        Some(410) => {
+                            Metrics::counter(&metrics().upstream_expired, &info.resource).inc();
+                            Ok(WatchEnd::Relist)
+                        }
                         code => Err(UpstreamError::Status {
                             code: code.unwrap_or(500),
                             message: status.message.unwrap_or_default(),
@@ -389,8 +431,14 @@ impl Reflector {
                     return Ok(WatchEnd::Relist);
                 }
             };
+            self.event_counters[ty as usize].inc();
             match &mut gathering {
-                Some(objects) => objects.push(object),
+                Some(objects) => {
+                    objects.push(object);
+                    if objects.len() % 10_000 == 0 {
+                        self.progress(objects.len(), sync_started);
+                    }
+                }
                 None => {
                     rv = rv.max(object.rv);
                     self.cache.apply(ty, object);

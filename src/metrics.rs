@@ -1,0 +1,354 @@
+//! Prometheus metrics (`/metrics`, OpenMetrics text), with the `prometheus-client` crate: it
+//! encodes OpenMetrics natively and its metric handles are plain `Arc`ed atomics that a
+//! watcher can keep and bump per event without a lookup.
+//!
+//! One kcache process serves one set of caches, so the metrics live in one process-wide
+//! registry ([`metrics()`]) instead of a handle threaded through every layer. Labels are low
+//! cardinality by construction: verbs, cached resource names (`other` for anything else), HTTP
+//! codes and small fixed reason sets — never object names or client identities.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::{text, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+use crate::cache::Registry as Caches;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub verb: &'static str,
+    pub resource: String,
+    pub code: u16,
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabels {
+    pub verb: &'static str,
+    pub resource: String,
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    pub verb: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub resource: String,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabels {
+    pub resource: String,
+    pub r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub resource: String,
+    pub outcome: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms … ~33 s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 17))
+}
+
+/// Every metric kcache exports.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
+    pub inflight: Family<VerbLabels, Gauge>,
+    pub cached_objects: Family<ResourceLabels, Gauge>,
+    pub cached_bytes: Family<ResourceLabels, Gauge>,
+    pub upstream_events: Family<TypeLabels, Counter>,
+    pub watch_events_sent: Family<ResourceLabels, Counter>,
+    pub watchers: Family<ResourceLabels, Gauge>,
+    pub watchers_closed: Family<ReasonLabels, Counter>,
+    pub relists: Family<ResourceLabels, Counter>,
+    pub upstream_expired: Family<ResourceLabels, Counter>,
+    pub upstream_errors: Family<ReasonLabels, Counter>,
+    pub consistent_reads: Family<OutcomeLabels, Counter>,
+    pub consistent_wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
+    pub cache_lag: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub cache_synced: Family<ResourceLabels, Gauge>,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("kcache");
+        let m = Metrics {
+            requests: Family::default(),
+            request_duration: Family::new_with_constructor(latency_histogram),
+            inflight: Family::default(),
+            cached_objects: Family::default(),
+            cached_bytes: Family::default(),
+            upstream_events: Family::default(),
+            watch_events_sent: Family::default(),
+            watchers: Family::default(),
+            watchers_closed: Family::default(),
+            relists: Family::default(),
+            upstream_expired: Family::default(),
+            upstream_errors: Family::default(),
+            consistent_reads: Family::default(),
+            consistent_wait: Family::new_with_constructor(latency_histogram),
+            cache_lag: Family::default(),
+            cache_synced: Family::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "requests",
+            "Requests by verb, resource, code and where they were answered (cache or upstream)",
+            m.requests.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time to the response head, by verb, resource and source",
+            m.request_duration.clone(),
+        );
+        r.register(
+            "inflight_requests",
+            "Requests being served (watches included)",
+            m.inflight.clone(),
+        );
+        r.register(
+            "cached_objects",
+            "Objects in the cache",
+            m.cached_objects.clone(),
+        );
+        r.register(
+            "cached_bytes",
+            "JSON bytes of the cached objects",
+            m.cached_bytes.clone(),
+        );
+        r.register(
+            "upstream_events",
+            "Watch events received from the upstream, by type",
+            m.upstream_events.clone(),
+        );
+        r.register(
+            "watch_events_sent",
+            "Events written to downstream watchers",
+            m.watch_events_sent.clone(),
+        );
+        r.register("watchers", "Open downstream watches", m.watchers.clone());
+        r.register(
+            "watchers_closed",
+            "Downstream watches ended, by reason (timeout, client, slow, error, shutdown)",
+            m.watchers_closed.clone(),
+        );
+        r.register(
+            "relists",
+            "Lists of a collection after its first sync (upstream 410s, restarts)",
+            m.relists.clone(),
+        );
+        r.register(
+            "upstream_expired",
+            "410 Expired answers from the upstream",
+            m.upstream_expired.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Failed upstream requests, by reason",
+            m.upstream_errors.clone(),
+        );
+        r.register(
+            "consistent_reads",
+            "Reads with resourceVersion unset, by outcome (cache, timeout, fallback)",
+            m.consistent_reads.clone(),
+        );
+        r.register(
+            "consistent_read_wait_seconds",
+            "Time a consistent read waited for the cache to catch up",
+            m.consistent_wait.clone(),
+        );
+        r.register(
+            "cache_lag_seconds",
+            "Seconds since the last upstream event, bookmark or list",
+            m.cache_lag.clone(),
+        );
+        r.register(
+            "cache_synced",
+            "1 once the resource's cache has synced",
+            m.cache_synced.clone(),
+        );
+        r.register(
+            "build",
+            "kcache build information",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Record a finished request (or a watch whose response head was sent).
+    pub fn request(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        code: u16,
+        source: &'static str,
+        took: Duration,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                verb,
+                resource: resource.to_string(),
+                code,
+                source,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&DurationLabels {
+                verb,
+                resource: resource.to_string(),
+                source,
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Create every series of a cached resource at zero, so dashboards and alerts see the
+    /// families before the first event happens.
+    pub fn init_resource(&self, resource: &str) {
+        let r = || resource.to_string();
+        let labels = ResourceLabels { resource: r() };
+        for f in [
+            &self.watch_events_sent,
+            &self.relists,
+            &self.upstream_expired,
+        ] {
+            let _ = f.get_or_create(&labels);
+        }
+        let _ = self.watchers.get_or_create(&labels);
+        for reason in ["timeout", "client", "slow", "error", "shutdown"] {
+            let _ = self.watchers_closed.get_or_create(&ReasonLabels {
+                resource: r(),
+                reason,
+            });
+        }
+        for reason in ["transport", "status", "decode"] {
+            let _ = self.upstream_errors.get_or_create(&ReasonLabels {
+                resource: r(),
+                reason,
+            });
+        }
+        for outcome in ["cache", "timeout", "fallback"] {
+            let _ = self.consistent_reads.get_or_create(&OutcomeLabels {
+                resource: r(),
+                outcome,
+            });
+        }
+        for ty in ["ADDED", "MODIFIED", "DELETED"] {
+            let _ = self.upstream_events.get_or_create(&TypeLabels {
+                resource: r(),
+                r#type: ty,
+            });
+        }
+        let _ = self.consistent_wait.get_or_create(&labels);
+    }
+
+    /// A per-resource counter handle, to keep and bump without a lookup.
+    pub fn counter(family: &Family<ResourceLabels, Counter>, resource: &str) -> Counter {
+        family.get_or_create_owned(&ResourceLabels {
+            resource: resource.to_string(),
+        })
+    }
+
+    pub fn gauge_add(family: &Family<ResourceLabels, Gauge>, resource: &str, delta: i64) {
+        family
+            .get_or_create(&ResourceLabels {
+                resource: resource.to_string(),
+            })
+            .inc_by(delta);
+    }
+
+    pub fn reason(family: &Family<ReasonLabels, Counter>, resource: &str, reason: &'static str) {
+        family
+            .get_or_create(&ReasonLabels {
+                resource: resource.to_string(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text: cache gauges and process figures are read at scrape time.
+    pub fn render(&self, caches: &Caches) -> String {
+        for c in caches.all() {
+            let labels = ResourceLabels {
+                resource: c.info.resource.clone(),
+            };
+            let (objects, bytes) = c.size();
+            self.cached_objects
+                .get_or_create(&labels)
+                .set(objects as i64);
+            self.cached_bytes.get_or_create(&labels).set(bytes as i64);
+            self.cache_synced
+                .get_or_create(&labels)
+                .set(i64::from(c.is_synced()));
+            let lag = c.since_last_contact().map_or(0.0, |d| d.as_secs_f64());
+            self.cache_lag.get_or_create(&labels).set(lag);
+        }
+        let mut out = String::new();
+        let _ = text::encode_registry(&mut out, &self.registry);
+        out.push_str(&process_metrics());
+        let _ = text::encode_eof(&mut out);
+        out
+    }
+}
+
+/// The process-wide metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// Standard process metrics from /proc (Linux); empty elsewhere.
+fn process_metrics() -> String {
+    let mut out = String::new();
+    let ticks = 100.0; // USER_HZ on Linux
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name (which may contain spaces, so split after ')').
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let utime: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        let stime: f64 = f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        out.push_str(&format!(
+            "# HELP process_cpu_seconds Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {}\n",
+            (utime + stime) / ticks
+        ));
+    }
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        let rss_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        out.push_str(&format!(
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",
+            rss_kb * 1024
+        ));
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        out.push_str(&format!(
+            "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds {}\n",
+            fds.count()
+        ));
+    }
+    out
+}
