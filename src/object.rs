@@ -38,8 +38,8 @@ pub struct Object {
     /// Byte range of the resourceVersion value (without quotes) inside `raw`.
     rv_range: Range<usize>,
     pub labels: BTreeMap<String, String>,
-    /// Every selectable field of the kind with its value (metadata.name, metadata.namespace, …).
-    pub fields: Vec<(&'static str, String)>,
+    /// The kind's selectable fields other than metadata.name/namespace, with their values.
+    fields: Vec<(&'static str, String)>,
 }
 
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
@@ -59,6 +59,9 @@ impl Object {
     ) -> Result<Object, ObjectError> {
         let mut value: Value = serde_json::from_slice(&raw)?;
         let mut raw = raw;
+        // Whether `raw` is a fresh buffer of this object's own (else it is a slice of a list
+        // page or of the watch stream's read buffer).
+        let mut owned = false;
         if drop_managed_fields {
             let removed = value
                 .get_mut("metadata")
@@ -67,6 +70,7 @@ impl Object {
                 .is_some();
             if removed {
                 raw = Bytes::from(serde_json::to_vec(&value)?);
+                owned = true;
             }
         }
         let meta = value.get("metadata");
@@ -92,7 +96,10 @@ impl Object {
                     .collect()
             })
             .unwrap_or_default();
-        let fields = selector::extract_fields(&info.group, &info.resource, &value);
+        // Name and namespace are read from the key; only the kind's other fields are kept.
+        let mut fields = selector::extract_fields(&info.group, &info.resource, &value);
+        fields.retain(|(f, _)| *f != "metadata.name" && *f != "metadata.namespace");
+        fields.shrink_to_fit();
         let (key, ns_len) = if info.namespaced && !namespace.is_empty() {
             (format!("{namespace}/{name}"), namespace.len())
         } else {
@@ -102,8 +109,16 @@ impl Object {
         let (raw, item_offset) = if info.custom {
             (raw, None)
         } else {
-            let (raw, off) = typed_form(info, raw, &value)?;
-            (raw, Some(off))
+            let (typed, off, rebuilt) = typed_form(info, raw, &value)?;
+            owned |= rebuilt;
+            (typed, Some(off))
+        };
+        // An object kept for hours must not pin a whole page or read buffer: one memcpy per
+        // upstream event gives it its own allocation.
+        let raw = if owned {
+            raw
+        } else {
+            Bytes::copy_from_slice(&raw)
         };
         let rv_range = find_rv(&raw, rv_str).unwrap_or(0..0);
         Ok(Object {
@@ -132,10 +147,15 @@ impl Object {
 
     /// Value of a selectable field, for field selectors.
     pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(f, _)| *f == name)
-            .map(|(_, v)| v.as_str())
+        match name {
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace()),
+            _ => self
+                .fields
+                .iter()
+                .find(|(f, _)| *f == name)
+                .map(|(_, v)| v.as_str()),
+        }
     }
 
     /// Append the list-item form of this object to `out`.
@@ -177,16 +197,17 @@ impl Object {
 }
 
 /// Bring a typed built-in object to `{"kind":"K","apiVersion":"V",…}` and return the offset
-/// of the fields after that prefix. Watch objects already have it; typed list items have no
-/// kind/apiVersion, so the prefix is prepended without re-serialising.
+/// of the fields after that prefix, and whether a new buffer was built. Watch objects already
+/// have it; typed list items have no kind/apiVersion, so the prefix is prepended without
+/// re-serialising.
 fn typed_form(
     info: &ResourceInfo,
     raw: Bytes,
     value: &Value,
-) -> Result<(Bytes, usize), ObjectError> {
+) -> Result<(Bytes, usize, bool), ObjectError> {
     let prefix = info.typed_prefix();
     if raw.starts_with(prefix.as_bytes()) {
-        return Ok((raw, prefix.len()));
+        return Ok((raw, prefix.len(), false));
     }
     let obj = value.as_object();
     let has_type = obj.is_some_and(|o| o.contains_key("kind") || o.contains_key("apiVersion"));
@@ -208,11 +229,11 @@ fn typed_form(
         out.extend_from_slice(&prefix.as_bytes()[..prefix.len() - 1]);
         out.extend_from_slice(b"}");
         let len = out.len();
-        return Ok((out.freeze(), len - 1));
+        return Ok((out.freeze(), len - 1, true));
     }
     out.extend_from_slice(prefix.as_bytes());
     out.extend_from_slice(rest);
-    Ok((out.freeze(), prefix.len()))
+    Ok((out.freeze(), prefix.len(), true))
 }
 
 /// Byte range of the object's own resourceVersion value: the first `"resourceVersion":"N"`,
