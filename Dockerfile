@@ -1,0 +1,36 @@
+# kcache container image: docker build -t kcache:0.1.0 .
+#
+# Build stage: the official Rust image (Debian bookworm), the README's build command plus
+# --locked (use exactly the versions in Cargo.lock).
+FROM rust:1-bookworm AS build
+WORKDIR /src
+
+# Dependencies first, against placeholder sources, so that a change under src/ does not rebuild
+# every crate: this layer is reused as long as Cargo.toml and Cargo.lock are unchanged.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir src \
+    && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs \
+    && cargo build --release --locked \
+    && rm -rf src
+
+# The real sources. Their modification times may be older than the placeholders', so drop
+# kcache's own build results to make cargo rebuild it from these sources.
+COPY src ./src
+RUN rm -rf target/release/.fingerprint/kcache-* target/release/deps/kcache-* \
+        target/release/deps/libkcache-* target/release/kcache \
+    && cargo build --release --locked
+
+# Runtime stage: glibc and libgcc only, no shell, runs as uid/gid 65532 ("nonroot").
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/kcache /kcache
+# The documented example configuration; deployments mount their own at the same path.
+COPY config/kcache.yaml /etc/kcache/kcache.yaml
+# Numeric, so that Kubernetes' runAsNonRoot can check it.
+USER 65532:65532
+# The configuration above listens on 127.0.0.1:8080, reachable only inside the container. Pass
+# --listen 0.0.0.0:8080 to publish it, and only where callers are restricted (kcache does not
+# authenticate them yet). Health is checked by Kubernetes probes (/livez, /readyz), not here.
+EXPOSE 8080
+ENTRYPOINT ["/kcache"]
+CMD ["serve", "--config", "/etc/kcache/kcache.yaml"]

@@ -1,0 +1,63 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "kcache.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Object names: fullnameOverride, else the release name when it already says kcache, else
+release-kcache. */}}
+{{- define "kcache.fullname" -}}
+{{- $name := include "kcache.name" . -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select kcache's pods. */}}
+{{- define "kcache.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kcache.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "kcache.labels" -}}
+{{ include "kcache.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{- define "kcache.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "kcache.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kcache.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* Refuse values that would be unsafe or that kcache would reject. */}}
+{{- define "kcache.validate" -}}
+{{- if not (has .Values.auth (list "none" "delegated" "trust-local")) -}}
+{{- fail (printf "auth must be none, delegated or trust-local, not %q" (toString .Values.auth)) -}}
+{{- end -}}
+{{- if not (has .Values.logFormat (list "text" "json")) -}}
+{{- fail (printf "logFormat must be text or json, not %q" (toString .Values.logFormat)) -}}
+{{- end -}}
+{{- if and (not .Values.networkPolicy.enabled) (not .Values.networkPolicy.externallyEnforced) (ne .Values.auth "delegated") -}}
+{{- fail "kcache does not authenticate callers with this auth mode: keep networkPolicy.enabled=true, or set networkPolicy.externallyEnforced=true if access to it is restricted by other means" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.clients) -}}
+{{- fail "networkPolicy.clients: select the client pods (an empty rule would admit everyone)" -}}
+{{- end -}}
+{{- if not .Values.resources -}}
+{{- fail "resources: list at least one resource to cache" -}}
+{{- end -}}
+{{- end -}}
