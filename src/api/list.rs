@@ -187,15 +187,13 @@ fn page(
     let mut remaining = 0usize;
     for (key, o) in snap.objects.range((lo, hi)) {
         if count == limit {
-            if filter.selects_all() {
-                remaining += 1;
-                more = true;
-                continue;
-            }
-            if filter.selects(o) {
-                more = true;
+            // As from etcd, any key after a full page means a next page, whether or not it
+            // matches the selectors: that page may then be empty (L3).
+            more = true;
+            if !filter.selects_all() {
                 break;
             }
+            remaining += 1;
             continue;
         }
         if !filter.selects(o) {
