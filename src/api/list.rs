@@ -33,7 +33,9 @@ pub async fn list(
     pretty: bool,
 ) -> Result<Answer, ApiError> {
     if let Some(token) = &opts.continue_token {
-        if opts.resource_version.is_some() {
+        // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
+        // other RV is a 400.
+        if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
             return Err(ApiError::BadRequest(
                 "specifying resource version is not allowed when using continue".into(),
             ));
