@@ -21,9 +21,6 @@ use crate::status::ApiError;
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;
 
-const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
-const EXPIRED_RV: &str = "The resourceVersion for the provided list is too old.";
-
 /// Answer a LIST from `cache`, or say it must go upstream.
 pub async fn list(
     cache: &Arc<ResourceCache>,
@@ -51,18 +48,9 @@ pub async fn list(
                 // A token from the upstream (the first page was a consistent read passed through)
                 // that the cache has not reached yet: the upstream continues it.
                 Err(AtError::Future { .. }) => return Ok(Answer::Upstream),
-                Err(AtError::TooOld { .. }) => {
-                    return Err(ApiError::Expired {
-                        message: EXPIRED_CONTINUE.into(),
-                        continue_token: Some(
-                            ContinueToken {
-                                rv: -1,
-                                start: token.start,
-                            }
-                            .encode(),
-                        ),
-                    })
-                }
+                // Older than kcache's history, but the upstream's (etcd's) may reach further
+                // back: it continues the list, or answers the 410 with an rv -1 token (L4).
+                Err(AtError::TooOld { .. }) => return Ok(Answer::Upstream),
             }
         };
         return Ok(Answer::Ready(page(
@@ -103,11 +91,9 @@ pub async fn list(
             Ok(snap) => Ok(Answer::Ready(page(
                 cache, &snap, &filter, None, opts.limit, pretty,
             ))),
-            Err(AtError::Future { .. }) => Ok(Answer::Upstream),
-            Err(AtError::TooOld { .. }) => Err(ApiError::Expired {
-                message: EXPIRED_RV.into(),
-                continue_token: None,
-            }),
+            // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
+            // not hold, the upstream answers (the state, or its 410 once compacted; L5).
+            Err(AtError::Future { .. }) | Err(AtError::TooOld { .. }) => Ok(Answer::Upstream),
         };
     }
     // Not older than N.
