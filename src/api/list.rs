@@ -83,10 +83,8 @@ pub async fn list(
     let rvm = opts.resource_version_match.as_deref();
     let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
     if exact {
-        if n > cache.rv() && cache.wait_for_rv(n, rv_wait).await.is_err() {
-            // Maybe a future RV (the upstream answers 500) or the cache lags: the upstream knows.
-            return Ok(Answer::Upstream);
-        }
+        // No waiting for an RV the cache has not reached: the apiserver reads etcd at once, so
+        // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
             Ok(snap) => Ok(Answer::Ready(page(
                 cache, &snap, &filter, None, opts.limit, pretty,
