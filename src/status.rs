@@ -204,7 +204,7 @@ impl ApiError {
 
     /// The Status body as sent: compact JSON with one trailing newline.
     pub fn body(&self) -> Bytes {
-        let mut v = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let mut v = go_json(&self.to_status());
         v.push(b'\n');
         Bytes::from(v)
     }
@@ -212,10 +212,41 @@ impl ApiError {
     /// A watch `ERROR` event line carrying this Status (errors after the 200 of a watch).
     pub fn watch_event(&self) -> Bytes {
         let ev = json!({"type": "ERROR", "object": self.to_status()});
-        let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+        let mut v = go_json(&ev);
         v.push(b'\n');
         Bytes::from(v)
     }
+}
+
+/// Compact JSON as Go's encoding/json (the apiserver's serializer) writes it: `<`, `>`, `&`,
+/// U+2028 and U+2029 inside strings are escaped (`\u003c` …). Messages echo client input
+/// (selectors, values), so the bytes differ from serde_json's without this. Outside strings
+/// compact JSON never contains these characters, so a byte-level pass is exact.
+fn go_json(v: &Value) -> Vec<u8> {
+    let raw = serde_json::to_vec(v).unwrap_or_default();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            b'<' => out.extend_from_slice(b"\\u003c"),
+            b'>' => out.extend_from_slice(b"\\u003e"),
+            b'&' => out.extend_from_slice(b"\\u0026"),
+            // U+2028 and U+2029 are E2 80 A8 / E2 80 A9 in UTF-8.
+            0xE2 if raw.get(i + 1) == Some(&0x80)
+                && matches!(raw.get(i + 2), Some(0xA8 | 0xA9)) =>
+            {
+                out.extend_from_slice(if raw[i + 2] == 0xA8 {
+                    b"\\u2028"
+                } else {
+                    b"\\u2029"
+                });
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -254,6 +285,17 @@ mod tests {
         assert!(text(&e).contains(
             "is invalid: [resourceVersionMatch: Forbidden: a, sendInitialEvents: Forbidden: b]"
         ));
+    }
+
+    #[test]
+    fn html_characters_are_escaped_as_go_does() {
+        let e = ApiError::BadRequest("invalid selector: 'a>b'; <nil> & \u{2028}".into());
+        assert!(text(&e).contains(
+            r#""message":"invalid selector: 'a\u003eb'; \u003cnil\u003e \u0026 \u2028","#
+        ));
+        assert!(String::from_utf8(e.watch_event().to_vec())
+            .unwrap()
+            .contains(r"'a\u003eb'"));
     }
 
     #[test]

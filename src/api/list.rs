@@ -21,9 +21,6 @@ use crate::status::ApiError;
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;
 
-const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
-const EXPIRED_RV: &str = "The resourceVersion for the provided list is too old.";
-
 /// Answer a LIST from `cache`, or say it must go upstream. `consistent` says the cache has
 /// caught up with the upstream for a read with resourceVersion unset.
 pub async fn list(
@@ -35,7 +32,9 @@ pub async fn list(
     pretty: bool,
 ) -> Result<Answer, ApiError> {
     if let Some(token) = &opts.continue_token {
-        if opts.resource_version.is_some() {
+        // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
+        // other RV is a 400.
+        if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
             return Err(ApiError::BadRequest(
                 "specifying resource version is not allowed when using continue".into(),
             ));
@@ -51,18 +50,9 @@ pub async fn list(
                 // A token from the upstream (the first page was a consistent read passed through)
                 // that the cache has not reached yet: the upstream continues it.
                 Err(AtError::Future { .. }) => return Ok(Answer::Upstream),
-                Err(AtError::TooOld { .. }) => {
-                    return Err(ApiError::Expired {
-                        message: EXPIRED_CONTINUE.into(),
-                        continue_token: Some(
-                            ContinueToken {
-                                rv: -1,
-                                start: token.start,
-                            }
-                            .encode(),
-                        ),
-                    })
-                }
+                // Older than kcache's history, but the upstream's (etcd's) may reach further
+                // back: it continues the list, or answers the 410 with an rv -1 token (L4).
+                Err(AtError::TooOld { .. }) => return Ok(Answer::Upstream),
             }
         };
         return Ok(Answer::Ready(page(
@@ -102,19 +92,15 @@ pub async fn list(
     let rvm = opts.resource_version_match.as_deref();
     let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
     if exact {
-        if n > cache.rv() && cache.wait_for_rv(n, rv_wait).await.is_err() {
-            // Maybe a future RV (the upstream answers 500) or the cache lags: the upstream knows.
-            return Ok(Answer::Upstream);
-        }
+        // No waiting for an RV the cache has not reached: the apiserver reads etcd at once, so
+        // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
             Ok(snap) => Ok(Answer::Ready(page(
                 cache, &snap, &filter, None, opts.limit, pretty,
             ))),
-            Err(AtError::Future { .. }) => Ok(Answer::Upstream),
-            Err(AtError::TooOld { .. }) => Err(ApiError::Expired {
-                message: EXPIRED_RV.into(),
-                continue_token: None,
-            }),
+            // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
+            // not hold, the upstream answers (the state, or its 410 once compacted; L5).
+            Err(AtError::Future { .. }) | Err(AtError::TooOld { .. }) => Ok(Answer::Upstream),
         };
     }
     // Not older than N.
@@ -196,15 +182,13 @@ fn page(
     let mut remaining = 0usize;
     for (key, o) in snap.objects.range((lo, hi)) {
         if count == limit {
-            if filter.selects_all() {
-                remaining += 1;
-                more = true;
-                continue;
-            }
-            if filter.selects(o) {
-                more = true;
+            // As from etcd, any key after a full page means a next page, whether or not it
+            // matches the selectors: that page may then be empty (L3).
+            more = true;
+            if !filter.selects_all() {
                 break;
             }
+            remaining += 1;
             continue;
         }
         if !filter.selects(o) {

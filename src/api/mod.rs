@@ -234,7 +234,18 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .get_or_create_owned(&metrics::VerbLabels { verb });
     inflight.inc();
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
+    let gzip = response::accepts_gzip(
+        parts
+            .headers
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
     let (resp, source) = match serve_from_cache(&app, &parts).await {
+        // Large cached lists and objects are gzipped for clients that accept it; watches never
+        // (the upstream's own answers come back as it encoded them).
+        Ok(Answer::Ready(resp)) if gzip && verb != "watch" => {
+            (response::gzip_if_large(resp).await, "cache")
+        }
         Ok(Answer::Ready(resp)) => (resp, "cache"),
         Ok(Answer::Upstream) => (
             proxy::forward(&app.upstream, Request::from_parts(parts, body)).await,

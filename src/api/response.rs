@@ -88,3 +88,94 @@ pub fn prettify(chunks: Vec<Bytes>) -> Vec<Bytes> {
         None => chunks,
     }
 }
+
+/// Bodies above this size are gzipped for clients that accept it (E8: 128 KiB, as the
+/// apiserver does).
+const GZIP_THRESHOLD: usize = 128 * 1024;
+
+/// Whether the client's Accept-Encoding allows gzip.
+pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.is_some_and(|v| {
+        v.split(',').any(|e| {
+            let mut parts = e.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let q_zero = parts.any(|p| p.trim().replace(' ', "") == "q=0");
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+        })
+    })
+}
+
+/// Gzip a 200 answer whose body exceeds 128 KiB. The body is read up to the threshold to
+/// decide (small bodies keep their framing); above it the rest is compressed as it streams, so
+/// a large list never sits in memory whole. Never used for watches (E8: streams stay plain).
+pub async fn gzip_if_large(resp: Response) -> Response {
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+    use http_body_util::BodyExt;
+    use std::io::Write;
+
+    if resp.status() != StatusCode::OK {
+        return resp;
+    }
+    let (mut parts, mut body) = resp.into_parts();
+    let mut head = Vec::new();
+    loop {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    head.extend_from_slice(&data);
+                    if head.len() > GZIP_THRESHOLD {
+                        break;
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "reading a response body");
+                return error(&ApiError::Internal(e.to_string()));
+            }
+            // Complete and small: unchanged.
+            None => return Response::from_parts(parts, Body::from(head)),
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    parts
+        .headers
+        .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    // The apiserver compresses with gzip's fastest level.
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+    let _ = encoder.write_all(&head);
+    let state = (Some(encoder), body);
+    let stream = stream::unfold(state, |(encoder, mut body)| async move {
+        let mut encoder = encoder?;
+        loop {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if encoder.write_all(&data).is_err() {
+                        return None;
+                    }
+                    let out = std::mem::take(encoder.get_mut());
+                    if !out.is_empty() {
+                        return Some((
+                            Ok::<_, std::io::Error>(Bytes::from(out)),
+                            (Some(encoder), body),
+                        ));
+                    }
+                }
+                Some(Err(e)) => {
+                    return Some((Err(std::io::Error::other(e.to_string())), (None, body)))
+                }
+                None => {
+                    let out = encoder.finish().unwrap_or_default();
+                    return Some((Ok(Bytes::from(out)), (None, body)));
+                }
+            }
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}

@@ -1,0 +1,386 @@
+//! Support for the rule-by-rule conformance tests (`rules.rs`, `rules_watch.rs`): replay a
+//! recorded request against kcache (the simulated apiserver seeded with the recorded data set
+//! behind it) and compare what a client sees with the recording: status, the body with
+//! server-assigned values normalised, and the headers clients rely on (E6, E7).
+//!
+//! The including test crate declares `mod common;` (kcache + sim harness) and
+//! `#[path = "sim_common/mod.rs"] mod raw;` (raw HTTP/1.1 client, fixture files, normaliser).
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{Env, EnvBuilder};
+use crate::raw::{self, Resp};
+
+/// The namespace of most recordings.
+pub const CMS_A: &str = "/api/v1/namespaces/fixtures-a/configmaps";
+pub const CMS_B: &str = "/api/v1/namespaces/fixtures-b/configmaps";
+pub const WIDGETS_A: &str = "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets";
+pub const WIDGETS: &str = "/apis/fixtures.example.com/v1/widgets";
+pub const WIDGET_GROUP: &str = "fixtures.example.com";
+
+/// The recorded data set behind kcache, with a 1 s bookmark interval so that W5 needs no
+/// minute-long waits.
+pub fn builder() -> EnvBuilder {
+    let mut b = EnvBuilder::fixtures();
+    b.config.watch.bookmark_interval_seconds = 1;
+    b
+}
+
+pub async fn fixtures_env() -> Env {
+    builder().start().await
+}
+
+/// The data set as it was before the recorder patched `cm-01` (RV 357 in the recordings):
+/// the state most `fixtures-a` list recordings show.
+pub async fn pre_patch_env() -> Env {
+    let env = fixtures_env().await;
+    set_cm01(&env, false);
+    env.settle("", "configmaps").await;
+    env
+}
+
+/// Put `cm-01` in its recorded state before (`patched = false`) or after the recorder's patch.
+/// Returns the new resourceVersion.
+pub fn set_cm01(env: &Env, patched: bool) -> u64 {
+    let list = if patched {
+        "list-cm-ns-a-trailing-slash.json"
+    } else {
+        "list-cm-ns-a.json"
+    };
+    let recorded: Value = serde_json::from_str(&raw::fixture(list)).unwrap();
+    let mut cm = raw::strip_server_fields(recorded["items"][0].clone());
+    assert_eq!(cm["metadata"]["name"], "cm-01");
+    cm["apiVersion"] = json!("v1");
+    cm["kind"] = json!("ConfigMap");
+    let out = env.sim.update("", "configmaps", cm).expect("update cm-01");
+    rv_of(&out)
+}
+
+/// `metadata.resourceVersion` of an object or list as a number.
+pub fn rv_of(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {v}"))
+}
+
+/// The RV kcache's cache of a resource is at.
+pub fn cache_rv(env: &Env, group: &str, resource: &str) -> u64 {
+    env.kcache
+        .app
+        .registry
+        .all()
+        .find(|c| c.info.group == group && c.info.resource == resource)
+        .expect("cached resource")
+        .rv()
+}
+
+/// RV of the newest object of a type in the sim (the apiserver's "cache RV" of that type).
+pub fn type_rv(env: &Env, group: &str, resource: &str) -> u64 {
+    env.sim
+        .list(group, resource)
+        .iter()
+        .map(rv_of)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Create a ConfigMap in the sim; returns its RV.
+pub fn create_cm(env: &Env, ns: &str, name: &str, labels: Value) -> u64 {
+    let o = env
+        .sim
+        .create(
+            "",
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": ns, "labels": labels},
+                   "data": {"k": "v"}}),
+        )
+        .expect("create configmap");
+    rv_of(&o)
+}
+
+/// Create a Widget in the sim; returns its RV.
+pub fn create_widget(env: &Env, ns: &str, name: &str, labels: Value) -> u64 {
+    let o = env
+        .sim
+        .create(
+            WIDGET_GROUP,
+            "widgets",
+            json!({"apiVersion": "fixtures.example.com/v1", "kind": "Widget",
+                   "metadata": {"name": name, "namespace": ns, "labels": labels},
+                   "spec": {"color": "grey", "size": 1}}),
+        )
+        .expect("create widget");
+    rv_of(&o)
+}
+
+/// GET through kcache with kubectl's User-Agent and JSON Accept.
+pub async fn send(env: &Env, path: &str) -> Resp {
+    send_with(env, path, &[]).await
+}
+
+pub async fn send_with(env: &Env, path: &str, headers: &[(&str, &str)]) -> Resp {
+    raw::request(
+        env.kcache.addr,
+        "GET",
+        path,
+        headers,
+        b"",
+        Duration::from_secs(15),
+    )
+    .await
+}
+
+/// Whether kcache answered itself: answers forwarded from the upstream carry its API Priority
+/// and Fairness headers, kcache's own answers do not.
+pub fn from_cache(r: &Resp) -> bool {
+    r.header("x-kubernetes-pf-flowschema-uid").is_none()
+}
+
+pub fn assert_from_cache(r: &Resp, what: &str) {
+    assert!(from_cache(r), "{what}: expected kcache to answer itself");
+}
+
+pub fn assert_forwarded(r: &Resp, what: &str) {
+    assert!(!from_cache(r), "{what}: expected the upstream's answer");
+}
+
+/// The recorded response of a fixture: status line and headers.
+pub struct Recorded {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub fn recorded(name: &str) -> Recorded {
+    let http = raw::fixture(&format!("{name}.http"));
+    let mut lines = http
+        .lines()
+        .skip_while(|l| !l.starts_with("### response"))
+        .skip(1);
+    let status_line = lines.next().expect("status line");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let headers = lines
+        .take_while(|l| !l.is_empty() && !l.starts_with("###") && !l.starts_with("curl:"))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let dir = raw::fixture_dir();
+    let body = ["json", "txt"]
+        .iter()
+        .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())
+        .unwrap_or_default();
+    Recorded {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// Bodies under this size carry Content-Length, larger ones are chunked (E6).
+const SMALL_BODY: usize = 2048;
+
+/// E6 framing for a non-streaming answer.
+pub fn assert_framing(r: &Resp, what: &str) {
+    let chunked = r
+        .header("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"));
+    if r.body.len() < SMALL_BODY {
+        assert_eq!(
+            r.header("content-length").and_then(|v| v.parse().ok()),
+            Some(r.body.len()),
+            "{what}: a {}-byte body carries Content-Length (E6)",
+            r.body.len()
+        );
+        assert!(!chunked, "{what}: small bodies are not chunked (E6)");
+    } else {
+        assert!(
+            chunked,
+            "{what}: a {}-byte body is chunked (E6)",
+            r.body.len()
+        );
+        assert!(
+            r.header("content-length").is_none(),
+            "{what}: chunked answers carry no Content-Length"
+        );
+    }
+}
+
+/// The headers every answer has (E7), plus those the recording shows for this answer.
+pub fn assert_headers(r: &Resp, rec: &Recorded, what: &str) {
+    for h in [
+        "content-type",
+        "cache-control",
+        "retry-after",
+        "x-content-type-options",
+    ] {
+        assert_eq!(r.header(h), rec.header(h), "{what}: header {h}");
+    }
+    assert!(
+        r.header("audit-id").is_some_and(is_uuid),
+        "{what}: Audit-Id is a UUID: {:?}",
+        r.header("audit-id")
+    );
+    assert!(r.header("date").is_some(), "{what}: Date");
+    assert_framing(r, what);
+    // Where the recorded body is clearly on one side of the threshold, the framing must agree
+    // with the recording too.
+    let rec_len = rec
+        .header("content-length")
+        .and_then(|v| v.parse::<usize>().ok());
+    if rec.body.len().abs_diff(SMALL_BODY) > 64 {
+        assert_eq!(
+            r.header("content-length").is_some(),
+            rec_len.is_some(),
+            "{what}: framing as recorded"
+        );
+    }
+}
+
+/// Normalised text for comparing bodies across servers (uid, RVs, timestamps, tokens).
+pub fn norm(s: &str) -> String {
+    raw::normalize(s, None)
+}
+
+/// Replay fixture `name`'s own request against kcache and compare with the recording.
+pub async fn check(env: &Env, name: &str) -> Resp {
+    let (_, path) = raw::fixture_request(name);
+    check_path(env, name, &path).await
+}
+
+/// Send `path` (a variant of the fixture's request) and compare with fixture `name`.
+pub async fn check_path(env: &Env, name: &str, path: &str) -> Resp {
+    let rec = recorded(name);
+    let r = send(env, path).await;
+    let what = format!("{name} ({path})");
+    assert_eq!(r.status, rec.status, "{what}: status; body {}", r.text());
+    assert_eq!(norm(&r.text()), norm(&rec.body), "{what}: body");
+    assert_headers(&r, &rec, &what);
+    r
+}
+
+/// Like [`check`], and the body must be byte-identical to the recording (Status bodies that
+/// carry no server-assigned values).
+pub async fn check_verbatim(env: &Env, name: &str) -> Resp {
+    let r = check(env, name).await;
+    assert_eq!(r.text(), recorded(name).body, "{name}: verbatim body");
+    r
+}
+
+/// `path` with one more query parameter.
+pub fn with_param(path: &str, param: &str) -> String {
+    if path.contains('?') {
+        format!("{path}&{param}")
+    } else {
+        format!("{path}?{param}")
+    }
+}
+
+/// `path` with `resourceVersion=<old>` replaced by `resourceVersion=<new>`.
+pub fn replace_rv(path: &str, old: u64, new: u64) -> String {
+    let from = format!("resourceVersion={old}");
+    assert!(path.contains(&from), "{path} has no {from}");
+    path.replace(&from, &format!("resourceVersion={new}"))
+}
+
+/// Lines of a watch body, sorted (initial events come in no particular order, W6/W7).
+pub fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// `(namespace, name)` of a list's items, in order.
+pub fn item_keys(list: &Value) -> Vec<(String, String)> {
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                i["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                i["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The body with the list's own `metadata.resourceVersion` value replaced by `RV`.
+pub fn without_list_rv(body: &str, list_rv: u64) -> String {
+    let pat = format!("\"resourceVersion\":\"{list_rv}\"");
+    // Built-in lists start with the list metadata; CR lists end with it.
+    let custom = body.starts_with("{\"apiVersion\"");
+    let at = if custom {
+        body.rfind(&pat)
+    } else {
+        body.find(&pat)
+    }
+    .unwrap_or_else(|| panic!("list RV {list_rv} not in {}", &body[..body.len().min(200)]));
+    let mut out = body.to_string();
+    out.replace_range(at..at + pat.len(), "\"resourceVersion\":\"RV\"");
+    out
+}
+
+/// GET with another User-Agent than kubectl's (the raw client always sends kubectl's): status
+/// and de-chunked body.
+pub async fn get_as(env: &Env, path: &str, ua: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = env.kcache.addr;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: {ua}\r\nAccept: application/json, */*\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("answer in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, mut rest) = text.split_once("\r\n\r\n").expect("head");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return (status, rest.to_string());
+    }
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("chunk size");
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            return (status, body);
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
