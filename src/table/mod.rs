@@ -861,6 +861,20 @@ mod tests {
     }
 
     #[test]
+    fn finished_pods_carry_row_conditions() {
+        let defs = Bytes::from_static(
+            br#"[{"name":"Name"},{"name":"Ready"},{"name":"Status"},{"name":"Restarts"},{"name":"Age"}]"#,
+        );
+        let p = Printer::new("", "pods", defs, None);
+        assert!(p.supported());
+        let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","resourceVersion":"8","creationTimestamp":"2026-11-22T09:00:00Z"},"spec":{"containers":[{"name":"a"}]},"status":{"phase":"Failed","containerStatuses":[{"name":"a","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":3,"reason":"Error"}}}]}}"#;
+        let body = p.get_table(pod, IncludeObject::None, at("2026-11-22T10:00:00Z"));
+        let s = std::str::from_utf8(&body).unwrap();
+        assert!(s.ends_with("}\n"), "{s}");
+        assert!(s.contains(r#""rows":[{"cells":["p","0/1","Error","0","60m"],"conditions":[{"type":"Completed","status":"True","reason":"Failed","message":"The pod failed."}],"object":null}]}"#), "{s}");
+    }
+
+    #[test]
     fn list_meta_and_watch_framing() {
         let defs = Bytes::from_static(br#"[{"name":"Name"},{"name":"Data"},{"name":"Age"}]"#);
         let p = Printer::new("", "configmaps", defs, None);
