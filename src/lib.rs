@@ -16,4 +16,5 @@ pub mod selector;
 pub mod server;
 pub mod sim;
 pub mod status;
+pub mod table;
 pub mod upstream;

@@ -807,7 +807,7 @@ fn label_value_errors(value: &str) -> Vec<String> {
 // ----- Go formatting helpers -----
 
 /// Go's `%q` (`strconv.Quote`) for a string.
-fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

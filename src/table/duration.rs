@@ -1,0 +1,286 @@
+//! Ages and durations as the apiserver prints them: Kubernetes' `HumanDuration`, RFC 3339
+//! timestamps (`metav1.Time`, `metav1.MicroTime`) and "time since" with a given `now`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const NANOS_PER_SEC: i128 = 1_000_000_000;
+const SECOND: i64 = 1_000_000_000;
+const MINUTE: i64 = 60 * SECOND;
+const HOUR: i64 = 60 * MINUTE;
+
+/// Nanoseconds since the Unix epoch (negative before it).
+pub(crate) fn unix_nanos(t: SystemTime) -> i128 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// Kubernetes' `duration.HumanDuration` of a Go `time.Duration` (nanoseconds): `45s`, `3m12s`,
+/// `10m`, `3h45m`, `2d3h`, `15d`, `2y10d`, `12y`; `0s` for up to 2 s in the future,
+/// `<invalid>` beyond.
+pub fn human_duration(nanos: i64) -> String {
+    let seconds = nanos / SECOND;
+    if seconds < -1 {
+        return "<invalid>".to_string();
+    } else if seconds < 0 {
+        return "0s".to_string();
+    } else if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = nanos / MINUTE;
+    if minutes < 10 {
+        let s = seconds % 60;
+        if s == 0 {
+            return format!("{minutes}m");
+        }
+        return format!("{minutes}m{s}s");
+    } else if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = nanos / HOUR;
+    if hours < 8 {
+        let m = minutes % 60;
+        if m == 0 {
+            return format!("{hours}h");
+        }
+        return format!("{hours}h{m}m");
+    } else if hours < 48 {
+        return format!("{hours}h");
+    } else if hours < 24 * 8 {
+        let h = hours % 24;
+        if h == 0 {
+            return format!("{}d", hours / 24);
+        }
+        return format!("{}d{h}h", hours / 24);
+    } else if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    } else if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        if dy == 0 {
+            return format!("{}y", hours / 24 / 365);
+        }
+        return format!("{}y{dy}d", hours / 24 / 365);
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// Go's `t.Sub(u)`: the difference saturates at the limits of `time.Duration`.
+pub(crate) fn sub(t: i128, u: i128) -> i64 {
+    let d = t - u;
+    d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+/// `translateTimestampSince`: `<unknown>` for a zero (absent) time, else the human duration
+/// from `ts` to `now`.
+pub(crate) fn since(ts: Option<i128>, now: i128) -> String {
+    match ts {
+        None => "<unknown>".to_string(),
+        Some(t) => human_duration(sub(now, t)),
+    }
+}
+
+/// Parses an RFC 3339 timestamp (`2026-11-22T09:58:07Z`, optional fraction, `Z` or `±hh:mm`)
+/// into nanoseconds since the epoch. `None` for Go's zero time (`0001-01-01T00:00:00Z`) and
+/// for anything that does not parse.
+pub(crate) fn parse_time(s: &str) -> Option<i128> {
+    let t = parse_rfc3339(s)?;
+    // Go's zero time.Time is year 1, January 1, 00:00:00 UTC.
+    if t == ZERO_TIME {
+        return None;
+    }
+    Some(t)
+}
+
+/// Go's zero `time.Time` in Unix nanoseconds.
+const ZERO_TIME: i128 = -62_135_596_800 * NANOS_PER_SEC;
+
+/// Whether `s` is an RFC 3339 timestamp Go's `time.Parse(time.RFC3339, s)` accepts.
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let year = num(0, 4)?;
+    let month = num(5, 2)?;
+    let day = num(8, 2)?;
+    let hour = num(11, 2)?;
+    let minute = num(14, 2)?;
+    let second = num(17, 2)?;
+    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut frac: i128 = 0;
+    if b.get(i) == Some(&b'.') || b.get(i) == Some(&b',') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let digits = &s[start..i];
+        let mut scale: i128 = NANOS_PER_SEC;
+        for d in digits.bytes().take(9) {
+            scale /= 10;
+            frac += i128::from(d - b'0') * scale;
+        }
+    }
+    let offset_secs: i64 = match &b[i..] {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let digits = [*h1, *h2, *m1, *m2];
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let h = i64::from(h1 - b'0') * 10 + i64::from(h2 - b'0');
+            let m = i64::from(m1 - b'0') * 10 + i64::from(m2 - b'0');
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let off = h * 3600 + m * 60;
+            if *sign == b'-' {
+                -off
+            } else {
+                off
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    Some(i128::from(secs) * NANOS_PER_SEC + frac)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if is_leap(y) => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Formats Unix nanoseconds as RFC 3339 in UTC with second precision (`metav1.Time`).
+pub(crate) fn format_rfc3339(nanos: i128) -> String {
+    let secs = nanos.div_euclid(NANOS_PER_SEC) as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hd(secs: i64) -> String {
+        human_duration(secs * SECOND)
+    }
+
+    #[test]
+    fn human_duration_matches_kubernetes() {
+        assert_eq!(human_duration(-2 * SECOND - 1), "<invalid>");
+        assert_eq!(human_duration(-1_999_999_999), "0s");
+        assert_eq!(hd(-1), "0s");
+        assert_eq!(hd(0), "0s");
+        assert_eq!(hd(45), "45s");
+        assert_eq!(hd(103), "103s");
+        assert_eq!(hd(119), "119s");
+        assert_eq!(hd(120), "2m");
+        assert_eq!(hd(127), "2m7s");
+        assert_eq!(hd(3 * 60 + 12), "3m12s");
+        assert_eq!(hd(9 * 60 + 59), "9m59s");
+        assert_eq!(hd(10 * 60), "10m");
+        assert_eq!(hd(10 * 60 + 30), "10m");
+        assert_eq!(hd(179 * 60 + 59), "179m");
+        assert_eq!(hd(3 * 3600), "3h");
+        assert_eq!(hd(3 * 3600 + 45 * 60), "3h45m");
+        assert_eq!(hd(7 * 3600 + 59 * 60), "7h59m");
+        assert_eq!(hd(8 * 3600 + 59 * 60), "8h");
+        assert_eq!(hd(47 * 3600), "47h");
+        assert_eq!(hd(48 * 3600), "2d");
+        assert_eq!(hd(51 * 3600), "2d3h");
+        assert_eq!(hd(8 * 86_400 - 1), "7d23h");
+        assert_eq!(hd(15 * 86_400 + 3600), "15d");
+        assert_eq!(hd(729 * 86_400), "729d");
+        assert_eq!(hd(730 * 86_400), "2y");
+        assert_eq!(hd(740 * 86_400), "2y10d");
+        assert_eq!(hd(8 * 365 * 86_400 + 5 * 86_400), "8y");
+        assert_eq!(hd(12 * 365 * 86_400), "12y");
+    }
+
+    #[test]
+    fn rfc3339_round_trip() {
+        let t = parse_time("2026-11-22T09:58:07Z").unwrap();
+        assert_eq!(format_rfc3339(t), "2026-11-22T09:58:07Z");
+        assert_eq!(t, 1_795_341_487 * NANOS_PER_SEC);
+        let off = parse_time("2026-11-22T10:58:07.5+01:00").unwrap();
+        assert_eq!(off, t + NANOS_PER_SEC / 2);
+        assert_eq!(parse_time("0001-01-01T00:00:00Z"), None);
+        assert_eq!(parse_time("2026-02-30T00:00:00Z"), None);
+        assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(
+            format_rfc3339(parse_time("2000-02-29T23:59:59Z").unwrap()),
+            "2000-02-29T23:59:59Z"
+        );
+    }
+
+    #[test]
+    fn since_uses_go_semantics() {
+        let created = parse_time("2026-11-22T09:58:07Z");
+        let now = parse_time("2026-11-22T09:59:50Z").unwrap();
+        assert_eq!(since(created, now), "103s");
+        assert_eq!(since(None, now), "<unknown>");
+    }
+}

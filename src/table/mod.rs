@@ -1,0 +1,910 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables (what `kubectl get` asks for with
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`) and PartialObjectMetadata, built from
+//! cached objects exactly as kube-apiserver v1.28 writes them.
+//!
+//! The column definitions are not produced here: kcache takes each type's `columnDefinitions`
+//! from the upstream (one Table request per type) and hands them to [`Printer::new`] verbatim.
+//! This module computes the cells: the built-in printers of `cells`, CRD
+//! `additionalPrinterColumns` through `jsonpath`, and the default `Name`/`Created At` columns
+//! of every other kind. A printer whose column definitions it cannot fill says so
+//! ([`Printer::supported`]), and the caller then asks the upstream instead.
+
+mod cells;
+mod duration;
+mod json;
+mod jsonpath;
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+pub use duration::human_duration;
+
+use cells::Builtin;
+use duration::{format_rfc3339, parse_rfc3339, parse_time, since, unix_nanos};
+use json::{go_fmt_v, go_json_float, write_str, write_value};
+use jsonpath::JsonPath;
+
+/// How rows carry their object (`includeObject` query parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// `rows[].object` is `null`.
+    None,
+    /// `rows[].object` is the object's PartialObjectMetadata (the default).
+    #[default]
+    Metadata,
+    /// `rows[].object` is the full object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` parameter (absent or empty: `Metadata`). The error is the
+    /// message of the apiserver's 400 BadRequest for any other value.
+    pub fn parse(v: Option<&str>) -> Result<Self, String> {
+        match v.unwrap_or("") {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            other => Err(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: {}: \
+                 must be 'Metadata', 'Object', 'None', or empty",
+                crate::selector::go_quote(other)
+            )),
+        }
+    }
+}
+
+/// One column of a custom resource, from the CRD version's `additionalPrinterColumns`.
+#[derive(Debug, Clone)]
+struct CrdColumn {
+    name: String,
+    ty: String,
+    path: JsonPath,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// A built-in printer; `picks[i]` is the index, among the cells the printer computes, of
+    /// the i-th upstream column.
+    Builtin { kind: Builtin, picks: Vec<usize> },
+    /// A custom resource: `Name`, then one cell per column.
+    Custom(Vec<CrdColumn>),
+    /// The apiserver's default table convertor: `Name`, `Created At`.
+    Default,
+}
+
+/// A printer for one resource type.
+#[derive(Debug, Clone)]
+pub struct Printer {
+    column_definitions: Bytes,
+    source: Source,
+    /// Number of columns the upstream defines.
+    width: usize,
+    supported: bool,
+    unsupported_reason: Option<String>,
+}
+
+/// The column definition fields the printer looks at.
+#[derive(Debug, serde::Deserialize)]
+struct ColumnDefinition {
+    name: String,
+    #[serde(default, rename = "type")]
+    ty: String,
+}
+
+impl Printer {
+    /// A printer for `group`/`resource`. `column_definitions` are the upstream's
+    /// `columnDefinitions` JSON array for this type, verbatim; `crd_columns` the CRD version's
+    /// `additionalPrinterColumns` array for custom resources (an absent or empty one means the
+    /// apiextensions default, a single `Age` column).
+    pub fn new(
+        group: &str,
+        resource: &str,
+        column_definitions: Bytes,
+        crd_columns: Option<&Value>,
+    ) -> Printer {
+        let trimmed = trim_ascii(&column_definitions);
+        let column_definitions = column_definitions.slice_ref(trimmed);
+        let defs: Vec<ColumnDefinition> = match serde_json::from_slice(trimmed) {
+            Ok(d) => d,
+            Err(e) => {
+                return Printer::unsupported(
+                    column_definitions,
+                    0,
+                    format!("columnDefinitions are not a column array: {e}"),
+                );
+            }
+        };
+        let width = defs.len();
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+
+        let source = if let Some(cols) = crd_columns {
+            match crd_source(cols) {
+                Ok(s) => s,
+                Err(e) => return Printer::unsupported(column_definitions, width, e),
+            }
+        } else if let Some(kind) = Builtin::lookup(group, resource) {
+            let known: Vec<&'static str> = cells::row(kind, &Value::Null, 0)
+                .cells
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let mut picks = Vec::with_capacity(width);
+            for n in &names {
+                match known.iter().position(|k| k == n) {
+                    Some(i) => picks.push(i),
+                    None => {
+                        return Printer::unsupported(
+                            column_definitions,
+                            width,
+                            format!("no printer for column {n:?} of {resource}"),
+                        )
+                    }
+                }
+            }
+            Source::Builtin { kind, picks }
+        } else if names == ["Name", "Age"] && defs[1].ty == "date" {
+            // A custom resource without printer columns: apiextensions serves `Age`.
+            default_crd_source()
+        } else {
+            Source::Default
+        };
+
+        let expected: Option<Vec<&str>> = match &source {
+            Source::Builtin { .. } => None,
+            Source::Custom(cols) => Some(
+                std::iter::once("Name")
+                    .chain(cols.iter().map(|c| c.name.as_str()))
+                    .collect(),
+            ),
+            Source::Default => Some(vec!["Name", "Created At"]),
+        };
+        if let Some(expected) = expected {
+            if expected != names {
+                let reason = format!("upstream columns {names:?}, printer columns {expected:?}");
+                return Printer::unsupported(column_definitions, width, reason);
+            }
+        }
+        Printer {
+            column_definitions,
+            source,
+            width,
+            supported: true,
+            unsupported_reason: None,
+        }
+    }
+
+    fn unsupported(column_definitions: Bytes, width: usize, reason: String) -> Printer {
+        Printer {
+            column_definitions,
+            source: Source::Default,
+            width,
+            supported: false,
+            unsupported_reason: Some(reason),
+        }
+    }
+
+    /// Whether this printer fills the upstream's columns; when not, its cells are `null` and
+    /// Table requests for the type should go to the upstream.
+    pub fn supported(&self) -> bool {
+        self.supported
+    }
+
+    /// Why the printer is not supported, if it is not.
+    pub fn unsupported_reason(&self) -> Option<&str> {
+        self.unsupported_reason.as_deref()
+    }
+
+    /// The column definitions, as given.
+    pub fn column_definitions(&self) -> &Bytes {
+        &self.column_definitions
+    }
+
+    /// Cells of one object (strings, integers, `null` for missing custom resource values, …);
+    /// `now` is the time ages are measured to.
+    pub fn cells(&self, obj: &Value, now: SystemTime) -> Vec<Value> {
+        self.row(obj, unix_nanos(now)).0
+    }
+
+    /// Cells and row conditions.
+    fn row(&self, obj: &Value, now: i128) -> (Vec<Value>, Option<Value>) {
+        if !self.supported {
+            return (vec![Value::Null; self.width], None);
+        }
+        match &self.source {
+            Source::Builtin { kind, picks } => {
+                let row = cells::row(*kind, obj, now);
+                let cells = picks.iter().map(|&i| row.cells[i].1.clone()).collect();
+                (cells, row.conditions)
+            }
+            Source::Custom(cols) => {
+                let mut cells = Vec::with_capacity(cols.len() + 1);
+                cells.push(meta_str(obj, "name"));
+                cells.extend(cols.iter().map(|c| crd_cell(c, obj, now)));
+                (cells, None)
+            }
+            Source::Default => {
+                let created = obj
+                    .get("metadata")
+                    .and_then(|m| m.get("creationTimestamp"))
+                    .and_then(Value::as_str)
+                    .and_then(parse_rfc3339)
+                    .unwrap_or(ZERO_TIME);
+                (
+                    vec![meta_str(obj, "name"), Value::from(format_rfc3339(created))],
+                    None,
+                )
+            }
+        }
+    }
+
+    /// The Table body for a list (compact JSON and a newline, as the apiserver sends it).
+    /// `objects` are the raw objects (full, with `kind`/`apiVersion`), in list order.
+    pub fn list_table(
+        &self,
+        objects: &[&[u8]],
+        rv: &str,
+        continue_token: Option<&str>,
+        remaining: Option<u64>,
+        include: IncludeObject,
+        now: SystemTime,
+    ) -> Bytes {
+        let now = unix_nanos(now);
+        let mut out = Vec::with_capacity(256 + objects.iter().map(|o| o.len()).sum::<usize>());
+        self.table_head(&mut out, rv, continue_token, remaining, true);
+        out.extend_from_slice(b",\"rows\":[");
+        for (i, raw) in objects.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            self.write_row(&mut out, raw, include, now);
+        }
+        out.extend_from_slice(b"]}\n");
+        Bytes::from(out)
+    }
+
+    /// A one-row Table for a GET; `metadata.resourceVersion` is the object's.
+    pub fn get_table(&self, object: &[u8], include: IncludeObject, now: SystemTime) -> Bytes {
+        let mut out = self.one_row_table(object, true, include, unix_nanos(now));
+        out.push(b'\n');
+        Bytes::from(out)
+    }
+
+    /// A watch event line whose object is a one-row Table. Only the `first` event of a watch
+    /// carries the column definitions; later ones have `"columnDefinitions":null`.
+    pub fn watch_event(
+        &self,
+        ty: &str,
+        object: &[u8],
+        first: bool,
+        include: IncludeObject,
+        now: SystemTime,
+    ) -> Bytes {
+        let table = self.one_row_table(object, first, include, unix_nanos(now));
+        let mut out = Vec::with_capacity(table.len() + 32);
+        out.extend_from_slice(b"{\"type\":");
+        write_str(&mut out, ty);
+        out.extend_from_slice(b",\"object\":");
+        out.extend_from_slice(&table);
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
+    }
+
+    fn one_row_table(
+        &self,
+        object: &[u8],
+        with_columns: bool,
+        include: IncludeObject,
+        now: i128,
+    ) -> Vec<u8> {
+        let rv = object_rv(object);
+        let mut out = Vec::with_capacity(512 + object.len());
+        self.table_head(&mut out, &rv, None, None, with_columns);
+        out.extend_from_slice(b",\"rows\":[");
+        self.write_row(&mut out, object, include, now);
+        out.extend_from_slice(b"]}");
+        out
+    }
+
+    /// `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{…},"columnDefinitions":…`
+    fn table_head(
+        &self,
+        out: &mut Vec<u8>,
+        rv: &str,
+        continue_token: Option<&str>,
+        remaining: Option<u64>,
+        with_columns: bool,
+    ) {
+        out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
+        write_list_meta(out, rv, continue_token, remaining);
+        out.extend_from_slice(br#","columnDefinitions":"#);
+        if with_columns && !self.column_definitions.is_empty() {
+            out.extend_from_slice(&self.column_definitions);
+        } else {
+            out.extend_from_slice(b"null");
+        }
+    }
+
+    fn write_row(&self, out: &mut Vec<u8>, raw: &[u8], include: IncludeObject, now: i128) {
+        let obj: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
+        let (cells, conditions) = self.row(&obj, now);
+        out.extend_from_slice(b"{\"cells\":[");
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_value(out, cell, false);
+        }
+        out.push(b']');
+        if let Some(conditions) = conditions {
+            out.extend_from_slice(b",\"conditions\":");
+            write_value(out, &conditions, false);
+        }
+        out.extend_from_slice(b",\"object\":");
+        match include {
+            IncludeObject::None => out.extend_from_slice(b"null"),
+            IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
+            IncludeObject::Metadata => write_partial(out, &obj),
+        }
+        out.push(b'}');
+    }
+}
+
+/// Go's zero `time.Time` in Unix nanoseconds (`0001-01-01T00:00:00Z`).
+const ZERO_TIME: i128 = -62_135_596_800 * 1_000_000_000;
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+fn meta_str(obj: &Value, key: &str) -> Value {
+    Value::from(
+        obj.get("metadata")
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    )
+}
+
+/// The object's `metadata.resourceVersion` (empty when it has none).
+fn object_rv(raw: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(default)]
+        metadata: Option<HeadMeta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct HeadMeta {
+        #[serde(default, rename = "resourceVersion")]
+        resource_version: Option<String>,
+    }
+    serde_json::from_slice::<Head>(raw)
+        .ok()
+        .and_then(|h| h.metadata)
+        .and_then(|m| m.resource_version)
+        .unwrap_or_default()
+}
+
+/// `ListMeta` with Go's omitempty rules: `{"resourceVersion":…,"continue":…,"remainingItemCount":…}`.
+fn write_list_meta(
+    out: &mut Vec<u8>,
+    rv: &str,
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) {
+    out.push(b'{');
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+    };
+    if !rv.is_empty() {
+        sep(out);
+        out.extend_from_slice(b"\"resourceVersion\":");
+        write_str(out, rv);
+    }
+    if let Some(c) = continue_token.filter(|c| !c.is_empty()) {
+        sep(out);
+        out.extend_from_slice(b"\"continue\":");
+        write_str(out, c);
+    }
+    if let Some(n) = remaining {
+        sep(out);
+        out.extend_from_slice(b"\"remainingItemCount\":");
+        out.extend_from_slice(n.to_string().as_bytes());
+    }
+    out.push(b'}');
+}
+
+// ----- custom resources ----------------------------------------------------------------------
+
+fn crd_source(cols: &Value) -> Result<Source, String> {
+    let list = match cols {
+        Value::Null => return Ok(default_crd_source()),
+        Value::Array(a) if a.is_empty() => return Ok(default_crd_source()),
+        Value::Array(a) => a,
+        _ => return Err("additionalPrinterColumns is not an array".to_string()),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for col in list {
+        let field = |k: &str| col.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let json_path = field("jsonPath");
+        let path = JsonPath::parse(&json_path)
+            .map_err(|e| format!("column {:?}: unsupported jsonPath: {}", field("name"), e.0))?;
+        out.push(CrdColumn {
+            name: field("name"),
+            ty: field("type"),
+            path,
+        });
+    }
+    Ok(Source::Custom(out))
+}
+
+/// What apiextensions serves for a CRD version without printer columns.
+fn default_crd_source() -> Source {
+    Source::Custom(vec![CrdColumn {
+        name: "Age".to_string(),
+        ty: "date".to_string(),
+        path: JsonPath::parse(".metadata.creationTimestamp").expect("static path parses"),
+    }])
+}
+
+/// One custom resource cell, as apiextensions' table convertor computes it.
+fn crd_cell(col: &CrdColumn, obj: &Value, now: i128) -> Value {
+    let value = match col.path.find(obj) {
+        Ok(found) if !found.is_empty() => found[0],
+        _ => return Value::Null,
+    };
+    if col.ty == "string" {
+        // The value printed as client-go's JSONPath prints it.
+        return Value::from(match value {
+            Value::Null => "<no value>".to_string(),
+            Value::String(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => i.to_string(),
+                (None, Some(u)) => go_fmt_v(u as f64),
+                _ => go_fmt_v(n.as_f64().unwrap_or(0.0)),
+            },
+            Value::Array(_) | Value::Object(_) => {
+                let mut out = Vec::new();
+                write_value(&mut out, value, true);
+                String::from_utf8(out).unwrap_or_default()
+            }
+        });
+    }
+    match (col.ty.as_str(), value) {
+        ("integer", Value::Number(n)) => match n.as_i64() {
+            Some(i) => Value::from(i),
+            None => Value::from(n.as_f64().unwrap_or(0.0) as i64),
+        },
+        ("number", Value::Number(n)) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            // Encoded the way Go writes a float64 (serde_json would write `7.0`).
+            serde_json::from_str(&go_json_float(f)).unwrap_or(Value::Null)
+        }
+        ("boolean", Value::Bool(b)) => Value::from(*b),
+        ("date", Value::String(s)) => {
+            if s.is_empty() || s == "null" {
+                return Value::from("<unknown>");
+            }
+            match parse_rfc3339(s) {
+                Some(_) => Value::from(since(parse_time(s), now)),
+                None => Value::from("<invalid>"),
+            }
+        }
+        _ => Value::Null,
+    }
+}
+
+// ----- PartialObjectMetadata -----------------------------------------------------------------
+
+/// The PartialObjectMetadata of one object (`{"kind":"PartialObjectMetadata","apiVersion":
+/// "meta.k8s.io/v1","metadata":{…}}`), as in `rows[].object` and PartialObjectMetadataList
+/// items: no trailing newline (append one for a GET body).
+pub fn partial_object_metadata(object: &[u8]) -> Bytes {
+    let obj: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
+    let mut out = Vec::with_capacity(object.len());
+    write_partial(&mut out, &obj);
+    Bytes::from(out)
+}
+
+/// A PartialObjectMetadataList body (`Accept: …;as=PartialObjectMetadataList;…`): an empty
+/// list has `"items":null`, as the apiserver writes it.
+pub fn partial_object_metadata_list(
+    objects: &[&[u8]],
+    rv: &str,
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) -> Bytes {
+    let mut out = Vec::with_capacity(128 + objects.iter().map(|o| o.len()).sum::<usize>());
+    out.extend_from_slice(
+        br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":"#,
+    );
+    write_list_meta(&mut out, rv, continue_token, remaining);
+    out.extend_from_slice(br#","items":"#);
+    if objects.is_empty() {
+        out.extend_from_slice(b"null");
+    } else {
+        out.push(b'[');
+        for (i, raw) in objects.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let obj: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
+            write_partial(&mut out, &obj);
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+fn write_partial(out: &mut Vec<u8>, obj: &Value) {
+    out.extend_from_slice(
+        br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+    );
+    write_object_meta(out, obj.get("metadata").unwrap_or(&Value::Null));
+    out.push(b'}');
+}
+
+/// Writes fields of `src` in the given order with Go's omitempty rules.
+struct FieldWriter<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl FieldWriter<'_> {
+    fn key(&mut self, k: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        write_str(self.out, k);
+        self.out.push(b':');
+    }
+
+    /// A string field with `omitempty`.
+    fn str_omitempty(&mut self, src: &Value, k: &str) {
+        if let Some(s) = src.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            self.key(k);
+            write_str(self.out, s);
+        }
+    }
+
+    /// A string field without `omitempty`.
+    fn str_always(&mut self, src: &Value, k: &str) {
+        self.key(k);
+        write_str(self.out, src.get(k).and_then(Value::as_str).unwrap_or(""));
+    }
+
+    /// A pointer field (`omitempty` drops only nil): any non-null value as it is.
+    fn ptr(&mut self, src: &Value, k: &str) {
+        if let Some(v) = src.get(k).filter(|v| !v.is_null()) {
+            self.key(k);
+            write_value(self.out, v, false);
+        }
+    }
+}
+
+/// `ObjectMeta` in Go struct order and with its omitempty rules (so also for unstructured
+/// objects, whose keys are sorted).
+fn write_object_meta(out: &mut Vec<u8>, m: &Value) {
+    out.push(b'{');
+    let mut w = FieldWriter { out, first: true };
+    for k in [
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+    ] {
+        w.str_omitempty(m, k);
+    }
+    if let Some(g) = m
+        .get("generation")
+        .filter(|g| g.as_i64() != Some(0) && !g.is_null())
+    {
+        w.key("generation");
+        write_value(w.out, g, false);
+    }
+    // A struct, not a pointer: always present, `null` for the zero time.
+    w.key("creationTimestamp");
+    match m.get("creationTimestamp") {
+        Some(Value::String(s)) => write_str(w.out, s),
+        _ => w.out.extend_from_slice(b"null"),
+    }
+    w.ptr(m, "deletionTimestamp");
+    w.ptr(m, "deletionGracePeriodSeconds");
+    for k in ["labels", "annotations"] {
+        if let Some(map) = m.get(k).filter(|v| non_empty(v)) {
+            w.key(k);
+            write_value(w.out, map, true);
+        }
+    }
+    if let Some(refs) = m
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        w.key("ownerReferences");
+        w.out.push(b'[');
+        for (i, r) in refs.iter().enumerate() {
+            if i > 0 {
+                w.out.push(b',');
+            }
+            w.out.push(b'{');
+            let mut f = FieldWriter {
+                out: &mut *w.out,
+                first: true,
+            };
+            for k in ["apiVersion", "kind", "name", "uid"] {
+                f.str_always(r, k);
+            }
+            f.ptr(r, "controller");
+            f.ptr(r, "blockOwnerDeletion");
+            w.out.push(b'}');
+        }
+        w.out.push(b']');
+    }
+    if let Some(fin) = m.get("finalizers").filter(|v| non_empty(v)) {
+        w.key("finalizers");
+        write_value(w.out, fin, false);
+    }
+    if let Some(entries) = m
+        .get("managedFields")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        w.key("managedFields");
+        w.out.push(b'[');
+        for (i, e) in entries.iter().enumerate() {
+            if i > 0 {
+                w.out.push(b',');
+            }
+            w.out.push(b'{');
+            let mut f = FieldWriter {
+                out: &mut *w.out,
+                first: true,
+            };
+            for k in ["manager", "operation", "apiVersion"] {
+                f.str_omitempty(e, k);
+            }
+            f.ptr(e, "time");
+            f.str_omitempty(e, "fieldsType");
+            f.ptr(e, "fieldsV1");
+            f.str_omitempty(e, "subresource");
+            w.out.push(b'}');
+        }
+        w.out.push(b']');
+    }
+    w.out.push(b'}');
+}
+
+fn non_empty(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => !m.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Null => false,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DEFS: &str = r#"[{"name":"Name","type":"string","format":"name","description":"","priority":0},{"name":"Size","type":"integer","format":"","description":"","priority":0},{"name":"Weight","type":"number","format":"","description":"","priority":0},{"name":"On","type":"boolean","format":"","description":"","priority":0},{"name":"Tags","type":"string","format":"","description":"","priority":1},{"name":"Seen","type":"date","format":"","description":"","priority":0}]"#;
+
+    fn crd_printer() -> Printer {
+        let cols = json!([
+            {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+            {"name": "Weight", "type": "number", "jsonPath": ".spec.weight"},
+            {"name": "On", "type": "boolean", "jsonPath": ".spec.on"},
+            {"name": "Tags", "type": "string", "jsonPath": ".spec.tags"},
+            {"name": "Seen", "type": "date", "jsonPath": ".status.seen"},
+        ]);
+        Printer::new(
+            "x.example",
+            "things",
+            Bytes::from_static(DEFS.as_bytes()),
+            Some(&cols),
+        )
+    }
+
+    fn at(s: &str) -> SystemTime {
+        let n = parse_time(s).unwrap();
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n as u64)
+    }
+
+    #[test]
+    fn include_object_values() {
+        assert_eq!(IncludeObject::parse(None), Ok(IncludeObject::Metadata));
+        assert_eq!(IncludeObject::parse(Some("")), Ok(IncludeObject::Metadata));
+        assert_eq!(IncludeObject::parse(Some("None")), Ok(IncludeObject::None));
+        assert_eq!(
+            IncludeObject::parse(Some("Object")),
+            Ok(IncludeObject::Object)
+        );
+        assert_eq!(
+            IncludeObject::parse(Some("object")),
+            Err(
+                "Unable to convert to Table as requested: includeObject: Invalid value: \
+                 \"object\": must be 'Metadata', 'Object', 'None', or empty"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn crd_cells_by_type() {
+        let p = crd_printer();
+        assert!(p.supported(), "{:?}", p.unsupported_reason());
+        let obj = json!({
+            "metadata": {"name": "t"},
+            "spec": {"size": 2.9, "weight": 7, "on": true, "tags": ["a", "<b>"]},
+            "status": {"seen": "2026-11-22T09:58:00Z"},
+        });
+        let cells = p.cells(&obj, at("2026-11-22T10:00:00Z"));
+        assert_eq!(
+            cells,
+            vec![
+                json!("t"),
+                json!(2),
+                json!(7),
+                json!(true),
+                json!("[\"a\",\"\\u003cb\\u003e\"]"),
+                json!("2m")
+            ]
+        );
+        // Wrong types and missing values are null; a bad date is <invalid>.
+        let obj = json!({"metadata": {"name": "u"}, "spec": {"size": "x", "on": 1, "tags": null},
+                         "status": {"seen": "soon"}});
+        let cells = p.cells(&obj, at("2026-11-22T10:00:00Z"));
+        assert_eq!(
+            cells,
+            vec![
+                json!("u"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                json!("<no value>"),
+                json!("<invalid>")
+            ]
+        );
+    }
+
+    #[test]
+    fn number_cells_are_written_like_go() {
+        let p = crd_printer();
+        let obj = br#"{"metadata":{"name":"t","resourceVersion":"5"},"spec":{"weight":7}}"#;
+        let body = p.get_table(obj, IncludeObject::None, at("2026-11-22T10:00:00Z"));
+        let s = std::str::from_utf8(&body).unwrap();
+        assert!(
+            s.contains(r#""rows":[{"cells":["t",null,7,null,null,null],"object":null}]"#),
+            "{s}"
+        );
+        assert!(s.starts_with(r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5"},"columnDefinitions":[{"#));
+    }
+
+    #[test]
+    fn mismatched_columns_are_unsupported() {
+        let defs = Bytes::from_static(br#"[{"name":"Name"},{"name":"Size"}]"#);
+        let cols = json!([{"name": "Other", "type": "string", "jsonPath": ".spec.x"}]);
+        let p = Printer::new("x.example", "things", defs.clone(), Some(&cols));
+        assert!(!p.supported());
+        assert_eq!(
+            p.cells(&json!({}), SystemTime::now()),
+            vec![Value::Null, Value::Null]
+        );
+        let p = Printer::new(
+            "",
+            "pods",
+            Bytes::from_static(br#"[{"name":"Name"},{"name":"Mood"}]"#),
+            None,
+        );
+        assert!(!p.supported());
+        let p = Printer::new("rbac.authorization.k8s.io", "roles", defs, None);
+        assert!(!p.supported());
+    }
+
+    #[test]
+    fn default_columns() {
+        let defs = Bytes::from_static(
+            br#"[{"name":"Name","type":"string","format":"name","description":"","priority":0},{"name":"Created At","type":"date","format":"","description":"","priority":0}]"#,
+        );
+        let p = Printer::new("rbac.authorization.k8s.io", "roles", defs, None);
+        assert!(p.supported());
+        let cells = p.cells(
+            &json!({"metadata": {"name": "r", "creationTimestamp": "2026-11-22T11:58:07+02:00"}}),
+            SystemTime::now(),
+        );
+        assert_eq!(cells, vec![json!("r"), json!("2026-11-22T09:58:07Z")]);
+        let cells = p.cells(&json!({"metadata": {"name": "r"}}), SystemTime::now());
+        assert_eq!(cells[1], json!("0001-01-01T00:00:00Z"));
+        // A CRD without printer columns: Name and Age.
+        let defs = Bytes::from_static(
+            br#"[{"name":"Name","type":"string"},{"name":"Age","type":"date"}]"#,
+        );
+        let p = Printer::new("x.example", "things", defs.clone(), Some(&json!([])));
+        assert!(p.supported());
+        let p = Printer::new("x.example", "things", defs, None);
+        assert!(p.supported());
+        let cells = p.cells(
+            &json!({"metadata": {"name": "t", "creationTimestamp": "2026-11-22T09:58:00Z"}}),
+            at("2026-11-22T10:00:00Z"),
+        );
+        assert_eq!(cells, vec![json!("t"), json!("2m")]);
+    }
+
+    #[test]
+    fn object_meta_of_unstructured_objects_in_struct_order() {
+        let obj = br#"{"apiVersion":"x/v1","kind":"T","metadata":{"annotations":{"b":"2","a":"1"},"creationTimestamp":"2026-11-22T09:58:08Z","deletionGracePeriodSeconds":0,"finalizers":["f"],"generation":3,"labels":{},"name":"t","namespace":"n","ownerReferences":[{"apiVersion":"v1","blockOwnerDeletion":true,"controller":true,"kind":"K","name":"o","uid":"u1"}],"resourceVersion":"7","uid":"u2","unknown":1}}"#;
+        let pom = partial_object_metadata(obj);
+        assert_eq!(
+            std::str::from_utf8(&pom).unwrap(),
+            r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"t","namespace":"n","uid":"u2","resourceVersion":"7","generation":3,"creationTimestamp":"2026-11-22T09:58:08Z","deletionGracePeriodSeconds":0,"annotations":{"a":"1","b":"2"},"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u1","controller":true,"blockOwnerDeletion":true}],"finalizers":["f"]}}"#
+        );
+    }
+
+    #[test]
+    fn finished_pods_carry_row_conditions() {
+        let defs = Bytes::from_static(
+            br#"[{"name":"Name"},{"name":"Ready"},{"name":"Status"},{"name":"Restarts"},{"name":"Age"}]"#,
+        );
+        let p = Printer::new("", "pods", defs, None);
+        assert!(p.supported());
+        let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","resourceVersion":"8","creationTimestamp":"2026-11-22T09:00:00Z"},"spec":{"containers":[{"name":"a"}]},"status":{"phase":"Failed","containerStatuses":[{"name":"a","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":3,"reason":"Error"}}}]}}"#;
+        let body = p.get_table(pod, IncludeObject::None, at("2026-11-22T10:00:00Z"));
+        let s = std::str::from_utf8(&body).unwrap();
+        assert!(s.ends_with("}\n"), "{s}");
+        assert!(s.contains(r#""rows":[{"cells":["p","0/1","Error","0","60m"],"conditions":[{"type":"Completed","status":"True","reason":"Failed","message":"The pod failed."}],"object":null}]}"#), "{s}");
+    }
+
+    #[test]
+    fn list_meta_and_watch_framing() {
+        let defs = Bytes::from_static(br#"[{"name":"Name"},{"name":"Data"},{"name":"Age"}]"#);
+        let p = Printer::new("", "configmaps", defs, None);
+        let body = p.list_table(
+            &[],
+            "9",
+            Some("tok"),
+            Some(3),
+            IncludeObject::Metadata,
+            SystemTime::now(),
+        );
+        assert_eq!(
+            std::str::from_utf8(&body).unwrap(),
+            "{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"9\",\"continue\":\"tok\",\"remainingItemCount\":3},\"columnDefinitions\":[{\"name\":\"Name\"},{\"name\":\"Data\"},{\"name\":\"Age\"}],\"rows\":[]}\n"
+        );
+        let cm = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","resourceVersion":"4","creationTimestamp":"2026-11-22T09:58:00Z"},"data":{"a":"1"}}"#;
+        let ev = p.watch_event(
+            "DELETED",
+            cm,
+            false,
+            IncludeObject::None,
+            at("2026-11-22T09:58:01Z"),
+        );
+        assert_eq!(
+            std::str::from_utf8(&ev).unwrap(),
+            "{\"type\":\"DELETED\",\"object\":{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"4\"},\"columnDefinitions\":null,\"rows\":[{\"cells\":[\"c\",1,\"1s\"],\"object\":null}]}}\n"
+        );
+        assert_eq!(
+            &partial_object_metadata_list(&[], "12", None, None)[..],
+            b"{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"12\"},\"items\":null}\n"
+        );
+    }
+}
