@@ -120,6 +120,7 @@ pub async fn start(
         registry,
         upstream,
         probes,
+        printers: Default::default(),
         watch: config.watch_config(),
         consistent: config.consistent_reads(),
         rv_wait: config.rv_wait(),

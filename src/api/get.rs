@@ -7,9 +7,10 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::params::{parse_rv, GetOptions};
-use super::{response, Answer};
+use super::{response, Answer, Form};
 use crate::cache::ResourceCache;
 use crate::status::ApiError;
+use crate::table;
 
 /// Answer a GET of `key` (`ns/name` or `name`), or say it must go upstream.
 pub async fn get(
@@ -19,7 +20,7 @@ pub async fn get(
     opts: &GetOptions,
     consistent: bool,
     rv_wait: Duration,
-    pretty: bool,
+    form: Form<'_>,
 ) -> Result<Answer, ApiError> {
     match opts.resource_version.as_deref() {
         // RV unset is a consistent read: from the cache only once it has caught up.
@@ -52,9 +53,22 @@ pub async fn get(
             name: name.to_string(),
         });
     };
-    let mut chunks = vec![obj.raw.clone(), Bytes::from_static(b"\n")];
-    if pretty {
-        chunks = response::prettify(chunks);
-    }
+    let chunks = match form {
+        Form::Json { pretty } => {
+            let chunks = vec![obj.raw.clone(), Bytes::from_static(b"\n")];
+            if pretty {
+                response::prettify(chunks)
+            } else {
+                chunks
+            }
+        }
+        Form::Table { printer, include } => {
+            vec![printer.get_table(&obj.raw, include, std::time::SystemTime::now())]
+        }
+        Form::Metadata => vec![
+            table::partial_object_metadata(&obj.raw),
+            Bytes::from_static(b"\n"),
+        ],
+    };
     Ok(Answer::Ready(response::json(StatusCode::OK, chunks)))
 }

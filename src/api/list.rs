@@ -13,10 +13,13 @@ use http::StatusCode;
 use super::continue_token::ContinueToken;
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
-use super::{response, Answer};
+use super::{response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::object::Object;
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
+use crate::table;
+use std::time::SystemTime;
 
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;
@@ -29,7 +32,7 @@ pub async fn list(
     opts: &ListOptions,
     consistent: bool,
     rv_wait: std::time::Duration,
-    pretty: bool,
+    form: Form<'_>,
 ) -> Result<Answer, ApiError> {
     if let Some(token) = &opts.continue_token {
         // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
@@ -61,7 +64,7 @@ pub async fn list(
             &filter,
             Some(&token.start),
             opts.limit,
-            pretty,
+            form,
         )));
     }
 
@@ -73,7 +76,7 @@ pub async fn list(
         }
         let snap = cache.snapshot();
         return Ok(Answer::Ready(page(
-            cache, &snap, &filter, None, opts.limit, pretty,
+            cache, &snap, &filter, None, opts.limit, form,
         )));
     };
     ensure_synced(cache)?;
@@ -85,7 +88,7 @@ pub async fn list(
             &filter,
             None,
             0,
-            pretty,
+            form,
         )));
     }
     let n = parse_rv(rv)?;
@@ -96,7 +99,7 @@ pub async fn list(
         // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
             Ok(snap) => Ok(Answer::Ready(page(
-                cache, &snap, &filter, None, opts.limit, pretty,
+                cache, &snap, &filter, None, opts.limit, form,
             ))),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
@@ -124,7 +127,7 @@ pub async fn list(
         &filter,
         None,
         limit,
-        pretty,
+        form,
     )))
 }
 
@@ -154,34 +157,27 @@ fn range(filter: &Filter, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<st
     }
 }
 
-/// One page of a list at a snapshot: `limit <= 0` means everything, streamed in chunks.
-fn page(
+/// The objects of one page and what tells the client how to go on.
+struct Page {
+    objects: Vec<Arc<Object>>,
+    token: Option<String>,
+    remaining: Option<usize>,
+}
+
+/// Select a page: objects in key order from `start`, at most `limit` (0: all).
+fn select(
     cache: &ResourceCache,
     snap: &Snapshot,
     filter: &Filter,
     start: Option<&str>,
-    limit: i64,
-    pretty: bool,
-) -> Response {
-    let info = &cache.info;
-    let (lo, hi) = range(filter, start);
-    if limit <= 0 {
-        let head = list_head(info, snap.rv, None, None);
-        let tail = list_tail(info, snap.rv, None, None);
-        if pretty {
-            let chunks = collect_all(&snap.objects, (lo, hi), filter, head, tail);
-            return response::json(StatusCode::OK, response::prettify(chunks));
-        }
-        return stream_all(snap.objects.clone(), (lo, hi), filter.clone(), head, tail);
-    }
-    let limit = limit as usize;
-    let mut items = BytesMut::new();
-    let mut count = 0;
+    limit: usize,
+) -> Page {
+    let mut objects = Vec::new();
     let mut last_key: Option<Arc<str>> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (key, o) in snap.objects.range((lo, hi)) {
-        if count == limit {
+    for (key, o) in snap.objects.range(range(filter, start)) {
+        if limit > 0 && objects.len() == limit {
             // As from etcd, any key after a full page means a next page, whether or not it
             // matches the selectors: that page may then be empty (L3).
             more = true;
@@ -191,15 +187,10 @@ fn page(
             remaining += 1;
             continue;
         }
-        if !filter.selects(o) {
-            continue;
+        if filter.selects(o) {
+            objects.push(o.clone());
+            last_key = Some(key.clone());
         }
-        if count > 0 {
-            items.extend_from_slice(b",");
-        }
-        o.write_item(&mut items);
-        count += 1;
-        last_key = Some(key.clone());
     }
     let token = match (more, &last_key) {
         (true, Some(k)) => {
@@ -212,47 +203,78 @@ fn page(
         }
         _ => None,
     };
-    let remaining = (more && filter.selects_all()).then_some(remaining);
-    let mut chunks = vec![Bytes::from(list_head(
-        info,
-        snap.rv,
-        token.as_deref(),
-        remaining,
-    ))];
-    chunks.push(items.freeze());
-    chunks.push(Bytes::from(list_tail(
-        info,
-        snap.rv,
-        token.as_deref(),
-        remaining,
-    )));
-    if pretty {
-        chunks = response::prettify(chunks);
+    Page {
+        objects,
+        token,
+        // Only without selectors, as the apiserver (L3).
+        remaining: (more && filter.selects_all()).then_some(remaining),
     }
-    response::json(StatusCode::OK, chunks)
 }
 
-/// Everything in range, in memory (only for pretty output).
-fn collect_all(
-    objects: &ObjectMap,
-    range: (Bound<Arc<str>>, Bound<Arc<str>>),
+/// One page of a list at a snapshot: `limit <= 0` means everything (a plain JSON list then
+/// streams in chunks instead of being built in memory).
+fn page(
+    cache: &ResourceCache,
+    snap: &Snapshot,
     filter: &Filter,
-    head: String,
-    tail: String,
-) -> Vec<Bytes> {
-    let mut buf = BytesMut::from(head.as_bytes());
-    let mut first = true;
-    for (_, o) in objects.range(range) {
-        if filter.selects(o) {
-            if !first {
-                buf.extend_from_slice(b",");
-            }
-            first = false;
-            o.write_item(&mut buf);
+    start: Option<&str>,
+    limit: i64,
+    form: Form<'_>,
+) -> Response {
+    let info = &cache.info;
+    if limit <= 0 {
+        if let Form::Json { pretty: false } = form {
+            let head = list_head(info, snap.rv, None, None);
+            let tail = list_tail(info, snap.rv, None, None);
+            return stream_all(
+                snap.objects.clone(),
+                range(filter, start),
+                filter.clone(),
+                head,
+                tail,
+            );
         }
     }
-    buf.extend_from_slice(tail.as_bytes());
-    vec![buf.freeze()]
+    let p = select(cache, snap, filter, start, limit.max(0) as usize);
+    let token = p.token.as_deref();
+    let rv = snap.rv.to_string();
+    let raws = || p.objects.iter().map(|o| &o.raw[..]).collect::<Vec<&[u8]>>();
+    let chunks = match form {
+        Form::Json { pretty } => {
+            let mut items = BytesMut::new();
+            for (i, o) in p.objects.iter().enumerate() {
+                if i > 0 {
+                    items.extend_from_slice(b",");
+                }
+                o.write_item(&mut items);
+            }
+            let chunks = vec![
+                Bytes::from(list_head(info, snap.rv, token, p.remaining)),
+                items.freeze(),
+                Bytes::from(list_tail(info, snap.rv, token, p.remaining)),
+            ];
+            if pretty {
+                response::prettify(chunks)
+            } else {
+                chunks
+            }
+        }
+        Form::Table { printer, include } => vec![printer.list_table(
+            &raws(),
+            &rv,
+            token,
+            p.remaining.map(|r| r as u64),
+            include,
+            SystemTime::now(),
+        )],
+        Form::Metadata => vec![table::partial_object_metadata_list(
+            &raws(),
+            &rv,
+            token,
+            p.remaining.map(|r| r as u64),
+        )],
+    };
+    response::json(StatusCode::OK, chunks)
 }
 
 /// A whole list streamed from a snapshot in ~64 KiB chunks: memory stays O(chunk) whatever the

@@ -32,7 +32,8 @@ use crate::cache::{Registry, ResourceCache};
 use crate::metrics::{self, metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
-use crate::upstream::{RvProbe, Upstream};
+use crate::table::{IncludeObject, Printer};
+use crate::upstream::{collection_path, RvProbe, Upstream};
 use params::{GetOptions, ListOptions};
 
 /// Everything a request handler needs.
@@ -41,6 +42,8 @@ pub struct App {
     pub upstream: Upstream,
     /// Consistent-read probes, by (group, resource).
     pub probes: HashMap<(String, String), Arc<RvProbe>>,
+    /// Table printers, built on first use from the upstream's column definitions.
+    pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
     pub consistent: ConsistentReads,
     /// How long reads wait for the cache to reach a requested resourceVersion (the
@@ -73,6 +76,44 @@ impl Default for ConsistentReads {
 }
 
 impl App {
+    /// The Table printer of a resource; None when the upstream's columns cannot be had or
+    /// kcache cannot fill them (then the upstream answers Table requests itself).
+    async fn printer(&self, cache: &ResourceCache) -> Option<Arc<Printer>> {
+        let key = (cache.info.group.clone(), cache.info.resource.clone());
+        if let Some(p) = self.printers.get(&key) {
+            return p.supported().then(|| p.clone());
+        }
+        let columns = match self.upstream.table_columns(&collection_path(cache)).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(resource = %cache.info, error = %e, "no Table columns from upstream");
+                return None;
+            }
+        };
+        let crd_columns = if cache.info.custom {
+            let info = &cache.info;
+            match self
+                .upstream
+                .crd_printer_columns(&info.group, &info.resource, &info.version)
+                .await
+            {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::debug!(resource = %cache.info, error = %e, "no CRD printer columns");
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        let printer = Arc::new(Printer::new(&key.0, &key.1, columns, crd_columns.as_ref()));
+        if let Some(reason) = printer.unsupported_reason() {
+            tracing::info!(resource = %cache.info, %reason, "Table requests go upstream");
+        }
+        self.printers.insert(key, printer.clone());
+        printer.supported().then_some(printer)
+    }
+
     fn probe(&self, cache: &ResourceCache) -> Option<&Arc<RvProbe>> {
         self.probes
             .get(&(cache.info.group.clone(), cache.info.resource.clone()))
@@ -131,6 +172,21 @@ impl App {
             }
         }
     }
+}
+
+/// How an answer from the cache is rendered (from the request's Accept header).
+#[derive(Clone, Copy)]
+pub enum Form<'a> {
+    /// The objects as JSON: the typed or CR list, the object (indented for humans when
+    /// `pretty`).
+    Json { pretty: bool },
+    /// A `meta.k8s.io/v1` Table, as `kubectl get` asks for.
+    Table {
+        printer: &'a Printer,
+        include: IncludeObject,
+    },
+    /// PartialObjectMetadata(List), as metadata informers ask for.
+    Metadata,
 }
 
 /// What a cache handler decided.
@@ -303,7 +359,8 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         return Ok(Answer::Upstream);
     }
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
-    if negotiate(header(header::ACCEPT)) != Representation::Json {
+    let representation = negotiate(header(header::ACCEPT));
+    if representation == Representation::Upstream {
         return Ok(Answer::Upstream);
     }
     let user_agent = header(header::USER_AGENT);
@@ -314,6 +371,35 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         || q.iter()
             .find(|(k, _)| k == "watch")
             .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
+    // A list asks for PartialObjectMetadataList, a get or watch for PartialObjectMetadata;
+    // the other way round the apiserver answers 406, so the upstream does.
+    let is_list = path.name.is_none() && !is_watch;
+    match representation {
+        Representation::PartialObjectMetadata if is_list => return Ok(Answer::Upstream),
+        Representation::PartialObjectMetadataList if !is_list => return Ok(Answer::Upstream),
+        _ => {}
+    }
+    let printer = match representation {
+        Representation::Table => match app.printer(cache).await {
+            Some(p) => Some(p),
+            None => return Ok(Answer::Upstream),
+        },
+        _ => None,
+    };
+    let include_param = q
+        .iter()
+        .find(|(k, _)| k == "includeObject")
+        .map(|(_, v)| v.as_str());
+    let form = |pretty: bool| -> Result<Form<'_>, ApiError> {
+        Ok(match (&printer, representation) {
+            (Some(printer), _) => Form::Table {
+                printer,
+                include: IncludeObject::parse(include_param).map_err(ApiError::BadRequest)?,
+            },
+            (None, Representation::Json) => Form::Json { pretty },
+            (None, _) => Form::Metadata,
+        })
+    };
     if let (Some(name), false) = (&path.name, is_watch) {
         if !cache
             .scope
@@ -328,7 +414,16 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
             None => name.clone(),
         };
         let pretty = response::wants_pretty(opts.pretty, user_agent);
-        return get::get(cache, &key, name, &opts, consistent, app.rv_wait, pretty).await;
+        return get::get(
+            cache,
+            &key,
+            name,
+            &opts,
+            consistent,
+            app.rv_wait,
+            form(pretty)?,
+        )
+        .await;
     }
 
     let mut opts = ListOptions::parse(&q, info, path.legacy_watch)?;
@@ -351,6 +446,13 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
     };
     if opts.watch {
         let stopping = app.stopping.subscribe();
+        let encoding = match (form(false)?, printer.clone()) {
+            (Form::Table { include, .. }, Some(printer)) => {
+                watch::Encoding::Table { printer, include }
+            }
+            (Form::Metadata, _) => watch::Encoding::Metadata,
+            _ => watch::Encoding::Json,
+        };
         let resp = watch::watch(
             cache.clone(),
             app.probe(cache),
@@ -358,6 +460,7 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
             &opts,
             &app.watch,
             stopping,
+            encoding,
         )
         .await?;
         return Ok(Answer::Ready(resp));
@@ -366,5 +469,5 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
     let consistent = opts.resource_version.is_none()
         && opts.continue_token.is_none()
         && app.consistent(cache).await?;
-    list::list(cache, filter, &opts, consistent, app.rv_wait, pretty).await
+    list::list(cache, filter, &opts, consistent, app.rv_wait, form(pretty)?).await
 }

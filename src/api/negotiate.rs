@@ -7,8 +7,14 @@
 pub enum Representation {
     /// Plain objects as JSON, from the cache.
     Json,
-    /// Something the cache does not produce (Table, PartialObjectMetadata, YAML, protobuf
-    /// only, …): the upstream answers, including its 406.
+    /// `as=Table` (`meta.k8s.io/v1`), as `kubectl get` asks for.
+    Table,
+    /// `as=PartialObjectMetadata` (GET and WATCH of metadata informers).
+    PartialObjectMetadata,
+    /// `as=PartialObjectMetadataList` (their LIST).
+    PartialObjectMetadataList,
+    /// Something the cache does not produce (protobuf only, YAML, other `as=` forms or
+    /// versions, …): the upstream answers, including its 406.
     Upstream,
 }
 
@@ -21,25 +27,42 @@ pub fn negotiate(accept: Option<&str>) -> Representation {
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let mut has_as = false;
+        let (mut as_, mut g, mut v) = (None, None, None);
         let mut q_zero = false;
         for p in parts {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            let (k, val) = p.split_once('=').unwrap_or((p, ""));
+            let val = val.trim().to_string();
             match k.trim().to_ascii_lowercase().as_str() {
-                "as" => has_as = true,
-                "q" => q_zero = v.trim().parse::<f32>().is_ok_and(|q| q == 0.0),
+                "as" => as_ = Some(val),
+                "g" => g = Some(val),
+                "v" => v = Some(val),
+                "q" => q_zero = val.parse::<f32>().is_ok_and(|q| q == 0.0),
                 _ => {}
             }
         }
         if q_zero {
             continue;
         }
-        match media.as_str() {
-            "application/json" | "*/*" | "application/*" if !has_as => return Representation::Json,
-            "application/json" => return Representation::Upstream,
-            "application/vnd.kubernetes.protobuf" => continue,
-            _ => return Representation::Upstream,
+        let json = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
+        if media == "application/vnd.kubernetes.protobuf" {
+            continue;
         }
+        if !json {
+            return Representation::Upstream;
+        }
+        let Some(as_) = as_ else {
+            return Representation::Json;
+        };
+        // Only the meta.k8s.io/v1 forms are produced here; v1beta1 and others go upstream.
+        if g.as_deref() != Some("meta.k8s.io") || v.as_deref() != Some("v1") {
+            return Representation::Upstream;
+        }
+        return match as_.as_str() {
+            "Table" => Representation::Table,
+            "PartialObjectMetadata" => Representation::PartialObjectMetadata,
+            "PartialObjectMetadataList" => Representation::PartialObjectMetadataList,
+            _ => Representation::Upstream,
+        };
     }
     Representation::Upstream
 }
@@ -63,12 +86,20 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")),
-            Upstream
+            Table
         );
         assert_eq!(
             negotiate(Some(
                 "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
             )),
+            PartialObjectMetadataList
+        );
+        assert_eq!(
+            negotiate(Some("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")),
+            PartialObjectMetadata
+        );
+        assert_eq!(
+            negotiate(Some("application/json;as=Table;v=v1beta1;g=meta.k8s.io")),
             Upstream
         );
         assert_eq!(

@@ -26,6 +26,7 @@ use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapsh
 use crate::metrics::{metrics, Metrics};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
+use crate::table::{IncludeObject, Printer};
 use crate::upstream::RvProbe;
 
 /// Initial events are sent in chunks of about this size.
@@ -80,6 +81,7 @@ pub async fn watch(
     opts: &ListOptions,
     cfg: &WatchConfig,
     stopping: tokio::sync::watch::Receiver<bool>,
+    encoding: Encoding,
 ) -> Result<Response, ApiError> {
     if !cache.is_synced() {
         return Err(ApiError::NotReady);
@@ -154,10 +156,36 @@ pub async fn watch(
         epoch,
         subscription,
         stopping,
+        encoding,
+        first_table: true,
     };
     tokio::spawn(watcher.run(start));
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Ok(response::stream(body))
+}
+
+/// How a watch's events are written (from the request's Accept header).
+pub enum Encoding {
+    /// Watch events with the objects as JSON: the shared, pre-built lines.
+    Json,
+    /// Each object as a one-row Table (`kubectl get -w`).
+    Table {
+        printer: Arc<Printer>,
+        include: IncludeObject,
+    },
+    /// Each object as PartialObjectMetadata (metadata informers).
+    Metadata,
+}
+
+/// How a watcher sees one event (W2).
+#[derive(Clone, Copy)]
+enum Pick {
+    /// As it happened.
+    AsIs,
+    /// The object started matching the selector: ADDED with its new state.
+    Entered,
+    /// It stopped matching: DELETED with its previous state at the new RV.
+    Left,
 }
 
 /// Why a waiting watcher woke up.
@@ -204,6 +232,9 @@ struct Watcher {
     epoch: u64,
     subscription: tokio::sync::watch::Receiver<u64>,
     stopping: tokio::sync::watch::Receiver<bool>,
+    encoding: Encoding,
+    /// Whether the next Table sent is this watch's first (only it carries the columns).
+    first_table: bool,
 }
 
 impl Watcher {
@@ -363,7 +394,12 @@ impl Watcher {
             if !self.filter.selects(o) {
                 continue;
             }
-            write_event(&mut buf, "ADDED", &o.raw);
+            if let Encoding::Json = self.encoding {
+                write_event(&mut buf, "ADDED", &o.raw);
+            } else {
+                let line = self.encode("ADDED", &o.raw);
+                buf.extend_from_slice(&line);
+            }
             if buf.len() >= CHUNK && !self.send(buf.split().freeze()).await {
                 return false;
             }
@@ -371,8 +407,8 @@ impl Watcher {
         buf.is_empty() || self.send(buf.freeze()).await
     }
 
-    /// The line this watcher receives for an event, if any: selector transitions per W2.
-    fn line_for(&self, ev: &Event) -> Option<Bytes> {
+    /// Whether and how this watcher sees an event: selector transitions per W2.
+    fn pick(&self, ev: &Event) -> Option<Pick> {
         let f = &self.filter;
         if let Some(ns) = &f.namespace {
             if ev.object.namespace() != ns {
@@ -380,24 +416,74 @@ impl Watcher {
             }
         }
         if f.selects_all() {
-            return Some(ev.line().clone());
+            return Some(Pick::AsIs);
         }
         let now = f.selects(&ev.object);
         let before = ev.prev.as_ref().is_some_and(|p| f.selects(p));
         match ev.ty {
-            EventType::Added => now.then(|| ev.line().clone()),
-            EventType::Deleted => (before || now).then(|| ev.line().clone()),
+            EventType::Added => now.then_some(Pick::AsIs),
+            EventType::Deleted => (before || now).then_some(Pick::AsIs),
             EventType::Modified => match (before, now) {
-                (true, true) => Some(ev.line().clone()),
-                (false, true) => Some(ev.entered_line()),
-                (true, false) => Some(ev.left_line()),
+                (true, true) => Some(Pick::AsIs),
+                (false, true) => Some(Pick::Entered),
+                (true, false) => Some(Pick::Left),
                 (false, false) => None,
             },
         }
     }
 
+    /// The line this watcher receives for an event, if any. JSON lines are the event's shared
+    /// bytes; Table and metadata watches encode per watcher, as the apiserver does (a Table
+    /// row carries the age at send time, and only a watch's first Table its columns).
+    fn line_for(&mut self, ev: &Event) -> Option<Bytes> {
+        let pick = self.pick(ev)?;
+        if let Encoding::Json = self.encoding {
+            return Some(match pick {
+                Pick::AsIs => ev.line().clone(),
+                Pick::Entered => ev.entered_line(),
+                Pick::Left => ev.left_line(),
+            });
+        }
+        let (ty, raw) = match pick {
+            Pick::AsIs => (ev.ty.as_str(), ev.object.raw.clone()),
+            Pick::Entered => ("ADDED", ev.object.raw.clone()),
+            Pick::Left => (
+                "DELETED",
+                ev.prev.as_ref().unwrap_or(&ev.object).raw_with_rv(ev.rv),
+            ),
+        };
+        Some(self.encode(ty, &raw))
+    }
+
+    /// One event line in this watch's encoding.
+    fn encode(&mut self, ty: &str, raw: &[u8]) -> Bytes {
+        match &self.encoding {
+            Encoding::Json => crate::cache::event_line(ty, raw),
+            Encoding::Table { printer, include } => {
+                let first = std::mem::replace(&mut self.first_table, false);
+                printer.watch_event(ty, raw, first, *include, std::time::SystemTime::now())
+            }
+            Encoding::Metadata => {
+                crate::cache::event_line(ty, &crate::table::partial_object_metadata(raw))
+            }
+        }
+    }
+
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
-        Bytes::from(bookmark_line(&self.cache.info, rv, initial_end))
+        let line = bookmark_line(&self.cache.info, rv, initial_end);
+        match self.encoding {
+            // Metadata informers get the bookmark object as PartialObjectMetadata, like every
+            // other object of their watch.
+            Encoding::Metadata => {
+                let pom = if initial_end {
+                    format!("{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null,\"annotations\":{{\"k8s.io/initial-events-end\":\"true\"}}}}}}")
+                } else {
+                    format!("{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null}}}}")
+                };
+                crate::cache::event_line("BOOKMARK", pom.as_bytes())
+            }
+            _ => Bytes::from(line),
+        }
     }
 }
 

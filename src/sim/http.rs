@@ -37,6 +37,10 @@ pub struct Ctx {
     pub pf_uids: (String, String),
     /// API requests served, by kind (for tests and the benchmark: what reached the upstream).
     pub counts: RequestCounts,
+    /// Table column definitions to answer `as=Table` lists with, by (group, resource). The sim
+    /// prints no rows: it serves only what kcache needs from an upstream's Table (the columns,
+    /// whose descriptions are the real apiserver's API documentation and come from outside).
+    pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
 }
 
 /// Counters of what reached the sim.
@@ -175,6 +179,30 @@ fn object_response(ctx: &Ctx, code: StatusCode, obj: &StoredObj, pretty: bool) -
     body.extend_from_slice(&obj.bytes);
     body.push(b'\n');
     json(ctx, code, body, pretty)
+}
+
+/// A Table with the configured columns and no rows, when the client asks for a Table first
+/// and columns were configured for the resource.
+fn table_columns_only(ctx: &Ctx, req: &Request, rt: &ResourceType) -> Option<Response> {
+    let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
+    let first = accept.split(',').next()?;
+    if !(first.contains("as=Table") && first.contains("g=meta.k8s.io") && first.contains("v=v1")) {
+        return None;
+    }
+    let columns = ctx
+        .table_columns
+        .lock()
+        .ok()?
+        .get(&(rt.group.clone(), rt.resource.clone()))?
+        .clone();
+    let mut body = format!(
+        "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"columnDefinitions\":",
+        ctx.store.current_rv()
+    )
+    .into_bytes();
+    body.extend_from_slice(&columns);
+    body.extend_from_slice(b",\"rows\":[]}\n");
+    Some(json(ctx, StatusCode::OK, body, false))
 }
 
 /// Whether the client accepts JSON (anything else is 406; protobuf-only clients fall back).
@@ -325,6 +353,11 @@ async fn resource(
     pretty: bool,
 ) -> Result<Response, SimError> {
     let a = address(types, group, version, rest)?;
+    if a.name.is_none() && req.method() == Method::GET && !query.flag("watch") {
+        if let Some(resp) = table_columns_only(ctx, &req, &a.rt) {
+            return Ok(resp);
+        }
+    }
     if !accepts_json(&req) {
         return Err(SimError::NotAcceptable);
     }

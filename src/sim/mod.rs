@@ -98,6 +98,7 @@ impl Sim {
                 uuid::Uuid::new_v4().to_string(),
             ),
             counts: http::RequestCounts::default(),
+            table_columns: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(http::handle)
@@ -134,6 +135,13 @@ impl Sim {
             c.watches.load(Relaxed),
             c.other.load(Relaxed),
         )
+    }
+
+    /// Answer `as=Table` lists of a resource with these column definitions (and no rows).
+    pub fn serve_table_columns(&self, group: &str, resource: &str, columns: bytes::Bytes) {
+        if let Ok(mut t) = self.inner.ctx.table_columns.lock() {
+            t.insert((group.to_string(), resource.to_string()), columns);
+        }
     }
 
     /// The bound address.

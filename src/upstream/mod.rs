@@ -137,10 +137,66 @@ impl Upstream {
         Ok(body)
     }
 
+    /// The upstream's Table column definitions for a collection, verbatim (one one-item Table
+    /// list). kcache computes the cells itself but takes the columns, whose descriptions are
+    /// the upstream's API documentation, from the upstream it fronts.
+    pub async fn table_columns(&self, collection: &str) -> Result<Bytes, UpstreamError> {
+        const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        let resp = self
+            .open_accept(&format!("{collection}?limit=1"), TABLE)
+            .await?;
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| UpstreamError::Body(e.to_string()))?
+            .to_bytes();
+        #[derive(Deserialize)]
+        struct Table<'a> {
+            #[serde(borrow, rename = "columnDefinitions")]
+            columns: &'a serde_json::value::RawValue,
+        }
+        let t: Table<'_> = serde_json::from_slice(&body)
+            .map_err(|e| UpstreamError::Decode(format!("Table of {collection}: {e}")))?;
+        Ok(Bytes::copy_from_slice(t.columns.get().as_bytes()))
+    }
+
+    /// The `additionalPrinterColumns` of a custom resource's version (an empty array when the
+    /// CRD declares none).
+    pub async fn crd_printer_columns(
+        &self,
+        group: &str,
+        resource: &str,
+        version: &str,
+    ) -> Result<serde_json::Value, UpstreamError> {
+        let body = self
+            .get(&format!(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{resource}.{group}"
+            ))
+            .await?;
+        let crd: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| UpstreamError::Decode(format!("CRD {resource}.{group}: {e}")))?;
+        let columns = crd["spec"]["versions"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == version))
+            .map(|v| v["additionalPrinterColumns"].clone())
+            .filter(|c| !c.is_null())
+            .unwrap_or_else(|| serde_json::json!([]));
+        Ok(columns)
+    }
+
     /// GET a path and return the response once its status is 2xx (the body still streams).
     pub async fn open(&self, path_and_query: &str) -> Result<Response<Body>, UpstreamError> {
+        self.open_accept(path_and_query, "application/json").await
+    }
+
+    async fn open_accept(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<Response<Body>, UpstreamError> {
         let req = Request::get(path_and_query)
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::ACCEPT, accept)
             .body(Body::empty())
             .map_err(|e| UpstreamError::Decode(e.to_string()))?;
         let resp = self.send(req).await?;

@@ -257,7 +257,11 @@ pub struct Watch {
 
 impl Watch {
     pub async fn open(base: &str, path: &str) -> Watch {
-        let resp = send(base, path, &[]).await;
+        Watch::open_with(base, path, &[]).await
+    }
+
+    pub async fn open_with(base: &str, path: &str, headers: &[(&str, &str)]) -> Watch {
+        let resp = send(base, path, headers).await;
         let (parts, body) = resp.into_parts();
         Watch {
             status: parts.status,
