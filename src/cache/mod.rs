@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use imbl::ordmap::DiffItem;
 use tokio::sync::watch;
 
+use crate::index::{IndexConfig, IndexSet, Postings};
 use crate::object::Object;
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -92,6 +93,9 @@ impl Scope {
 pub struct Snapshot {
     pub rv: u64,
     pub objects: ObjectMap,
+    /// The posting sets of exactly these objects; None when they were not kept (then lists
+    /// scan).
+    pub postings: Option<Postings>,
 }
 
 /// Why a state at an RV cannot be produced.
@@ -105,6 +109,8 @@ pub enum AtError {
 
 struct State {
     objects: ObjectMap,
+    /// Index value → keys, always consistent with `objects`.
+    postings: Postings,
     /// Sum of the cached objects' JSON sizes.
     bytes: usize,
     rv: u64,
@@ -121,6 +127,8 @@ struct State {
 pub struct ResourceCache {
     pub info: Arc<ResourceInfo>,
     pub scope: Scope,
+    /// The resource's indexes (built-in selectable fields and configured ones).
+    pub indexes: Arc<IndexSet>,
     cfg: CacheConfig,
     state: RwLock<State>,
     /// Carries the cache RV; every change to the state is announced through it.
@@ -134,11 +142,13 @@ pub struct ResourceCache {
 impl ResourceCache {
     pub fn new(info: ResourceInfo, scope: Scope, cfg: CacheConfig) -> ResourceCache {
         let (rv_tx, _) = watch::channel(0);
+        let indexes = Arc::new(IndexSet::new(&info.group, &info.resource, info.custom, &[]));
         ResourceCache {
             info: Arc::new(info),
             scope,
             cfg,
             state: RwLock::new(State {
+                postings: Postings::new(&indexes),
                 objects: ObjectMap::new(),
                 bytes: 0,
                 rv: 0,
@@ -151,7 +161,23 @@ impl ResourceCache {
             rv_tx,
             last_contact: RwLock::new(None),
             relists: std::sync::atomic::AtomicU64::new(0),
+            indexes,
         }
+    }
+
+    /// Add the configured indexes (before anything is cached).
+    pub fn with_indexes(mut self, configured: &[IndexConfig]) -> ResourceCache {
+        let info = &self.info;
+        let set = Arc::new(IndexSet::new(
+            &info.group,
+            &info.resource,
+            info.custom,
+            configured,
+        ));
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        st.postings = Postings::build(&set, st.objects.iter());
+        self.indexes = set;
+        self
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -203,6 +229,7 @@ impl ResourceCache {
             st.history.clear();
             st.snapshots.clear();
             st.history_start = rv;
+            st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
             st.bytes = bytes;
             st.rv = rv;
@@ -250,6 +277,7 @@ impl ResourceCache {
                 }
                 st.history.push_back(Arc::new(ev));
             }
+            st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
             st.bytes = bytes;
             st.rv = rv.max(st.rv);
@@ -279,6 +307,9 @@ impl ResourceCache {
         if ty != EventType::Deleted {
             st.bytes += object.raw.len();
         }
+        let indexes = &self.indexes;
+        let new = (ty != EventType::Deleted).then_some(&*object);
+        st.postings.update(indexes, &key, prev.as_deref(), new);
         let event = match (ty, prev) {
             (EventType::Deleted, Some(prev)) => {
                 st.objects.remove(&key);
@@ -375,6 +406,7 @@ impl ResourceCache {
         Snapshot {
             rv: st.rv,
             objects: st.objects.clone(),
+            postings: Some(st.postings.clone()),
         }
     }
 
@@ -389,6 +421,7 @@ impl ResourceCache {
             return Ok(Snapshot {
                 rv,
                 objects: st.objects.clone(),
+                postings: Some(st.postings.clone()),
             });
         }
         if let Some((_, s)) = st.snapshots.iter().rev().find(|(_, s)| s.rv == rv) {
@@ -400,23 +433,35 @@ impl ResourceCache {
             });
         }
         let mut objects = st.objects.clone();
+        let mut postings = st.postings.clone();
         let history = st.history.clone();
         drop(st);
         for ev in history.iter().rev().take_while(|e| e.rv > rv) {
-            let key: Arc<str> = Arc::from(ev.object.key.as_ref());
-            match (&ev.ty, &ev.prev) {
-                (EventType::Added, _) => {
-                    objects.remove(&key);
+            // Reuse the map's own key allocation where the object is present.
+            let key: Arc<str> = objects
+                .get_key_value(ev.object.key.as_ref())
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| Arc::from(ev.object.key.as_ref()));
+            let current = objects.get(&key).cloned();
+            let before = match (&ev.ty, &ev.prev) {
+                (EventType::Added, _) | (_, None) => None,
+                (_, Some(prev)) => Some(prev.clone()),
+            };
+            postings.update(&self.indexes, &key, current.as_deref(), before.as_deref());
+            match before {
+                Some(prev) => {
+                    objects.insert(key, prev);
                 }
-                (_, Some(prev)) => {
-                    objects.insert(key, prev.clone());
-                }
-                (_, None) => {
+                None => {
                     objects.remove(&key);
                 }
             }
         }
-        let snap = Snapshot { rv, objects };
+        let snap = Snapshot {
+            rv,
+            objects,
+            postings: Some(postings),
+        };
         self.remember(snap.clone());
         Ok(snap)
     }
@@ -548,6 +593,42 @@ mod tests {
             .values()
             .map(|o| format!("{}@{}", o.name(), o.rv))
             .collect()
+    }
+
+    #[test]
+    fn postings_follow_events_relists_and_rebuilt_snapshots() {
+        let label = IndexConfig {
+            name: "byV".into(),
+            field: None,
+            label: Some("v".into()),
+        };
+        let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default())
+            .with_indexes(&[label]);
+        let consistent = |s: &Snapshot| {
+            let built = Postings::build(&c.indexes, s.objects.iter());
+            assert_eq!(
+                s.postings.as_ref().unwrap().dump(),
+                built.dump(),
+                "at {}",
+                s.rv
+            );
+        };
+        c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
+        c.apply(EventType::Added, cm("c", 11, "y"));
+        c.apply(EventType::Modified, cm("a", 12, "y"));
+        c.apply(EventType::Deleted, cm("b", 13, "x"));
+        c.replace(vec![cm("a", 12, "y"), cm("d", 14, "x")], 20);
+        let now = c.snapshot();
+        assert_eq!(
+            now.postings.as_ref().unwrap().dump(),
+            [
+                (0, "x".to_string(), vec!["ns/d".to_string()]),
+                (0, "y".to_string(), vec!["ns/a".to_string()]),
+            ]
+        );
+        for rv in [10, 11, 12, 13, 20] {
+            consistent(&c.snapshot_at(rv).unwrap());
+        }
     }
 
     #[test]
