@@ -8,6 +8,7 @@ mod get;
 mod list;
 mod negotiate;
 mod params;
+mod plan;
 mod proxy;
 mod response;
 mod route;
@@ -443,6 +444,7 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         namespace: if info.namespaced { ns } else { None },
         label: opts.label.clone(),
         field: opts.field.clone(),
+        indexed: Vec::new(),
     };
     if opts.watch {
         let stopping = app.stopping.subscribe();
