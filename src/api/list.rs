@@ -34,7 +34,17 @@ pub async fn list(
     consistent: bool,
     rv_wait: std::time::Duration,
     form: Form<'_>,
+    local: bool,
 ) -> Result<Answer, ApiError> {
+    // `local`: the request uses kcache's index-field selectors, which the upstream would reject;
+    // what would otherwise be forwarded becomes the error the apiserver would give instead.
+    let forward = |otherwise: ApiError| {
+        if local {
+            Err(otherwise)
+        } else {
+            Ok(Answer::Upstream)
+        }
+    };
     if let Some(token) = &opts.continue_token {
         // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
         // other RV is a 400.
@@ -53,10 +63,20 @@ pub async fn list(
                 Ok(s) => s,
                 // A token from the upstream (the first page was a consistent read passed through)
                 // that the cache has not reached yet: the upstream continues it.
-                Err(AtError::Future { .. }) => return Ok(Answer::Upstream),
+                Err(AtError::Future { current }) => {
+                    return forward(ApiError::TooLargeResourceVersion {
+                        requested: token.rv as u64,
+                        current,
+                    })
+                }
                 // Older than kcache's history, but the upstream's (etcd's) may reach further
                 // back: it continues the list, or answers the 410 with an rv -1 token (L4).
-                Err(AtError::TooOld { .. }) => return Ok(Answer::Upstream),
+                Err(AtError::TooOld { oldest }) => {
+                    return forward(ApiError::Expired {
+                        message: format!("too old resource version: {} ({oldest})", token.rv),
+                        continue_token: None,
+                    })
+                }
             }
         };
         return Ok(Answer::Ready(page(
@@ -72,7 +92,8 @@ pub async fn list(
     let Some(rv) = opts.resource_version.as_deref() else {
         // A consistent read: from the cache only once it has caught up (limit honoured, as
         // the apiserver honours it on this path).
-        if !consistent {
+        // Index-field selectors cannot go upstream: the cache answers with what it has.
+        if !consistent && !local {
             return Ok(Answer::Upstream);
         }
         let snap = cache.snapshot();
@@ -104,12 +125,19 @@ pub async fn list(
             ))),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
-            Err(AtError::Future { .. }) | Err(AtError::TooOld { .. }) => Ok(Answer::Upstream),
+            Err(AtError::Future { current }) => forward(ApiError::TooLargeResourceVersion {
+                requested: n,
+                current,
+            }),
+            Err(AtError::TooOld { oldest }) => forward(ApiError::Expired {
+                message: format!("too old resource version: {n} ({oldest})"),
+                continue_token: None,
+            }),
         };
     }
     // Not older than N.
     if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
-        if opts.limit > 0 {
+        if opts.limit > 0 && !local {
             return Ok(Answer::Upstream);
         }
         return Err(ApiError::TooLargeResourceVersion {
