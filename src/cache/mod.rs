@@ -9,8 +9,10 @@
 //! One writer (the reflector) and many readers; the lock is held only for O(log n) updates and
 //! O(1) clones, never while bytes are written to a client.
 
+mod dispatch;
 mod event;
 
+pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType};
 
 use std::collections::{HashMap, VecDeque};
@@ -137,6 +139,10 @@ pub struct ResourceCache {
     last_contact: RwLock<Option<Instant>>,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
+    /// Watchers registered under an index value.
+    dispatch: dispatch::Dispatch,
+    /// Selector evaluations by watchers (what index dispatch saves; tests read it).
+    evaluations: std::sync::atomic::AtomicU64,
 }
 
 impl ResourceCache {
@@ -162,6 +168,8 @@ impl ResourceCache {
             last_contact: RwLock::new(None),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
+            dispatch: Default::default(),
+            evaluations: Default::default(),
         }
     }
 
@@ -225,6 +233,7 @@ impl ResourceCache {
             if st.synced {
                 st.epoch += 1;
                 summary.reset = true;
+                self.dispatch.overflow_all();
             }
             st.history.clear();
             st.snapshots.clear();
@@ -275,7 +284,9 @@ impl ResourceCache {
                 if ev.rv <= floor {
                     ev.rv = floor + 1;
                 }
-                st.history.push_back(Arc::new(ev));
+                let ev = Arc::new(ev);
+                self.dispatch.dispatch(&self.indexes, &ev);
+                st.history.push_back(ev);
             }
             st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
@@ -327,7 +338,11 @@ impl ResourceCache {
             }
         };
         if let Some(ev) = event {
-            st.history.push_back(Arc::new(ev));
+            let ev = Arc::new(ev);
+            // Under the lock, before the RV moves: a watcher that reads the cache RV finds every
+            // event up to it in its queue.
+            self.dispatch.dispatch(&self.indexes, &ev);
+            st.history.push_back(ev);
         }
         st.rv = rv;
         self.trim(&mut st);
@@ -513,6 +528,27 @@ impl ResourceCache {
             st.rv
         };
         Ok((evs, rv))
+    }
+
+    /// Receive the events whose old or new object has `value` for index `index` (see
+    /// [`dispatch`]); undo with [`ResourceCache::unregister`].
+    pub fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
+        self.dispatch.register(index, value)
+    }
+
+    pub fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
+        self.dispatch.unregister(index, value, sub)
+    }
+
+    /// Count one selector evaluation by a watcher.
+    pub fn count_evaluation(&self) {
+        self.evaluations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Selector evaluations by watchers so far.
+    pub fn selector_evaluations(&self) -> u64 {
+        self.evaluations.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A receiver that wakes on every change, carrying the cache RV.
