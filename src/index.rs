@@ -5,6 +5,7 @@
 //! Posting sets are persistent maps, so a snapshot takes them in O(number of indexes) and they
 //! stay consistent with the snapshot's objects without copying.
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -291,7 +292,99 @@ impl IndexSet {
 }
 
 /// Store keys with one index value, in key order.
-pub type KeySet = imbl::OrdSet<Arc<str>>;
+///
+/// Most values of many indexes are held by one or a few objects (pod IPs, event UIDs): a
+/// persistent B-tree node costs hundreds of bytes, so small sets are a shared sorted slice
+/// (an update copies at most `FEW_MAX` pointers) and only larger ones a persistent set.
+#[derive(Clone, Debug)]
+pub enum KeySet {
+    Few(Arc<[Arc<str>]>),
+    Many(imbl::OrdSet<Arc<str>>),
+}
+
+/// Largest slice before a set turns persistent; it turns back below half of it.
+const FEW_MAX: usize = 16;
+
+impl KeySet {
+    pub fn len(&self) -> usize {
+        match self {
+            KeySet::Few(k) => k.len(),
+            KeySet::Many(k) => k.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The keys within `range`, in order.
+    pub fn range<'a>(
+        &'a self,
+        range: (Bound<Arc<str>>, Bound<Arc<str>>),
+    ) -> Box<dyn Iterator<Item = &'a Arc<str>> + 'a> {
+        match self {
+            KeySet::Many(k) => Box::new(k.range(range)),
+            KeySet::Few(k) => {
+                let start = match &range.0 {
+                    Bound::Included(s) => k.partition_point(|x| x < s),
+                    Bound::Excluded(s) => k.partition_point(|x| x <= s),
+                    Bound::Unbounded => 0,
+                };
+                let end = match &range.1 {
+                    Bound::Included(e) => k.partition_point(|x| x <= e),
+                    Bound::Excluded(e) => k.partition_point(|x| x < e),
+                    Bound::Unbounded => k.len(),
+                };
+                Box::new(k[start..end.max(start)].iter())
+            }
+        }
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Arc<str>> + '_> {
+        self.range((Bound::Unbounded, Bound::Unbounded))
+    }
+
+    fn insert(&mut self, key: &Arc<str>) {
+        match self {
+            KeySet::Many(k) => {
+                k.insert(key.clone());
+            }
+            KeySet::Few(k) => {
+                let Err(at) = k.binary_search(key) else {
+                    return;
+                };
+                if k.len() < FEW_MAX {
+                    let mut v = Vec::with_capacity(k.len() + 1);
+                    v.extend_from_slice(&k[..at]);
+                    v.push(key.clone());
+                    v.extend_from_slice(&k[at..]);
+                    *k = v.into();
+                } else {
+                    let mut set: imbl::OrdSet<Arc<str>> = k.iter().cloned().collect();
+                    set.insert(key.clone());
+                    *self = KeySet::Many(set);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        match self {
+            KeySet::Many(k) => {
+                k.remove(key);
+                if k.len() < FEW_MAX / 2 {
+                    *self = KeySet::Few(k.iter().cloned().collect());
+                }
+            }
+            KeySet::Few(k) => {
+                if let Ok(at) = k.binary_search_by(|x| x.as_ref().cmp(key)) {
+                    let v: Vec<Arc<str>> = k[..at].iter().chain(&k[at + 1..]).cloned().collect();
+                    *k = v.into();
+                }
+            }
+        }
+    }
+}
 
 /// The posting sets of every index of a resource: value → keys, per index in [`IndexSet`]
 /// order.
@@ -377,11 +470,9 @@ impl Postings {
             if let Some(o) = new {
                 set.for_each_value(i, o, |v| {
                     match map.get_mut(v) {
-                        Some(keys) => {
-                            keys.insert(key.clone());
-                        }
+                        Some(keys) => keys.insert(key),
                         None => {
-                            map.insert(Arc::from(v), KeySet::unit(key.clone()));
+                            map.insert(Arc::from(v), KeySet::Few(Arc::from([key.clone()])));
                         }
                     };
                 });
@@ -441,6 +532,37 @@ mod tests {
         assert!(ok("x", Some("a"), Some("b")).is_err());
         assert!(ok("x", None, Some("bad key!")).is_err());
         assert!(ok("x", Some("spec.[*]"), None).is_err());
+    }
+
+    #[test]
+    fn key_sets_grow_and_shrink() {
+        let mut k = KeySet::Few(Arc::from([]));
+        let key = |i: usize| -> Arc<str> { Arc::from(format!("ns/k{i:03}")) };
+        for i in (0..40).rev() {
+            k.insert(&key(i));
+            k.insert(&key(i));
+        }
+        assert!(matches!(k, KeySet::Many(_)));
+        assert_eq!(k.len(), 40);
+        let mid: Vec<_> = k
+            .range((Bound::Excluded(key(10)), Bound::Included(key(12))))
+            .map(|x| x.to_string())
+            .collect();
+        assert_eq!(mid, ["ns/k011", "ns/k012"]);
+        for i in 0..35 {
+            k.remove(&key(i));
+        }
+        assert!(matches!(k, KeySet::Few(_)));
+        let rest: Vec<_> = k.iter().map(|x| x.to_string()).collect();
+        assert_eq!(
+            rest,
+            ["ns/k035", "ns/k036", "ns/k037", "ns/k038", "ns/k039"]
+        );
+        let mid: Vec<_> = k
+            .range((Bound::Included(key(36)), Bound::Excluded(key(38))))
+            .map(|x| x.to_string())
+            .collect();
+        assert_eq!(mid, ["ns/k036", "ns/k037"]);
     }
 
     #[test]

@@ -33,11 +33,7 @@ impl<'a> Candidates<'a> {
         let iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Arc<str>> + 'a>>> = self
             .sets
             .iter()
-            .map(|s| {
-                let it: Box<dyn Iterator<Item = &'a Arc<str>> + 'a> =
-                    Box::new(s.range(range.clone()));
-                it.peekable()
-            })
+            .map(|s| s.range(range.clone()).peekable())
             .collect();
         Union { iters }
     }
