@@ -153,3 +153,63 @@ async fn watches_select_on_index_fields() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_index_endpoint_lists_queries_and_counts() {
+    let env = env().await;
+    let base = env.url();
+    let r = get(&base, "/apis/kcache.dev/v1/indexes").await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["kind"], "IndexList");
+    let pods = &v["items"][0];
+    assert_eq!(pods["resource"], "pods");
+    let index_names: Vec<&str> = pods["indexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(index_names.contains(&"spec.nodeName"), "{index_names:?}");
+    assert!(
+        index_names.ends_with(&["byImage", "byApp"]),
+        "{index_names:?}"
+    );
+
+    let q = "/apis/kcache.dev/v1/indexes/core/v1/pods/byImage?values=redis:7,sidecar:1";
+    let r = get(&base, q).await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["kind"], "PodList");
+    assert_eq!(names(&v), ["a", "b", "d"]);
+    // Paged with the LIST envelope and continue tokens.
+    let r = get(&base, &format!("{q}&limit=2")).await;
+    let v = r.json();
+    assert_eq!(names(&v), ["a", "b"]);
+    assert_eq!(v["metadata"]["remainingItemCount"], 1);
+    let token = v["metadata"]["continue"].as_str().unwrap().to_string();
+    let v = get(&base, &format!("{q}&limit=2&continue={token}"))
+        .await
+        .json();
+    assert_eq!(names(&v), ["d"]);
+    assert!(v["metadata"]["continue"].is_null());
+
+    let r = get(
+        &base,
+        "/apis/kcache.dev/v1/indexes/core/v1/pods/spec.nodeName/counts",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["counts"], json!({"n1": 2, "n2": 2}));
+
+    let r = get(
+        &base,
+        "/apis/kcache.dev/v1/indexes/core/v1/pods/nope?values=x",
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["kind"], "Status");
+    let r = get(&base, "/apis/kcache.dev/v1/indexes/core/v1/pods/byApp").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["kind"], "Status");
+}

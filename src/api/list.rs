@@ -313,6 +313,38 @@ fn page(
         }
     }
     let p = select(cache, snap, filter, start, limit.max(0) as usize);
+    render(info, snap, p, form)
+}
+
+/// A page of the objects whose index `index` has one of `values` (the index query endpoint):
+/// the same envelope and continue tokens as a LIST.
+pub fn index_page(
+    cache: &ResourceCache,
+    snap: &Snapshot,
+    index: usize,
+    values: &[&str],
+    start: Option<&str>,
+    limit: i64,
+) -> Response {
+    let filter = Filter::default();
+    let candidates = snap
+        .postings
+        .as_ref()
+        .map(|p| plan::candidates(p, index, values))
+        .unwrap_or_default();
+    let p = select_with(
+        cache,
+        snap,
+        &filter,
+        start,
+        limit.max(0) as usize,
+        Some(candidates),
+    );
+    render(&cache.info, snap, p, Form::Json { pretty: false })
+}
+
+/// The response for one selected page.
+fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Response {
     let token = p.token.as_deref();
     let rv = snap.rv.to_string();
     let raws = || p.objects.iter().map(|o| &o.raw[..]).collect::<Vec<&[u8]>>();

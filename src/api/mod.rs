@@ -5,6 +5,7 @@
 mod continue_token;
 mod filter;
 mod get;
+mod indexes;
 mod list;
 mod negotiate;
 mod params;
@@ -204,6 +205,18 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(readyz))
         .route("/metrics", get_route(metrics_text))
+        .route(
+            "/apis/kcache.dev/v1/indexes",
+            get_route(indexes::list_indexes),
+        )
+        .route(
+            "/apis/kcache.dev/v1/indexes/{group}/{version}/{resource}/{index}",
+            get_route(indexes::query),
+        )
+        .route(
+            "/apis/kcache.dev/v1/indexes/{group}/{version}/{resource}/{index}/counts",
+            get_route(indexes::counts),
+        )
         .fallback(handle)
         .with_state(app)
 }

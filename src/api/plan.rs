@@ -15,6 +15,7 @@ use crate::index::{IndexSet, KeySet, Postings};
 use crate::selector::{FieldOp, LabelOp};
 
 /// The keys an indexed list visits: the union of a few posting sets.
+#[derive(Default)]
 pub struct Candidates<'a> {
     sets: Vec<&'a KeySet>,
 }
@@ -59,6 +60,16 @@ impl<'a> Iterator for Union<'a> {
             }
         }
         Some(min)
+    }
+}
+
+/// The keys with any of `values` for index `index`.
+pub fn candidates<'a>(postings: &'a Postings, index: usize, values: &[&str]) -> Candidates<'a> {
+    Candidates {
+        sets: values
+            .iter()
+            .filter_map(|v| postings.get(index, v))
+            .collect(),
     }
 }
 
