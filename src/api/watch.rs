@@ -29,6 +29,7 @@ use super::response;
 use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot, Subscriber};
 use crate::index::IndexSet;
 use crate::metrics::{metrics, Metrics};
+use crate::object::Object;
 use crate::resource::{json_str, ResourceInfo};
 use crate::selector::{FieldOp, LabelOp};
 use crate::status::ApiError;
@@ -511,7 +512,21 @@ impl Watcher {
                 ),
                 None => (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
             };
-        for (_, o) in snap.objects.range(range) {
+        // A selective watch (a kubelet's node) reads its index instead of every object.
+        let indexed: Option<Vec<Arc<Object>>> = snap
+            .postings
+            .as_ref()
+            .and_then(|p| super::plan::plan(&self.filter, &self.cache.indexes, p))
+            .map(|c| {
+                c.keys(range.clone())
+                    .filter_map(|k| snap.objects.get(k).cloned())
+                    .collect()
+            });
+        let items: Box<dyn Iterator<Item = &Arc<Object>> + Send> = match &indexed {
+            Some(objects) => Box::new(objects.iter()),
+            None => Box::new(snap.objects.range(range).map(|(_, o)| o)),
+        };
+        for o in items {
             if !self.filter.selects(o) {
                 continue;
             }
