@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{ConsistentReads, WatchConfig};
 use crate::cache::{CacheConfig, Scope};
+use crate::index::IndexConfig;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
 
@@ -107,6 +108,9 @@ pub struct ResourceConfig {
     /// Cache only objects matching this field selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field_selector: Option<String>,
+    /// Extra indexes (the type's selectable fields are always indexed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<IndexConfig>,
 }
 
 /// Retention of history and snapshots.
@@ -196,6 +200,7 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         namespace: None,
         label_selector: None,
         field_selector: None,
+        indexes: Vec::new(),
     })
     .collect()
 }
@@ -271,6 +276,13 @@ impl Config {
             }
             if let Some(s) = &r.field_selector {
                 FieldSelector::parse(s).map_err(|e| invalid(field("fieldSelector"), e.message))?;
+            }
+            for (j, ix) in r.indexes.iter().enumerate() {
+                let at = field(&format!("indexes[{j}]"));
+                ix.validate().map_err(|m| invalid(at.clone(), m))?;
+                if r.indexes[..j].iter().any(|o| o.name == ix.name) {
+                    return Err(invalid(at, format!("index {} is defined twice", ix.name)));
+                }
             }
             if self.resources[..i]
                 .iter()
@@ -400,6 +412,11 @@ mod tests {
         );
         let e = Config::parse("resources:\n- resource: pods\n").unwrap_err();
         assert!(e.to_string().contains("version"), "{e}");
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  indexes: [{name: ok, label: app}, {name: byImage, field: 'spec.[*]'}]\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("resources[0].indexes[1]:"), "{e}");
         let e = Config::parse("bogus: 1\n").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Config::parse("listen: nowhere\n").unwrap_err();

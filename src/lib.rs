@@ -9,6 +9,7 @@ pub mod api;
 pub mod cache;
 pub mod config;
 pub mod demo;
+pub mod index;
 pub mod metrics;
 pub mod object;
 pub mod resource;

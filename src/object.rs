@@ -8,6 +8,7 @@ use std::ops::Range;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
+use crate::index::IndexSet;
 use crate::resource::ResourceInfo;
 use crate::selector;
 
@@ -40,6 +41,9 @@ pub struct Object {
     pub labels: BTreeMap<String, String>,
     /// The kind's selectable fields other than metadata.name/namespace, with their values.
     fields: Vec<(&'static str, String)>,
+    /// Values of the resource's configured field-path indexes, (slot, value) sorted; extracted
+    /// once here so the cache never re-parses an object. Empty costs no allocation.
+    index_values: Box<[(u16, Box<str>)]>,
 }
 
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
@@ -54,6 +58,16 @@ impl Object {
     /// `apiVersion` (watch events) or not (typed list items).
     pub fn from_upstream(
         info: &ResourceInfo,
+        raw: Bytes,
+        drop_managed_fields: bool,
+    ) -> Result<Object, ObjectError> {
+        Self::from_upstream_indexed(info, &IndexSet::default(), raw, drop_managed_fields)
+    }
+
+    /// [`Object::from_upstream`], extracting the values of the configured field-path indexes.
+    pub fn from_upstream_indexed(
+        info: &ResourceInfo,
+        indexes: &IndexSet,
         raw: Bytes,
         drop_managed_fields: bool,
     ) -> Result<Object, ObjectError> {
@@ -100,6 +114,7 @@ impl Object {
         let mut fields = selector::extract_fields(&info.group, &info.resource, &value);
         fields.retain(|(f, _)| *f != "metadata.name" && *f != "metadata.namespace");
         fields.shrink_to_fit();
+        let index_values = indexes.extract(&value);
         let (key, ns_len) = if info.namespaced && !namespace.is_empty() {
             (format!("{namespace}/{name}"), namespace.len())
         } else {
@@ -130,6 +145,7 @@ impl Object {
             rv_range,
             labels,
             fields,
+            index_values,
         })
     }
 
@@ -156,6 +172,15 @@ impl Object {
                 .find(|(f, _)| *f == name)
                 .map(|(_, v)| v.as_str()),
         }
+    }
+
+    /// Values of the configured field-path index in `slot`.
+    pub fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
+        let start = self.index_values.partition_point(|(s, _)| *s < slot);
+        self.index_values[start..]
+            .iter()
+            .take_while(move |(s, _)| *s == slot)
+            .map(|(_, v)| v.as_ref())
     }
 
     /// Append the list-item form of this object to `out`.

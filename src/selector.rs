@@ -1014,6 +1014,23 @@ impl FieldSelector {
         })
     }
 
+    /// Split off the requirements `take` claims (kcache's index-field extension); the rest stay
+    /// a selector in canonical order.
+    pub fn partition<T>(
+        self,
+        mut take: impl FnMut(&FieldRequirement) -> Option<T>,
+    ) -> (FieldSelector, Vec<T>) {
+        let mut taken = Vec::new();
+        let mut rest = Vec::new();
+        for r in self.requirements {
+            match take(&r) {
+                Some(t) => taken.push(t),
+                None => rest.push(r),
+            }
+        }
+        (FieldSelector { requirements: rest }, taken)
+    }
+
     /// The value a matching object must have for `field`, if an `=` term pins it (the first
     /// such term). Useful for index lookups such as `metadata.name` or `spec.nodeName`.
     pub fn requires_exact_match(&self, field: &str) -> Option<&str> {

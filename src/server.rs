@@ -101,7 +101,9 @@ pub async fn start(
                 source,
             })?;
         crate::metrics::metrics().init_resource(&info.resource);
-        let cache = Arc::new(ResourceCache::new(info, r.scope(), config.cache_config()));
+        let cache = Arc::new(
+            ResourceCache::new(info, r.scope(), config.cache_config()).with_indexes(&r.indexes),
+        );
         registry.insert(cache.clone());
         caches.push(cache);
     }

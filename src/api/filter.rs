@@ -1,7 +1,7 @@
 //! What a list or watch request selects: a namespace and label/field selectors.
 
 use crate::object::Object;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldOp, FieldSelector, LabelSelector};
 
 /// The objects a request asks for.
 #[derive(Debug, Clone, Default)]
@@ -9,12 +9,34 @@ pub struct Filter {
     pub namespace: Option<String>,
     pub label: LabelSelector,
     pub field: FieldSelector,
+    /// Field-selector terms on configured field-path indexes (a kcache extension the
+    /// apiserver would reject), taken out of `field`.
+    pub indexed: Vec<IndexRequirement>,
+}
+
+/// `path=value` / `path!=value` on a configured field-path index: `=` holds when any of the
+/// object's values equals, `!=` when none does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRequirement {
+    /// Position in the resource's [`crate::index::IndexSet`].
+    pub index: usize,
+    /// Where the object keeps this index's values.
+    pub slot: u16,
+    pub op: FieldOp,
+    pub value: String,
+}
+
+impl IndexRequirement {
+    fn matches(&self, o: &Object) -> bool {
+        let any = o.index_values(self.slot).any(|v| v == self.value);
+        any == (self.op == FieldOp::Equals)
+    }
 }
 
 impl Filter {
     /// Whether every object in the requested namespace matches (no per-object checks needed).
     pub fn selects_all(&self) -> bool {
-        self.label.is_empty() && self.field.is_empty()
+        self.label.is_empty() && self.field.is_empty() && self.indexed.is_empty()
     }
 
     /// Whether the selectors match (the namespace is checked separately by key range or
@@ -22,6 +44,7 @@ impl Filter {
     pub fn selects(&self, o: &Object) -> bool {
         (self.label.is_empty() || self.label.matches(&o.labels))
             && (self.field.is_empty() || self.field.matches(&|f| o.field(f)))
+            && self.indexed.iter().all(|r| r.matches(o))
     }
 
     /// Namespace and selectors.

@@ -13,6 +13,7 @@ use http::StatusCode;
 use super::continue_token::ContinueToken;
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
+use super::plan::{self, Candidates};
 use super::{response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
 use crate::object::Object;
@@ -33,7 +34,17 @@ pub async fn list(
     consistent: bool,
     rv_wait: std::time::Duration,
     form: Form<'_>,
+    local: bool,
 ) -> Result<Answer, ApiError> {
+    // `local`: the request uses kcache's index-field selectors, which the upstream would reject;
+    // what would otherwise be forwarded becomes the error the apiserver would give instead.
+    let forward = |otherwise: ApiError| {
+        if local {
+            Err(otherwise)
+        } else {
+            Ok(Answer::Upstream)
+        }
+    };
     if let Some(token) = &opts.continue_token {
         // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
         // other RV is a 400.
@@ -52,10 +63,20 @@ pub async fn list(
                 Ok(s) => s,
                 // A token from the upstream (the first page was a consistent read passed through)
                 // that the cache has not reached yet: the upstream continues it.
-                Err(AtError::Future { .. }) => return Ok(Answer::Upstream),
+                Err(AtError::Future { current }) => {
+                    return forward(ApiError::TooLargeResourceVersion {
+                        requested: token.rv as u64,
+                        current,
+                    })
+                }
                 // Older than kcache's history, but the upstream's (etcd's) may reach further
                 // back: it continues the list, or answers the 410 with an rv -1 token (L4).
-                Err(AtError::TooOld { .. }) => return Ok(Answer::Upstream),
+                Err(AtError::TooOld { oldest }) => {
+                    return forward(ApiError::Expired {
+                        message: format!("too old resource version: {} ({oldest})", token.rv),
+                        continue_token: None,
+                    })
+                }
             }
         };
         return Ok(Answer::Ready(page(
@@ -71,7 +92,8 @@ pub async fn list(
     let Some(rv) = opts.resource_version.as_deref() else {
         // A consistent read: from the cache only once it has caught up (limit honoured, as
         // the apiserver honours it on this path).
-        if !consistent {
+        // Index-field selectors cannot go upstream: the cache answers with what it has.
+        if !consistent && !local {
             return Ok(Answer::Upstream);
         }
         let snap = cache.snapshot();
@@ -103,12 +125,19 @@ pub async fn list(
             ))),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
-            Err(AtError::Future { .. }) | Err(AtError::TooOld { .. }) => Ok(Answer::Upstream),
+            Err(AtError::Future { current }) => forward(ApiError::TooLargeResourceVersion {
+                requested: n,
+                current,
+            }),
+            Err(AtError::TooOld { oldest }) => forward(ApiError::Expired {
+                message: format!("too old resource version: {n} ({oldest})"),
+                continue_token: None,
+            }),
         };
     }
     // Not older than N.
     if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
-        if opts.limit > 0 {
+        if opts.limit > 0 && !local {
             return Ok(Answer::Upstream);
         }
         return Err(ApiError::TooLargeResourceVersion {
@@ -164,6 +193,15 @@ struct Page {
     remaining: Option<usize>,
 }
 
+/// Whether a list of `snap` with this filter can read an index instead of scanning.
+fn indexed<'a>(
+    cache: &ResourceCache,
+    snap: &'a Snapshot,
+    filter: &Filter,
+) -> Option<Candidates<'a>> {
+    plan::plan(filter, &cache.indexes, snap.postings.as_ref()?)
+}
+
 /// Select a page: objects in key order from `start`, at most `limit` (0: all).
 fn select(
     cache: &ResourceCache,
@@ -172,18 +210,43 @@ fn select(
     start: Option<&str>,
     limit: usize,
 ) -> Page {
+    select_with(
+        cache,
+        snap,
+        filter,
+        start,
+        limit,
+        indexed(cache, snap, filter),
+    )
+}
+
+/// [`select`] over the given candidates (None: a scan of the range).
+fn select_with(
+    cache: &ResourceCache,
+    snap: &Snapshot,
+    filter: &Filter,
+    start: Option<&str>,
+    limit: usize,
+    candidates: Option<Candidates<'_>>,
+) -> Page {
     let mut objects = Vec::new();
     let mut last_key: Option<Arc<str>> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (key, o) in snap.objects.range(range(filter, start)) {
+    let bounds = range(filter, start);
+    let items: Box<dyn Iterator<Item = (&Arc<str>, &Arc<Object>)>> = match &candidates {
+        Some(c) => Box::new(
+            c.keys(bounds.clone())
+                .filter_map(|k| snap.objects.get_key_value(k)),
+        ),
+        None => Box::new(snap.objects.range(bounds.clone())),
+    };
+    for (key, o) in items {
         if limit > 0 && objects.len() == limit {
-            // As from etcd, any key after a full page means a next page, whether or not it
-            // matches the selectors: that page may then be empty (L3).
-            more = true;
             if !filter.selects_all() {
                 break;
             }
+            more = true;
             remaining += 1;
             continue;
         }
@@ -191,6 +254,19 @@ fn select(
             objects.push(o.clone());
             last_key = Some(key.clone());
         }
+    }
+    if let (false, true, Some(last)) = (
+        filter.selects_all(),
+        limit > 0 && objects.len() == limit,
+        &last_key,
+    ) {
+        // As from etcd, any key after a full page means a next page, whether or not it
+        // matches the selectors: that page may then be empty (L3).
+        more = snap
+            .objects
+            .range((Bound::Excluded(last.clone()), bounds.1))
+            .next()
+            .is_some();
     }
     let token = match (more, &last_key) {
         (true, Some(k)) => {
@@ -222,7 +298,8 @@ fn page(
     form: Form<'_>,
 ) -> Response {
     let info = &cache.info;
-    if limit <= 0 {
+    // An indexed list is selective: it is built in memory like a page.
+    if limit <= 0 && indexed(cache, snap, filter).is_none() {
         if let Form::Json { pretty: false } = form {
             let head = list_head(info, snap.rv, None, None);
             let tail = list_tail(info, snap.rv, None, None);
@@ -236,6 +313,38 @@ fn page(
         }
     }
     let p = select(cache, snap, filter, start, limit.max(0) as usize);
+    render(info, snap, p, form)
+}
+
+/// A page of the objects whose index `index` has one of `values` (the index query endpoint):
+/// the same envelope and continue tokens as a LIST.
+pub fn index_page(
+    cache: &ResourceCache,
+    snap: &Snapshot,
+    index: usize,
+    values: &[&str],
+    start: Option<&str>,
+    limit: i64,
+) -> Response {
+    let filter = Filter::default();
+    let candidates = snap
+        .postings
+        .as_ref()
+        .map(|p| plan::candidates(p, index, values))
+        .unwrap_or_default();
+    let p = select_with(
+        cache,
+        snap,
+        &filter,
+        start,
+        limit.max(0) as usize,
+        Some(candidates),
+    );
+    render(&cache.info, snap, p, Form::Json { pretty: false })
+}
+
+/// The response for one selected page.
+fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Response {
     let token = p.token.as_deref();
     let rv = snap.rv.to_string();
     let raws = || p.objects.iter().map(|o| &o.raw[..]).collect::<Vec<&[u8]>>();
@@ -399,4 +508,209 @@ fn list_tail(
         "],\"kind\":{},\"metadata\":{{{meta}}}}}\n",
         json_str(&format!("{}List", info.kind))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::filter::IndexRequirement;
+    use crate::cache::{CacheConfig, EventType, Scope};
+    use crate::index::IndexConfig;
+    use crate::selector::{FieldOp, FieldSelector, LabelSelector};
+    use proptest::prelude::*;
+
+    const NODES: [&str; 4] = ["", "n1", "n2", "n3"];
+    const APPS: [&str; 4] = ["", "x", "y", "z"];
+    const IMAGES: [&str; 3] = ["i1", "i2", "i3"];
+
+    fn pods() -> ResourceCache {
+        let info = ResourceInfo {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            kind: "Pod".into(),
+            namespaced: true,
+            custom: false,
+        };
+        ResourceCache::new(info, Scope::default(), CacheConfig::default()).with_indexes(&[
+            IndexConfig {
+                name: "byImage".into(),
+                field: Some("spec.containers[*].image".into()),
+                label: None,
+            },
+            IndexConfig {
+                name: "byApp".into(),
+                field: None,
+                label: Some("app".into()),
+            },
+        ])
+    }
+
+    /// (namespace, name, node, phase, app, images bitmask)
+    type Pod = (usize, usize, usize, bool, usize, u8);
+
+    fn pod(c: &ResourceCache, p: Pod, rv: u64) -> Object {
+        let (ns, name, node, running, app, images) = p;
+        let labels = if APPS[app].is_empty() {
+            String::new()
+        } else {
+            format!(r#","labels":{{"app":"{}"}}"#, APPS[app])
+        };
+        let containers: Vec<String> = (0..3)
+            .filter(|i| images & (1 << i) != 0)
+            .map(|i| format!(r#"{{"name":"c{i}","image":"{}"}}"#, IMAGES[i]))
+            .collect();
+        let raw = format!(
+            r#"{{"metadata":{{"name":"p{name}","namespace":"ns{ns}","resourceVersion":"{rv}"{labels}}},"spec":{{"nodeName":"{}","containers":[{}]}},"status":{{"phase":"{}"}}}}"#,
+            NODES[node],
+            containers.join(","),
+            if running { "Running" } else { "Pending" }
+        );
+        Object::from_upstream_indexed(&c.info, &c.indexes, Bytes::from(raw), false).unwrap()
+    }
+
+    fn pod_strategy() -> impl Strategy<Value = Pod> {
+        (
+            0..2usize,
+            0..12usize,
+            0..4usize,
+            any::<bool>(),
+            0..4usize,
+            0..8u8,
+        )
+    }
+
+    /// (node terms, app terms, image terms, namespace, phase)
+    type Terms = (
+        Vec<(bool, usize)>,
+        Vec<(usize, usize)>,
+        Vec<(bool, usize)>,
+        Option<usize>,
+        Option<bool>,
+    );
+
+    fn filter_strategy() -> impl Strategy<Value = Terms> {
+        (
+            prop::collection::vec((any::<bool>(), 0..4usize), 0..2),
+            prop::collection::vec((0..4usize, 0..4usize), 0..2),
+            prop::collection::vec((any::<bool>(), 0..3usize), 0..2),
+            prop::option::of(0..2usize),
+            prop::option::of(any::<bool>()),
+        )
+    }
+
+    fn make_filter(c: &ResourceCache, (fields, labels, images, ns, phase): Terms) -> Filter {
+        let mut f: Vec<String> = fields
+            .iter()
+            .map(|(eq, n)| format!("spec.nodeName{}{}", if *eq { "=" } else { "!=" }, NODES[*n]))
+            .collect();
+        if let Some(running) = phase {
+            f.push(format!(
+                "status.phase={}",
+                if running { "Running" } else { "Pending" }
+            ));
+        }
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(op, a)| {
+                let v = if APPS[*a].is_empty() { "x" } else { APPS[*a] };
+                match op {
+                    0 => format!("app={v}"),
+                    1 => format!("app in ({v},z)"),
+                    2 => format!("app!={v}"),
+                    _ => "!app".to_string(),
+                }
+            })
+            .collect();
+        let (index, slot) = c.indexes.by_selector_field("byImage").unwrap();
+        Filter {
+            namespace: ns.map(|n| format!("ns{n}")),
+            label: LabelSelector::parse(&l.join(",")).unwrap(),
+            field: FieldSelector::parse(&f.join(",")).unwrap(),
+            indexed: images
+                .iter()
+                .map(|(eq, i)| IndexRequirement {
+                    index,
+                    slot,
+                    op: if *eq {
+                        FieldOp::Equals
+                    } else {
+                        FieldOp::NotEquals
+                    },
+                    value: IMAGES[*i].into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every page of a list, following continue tokens: (keys, token, remaining) per page.
+    fn pages(
+        c: &ResourceCache,
+        snap: &Snapshot,
+        f: &Filter,
+        limit: usize,
+        use_index: bool,
+    ) -> Vec<(Vec<String>, Option<String>, Option<usize>)> {
+        let mut out = Vec::new();
+        let mut start: Option<String> = None;
+        loop {
+            let candidates = if use_index { indexed(c, snap, f) } else { None };
+            let p = select_with(c, snap, f, start.as_deref(), limit, candidates);
+            let keys = p.objects.iter().map(|o| o.key.to_string()).collect();
+            out.push((keys, p.token.clone(), p.remaining));
+            match p.token {
+                Some(t) => start = Some(ContinueToken::decode(&t).unwrap().start),
+                None => return out,
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn indexed_lists_equal_scans(
+            initial in prop::collection::vec(pod_strategy(), 0..30),
+            changes in prop::collection::vec((pod_strategy(), 0..3usize), 0..20),
+            filter in filter_strategy(),
+            limit in 0..5usize,
+            back in 0..20usize,
+        ) {
+            let c = pods();
+            let objs: Vec<Object> = initial.iter().enumerate().map(|(i, p)| pod(&c, *p, i as u64 + 1)).collect();
+            c.replace(objs, 100);
+            for (i, (p, ty)) in changes.iter().enumerate() {
+                let ty = [EventType::Added, EventType::Modified, EventType::Deleted][*ty];
+                c.apply(ty, pod(&c, *p, 101 + i as u64));
+            }
+            let f = make_filter(&c, filter);
+            let now = c.snapshot();
+            let old = c.snapshot_at(now.rv.saturating_sub(back as u64).max(100)).unwrap();
+            for snap in [&now, &old] {
+                prop_assert_eq!(pages(&c, snap, &f, limit, true), pages(&c, snap, &f, limit, false));
+            }
+        }
+    }
+
+    #[test]
+    fn an_equality_on_an_indexed_field_uses_the_index() {
+        let c = pods();
+        c.replace(
+            (0..3)
+                .map(|i| pod(&c, (0, i, i + 1, true, 1, 1), 1 + i as u64))
+                .collect(),
+            10,
+        );
+        let snap = c.snapshot();
+        let f = Filter {
+            field: FieldSelector::parse("spec.nodeName=n2").unwrap(),
+            ..Filter::default()
+        };
+        let cands = indexed(&c, &snap, &f).expect("indexed");
+        assert_eq!(cands.len(), 1);
+        let f = Filter {
+            field: FieldSelector::parse("spec.nodeName!=n2").unwrap(),
+            ..Filter::default()
+        };
+        assert!(indexed(&c, &snap, &f).is_none());
+    }
 }

@@ -5,9 +5,11 @@
 mod continue_token;
 mod filter;
 mod get;
+mod indexes;
 mod list;
 mod negotiate;
 mod params;
+mod plan;
 mod proxy;
 mod response;
 mod route;
@@ -203,6 +205,18 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(readyz))
         .route("/metrics", get_route(metrics_text))
+        .route(
+            "/apis/kcache.dev/v1/indexes",
+            get_route(indexes::list_indexes),
+        )
+        .route(
+            "/apis/kcache.dev/v1/indexes/{group}/{version}/{resource}/{index}",
+            get_route(indexes::query),
+        )
+        .route(
+            "/apis/kcache.dev/v1/indexes/{group}/{version}/{resource}/{index}/counts",
+            get_route(indexes::counts),
+        )
         .fallback(handle)
         .with_state(app)
 }
@@ -359,12 +373,24 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         return Ok(Answer::Upstream);
     }
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
+    let q = params::parse_query(req.uri.query());
+    // A selector on a configured index field is kcache's own: the upstream would answer 400, so
+    // such a request is never forwarded; where the cache cannot answer it, it gets an error.
+    let local = names_index_field(&q, cache);
+    let forward = |why: &str| {
+        if local {
+            Err(ApiError::BadRequest(format!(
+                "field selectors on kcache indexes are answered from the cache only, and {why}"
+            )))
+        } else {
+            Ok(Answer::Upstream)
+        }
+    };
     let representation = negotiate(header(header::ACCEPT));
     if representation == Representation::Upstream {
-        return Ok(Answer::Upstream);
+        return forward("the cache does not serve the requested media type");
     }
     let user_agent = header(header::USER_AGENT);
-    let q = params::parse_query(req.uri.query());
     let ns = path.namespace.clone();
 
     let is_watch = path.legacy_watch
@@ -375,14 +401,18 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
     // the other way round the apiserver answers 406, so the upstream does.
     let is_list = path.name.is_none() && !is_watch;
     match representation {
-        Representation::PartialObjectMetadata if is_list => return Ok(Answer::Upstream),
-        Representation::PartialObjectMetadataList if !is_list => return Ok(Answer::Upstream),
+        Representation::PartialObjectMetadata if is_list => {
+            return forward("a list cannot be PartialObjectMetadata")
+        }
+        Representation::PartialObjectMetadataList if !is_list => {
+            return forward("only a list can be PartialObjectMetadataList")
+        }
         _ => {}
     }
     let printer = match representation {
         Representation::Table => match app.printer(cache).await {
             Some(p) => Some(p),
-            None => return Ok(Answer::Upstream),
+            None => return forward("the cache cannot print this resource as a Table"),
         },
         _ => None,
     };
@@ -426,7 +456,7 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         .await;
     }
 
-    let mut opts = ListOptions::parse(&q, info, path.legacy_watch)?;
+    let mut opts = ListOptions::parse(&q, info, &cache.indexes, path.legacy_watch)?;
     if let Some(name) = &path.name {
         // `.../NAME?watch=1`: a watch of one object.
         let mut sel = opts.field.to_string();
@@ -437,12 +467,13 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         opts.field = FieldSelector::parse(&sel).map_err(|e| ApiError::BadRequest(e.message))?;
     }
     if !cache.scope.covers(ns.as_deref(), &opts.label, &opts.field) {
-        return Ok(Answer::Upstream);
+        return forward("this request reaches outside what is cached");
     }
     let filter = Filter {
         namespace: if info.namespaced { ns } else { None },
         label: opts.label.clone(),
         field: opts.field.clone(),
+        indexed: opts.indexed.clone(),
     };
     if opts.watch {
         let stopping = app.stopping.subscribe();
@@ -469,5 +500,26 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
     let consistent = opts.resource_version.is_none()
         && opts.continue_token.is_none()
         && app.consistent(cache).await?;
-    list::list(cache, filter, &opts, consistent, app.rv_wait, form(pretty)?).await
+    list::list(
+        cache,
+        filter,
+        &opts,
+        consistent,
+        app.rv_wait,
+        form(pretty)?,
+        local,
+    )
+    .await
+}
+
+/// Whether the request's field selector names a configured field-path index of `cache`.
+fn names_index_field(q: &[(String, String)], cache: &ResourceCache) -> bool {
+    q.iter()
+        .find(|(k, _)| k == "fieldSelector")
+        .and_then(|(_, v)| FieldSelector::parse(v).ok())
+        .is_some_and(|s| {
+            s.requirements()
+                .iter()
+                .any(|r| cache.indexes.by_selector_field(&r.field).is_some())
+        })
 }

@@ -3,6 +3,8 @@
 
 use percent_encoding::percent_decode_str;
 
+use super::filter::IndexRequirement;
+use crate::index::IndexSet;
 use crate::resource::ResourceInfo;
 use crate::selector::{self, FieldSelector, LabelSelector};
 use crate::status::{ApiError, Cause};
@@ -68,6 +70,8 @@ pub struct ListOptions {
     /// `sendInitialEvents`; `Some(false)` is "provided" for validation.
     pub send_initial_events: Option<bool>,
     pub pretty: bool,
+    /// Field-selector terms on configured field-path indexes, taken out of `field`.
+    pub indexed: Vec<IndexRequirement>,
 }
 
 impl ListOptions {
@@ -77,6 +81,7 @@ impl ListOptions {
     pub fn parse(
         q: &[(String, String)],
         info: &ResourceInfo,
+        indexes: &IndexSet,
         legacy_watch: bool,
     ) -> Result<ListOptions, ApiError> {
         let label = match get(q, "labelSelector") {
@@ -87,6 +92,17 @@ impl ListOptions {
             Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::BadRequest(e.message))?,
             None => FieldSelector::everything(),
         };
+        // Terms naming a configured field-path index (by path without `[*]`, or by name) are
+        // kcache's own; every other term is checked as the apiserver checks it.
+        let (field, indexed) = field.partition(|r| {
+            let (index, slot) = indexes.by_selector_field(&r.field)?;
+            Some(IndexRequirement {
+                index,
+                slot,
+                op: r.op,
+                value: r.value.clone(),
+            })
+        });
         let opts = ListOptions {
             watch: legacy_watch || boolean(get(q, "watch")).unwrap_or(false),
             allow_bookmarks: boolean(get(q, "allowWatchBookmarks")).unwrap_or(false),
@@ -105,6 +121,7 @@ impl ListOptions {
             pretty: boolean(get(q, "pretty")).unwrap_or(false),
             label,
             field,
+            indexed,
         };
         selector::validate_fields(
             &opts.field,
@@ -236,7 +253,7 @@ mod tests {
     }
 
     fn opts(q: &str) -> Result<ListOptions, ApiError> {
-        ListOptions::parse(&parse_query(Some(q)), &cm(), false)
+        ListOptions::parse(&parse_query(Some(q)), &cm(), &IndexSet::default(), false)
     }
 
     #[test]

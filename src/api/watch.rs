@@ -5,6 +5,10 @@
 //! A slow client only stalls its own task (its channel to the connection is small and bounded);
 //! if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
 //! the apiserver does after being dropped. Nothing is ever skipped silently.
+//!
+//! A watcher whose selector pins an indexed value is routed instead (see `cache::dispatch`): it
+//! is woken only by events for that value, taken from a small queue, and reads the history as
+//! above only at its start and after the queue overflowed.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,9 +26,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::response;
-use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot};
+use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot, Subscriber};
+use crate::index::IndexSet;
 use crate::metrics::{metrics, Metrics};
+use crate::object::Object;
 use crate::resource::{json_str, ResourceInfo};
+use crate::selector::{FieldOp, LabelOp};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::RvProbe;
@@ -93,6 +100,13 @@ pub async fn watch(
         .send_initial_events
         .unwrap_or(matches!(rv_param, None | Some("0")));
     let end_bookmark = opts.allow_bookmarks && initial;
+    // Registered before the start is fixed, like the subscription: no event can fall between.
+    let routed = route(&filter, &cache.indexes).map(|(index, value)| Registration {
+        sub: cache.register(index, &value),
+        cache: cache.clone(),
+        index,
+        value,
+    });
     let subscription = cache.subscribe();
     let epoch = cache.epoch();
     let start = match (initial, rv_param) {
@@ -158,10 +172,55 @@ pub async fn watch(
         stopping,
         encoding,
         first_table: true,
+        routed,
     };
     tokio::spawn(watcher.run(start));
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Ok(response::stream(body))
+}
+
+/// The (index, value) a watcher can be routed by: an equality its every selected object
+/// satisfies on an indexed field, configured index path or label. An event can change what
+/// such a watcher sees only if its old or new object has that value.
+fn route(f: &Filter, indexes: &IndexSet) -> Option<(usize, String)> {
+    let field = f
+        .field
+        .requirements()
+        .iter()
+        .filter(|r| r.op == FieldOp::Equals)
+        .find_map(|r| Some((indexes.by_field(&r.field)?, r.value.clone())));
+    let path = || {
+        f.indexed
+            .iter()
+            .find(|r| r.op == FieldOp::Equals)
+            .map(|r| (r.index, r.value.clone()))
+    };
+    let label = || {
+        f.label
+            .requirements()
+            .iter()
+            .find_map(|r| match (r.op, r.values.as_slice()) {
+                (LabelOp::Equals | LabelOp::In, [v]) => {
+                    Some((indexes.by_label(&r.key)?, v.clone()))
+                }
+                _ => None,
+            })
+    };
+    field.or_else(path).or_else(label)
+}
+
+/// A watcher's place in the cache's dispatch table, removed when the watcher ends.
+struct Registration {
+    cache: Arc<ResourceCache>,
+    index: usize,
+    value: String,
+    sub: Arc<Subscriber>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.cache.unregister(self.index, &self.value, &self.sub);
+    }
 }
 
 /// How a watch's events are written (from the request's Accept header).
@@ -235,6 +294,9 @@ struct Watcher {
     encoding: Encoding,
     /// Whether the next Table sent is this watch's first (only it carries the columns).
     first_table: bool,
+    /// Set when the watcher receives its events through index dispatch rather than by reading
+    /// every event of the history.
+    routed: Option<Registration>,
 }
 
 impl Watcher {
@@ -278,38 +340,16 @@ impl Watcher {
         let mut last_bookmark = cursor;
         let mut next_bookmark = self.next_bookmark_time(Instant::now());
         let end_deadline = Instant::now() + self.consistent_wait;
+        // A routed watcher reads history first (from its start RV) and after a queue overflow.
+        let mut from_history = true;
         loop {
             // Mark the current state seen before reading, so a change during the drain wakes us.
             self.subscription.borrow_and_update();
-            loop {
-                match self.cache.events_after(cursor, resume, self.epoch, BATCH) {
-                    Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
-                        let e = ApiError::Expired {
-                            message: format!("too old resource version: {cursor} ({oldest})"),
-                            continue_token: None,
-                        };
-                        // Either the client asked for a compacted RV or it fell so far behind
-                        // that history moved past it.
-                        self.open.reason = if resume { "error" } else { "slow" };
-                        self.send(e.watch_event()).await;
-                        return;
-                    }
-                    Ok((events, rv_now)) => {
-                        resume = false;
-                        let n = events.len();
-                        for ev in &events {
-                            if let Some(line) = self.line_for(ev) {
-                                if !self.send_event(line).await {
-                                    return;
-                                }
-                            }
-                        }
-                        cursor = cursor.max(rv_now);
-                        if n < BATCH {
-                            break;
-                        }
-                    }
-                }
+            if !self
+                .catch_up(&mut cursor, &mut resume, &mut from_history)
+                .await
+            {
+                return;
             }
             if let Some(target) = end_at {
                 if cursor >= target || Instant::now() >= end_deadline {
@@ -329,6 +369,15 @@ impl Watcher {
             match self.wait(next_bookmark, end_at.map(|_| end_wait)).await {
                 Wake::Changed | Wake::EndWait => {}
                 Wake::Bookmark => {
+                    // A routed watcher's cursor moves only with its own events: bring it to
+                    // the cache RV first.
+                    if self.routed.is_some()
+                        && !self
+                            .catch_up(&mut cursor, &mut resume, &mut from_history)
+                            .await
+                    {
+                        return;
+                    }
                     // Only when the resource moved past what this watcher last heard (W5).
                     if cursor > last_bookmark && cursor > started_at {
                         last_bookmark = cursor;
@@ -347,13 +396,86 @@ impl Watcher {
         }
     }
 
+    /// Deliver everything up to the cache RV: a routed watcher takes its queued events (or, the
+    /// first time and after an overflow, reads history); others read every event of the history
+    /// after `cursor`. False when the watch is over.
+    async fn catch_up(
+        &mut self,
+        cursor: &mut u64,
+        resume: &mut bool,
+        from_history: &mut bool,
+    ) -> bool {
+        if let Some(sub) = self.routed.as_ref().map(|r| r.sub.clone()) {
+            if !*from_history {
+                let upto = self.cache.rv();
+                if let Ok(events) = sub.take(upto) {
+                    for ev in events {
+                        // Already delivered by the history read that preceded the queue.
+                        if ev.rv <= *cursor {
+                            continue;
+                        }
+                        if let Some(line) = self.line_for(&ev) {
+                            if !self.send_event(line).await {
+                                return false;
+                            }
+                        }
+                    }
+                    *cursor = (*cursor).max(upto);
+                    return true;
+                }
+            }
+            *from_history = false;
+        }
+        loop {
+            match self.cache.events_after(*cursor, *resume, self.epoch, BATCH) {
+                Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
+                    let e = ApiError::Expired {
+                        message: format!("too old resource version: {cursor} ({oldest})"),
+                        continue_token: None,
+                    };
+                    // Either the client asked for a compacted RV or it fell so far behind
+                    // that history moved past it.
+                    self.open.reason = if *resume { "error" } else { "slow" };
+                    self.send(e.watch_event()).await;
+                    return false;
+                }
+                Ok((events, rv_now)) => {
+                    *resume = false;
+                    let n = events.len();
+                    for ev in &events {
+                        if let Some(line) = self.line_for(ev) {
+                            if !self.send_event(line).await {
+                                return false;
+                            }
+                        }
+                    }
+                    *cursor = (*cursor).max(rv_now);
+                    if n < BATCH {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
     /// Sleep until something needs this watcher's attention.
     async fn wait(&mut self, next_bookmark: Instant, end_wait: Option<Instant>) -> Wake {
         let far = self.deadline;
+        let sub = self.routed.as_ref().map(|r| r.sub.clone());
+        // A routed watcher wakes for its own events only; every change matters to it just while
+        // it waits for the cache to reach its initial-events-end target.
+        let global = sub.is_none() || end_wait.is_some();
+        let own = async {
+            match &sub {
+                Some(s) => s.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            changed = self.subscription.changed() => {
+            changed = self.subscription.changed(), if global => {
                 if changed.is_err() { Wake::End("error") } else { Wake::Changed }
             }
+            _ = own => Wake::Changed,
             _ = tokio::time::sleep_until(next_bookmark), if self.allow_bookmarks => Wake::Bookmark,
             _ = tokio::time::sleep_until(end_wait.unwrap_or(far)), if end_wait.is_some() => Wake::EndWait,
             _ = tokio::time::sleep_until(self.deadline) => Wake::End("timeout"),
@@ -390,7 +512,21 @@ impl Watcher {
                 ),
                 None => (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
             };
-        for (_, o) in snap.objects.range(range) {
+        // A selective watch (a kubelet's node) reads its index instead of every object.
+        let indexed: Option<Vec<Arc<Object>>> = snap
+            .postings
+            .as_ref()
+            .and_then(|p| super::plan::plan(&self.filter, &self.cache.indexes, p))
+            .map(|c| {
+                c.keys(range.clone())
+                    .filter_map(|k| snap.objects.get(k).cloned())
+                    .collect()
+            });
+        let items: Box<dyn Iterator<Item = &Arc<Object>> + Send> = match &indexed {
+            Some(objects) => Box::new(objects.iter()),
+            None => Box::new(snap.objects.range(range).map(|(_, o)| o)),
+        };
+        for o in items {
             if !self.filter.selects(o) {
                 continue;
             }
@@ -418,6 +554,7 @@ impl Watcher {
         if f.selects_all() {
             return Some(Pick::AsIs);
         }
+        self.cache.count_evaluation();
         let now = f.selects(&ev.object);
         let before = ev.prev.as_ref().is_some_and(|p| f.selects(p));
         match ev.ty {

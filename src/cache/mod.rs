@@ -9,8 +9,10 @@
 //! One writer (the reflector) and many readers; the lock is held only for O(log n) updates and
 //! O(1) clones, never while bytes are written to a client.
 
+mod dispatch;
 mod event;
 
+pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType};
 
 use std::collections::{HashMap, VecDeque};
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use imbl::ordmap::DiffItem;
 use tokio::sync::watch;
 
+use crate::index::{IndexConfig, IndexSet, Postings};
 use crate::object::Object;
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -92,6 +95,9 @@ impl Scope {
 pub struct Snapshot {
     pub rv: u64,
     pub objects: ObjectMap,
+    /// The posting sets of exactly these objects; None when they were not kept (then lists
+    /// scan).
+    pub postings: Option<Postings>,
 }
 
 /// Why a state at an RV cannot be produced.
@@ -105,6 +111,8 @@ pub enum AtError {
 
 struct State {
     objects: ObjectMap,
+    /// Index value → keys, always consistent with `objects`.
+    postings: Postings,
     /// Sum of the cached objects' JSON sizes.
     bytes: usize,
     rv: u64,
@@ -121,6 +129,8 @@ struct State {
 pub struct ResourceCache {
     pub info: Arc<ResourceInfo>,
     pub scope: Scope,
+    /// The resource's indexes (built-in selectable fields and configured ones).
+    pub indexes: Arc<IndexSet>,
     cfg: CacheConfig,
     state: RwLock<State>,
     /// Carries the cache RV; every change to the state is announced through it.
@@ -129,16 +139,22 @@ pub struct ResourceCache {
     last_contact: RwLock<Option<Instant>>,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
+    /// Watchers registered under an index value.
+    dispatch: dispatch::Dispatch,
+    /// Selector evaluations by watchers (what index dispatch saves; tests read it).
+    evaluations: std::sync::atomic::AtomicU64,
 }
 
 impl ResourceCache {
     pub fn new(info: ResourceInfo, scope: Scope, cfg: CacheConfig) -> ResourceCache {
         let (rv_tx, _) = watch::channel(0);
+        let indexes = Arc::new(IndexSet::new(&info.group, &info.resource, info.custom, &[]));
         ResourceCache {
             info: Arc::new(info),
             scope,
             cfg,
             state: RwLock::new(State {
+                postings: Postings::new(&indexes),
                 objects: ObjectMap::new(),
                 bytes: 0,
                 rv: 0,
@@ -151,7 +167,25 @@ impl ResourceCache {
             rv_tx,
             last_contact: RwLock::new(None),
             relists: std::sync::atomic::AtomicU64::new(0),
+            indexes,
+            dispatch: Default::default(),
+            evaluations: Default::default(),
         }
+    }
+
+    /// Add the configured indexes (before anything is cached).
+    pub fn with_indexes(mut self, configured: &[IndexConfig]) -> ResourceCache {
+        let info = &self.info;
+        let set = Arc::new(IndexSet::new(
+            &info.group,
+            &info.resource,
+            info.custom,
+            configured,
+        ));
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        st.postings = Postings::build(&set, st.objects.iter());
+        self.indexes = set;
+        self
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -199,10 +233,12 @@ impl ResourceCache {
             if st.synced {
                 st.epoch += 1;
                 summary.reset = true;
+                self.dispatch.overflow_all();
             }
             st.history.clear();
             st.snapshots.clear();
             st.history_start = rv;
+            st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
             st.bytes = bytes;
             st.rv = rv;
@@ -248,8 +284,11 @@ impl ResourceCache {
                 if ev.rv <= floor {
                     ev.rv = floor + 1;
                 }
-                st.history.push_back(Arc::new(ev));
+                let ev = Arc::new(ev);
+                self.dispatch.dispatch(&self.indexes, &ev);
+                st.history.push_back(ev);
             }
+            st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
             st.bytes = bytes;
             st.rv = rv.max(st.rv);
@@ -279,6 +318,9 @@ impl ResourceCache {
         if ty != EventType::Deleted {
             st.bytes += object.raw.len();
         }
+        let indexes = &self.indexes;
+        let new = (ty != EventType::Deleted).then_some(&*object);
+        st.postings.update(indexes, &key, prev.as_deref(), new);
         let event = match (ty, prev) {
             (EventType::Deleted, Some(prev)) => {
                 st.objects.remove(&key);
@@ -296,7 +338,11 @@ impl ResourceCache {
             }
         };
         if let Some(ev) = event {
-            st.history.push_back(Arc::new(ev));
+            let ev = Arc::new(ev);
+            // Under the lock, before the RV moves: a watcher that reads the cache RV finds every
+            // event up to it in its queue.
+            self.dispatch.dispatch(&self.indexes, &ev);
+            st.history.push_back(ev);
         }
         st.rv = rv;
         self.trim(&mut st);
@@ -375,6 +421,7 @@ impl ResourceCache {
         Snapshot {
             rv: st.rv,
             objects: st.objects.clone(),
+            postings: Some(st.postings.clone()),
         }
     }
 
@@ -389,6 +436,7 @@ impl ResourceCache {
             return Ok(Snapshot {
                 rv,
                 objects: st.objects.clone(),
+                postings: Some(st.postings.clone()),
             });
         }
         if let Some((_, s)) = st.snapshots.iter().rev().find(|(_, s)| s.rv == rv) {
@@ -400,23 +448,35 @@ impl ResourceCache {
             });
         }
         let mut objects = st.objects.clone();
+        let mut postings = st.postings.clone();
         let history = st.history.clone();
         drop(st);
         for ev in history.iter().rev().take_while(|e| e.rv > rv) {
-            let key: Arc<str> = Arc::from(ev.object.key.as_ref());
-            match (&ev.ty, &ev.prev) {
-                (EventType::Added, _) => {
-                    objects.remove(&key);
+            // Reuse the map's own key allocation where the object is present.
+            let key: Arc<str> = objects
+                .get_key_value(ev.object.key.as_ref())
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| Arc::from(ev.object.key.as_ref()));
+            let current = objects.get(&key).cloned();
+            let before = match (&ev.ty, &ev.prev) {
+                (EventType::Added, _) | (_, None) => None,
+                (_, Some(prev)) => Some(prev.clone()),
+            };
+            postings.update(&self.indexes, &key, current.as_deref(), before.as_deref());
+            match before {
+                Some(prev) => {
+                    objects.insert(key, prev);
                 }
-                (_, Some(prev)) => {
-                    objects.insert(key, prev.clone());
-                }
-                (_, None) => {
+                None => {
                     objects.remove(&key);
                 }
             }
         }
-        let snap = Snapshot { rv, objects };
+        let snap = Snapshot {
+            rv,
+            objects,
+            postings: Some(postings),
+        };
         self.remember(snap.clone());
         Ok(snap)
     }
@@ -468,6 +528,27 @@ impl ResourceCache {
             st.rv
         };
         Ok((evs, rv))
+    }
+
+    /// Receive the events whose old or new object has `value` for index `index` (see
+    /// [`dispatch`]); undo with [`ResourceCache::unregister`].
+    pub fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
+        self.dispatch.register(index, value)
+    }
+
+    pub fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
+        self.dispatch.unregister(index, value, sub)
+    }
+
+    /// Count one selector evaluation by a watcher.
+    pub fn count_evaluation(&self) {
+        self.evaluations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Selector evaluations by watchers so far.
+    pub fn selector_evaluations(&self) -> u64 {
+        self.evaluations.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A receiver that wakes on every change, carrying the cache RV.
@@ -548,6 +629,42 @@ mod tests {
             .values()
             .map(|o| format!("{}@{}", o.name(), o.rv))
             .collect()
+    }
+
+    #[test]
+    fn postings_follow_events_relists_and_rebuilt_snapshots() {
+        let label = IndexConfig {
+            name: "byV".into(),
+            field: None,
+            label: Some("v".into()),
+        };
+        let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default())
+            .with_indexes(&[label]);
+        let consistent = |s: &Snapshot| {
+            let built = Postings::build(&c.indexes, s.objects.iter());
+            assert_eq!(
+                s.postings.as_ref().unwrap().dump(),
+                built.dump(),
+                "at {}",
+                s.rv
+            );
+        };
+        c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
+        c.apply(EventType::Added, cm("c", 11, "y"));
+        c.apply(EventType::Modified, cm("a", 12, "y"));
+        c.apply(EventType::Deleted, cm("b", 13, "x"));
+        c.replace(vec![cm("a", 12, "y"), cm("d", 14, "x")], 20);
+        let now = c.snapshot();
+        assert_eq!(
+            now.postings.as_ref().unwrap().dump(),
+            [
+                (0, "x".to_string(), vec!["ns/d".to_string()]),
+                (0, "y".to_string(), vec!["ns/a".to_string()]),
+            ]
+        );
+        for rv in [10, 11, 12, 13, 20] {
+            consistent(&c.snapshot_at(rv).unwrap());
+        }
     }
 
     #[test]

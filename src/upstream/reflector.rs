@@ -283,8 +283,13 @@ impl Reflector {
             }
             for item in page.items.unwrap_or_default() {
                 let raw = body.slice_ref(item.get().as_bytes());
-                let o = Object::from_upstream(&info, raw, self.cfg.drop_managed_fields)
-                    .map_err(|e| UpstreamError::Decode(format!("{info}: {e}")))?;
+                let o = Object::from_upstream_indexed(
+                    &info,
+                    &self.cache.indexes,
+                    raw,
+                    self.cfg.drop_managed_fields,
+                )
+                .map_err(|e| UpstreamError::Decode(format!("{info}: {e}")))?;
                 objects.push(o);
             }
             cont = page.metadata.continue_token.filter(|c| !c.is_empty());
@@ -422,8 +427,12 @@ impl Reflector {
                     )))
                 }
             };
-            let object = match Object::from_upstream(&info, ev.object, self.cfg.drop_managed_fields)
-            {
+            let object = match Object::from_upstream_indexed(
+                &info,
+                &self.cache.indexes,
+                ev.object,
+                self.cfg.drop_managed_fields,
+            ) {
                 Ok(o) => o,
                 Err(e) => {
                     // Skipping it would leave the cache wrong; a relist repairs it.

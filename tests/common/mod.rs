@@ -74,6 +74,7 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
         namespace: None,
         label_selector: None,
         field_selector: None,
+        indexes: Vec::new(),
     }
 }
 

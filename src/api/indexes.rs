@@ -1,0 +1,158 @@
+//! kcache's own API under `/apis/kcache.dev/v1/`: which indexes exist, the objects with given
+//! index values (a List like LIST's, with its continue tokens), and objects per index value.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::continue_token::ContinueToken;
+use super::{list, params, response, App};
+use crate::cache::{AtError, ResourceCache};
+use crate::index::Source;
+use crate::status::ApiError;
+
+fn json_response(v: &Value) -> Response {
+    let mut body = serde_json::to_vec(v).unwrap_or_default();
+    body.push(b'\n');
+    response::json(StatusCode::OK, vec![Bytes::from(body)])
+}
+
+/// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.
+pub async fn list_indexes(State(app): State<Arc<App>>) -> Response {
+    let mut caches: Vec<_> = app.registry.all().collect();
+    caches.sort_by_key(|c| c.info.to_string());
+    let items: Vec<Value> = caches
+        .iter()
+        .map(|c| {
+            let indexes: Vec<Value> = c
+                .indexes
+                .defs()
+                .iter()
+                .map(|d| match &d.source {
+                    Source::Field(f) => json!({"name": d.name, "field": f, "builtin": true}),
+                    Source::Path { path, .. } => json!({"name": d.name, "field": path.as_str()}),
+                    Source::Label(l) => json!({"name": d.name, "label": l}),
+                })
+                .collect();
+            json!({
+                "group": c.info.group,
+                "version": c.info.version,
+                "resource": c.info.resource,
+                "indexes": indexes,
+            })
+        })
+        .collect();
+    json_response(&json!({"kind": "IndexList", "apiVersion": "kcache.dev/v1", "items": items}))
+}
+
+/// The cache and index a path names (`core` is the core group).
+fn lookup<'a>(
+    app: &'a App,
+    group: &str,
+    version: &str,
+    resource: &str,
+    index: &str,
+) -> Result<(&'a Arc<ResourceCache>, usize), ApiError> {
+    let group = if group == "core" { "" } else { group };
+    let cache = app
+        .registry
+        .get(group, version, resource)
+        .ok_or(ApiError::NotFoundGeneric)?;
+    let i = cache
+        .indexes
+        .by_name(index)
+        .ok_or_else(|| ApiError::NotFound {
+            group: "kcache.dev".into(),
+            resource: "indexes".into(),
+            name: index.into(),
+        })?;
+    if !cache.is_synced() {
+        return Err(ApiError::NotReady);
+    }
+    Ok((cache, i))
+}
+
+/// `GET …/indexes/{group}/{version}/{resource}/{index}?values=a,b&limit=&continue=`.
+pub async fn query(
+    State(app): State<Arc<App>>,
+    Path((group, version, resource, index)): Path<(String, String, String, String)>,
+    req: Request,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
+        let q = params::parse_query(req.uri().query());
+        let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let values: Vec<&str> = get("values")
+            .ok_or_else(|| ApiError::BadRequest("values is required, e.g. values=a,b".into()))?
+            .split(',')
+            .collect();
+        let limit = match get("limit").filter(|l| !l.is_empty()) {
+            Some(l) => l
+                .parse::<i64>()
+                .map_err(|_| ApiError::BadRequest(format!("limit {l:?} is not a number")))?,
+            None => 0,
+        };
+        let (snap, start) = match get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let t = ContinueToken::decode(token)?;
+                let snap = if t.rv < 0 {
+                    cache.snapshot()
+                } else {
+                    cache.snapshot_at(t.rv as u64).map_err(|e| match e {
+                        AtError::TooOld { oldest } => ApiError::Expired {
+                            message: format!("too old resource version: {} ({oldest})", t.rv),
+                            continue_token: None,
+                        },
+                        AtError::Future { current } => ApiError::TooLargeResourceVersion {
+                            requested: t.rv as u64,
+                            current,
+                        },
+                    })?
+                };
+                (snap, Some(t.start))
+            }
+            None => (cache.snapshot(), None),
+        };
+        Ok(list::index_page(
+            cache,
+            &snap,
+            i,
+            &values,
+            start.as_deref(),
+            limit,
+        ))
+    };
+    run().unwrap_or_else(|e| response::error(&e))
+}
+
+/// `GET …/indexes/{group}/{version}/{resource}/{index}/counts`: objects per value.
+pub async fn counts(
+    State(app): State<Arc<App>>,
+    Path((group, version, resource, index)): Path<(String, String, String, String)>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
+        let snap = cache.snapshot();
+        let counts: BTreeMap<String, usize> = snap
+            .postings
+            .as_ref()
+            .map(|p| p.values(i).map(|(v, k)| (v.to_string(), k.len())).collect())
+            .unwrap_or_default();
+        Ok(json_response(&json!({
+            "kind": "IndexCounts",
+            "apiVersion": "kcache.dev/v1",
+            "group": cache.info.group,
+            "version": cache.info.version,
+            "resource": cache.info.resource,
+            "index": index,
+            "resourceVersion": snap.rv.to_string(),
+            "counts": counts,
+        })))
+    };
+    run().unwrap_or_else(|e| response::error(&e))
+}

@@ -1,0 +1,576 @@
+//! Indexes of one resource type: their definitions (from the config plus the type's built-in
+//! selectable fields), the extraction of custom field-path values from an object, and the
+//! posting sets (index value → ordered store keys) the cache keeps next to its objects.
+//!
+//! Posting sets are persistent maps, so a snapshot takes them in O(number of indexes) and they
+//! stay consistent with the snapshot's objects without copying.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::object::Object;
+use crate::selector::{self, LabelSelector};
+
+/// One index as written in the config: `{name, field}` or `{name, label}`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IndexConfig {
+    pub name: String,
+    /// A field path: dotted keys, `[*]` after a key for every element of a list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// A label key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl IndexConfig {
+    /// Check the definition; the error says what is wrong (the caller names the field).
+    pub fn validate(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 63
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !name_ok {
+            return Err(format!(
+                "index name {:?} must be 1-63 letters, digits, '-' or '_'",
+                self.name
+            ));
+        }
+        match (&self.field, &self.label) {
+            (Some(f), None) => FieldPath::parse(f).map(|_| ()),
+            (None, Some(l)) => {
+                // A bare key is an Exists requirement: parsing it validates the key.
+                match LabelSelector::parse(l) {
+                    Ok(s) if s.requirements().len() == 1 && s.requirements()[0].key == *l => Ok(()),
+                    _ => Err(format!("{l:?} is not a valid label key")),
+                }
+            }
+            _ => Err("exactly one of field or label is needed".into()),
+        }
+    }
+}
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Step {
+    key: String,
+    /// `key[*]`: every element of the list under `key`.
+    each: bool,
+}
+
+/// A field path such as `spec.containers[*].image`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath {
+    steps: Vec<Step>,
+    /// The path as written in the config.
+    text: String,
+    /// The path without `[*]`: how field selectors name it (`spec.containers.image`).
+    plain: String,
+}
+
+impl FieldPath {
+    pub fn parse(s: &str) -> Result<FieldPath, String> {
+        let mut steps = Vec::new();
+        for part in s.split('.') {
+            let (key, each) = match part.strip_suffix("[*]") {
+                Some(k) => (k, true),
+                None => (part, false),
+            };
+            if key.is_empty() || key.contains(['[', ']', '*', ',', '=', '!', ' ']) {
+                return Err(format!(
+                    "{s:?} is not a field path like spec.containers[*].image"
+                ));
+            }
+            steps.push(Step {
+                key: key.to_string(),
+                each,
+            });
+        }
+        let plain = steps
+            .iter()
+            .map(|s| s.key.as_str())
+            .collect::<Vec<_>>()
+            .join(".");
+        Ok(FieldPath {
+            steps,
+            text: s.to_string(),
+            plain,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The field-selector spelling (no `[*]`).
+    pub fn plain(&self) -> &str {
+        &self.plain
+    }
+
+    /// Every scalar value at the path, rendered as the apiserver renders field values
+    /// (strings as they are, numbers and booleans as text); null, objects and lists without
+    /// `[*]` give nothing.
+    fn values(&self, obj: &Value, out: &mut Vec<String>) {
+        fn walk(v: &Value, steps: &[Step], out: &mut Vec<String>) {
+            let Some((step, rest)) = steps.split_first() else {
+                match v {
+                    Value::String(s) => out.push(s.clone()),
+                    Value::Number(n) => out.push(n.to_string()),
+                    Value::Bool(b) => out.push(b.to_string()),
+                    _ => {}
+                }
+                return;
+            };
+            let Some(next) = v.get(&step.key) else { return };
+            if step.each {
+                if let Value::Array(items) = next {
+                    for item in items {
+                        walk(item, rest, out);
+                    }
+                }
+            } else {
+                walk(next, rest, out);
+            }
+        }
+        walk(obj, &self.steps, out);
+    }
+}
+
+/// Where an index takes its values from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A built-in selectable field (one value, `""` when unset), read from the object's head.
+    Field(&'static str),
+    /// A label (one value, none when the label is absent).
+    Label(String),
+    /// A configured field path; its values are extracted once into the object's `slot`.
+    Path { path: FieldPath, slot: u16 },
+}
+
+/// One index of a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDef {
+    pub name: String,
+    pub source: Source,
+}
+
+/// The indexes of one resource type, in a fixed order (posting sets are kept in that order).
+#[derive(Debug, Clone, Default)]
+pub struct IndexSet {
+    defs: Vec<IndexDef>,
+}
+
+impl IndexSet {
+    /// The type's built-in selectable fields plus the configured indexes (already validated).
+    pub fn new(group: &str, resource: &str, custom: bool, configured: &[IndexConfig]) -> IndexSet {
+        let spec = selector::field_spec(group, resource, custom);
+        let mut defs: Vec<IndexDef> = spec
+            .extra
+            .iter()
+            // Client aliases read the same value as their target, and status.podIPs is always
+            // "" (absent from the pod field set): indexing them would only cost memory.
+            .filter(|f| !spec.aliases.iter().any(|(from, _)| from == *f) && **f != "status.podIPs")
+            .map(|f| IndexDef {
+                name: f.to_string(),
+                source: Source::Field(f),
+            })
+            .collect();
+        let mut slot = 0u16;
+        for c in configured {
+            let source = match (&c.field, &c.label) {
+                (Some(f), _) => match FieldPath::parse(f) {
+                    Ok(path) => {
+                        slot += 1;
+                        Source::Path {
+                            path,
+                            slot: slot - 1,
+                        }
+                    }
+                    Err(_) => continue,
+                },
+                (None, Some(l)) => Source::Label(l.clone()),
+                (None, None) => continue,
+            };
+            defs.push(IndexDef {
+                name: c.name.clone(),
+                source,
+            });
+        }
+        IndexSet { defs }
+    }
+
+    pub fn defs(&self) -> &[IndexDef] {
+        &self.defs
+    }
+
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    /// The index on a built-in selectable field.
+    pub fn by_field(&self, field: &str) -> Option<usize> {
+        self.defs
+            .iter()
+            .position(|d| matches!(d.source, Source::Field(f) if f == field))
+    }
+
+    /// The index on a label key.
+    pub fn by_label(&self, key: &str) -> Option<usize> {
+        self.defs
+            .iter()
+            .position(|d| matches!(&d.source, Source::Label(l) if l == key))
+    }
+
+    /// The configured field-path index a field selector names: by its path without `[*]`, or
+    /// by the index name.
+    pub fn by_selector_field(&self, field: &str) -> Option<(usize, u16)> {
+        self.defs
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| match &d.source {
+                Source::Path { path, slot } if path.plain() == field || d.name == field => {
+                    Some((i, *slot))
+                }
+                _ => None,
+            })
+    }
+
+    /// The index called `name`.
+    pub fn by_name(&self, name: &str) -> Option<usize> {
+        self.defs.iter().position(|d| d.name == name)
+    }
+
+    /// The configured field-path values of one object, as stored on it: (slot, value) sorted,
+    /// without duplicates. Empty (no allocation) when the resource has no such index.
+    pub fn extract(&self, obj: &Value) -> Box<[(u16, Box<str>)]> {
+        let mut out: Vec<(u16, Box<str>)> = Vec::new();
+        let mut buf = Vec::new();
+        for d in &self.defs {
+            if let Source::Path { path, slot } = &d.source {
+                buf.clear();
+                path.values(obj, &mut buf);
+                out.extend(buf.drain(..).map(|v| (*slot, v.into_boxed_str())));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out.into_boxed_slice()
+    }
+
+    /// Call `f` with every value object `o` has for index `i`.
+    pub fn for_each_value<'o>(&self, i: usize, o: &'o Object, mut f: impl FnMut(&'o str)) {
+        match &self.defs[i].source {
+            Source::Field(name) => f(o.field(name).unwrap_or("")),
+            Source::Label(key) => {
+                if let Some(v) = o.labels.get(key) {
+                    f(v)
+                }
+            }
+            Source::Path { slot, .. } => o.index_values(*slot).for_each(f),
+        }
+    }
+
+    /// Whether `a` and `b` have the same values for index `i` (then the posting sets need no
+    /// change on an update).
+    fn same_values(&self, i: usize, a: &Object, b: &Object) -> bool {
+        match &self.defs[i].source {
+            Source::Field(name) => a.field(name) == b.field(name),
+            Source::Label(key) => a.labels.get(key) == b.labels.get(key),
+            Source::Path { slot, .. } => a.index_values(*slot).eq(b.index_values(*slot)),
+        }
+    }
+}
+
+/// Store keys with one index value, in key order.
+///
+/// Most values of many indexes are held by one or a few objects (pod IPs, event UIDs): a
+/// persistent B-tree node costs hundreds of bytes, so small sets are a shared sorted slice
+/// (an update copies at most `FEW_MAX` pointers) and only larger ones a persistent set.
+#[derive(Clone, Debug)]
+pub enum KeySet {
+    Few(Arc<[Arc<str>]>),
+    Many(imbl::OrdSet<Arc<str>>),
+}
+
+/// Largest slice before a set turns persistent; it turns back below half of it.
+const FEW_MAX: usize = 16;
+
+impl KeySet {
+    pub fn len(&self) -> usize {
+        match self {
+            KeySet::Few(k) => k.len(),
+            KeySet::Many(k) => k.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The keys within `range`, in order.
+    pub fn range<'a>(
+        &'a self,
+        range: (Bound<Arc<str>>, Bound<Arc<str>>),
+    ) -> Box<dyn Iterator<Item = &'a Arc<str>> + 'a> {
+        match self {
+            KeySet::Many(k) => Box::new(k.range(range)),
+            KeySet::Few(k) => {
+                let start = match &range.0 {
+                    Bound::Included(s) => k.partition_point(|x| x < s),
+                    Bound::Excluded(s) => k.partition_point(|x| x <= s),
+                    Bound::Unbounded => 0,
+                };
+                let end = match &range.1 {
+                    Bound::Included(e) => k.partition_point(|x| x <= e),
+                    Bound::Excluded(e) => k.partition_point(|x| x < e),
+                    Bound::Unbounded => k.len(),
+                };
+                Box::new(k[start..end.max(start)].iter())
+            }
+        }
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Arc<str>> + '_> {
+        self.range((Bound::Unbounded, Bound::Unbounded))
+    }
+
+    fn insert(&mut self, key: &Arc<str>) {
+        match self {
+            KeySet::Many(k) => {
+                k.insert(key.clone());
+            }
+            KeySet::Few(k) => {
+                let Err(at) = k.binary_search(key) else {
+                    return;
+                };
+                if k.len() < FEW_MAX {
+                    let mut v = Vec::with_capacity(k.len() + 1);
+                    v.extend_from_slice(&k[..at]);
+                    v.push(key.clone());
+                    v.extend_from_slice(&k[at..]);
+                    *k = v.into();
+                } else {
+                    let mut set: imbl::OrdSet<Arc<str>> = k.iter().cloned().collect();
+                    set.insert(key.clone());
+                    *self = KeySet::Many(set);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        match self {
+            KeySet::Many(k) => {
+                k.remove(key);
+                if k.len() < FEW_MAX / 2 {
+                    *self = KeySet::Few(k.iter().cloned().collect());
+                }
+            }
+            KeySet::Few(k) => {
+                if let Ok(at) = k.binary_search_by(|x| x.as_ref().cmp(key)) {
+                    let v: Vec<Arc<str>> = k[..at].iter().chain(&k[at + 1..]).cloned().collect();
+                    *k = v.into();
+                }
+            }
+        }
+    }
+}
+
+/// The posting sets of every index of a resource: value → keys, per index in [`IndexSet`]
+/// order.
+#[derive(Clone, Default)]
+pub struct Postings {
+    maps: Vec<imbl::HashMap<Arc<str>, KeySet>>,
+}
+
+impl Postings {
+    pub fn new(set: &IndexSet) -> Postings {
+        Postings {
+            maps: vec![imbl::HashMap::new(); set.len()],
+        }
+    }
+
+    /// Posting sets built from scratch for a whole collection.
+    pub fn build<'a>(
+        set: &IndexSet,
+        objects: impl Iterator<Item = (&'a Arc<str>, &'a Arc<Object>)>,
+    ) -> Postings {
+        let mut p = Postings::new(set);
+        for (k, o) in objects {
+            p.update(set, k, None, Some(o));
+        }
+        p
+    }
+
+    /// The keys with `value` for index `i`.
+    pub fn get(&self, i: usize, value: &str) -> Option<&KeySet> {
+        self.maps.get(i)?.get(value)
+    }
+
+    /// Every value of index `i` with its keys.
+    pub fn values(&self, i: usize) -> impl Iterator<Item = (&Arc<str>, &KeySet)> {
+        self.maps.get(i).into_iter().flat_map(|m| m.iter())
+    }
+
+    /// Every (index, value, keys) in a stable order, for comparisons in tests.
+    pub fn dump(&self) -> Vec<(usize, String, Vec<String>)> {
+        let mut out: Vec<_> = self
+            .maps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.iter().map(move |(v, keys)| {
+                    (
+                        i,
+                        v.to_string(),
+                        keys.iter().map(|k| k.to_string()).collect(),
+                    )
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The object at `key` changed from `old` to `new` (None: absent).
+    pub fn update(
+        &mut self,
+        set: &IndexSet,
+        key: &Arc<str>,
+        old: Option<&Object>,
+        new: Option<&Object>,
+    ) {
+        for (i, map) in self.maps.iter_mut().enumerate() {
+            if let (Some(a), Some(b)) = (old, new) {
+                if set.same_values(i, a, b) {
+                    continue;
+                }
+            }
+            if let Some(o) = old {
+                set.for_each_value(i, o, |v| {
+                    let emptied = map.get_mut(v).is_some_and(|keys| {
+                        keys.remove(key);
+                        keys.is_empty()
+                    });
+                    if emptied {
+                        map.remove(v);
+                    }
+                });
+            }
+            if let Some(o) = new {
+                set.for_each_value(i, o, |v| {
+                    match map.get_mut(v) {
+                        Some(keys) => keys.insert(key),
+                        None => {
+                            map.insert(Arc::from(v), KeySet::Few(Arc::from([key.clone()])));
+                        }
+                    };
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn paths_parse_and_extract() {
+        let p = FieldPath::parse("spec.containers[*].image").unwrap();
+        assert_eq!(p.plain(), "spec.containers.image");
+        let obj = json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}, {"name": "x"}],
+                         "replicas": 3, "paused": true}});
+        let mut out = Vec::new();
+        p.values(&obj, &mut out);
+        assert_eq!(out, ["a", "b"]);
+        out.clear();
+        FieldPath::parse("spec.replicas")
+            .unwrap()
+            .values(&obj, &mut out);
+        FieldPath::parse("spec.paused")
+            .unwrap()
+            .values(&obj, &mut out);
+        FieldPath::parse("spec.containers")
+            .unwrap()
+            .values(&obj, &mut out);
+        FieldPath::parse("spec.nope")
+            .unwrap()
+            .values(&obj, &mut out);
+        assert_eq!(out, ["3", "true"]);
+        for bad in ["", "spec..x", "spec.x[0]", "spec.[*]", "a b"] {
+            assert!(FieldPath::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn config_validation() {
+        let ok = |name: &str, field: Option<&str>, label: Option<&str>| {
+            IndexConfig {
+                name: name.into(),
+                field: field.map(Into::into),
+                label: label.map(Into::into),
+            }
+            .validate()
+        };
+        assert!(ok("byImage", Some("spec.containers[*].image"), None).is_ok());
+        assert!(ok("byApp", None, Some("app.kubernetes.io/name")).is_ok());
+        assert!(ok("", None, Some("app")).is_err());
+        assert!(ok("a.b", None, Some("app")).is_err());
+        assert!(ok("x", None, None).is_err());
+        assert!(ok("x", Some("a"), Some("b")).is_err());
+        assert!(ok("x", None, Some("bad key!")).is_err());
+        assert!(ok("x", Some("spec.[*]"), None).is_err());
+    }
+
+    #[test]
+    fn key_sets_grow_and_shrink() {
+        let mut k = KeySet::Few(Arc::from([]));
+        let key = |i: usize| -> Arc<str> { Arc::from(format!("ns/k{i:03}")) };
+        for i in (0..40).rev() {
+            k.insert(&key(i));
+            k.insert(&key(i));
+        }
+        assert!(matches!(k, KeySet::Many(_)));
+        assert_eq!(k.len(), 40);
+        let mid: Vec<_> = k
+            .range((Bound::Excluded(key(10)), Bound::Included(key(12))))
+            .map(|x| x.to_string())
+            .collect();
+        assert_eq!(mid, ["ns/k011", "ns/k012"]);
+        for i in 0..35 {
+            k.remove(&key(i));
+        }
+        assert!(matches!(k, KeySet::Few(_)));
+        let rest: Vec<_> = k.iter().map(|x| x.to_string()).collect();
+        assert_eq!(
+            rest,
+            ["ns/k035", "ns/k036", "ns/k037", "ns/k038", "ns/k039"]
+        );
+        let mid: Vec<_> = k
+            .range((Bound::Included(key(36)), Bound::Excluded(key(38))))
+            .map(|x| x.to_string())
+            .collect();
+        assert_eq!(mid, ["ns/k036", "ns/k037"]);
+    }
+
+    #[test]
+    fn builtin_fields_are_indexed() {
+        let s = IndexSet::new("", "pods", false, &[]);
+        assert!(s.by_field("spec.nodeName").is_some());
+        assert!(s.by_field("status.phase").is_some());
+        assert!(s.by_field("spec.host").is_none());
+        assert!(IndexSet::new("", "configmaps", false, &[]).is_empty());
+    }
+}
