@@ -361,12 +361,7 @@ impl Watcher {
                     }
                 }
             }
-            let end_wait = if end_at.is_some() {
-                end_deadline
-            } else {
-                self.deadline
-            };
-            match self.wait(next_bookmark, end_at.map(|_| end_wait)).await {
+            match self.wait(next_bookmark, end_at.map(|_| end_deadline)).await {
                 Wake::Changed | Wake::EndWait => {}
                 Wake::Bookmark => {
                     // A routed watcher's cursor moves only with its own events: bring it to
@@ -428,6 +423,7 @@ impl Watcher {
         }
         loop {
             match self.cache.events_after(*cursor, *resume, self.epoch, BATCH) {
+                // History never answers "future" for a cursor; both mean the watch cannot go on.
                 Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
                     let e = ApiError::Expired {
                         message: format!("too old resource version: {cursor} ({oldest})"),
