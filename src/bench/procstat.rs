@@ -1,0 +1,104 @@
+//! CPU time and resident memory of a process, read from `/proc` (Linux only).
+//!
+//! CPU is `utime + stime` of `/proc/PID/stat` (all threads of the process), in clock ticks;
+//! memory is `VmRSS` of `/proc/PID/status`.
+
+use std::time::Instant;
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on every Linux this runs on).
+pub fn clock_ticks() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or(100)
+    })
+}
+
+/// CPU seconds (user + system) the process has used so far.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: fields after it start
+    // after the last ')'. There, utime and stime are the 12th and 13th fields (14 and 15 of
+    // the whole line).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / clock_ticks() as f64)
+}
+
+/// Resident set size in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The soft limit on open files of this process (children inherit it).
+pub fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?;
+    if soft == "unlimited" {
+        return Some(u64::MAX);
+    }
+    soft.parse().ok()
+}
+
+/// CPU used by a process over an interval: `start`, then `cores()` at the end.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMeter {
+    pid: u32,
+    cpu: f64,
+    at: Instant,
+}
+
+impl CpuMeter {
+    pub fn start(pid: u32) -> CpuMeter {
+        CpuMeter {
+            pid,
+            cpu: cpu_seconds(pid).unwrap_or(0.0),
+            at: Instant::now(),
+        }
+    }
+
+    /// (CPU seconds used since `start`, wall seconds since `start`).
+    pub fn used(&self) -> (f64, f64) {
+        let cpu = cpu_seconds(self.pid).unwrap_or(self.cpu) - self.cpu;
+        (cpu.max(0.0), self.at.elapsed().as_secs_f64())
+    }
+
+    /// Average cores used since `start` (1.0 = one core busy all the time).
+    pub fn cores(&self) -> f64 {
+        let (cpu, wall) = self.used();
+        if wall > 0.0 {
+            cpu / wall
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Tracks the highest RSS seen by repeated `sample` calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RssPeak {
+    pub peak: u64,
+}
+
+impl RssPeak {
+    pub fn sample(&mut self, pid: u32) -> u64 {
+        let now = rss_bytes(pid).unwrap_or(0);
+        self.peak = self.peak.max(now);
+        now
+    }
+}
