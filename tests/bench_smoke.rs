@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{resource, EnvBuilder};
 use kcache::bench::report::{Report, Row};
-use kcache::bench::staleness::{stale_objects, AckLog, Checker};
+use kcache::bench::staleness::{parse_items, scan_items, stale_objects, AckLog, Checker};
 use kcache::bench::watchers::{self, Proto};
 use kcache::bench::{item_bytes, list_rv, load, nginx, procstat};
 use kcache::sim::seed;
@@ -168,6 +168,12 @@ fn staleness_checker_finds_a_planted_stale_answer() {
         .unwrap()
         .is_empty());
     let stale = stale_objects(&required, body(6).as_bytes()).unwrap();
+    assert_eq!(
+        scan_items(body(6).as_bytes()).unwrap(),
+        vec![("a".to_string(), 5), ("b".to_string(), 6)]
+    );
+    // Items in another shape are parsed instead.
+    assert!(scan_items(br#"{"items":[{"kind":"X","metadata":{"name":"a"}}]}"#).is_none());
     assert_eq!(stale, vec!["b: written at 7, read 6".to_string()]);
     let missing: HashMap<String, u64> = [("c".to_string(), 1)].into();
     assert_eq!(
@@ -241,6 +247,17 @@ async fn consistent_lists_from_kcache_under_writes_are_never_stale() {
     }));
     let r = load::run(spec).await;
     writer.await.unwrap();
+    assert_eq!(checker.scan_mismatches.load(Ordering::Relaxed), 0);
+    let (_, body) = load::fetch(
+        env.kcache.addr,
+        "/api/v1/namespaces/bench-1/configmaps",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let scanned = scan_items(&body).expect("the apiserver's list encoding");
+    assert_eq!(scanned.len(), 20);
+    assert_eq!(scanned, parse_items(&body).unwrap());
     assert_eq!(r.errors, 0, "{:?}", r.first_error);
     assert!(checker.reads.load(Ordering::Relaxed) > 0);
     assert_eq!(checker.unreadable.load(Ordering::Relaxed), 0);

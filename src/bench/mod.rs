@@ -774,6 +774,12 @@ impl Bench {
             if unreadable > 0 {
                 row.note(format!("{unreadable} answers were not a readable list"));
             }
+            let mismatches = checker.scan_mismatches.load(Ordering::Relaxed);
+            if mismatches > 0 {
+                row.note(format!(
+                    "{mismatches} answers scanned differently than parsed"
+                ));
+            }
             if write_failures > 0 {
                 row.note(format!("{write_failures} writes failed"));
             }
