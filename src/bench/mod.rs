@@ -209,6 +209,12 @@ fn rv_of(v: &Value) -> Result<u64, String> {
         .ok_or_else(|| "an object without a resourceVersion".to_string())
 }
 
+/// LIST and GET requests the sim has served so far.
+fn upstream_requests(sim: &Sim) -> u64 {
+    let (lists, gets, _, _) = sim.request_counts();
+    lists + gets
+}
+
 /// Create the seed objects in the sim.
 fn seed_sim(sim: &Sim, objects: Vec<SeedObject>) -> Result<(), String> {
     crate::demo::seed_sim(sim, objects)
@@ -519,21 +525,63 @@ impl Bench {
         pid: Option<u32>,
         on_response: Option<load::OnResponse>,
     ) -> (LoadResult, Option<f64>) {
+        let pids: Vec<u32> = pid.into_iter().collect();
+        self.measure_pids(addr, path, &pids, on_response).await
+    }
+
+    /// Load one target for the phase duration, with the CPU used by `pids` (if any).
+    async fn measure_pids(
+        &self,
+        addr: std::net::SocketAddr,
+        path: &str,
+        pids: &[u32],
+        on_response: Option<load::OnResponse>,
+    ) -> (LoadResult, Option<f64>) {
         let mut spec = LoadSpec::new(addr, path, CLIENTS, self.scale.phase);
         spec.on_response = on_response;
-        let cpu = pid.map(CpuMeter::start);
+        let cpu = (!pids.is_empty()).then(|| CpuMeter::start_all(pids));
         let r = load::run(spec).await;
         (r, cpu.map(|c| c.cores()))
+    }
+
+    /// nginx serving `bytes` as a static file, as the issue configures it (one process) and
+    /// with a master and two workers: their rows, and the better req/s (None without nginx).
+    async fn nginx_rows(
+        &self,
+        scenario: &str,
+        case: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> (Vec<Row>, Option<f64>) {
+        let modes = [
+            (nginx::Mode::Single, "nginx, 1 process (master_process off)"),
+            (nginx::Mode::Workers(2), "nginx, master + 2 workers"),
+        ];
+        let mut rows = Vec::new();
+        let mut best: Option<f64> = None;
+        for (mode, label) in modes {
+            progress(format!("{scenario} {case}: {label}"));
+            match self.nginx_serving(mode, name, bytes).await {
+                Ok((n, path)) => {
+                    let (r, cpu) = self.measure_pids(n.addr, &path, &n.pids(), None).await;
+                    best = Some(best.map_or(r.rps(), |b| b.max(r.rps())));
+                    rows.push(load_row(scenario, case, label, &r, cpu));
+                }
+                Err(e) => rows.push(missing_row(scenario, case, label, &e)),
+            }
+        }
+        (rows, best)
     }
 
     /// nginx serving `bytes` at some path, or why not.
     async fn nginx_serving(
         &self,
+        mode: nginx::Mode,
         name: &str,
         bytes: &[u8],
     ) -> Result<(nginx::Nginx, String), String> {
         let bin = self.nginx.as_ref().map_err(|e| e.clone())?;
-        let n = nginx::Nginx::start(bin).await?;
+        let n = nginx::Nginx::start_mode(bin, mode).await?;
         let path = n.put(name, bytes)?;
         let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(60)).await?;
         if status != 200 || got.len() != bytes.len() {
@@ -578,38 +626,21 @@ impl Bench {
             let size = format!("{:.1} MB per list", mb(body.len() as u64));
             progress(format!("list {case}: kcache ({size})"));
             let (kc, kc_cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
-            progress(format!("list {case}: nginx"));
-            let ng = match self.nginx_serving("list.json", &body).await {
-                Ok((n, p)) => {
-                    let r = self.measure(n.addr, &p, Some(n.pid()), None).await;
-                    Ok(r)
-                }
-                Err(e) => Err(e),
-            };
+            let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "list.json", &body).await;
             drop(body);
             progress(format!("list {case}: sim"));
             let (sm, _) = self.measure(sim.addr(), path, None, None).await;
 
             let mut row = load_row(S, &case, "kcache", &kc, kc_cpu);
             row.note(&size);
-            let ratio = match &ng {
-                Ok((ng, _)) => {
-                    let r = kc.rps() / ng.rps();
-                    row.ratio("kcache/nginx", r);
-                    Some(r)
-                }
-                Err(_) => None,
-            };
+            let ratio = nginx_best.map(|b| kc.rps() / b);
+            if let Some(r) = ratio {
+                row.ratio("kcache/best nginx", r);
+            }
             row.ratio("kcache/sim", kc.rps() / sm.rps());
             self.report.push(row);
-            match &ng {
-                Ok((r, cpu)) => {
-                    self.report
-                        .push(load_row(S, &case, "nginx (static file)", r, *cpu))
-                }
-                Err(e) => self
-                    .report
-                    .push(missing_row(S, &case, "nginx (static file)", e)),
+            for r in nginx_rows {
+                self.report.push(r);
             }
             let mut row = load_row(S, &case, "sim (upstream)", &sm, None);
             row.note("in the bench process");
@@ -619,7 +650,7 @@ impl Bench {
                     "LIST all RV=0, N={}: kcache ≥ 50% of nginx req/s",
                     count_label(n)
                 ),
-                "≥ 0.50",
+                "≥ 0.50 (vs the better nginx)",
                 ratio.map_or("nginx missing".into(), |r| format!("{}×", fmt_num(r))),
                 ratio.map(|r| r >= 0.5),
             );
@@ -648,34 +679,32 @@ impl Bench {
         if status != 200 {
             return Err(format!("kcache GET answered {status}"));
         }
-        let ng = match self.nginx_serving("object.json", &body).await {
-            Ok((n, p)) => Ok(self.measure(n.addr, &p, Some(n.pid()), None).await),
-            Err(e) => Err(e),
-        };
         let case = format!("{} B object", body.len());
+        let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "object.json", &body).await;
         for (label, path) in [("RV=0", rv0.as_str()), ("RV unset (consistent)", object)] {
             progress(format!("get: kcache {label}"));
+            let upstream_before = upstream_requests(&sim);
             let (kc, cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
+            let upstream = upstream_requests(&sim) - upstream_before;
             let mut row = load_row(S, &case, &format!("kcache {label}"), &kc, cpu);
-            let ratio = ng.as_ref().ok().map(|(r, _)| kc.rps() / r.rps());
+            row.set(
+                "upstream req per read",
+                upstream as f64 / kc.ok.max(1) as f64,
+            );
+            let ratio = nginx_best.map(|b| kc.rps() / b);
             if let Some(r) = ratio {
-                row.ratio("kcache/nginx", r);
+                row.ratio("kcache/best nginx", r);
             }
             self.report.push(row);
             self.report.check(
                 &format!("GET {label}: kcache ≥ 50% of nginx req/s"),
-                "≥ 0.50",
+                "≥ 0.50 (vs the better nginx)",
                 ratio.map_or("nginx missing".into(), |r| format!("{}×", fmt_num(r))),
                 ratio.map(|r| r >= 0.5),
             );
         }
-        match &ng {
-            Ok((r, cpu)) => self
-                .report
-                .push(load_row(S, &case, "nginx (static file)", r, *cpu)),
-            Err(e) => self
-                .report
-                .push(missing_row(S, &case, "nginx (static file)", e)),
+        for r in nginx_rows {
+            self.report.push(r);
         }
         progress("get: sim");
         let (sm, _) = self.measure(sim.addr(), object, None, None).await;
@@ -755,6 +784,7 @@ impl Bench {
             let cb = checker.clone();
             let on_response: load::OnResponse =
                 Arc::new(move |sent, status, body| cb.check(sent, status, body));
+            let upstream_before = upstream_requests(&sim);
             let (r, cpu) = self
                 .measure(
                     addr,
@@ -764,13 +794,18 @@ impl Bench {
                 )
                 .await;
             let write_failures = writer.await.unwrap_or(writes);
+            let upstream = upstream_requests(&sim) - upstream_before;
             let stale = checker.stale_reads.load(Ordering::Relaxed);
             let reads = checker.reads.load(Ordering::Relaxed);
             let unreadable = checker.unreadable.load(Ordering::Relaxed);
             let mut row = load_row(S, &case, target, &r, cpu);
-            row.set("reads checked", reads)
-                .set("stale reads", stale)
-                .set("writes acked", checker.acks.len() as u64);
+            row.set(
+                "upstream req per read",
+                upstream as f64 / r.ok.max(1) as f64,
+            )
+            .set("reads checked", reads)
+            .set("stale reads", stale)
+            .set("writes acked", checker.acks.len() as u64);
             if unreadable > 0 {
                 row.note(format!("{unreadable} answers were not a readable list"));
             }

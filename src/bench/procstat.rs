@@ -55,27 +55,57 @@ pub fn open_files_limit() -> Option<u64> {
     soft.parse().ok()
 }
 
-/// CPU used by a process over an interval: `start`, then `cores()` at the end.
-#[derive(Debug, Clone, Copy)]
+/// The processes whose parent is `pid` (e.g. nginx's workers).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// CPU used by one or more processes over an interval: `start`, then `cores()` at the end.
+#[derive(Debug, Clone)]
 pub struct CpuMeter {
-    pid: u32,
-    cpu: f64,
+    pids: Vec<u32>,
+    cpu: Vec<f64>,
     at: Instant,
 }
 
 impl CpuMeter {
     pub fn start(pid: u32) -> CpuMeter {
+        Self::start_all(&[pid])
+    }
+
+    pub fn start_all(pids: &[u32]) -> CpuMeter {
         CpuMeter {
-            pid,
-            cpu: cpu_seconds(pid).unwrap_or(0.0),
+            pids: pids.to_vec(),
+            cpu: pids
+                .iter()
+                .map(|&p| cpu_seconds(p).unwrap_or(0.0))
+                .collect(),
             at: Instant::now(),
         }
     }
 
     /// (CPU seconds used since `start`, wall seconds since `start`).
     pub fn used(&self) -> (f64, f64) {
-        let cpu = cpu_seconds(self.pid).unwrap_or(self.cpu) - self.cpu;
-        (cpu.max(0.0), self.at.elapsed().as_secs_f64())
+        let cpu: f64 = self
+            .pids
+            .iter()
+            .zip(&self.cpu)
+            .map(|(&p, &c0)| (cpu_seconds(p).unwrap_or(c0) - c0).max(0.0))
+            .sum();
+        (cpu, self.at.elapsed().as_secs_f64())
     }
 
     /// Average cores used since `start` (1.0 = one core busy all the time).
