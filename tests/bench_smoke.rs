@@ -294,6 +294,26 @@ async fn nginx_serves_the_bytes_it_is_given() {
         .unwrap();
     assert_eq!(status, 200);
     assert_eq!(&got[..], &bytes[..]);
+    drop(n);
+
+    // With a master and workers; dropping it stops them all.
+    let n = nginx::Nginx::start_mode(&bin, nginx::Mode::Workers(2))
+        .await
+        .expect("nginx starts");
+    let pids = n.pids();
+    assert_eq!(pids.len(), 3, "master and two workers: {pids:?}");
+    let path = n.put("object.json", bytes).unwrap();
+    let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!((status, &got[..]), (200, &bytes[..]));
+    drop(n);
+    for p in pids {
+        assert!(
+            procstat::rss_bytes(p).is_none(),
+            "nginx process {p} still runs"
+        );
+    }
 }
 
 #[test]

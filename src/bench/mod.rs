@@ -308,6 +308,8 @@ struct FanRun {
     delivery: Delivery,
     cpu_seconds: f64,
     cores: f64,
+    /// CPU of the bench process (watchers, writer, sim) over the same interval.
+    bench_cores: f64,
     rss_peak: u64,
 }
 
@@ -896,8 +898,10 @@ impl Bench {
         // Let the server finish setting up before the clock starts.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cpu = CpuMeter::start(pid);
+        let own_cpu = CpuMeter::start(std::process::id());
         let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
         let (cpu_seconds, wall) = cpu.used();
+        let bench_cores = own_cpu.cores();
         // The last writes' deliveries: until all arrived, 5 s at most.
         fan.wait_for_events(fan.expected(&log), Duration::from_secs(5))
             .await;
@@ -915,6 +919,7 @@ impl Bench {
             delivery,
             cpu_seconds,
             cores: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
+            bench_cores,
             rss_peak,
         }
     }
@@ -929,6 +934,7 @@ impl Bench {
             .set("p99 ms", ms(d.percentile(0.99)))
             .set("max ms", ms(d.max()))
             .set("kcache CPU cores", f.cores)
+            .set("bench CPU cores", f.bench_cores)
             .set("open s", f.open_secs);
         if f.failed > 0 {
             row.note(format!(
