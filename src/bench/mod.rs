@@ -34,7 +34,7 @@ use crate::sim::seed::{self, SeedObject};
 use crate::sim::{Sim, SimConfig};
 use kcache::{ChildConfig, KcacheChild};
 use load::{LoadResult, LoadSpec};
-use procstat::{CpuMeter, RssPeak};
+use procstat::{CpuMeter, OthersMeter, RssPeak};
 use report::{fmt_num, Report, Row};
 use watchers::{Delivery, Proto};
 
@@ -284,11 +284,25 @@ fn load_row(scenario: &str, case: &str, target: &str, r: &LoadResult, cores: Opt
         .set("MB/s", r.mb_per_s())
         .set("CPU cores", cores)
         .set("requests", r.ok)
-        .set("errors", r.errors);
+        .set("errors", r.errors)
+        .set("others CPU", r.others_cores);
     if let Some(e) = &r.first_error {
         row.note(format!("first error: {e}"));
     }
+    note_disturbed(&mut row, r.others_cores);
     row
+}
+
+/// Other processes' CPU above which a measurement is flagged as disturbed.
+const DISTURBED: f64 = 0.15;
+
+fn note_disturbed(row: &mut Row, others: Option<f64>) {
+    if let Some(o) = others.filter(|&o| o > DISTURBED) {
+        row.note(format!(
+            "disturbed: other processes used {} cores",
+            fmt_num(o)
+        ));
+    }
 }
 
 fn missing_row(scenario: &str, case: &str, target: &str, why: &str) -> Row {
@@ -310,6 +324,8 @@ struct FanRun {
     cores: f64,
     /// CPU of the bench process (watchers, writer, sim) over the same interval.
     bench_cores: f64,
+    /// CPU of everything else on the machine over the same interval.
+    others_cores: f64,
     rss_peak: u64,
 }
 
@@ -391,6 +407,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
     if let Err(e) = &nginx {
         report.notes.push(e.clone());
     }
+    report.notes.push(
+        "CPU columns are cores used on average while measuring (1.0 = one core busy all the time); \
+         `others CPU` is what processes other than the bench and its targets used meanwhile \
+         (other users of the machine): rows above 0.15 are marked disturbed"
+            .into(),
+    );
     let fd_limit = procstat::open_files_limit().unwrap_or(1024);
     report
         .notes
@@ -542,8 +564,11 @@ impl Bench {
         let mut spec = LoadSpec::new(addr, path, CLIENTS, self.scale.phase);
         spec.on_response = on_response;
         let cpu = (!pids.is_empty()).then(|| CpuMeter::start_all(pids));
-        let r = load::run(spec).await;
-        (r, cpu.map(|c| c.cores()))
+        let others = OthersMeter::start();
+        let mut r = load::run(spec).await;
+        let used = cpu.as_ref().map(|c| c.used());
+        r.others_cores = Some(others.cores(used.map_or(0.0, |u| u.0)));
+        (r, used.map(|(c, w)| if w > 0.0 { c / w } else { 0.0 }))
     }
 
     /// nginx serving `bytes` as a static file, as the issue configures it (one process) and
@@ -899,9 +924,11 @@ impl Bench {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cpu = CpuMeter::start(pid);
         let own_cpu = CpuMeter::start(std::process::id());
+        let others = OthersMeter::start();
         let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
         let (cpu_seconds, wall) = cpu.used();
         let bench_cores = own_cpu.cores();
+        let others_cores = others.cores(cpu_seconds);
         // The last writes' deliveries: until all arrived, 5 s at most.
         fan.wait_for_events(fan.expected(&log), Duration::from_secs(5))
             .await;
@@ -920,6 +947,7 @@ impl Bench {
             cpu_seconds,
             cores: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
             bench_cores,
+            others_cores,
             rss_peak,
         }
     }
@@ -935,6 +963,7 @@ impl Bench {
             .set("max ms", ms(d.max()))
             .set("kcache CPU cores", f.cores)
             .set("bench CPU cores", f.bench_cores)
+            .set("others CPU", f.others_cores)
             .set("open s", f.open_secs);
         if f.failed > 0 {
             row.note(format!(
@@ -949,6 +978,7 @@ impl Bench {
         if f.write_errors > 0 {
             row.note(format!("{} writes failed", f.write_errors));
         }
+        note_disturbed(&mut row, Some(f.others_cores));
         row
     }
 

@@ -90,6 +90,14 @@ impl Nginx {
              \x20 server {{\n    listen 127.0.0.1:{port};\n    location / {{ root {root}; }}\n  }}\n}}\n",
             root = root.display()
         );
+        // With workers, `reuseport` gives each its own accept queue so the connections spread.
+        let conf = match mode {
+            Mode::Single => conf,
+            Mode::Workers(_) => conf.replace(
+                &format!("listen 127.0.0.1:{port};"),
+                &format!("listen 127.0.0.1:{port} reuseport;"),
+            ),
+        };
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
         let child = Command::new(binary)

@@ -119,6 +119,53 @@ impl CpuMeter {
     }
 }
 
+/// CPU seconds the whole machine has spent busy (all cores: user, nice, system, irq, softirq,
+/// steal), from `/proc/stat`.
+pub fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7).unwrap_or(&0);
+    Some(busy as f64 / clock_ticks() as f64)
+}
+
+/// CPU used by everything else on the machine while the bench measures: the machine's busy
+/// time minus this process's and minus the measured targets'. Other users of a shared machine
+/// show up here, so a disturbed measurement can be told from a clean one.
+#[derive(Debug, Clone, Copy)]
+pub struct OthersMeter {
+    busy: f64,
+    own: f64,
+    at: Instant,
+}
+
+impl OthersMeter {
+    pub fn start() -> OthersMeter {
+        OthersMeter {
+            busy: machine_busy_seconds().unwrap_or(0.0),
+            own: cpu_seconds(std::process::id()).unwrap_or(0.0),
+            at: Instant::now(),
+        }
+    }
+
+    /// Average cores used by others, given the CPU seconds the targets used meanwhile.
+    pub fn cores(&self, targets_cpu_seconds: f64) -> f64 {
+        let busy = machine_busy_seconds().unwrap_or(self.busy) - self.busy;
+        let own = cpu_seconds(std::process::id()).unwrap_or(self.own) - self.own;
+        let wall = self.at.elapsed().as_secs_f64();
+        if wall > 0.0 {
+            ((busy - own - targets_cpu_seconds) / wall).max(0.0)
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Tracks the highest RSS seen by repeated `sample` calls.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RssPeak {
