@@ -65,8 +65,9 @@ pub struct LoadResult {
     pub latencies: Vec<Duration>,
     /// The first error seen, for the report.
     pub first_error: Option<String>,
-    /// CPU used by other processes on the machine meanwhile (set by the caller, if measured).
-    pub others_cores: Option<f64>,
+    /// CPU used by other processes on the machine meanwhile, at normal and at lower priority
+    /// (set by the caller, if measured).
+    pub others_cores: Option<(f64, f64)>,
 }
 
 impl LoadResult {

@@ -285,11 +285,12 @@ fn load_row(scenario: &str, case: &str, target: &str, r: &LoadResult, cores: Opt
         .set("CPU cores", cores)
         .set("requests", r.ok)
         .set("errors", r.errors)
-        .set("others CPU", r.others_cores);
+        .set("others CPU", r.others_cores.map(|o| o.0))
+        .set("niced CPU", r.others_cores.map(|o| o.1));
     if let Some(e) = &r.first_error {
         row.note(format!("first error: {e}"));
     }
-    note_disturbed(&mut row, r.others_cores);
+    note_disturbed(&mut row, r.others_cores.map(|o| o.0));
     row
 }
 
@@ -324,8 +325,8 @@ struct FanRun {
     cores: f64,
     /// CPU of the bench process (watchers, writer, sim) over the same interval.
     bench_cores: f64,
-    /// CPU of everything else on the machine over the same interval.
-    others_cores: f64,
+    /// CPU of everything else on the machine over the same interval (normal, lower priority).
+    others_cores: (f64, f64),
     rss_peak: u64,
 }
 
@@ -410,7 +411,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
     report.notes.push(
         "CPU columns are cores used on average while measuring (1.0 = one core busy all the time); \
          `others CPU` is what processes other than the bench and its targets used meanwhile \
-         (other users of the machine): rows above 0.15 are marked disturbed"
+         (other users of the machine; rows above 0.15 are marked disturbed), `niced CPU` what \
+         lower-priority processes (background builds at nice 19) used"
             .into(),
     );
     let fd_limit = procstat::open_files_limit().unwrap_or(1024);
@@ -963,7 +965,8 @@ impl Bench {
             .set("max ms", ms(d.max()))
             .set("kcache CPU cores", f.cores)
             .set("bench CPU cores", f.bench_cores)
-            .set("others CPU", f.others_cores)
+            .set("others CPU", f.others_cores.0)
+            .set("niced CPU", f.others_cores.1)
             .set("open s", f.open_secs);
         if f.failed > 0 {
             row.note(format!(
@@ -978,7 +981,7 @@ impl Bench {
         if f.write_errors > 0 {
             row.note(format!("{} writes failed", f.write_errors));
         }
-        note_disturbed(&mut row, Some(f.others_cores));
+        note_disturbed(&mut row, Some(f.others_cores.0));
         row
     }
 

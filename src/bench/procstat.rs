@@ -119,9 +119,10 @@ impl CpuMeter {
     }
 }
 
-/// CPU seconds the whole machine has spent busy (all cores: user, nice, system, irq, softirq,
-/// steal), from `/proc/stat`.
-pub fn machine_busy_seconds() -> Option<f64> {
+/// Machine-wide CPU seconds from `/proc/stat`: (user + system, nice). Interrupt and softirq
+/// time is left out: loopback traffic is mostly softirq work on behalf of the bench and its
+/// targets, which no process is charged with.
+pub fn machine_cpu_seconds() -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
@@ -130,38 +131,47 @@ pub fn machine_busy_seconds() -> Option<f64> {
         .filter_map(|x| x.parse().ok())
         .collect();
     // user nice system idle iowait irq softirq steal ...
-    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7).unwrap_or(&0);
-    Some(busy as f64 / clock_ticks() as f64)
+    let t = clock_ticks() as f64;
+    Some(((v.first()? + v.get(2)?) as f64 / t, *v.get(1)? as f64 / t))
 }
 
-/// CPU used by everything else on the machine while the bench measures: the machine's busy
-/// time minus this process's and minus the measured targets'. Other users of a shared machine
-/// show up here, so a disturbed measurement can be told from a clean one.
+/// CPU used by everything else on the machine while the bench measures: the machine's user and
+/// system time minus this process's and the measured targets' (other users of a shared machine
+/// show up here, so a disturbed measurement can be told from a clean one), and apart from it
+/// the time of processes running at a lower priority (`nice`, e.g. background builds), which
+/// mostly yield to the bench.
 #[derive(Debug, Clone, Copy)]
 pub struct OthersMeter {
     busy: f64,
+    nice: f64,
     own: f64,
     at: Instant,
 }
 
 impl OthersMeter {
     pub fn start() -> OthersMeter {
+        let (busy, nice) = machine_cpu_seconds().unwrap_or((0.0, 0.0));
         OthersMeter {
-            busy: machine_busy_seconds().unwrap_or(0.0),
+            busy,
+            nice,
             own: cpu_seconds(std::process::id()).unwrap_or(0.0),
             at: Instant::now(),
         }
     }
 
-    /// Average cores used by others, given the CPU seconds the targets used meanwhile.
-    pub fn cores(&self, targets_cpu_seconds: f64) -> f64 {
-        let busy = machine_busy_seconds().unwrap_or(self.busy) - self.busy;
+    /// Average cores used by others (at normal priority, at lower priority), given the CPU
+    /// seconds the targets used meanwhile.
+    pub fn cores(&self, targets_cpu_seconds: f64) -> (f64, f64) {
+        let (busy, nice) = machine_cpu_seconds().unwrap_or((self.busy, self.nice));
         let own = cpu_seconds(std::process::id()).unwrap_or(self.own) - self.own;
         let wall = self.at.elapsed().as_secs_f64();
         if wall > 0.0 {
-            ((busy - own - targets_cpu_seconds) / wall).max(0.0)
+            (
+                ((busy - self.busy - own - targets_cpu_seconds) / wall).max(0.0),
+                ((nice - self.nice) / wall).max(0.0),
+            )
         } else {
-            0.0
+            (0.0, 0.0)
         }
     }
 }
