@@ -80,12 +80,38 @@ enum Command {
         #[arg(long, env = "KCACHE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Measure kcache against nginx serving the same bytes and against the simulated
+    /// apiserver (build with --release); prints Markdown tables.
+    Bench {
+        /// Small sizes and short phases (about a minute; a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Scenarios to run, comma-separated: list,get,consistent,watch,node,memory,stalled.
+        #[arg(long, value_delimiter = ',')]
+        scenarios: Vec<String>,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Install nginx (apt-get install -y nginx-light) if it is missing.
+        #[arg(long)]
+        install_nginx: bool,
+    },
 }
 
-fn init_logs(format: LogFormat) {
+/// Logs to stdout at `default_level` unless `KCACHE_LOG` says otherwise; `bench` logs to
+/// stderr (its tables go to stdout) and only warnings by default.
+fn init_logs(format: LogFormat, bench: bool) {
+    let default_level = if bench { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KCACHE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let writer = if bench {
+        tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr)
+    } else {
+        tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout)
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -106,7 +132,7 @@ fn load_config(path: Option<PathBuf>, listen: Option<String>) -> Result<Config, 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(cli.log_format);
+    init_logs(cli.log_format, matches!(cli.command, Command::Bench { .. }));
     let result = match cli.command {
         Command::Serve {
             kubeconfig,
@@ -136,6 +162,20 @@ async fn main() -> ExitCode {
             }
             Err(e) => Err(e),
         },
+        Command::Bench {
+            quick,
+            scenarios,
+            json,
+            install_nginx,
+        } => {
+            kcache::bench::run(kcache::bench::Options {
+                quick,
+                scenarios,
+                json,
+                install_nginx,
+            })
+            .await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

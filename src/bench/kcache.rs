@@ -1,0 +1,133 @@
+//! kcache under test, as a child process (`kcache serve`) so that its CPU time and memory are
+//! its own: the bench process also runs the simulated apiserver and the load generator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TempDir;
+
+/// What the child caches and how.
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    /// `(group, version, resource)` to cache.
+    pub resources: Vec<(&'static str, &'static str, &'static str)>,
+    /// Forward consistent reads instead of answering them from the cache.
+    pub forward_consistent: bool,
+}
+
+impl ChildConfig {
+    pub fn caching(resources: &[(&'static str, &'static str, &'static str)]) -> Self {
+        ChildConfig {
+            resources: resources.to_vec(),
+            forward_consistent: false,
+        }
+    }
+
+    fn yaml(&self) -> String {
+        let mut y = String::from("resources:\n");
+        for (g, v, r) in &self.resources {
+            y.push_str(&format!(
+                "  - {{ group: \"{g}\", version: {v}, resource: {r} }}\n"
+            ));
+        }
+        if self.forward_consistent {
+            y.push_str(
+                "consistentReads:\n  source: upstream\n  waitSeconds: 3\n  onTimeout: upstream\n",
+            );
+        }
+        y
+    }
+}
+
+/// A running `kcache serve`; killed on drop.
+pub struct KcacheChild {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: TempDir,
+}
+
+impl KcacheChild {
+    /// Start `exe serve` against `upstream` (a plain-HTTP URL, no credentials) and wait until
+    /// `/readyz` answers 200 (every cache synced), at most `ready_timeout`.
+    pub async fn start(
+        exe: &PathBuf,
+        upstream: &str,
+        config: &ChildConfig,
+        ready_timeout: Duration,
+    ) -> Result<KcacheChild, String> {
+        let dir = TempDir::new("kcache")?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {upstream}\n\
+                 users:\n- name: anonymous\n  user: {{}}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: anonymous\n\
+                 current-context: sim\n"
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        let config_path = dir.path().join("kcache.yaml");
+        std::fs::write(&config_path, config.yaml()).map_err(|e| e.to_string())?;
+        let port = super::free_port()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let log =
+            std::fs::File::create(dir.path().join("kcache.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .env(
+                "KCACHE_LOG",
+                std::env::var("KCACHE_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .env_remove("KCACHE_CONFIG")
+            .env_remove("KCACHE_LISTEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting {} serve: {e}", exe.display()))?;
+        let mut k = KcacheChild { child, addr, dir };
+        let deadline = Instant::now() + ready_timeout;
+        loop {
+            if let Ok((200, _)) = super::load::fetch(addr, "/readyz", Duration::from_secs(2)).await
+            {
+                return Ok(k);
+            }
+            if let Ok(Some(status)) = k.child.try_wait() {
+                return Err(format!("kcache exited ({status}): {}", k.log_tail()));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "kcache not ready within {ready_timeout:?}: {}",
+                    k.log_tail()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines kcache logged.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("kcache.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+}
+
+impl Drop for KcacheChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

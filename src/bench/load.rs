@@ -1,0 +1,269 @@
+//! The HTTP load generator: `concurrency` workers, each with one keep-alive HTTP/1.1
+//! connection (hyper), sending the same GET back to back for a fixed time. Every request's
+//! latency (send to last body byte) is recorded; the same code measures kcache, nginx and the
+//! simulated apiserver so their numbers compare.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Called with every complete response: when its request was sent, status, body.
+pub type OnResponse = Arc<dyn Fn(Instant, u16, &Bytes) + Send + Sync>;
+
+/// One load run.
+#[derive(Clone)]
+pub struct LoadSpec {
+    pub addr: SocketAddr,
+    /// Path and query, e.g. `/api/v1/configmaps?resourceVersion=0`.
+    pub path: String,
+    pub concurrency: usize,
+    /// Workers stop sending when it is over (a request in flight then completes and counts).
+    pub duration: Duration,
+    /// Upper bound on requests per worker, whatever the duration.
+    pub max_requests_per_worker: u64,
+    /// With a callback, bodies are collected and handed to it; without, only counted.
+    pub on_response: Option<OnResponse>,
+}
+
+impl LoadSpec {
+    pub fn new(
+        addr: SocketAddr,
+        path: impl Into<String>,
+        concurrency: usize,
+        duration: Duration,
+    ) -> Self {
+        LoadSpec {
+            addr,
+            path: path.into(),
+            concurrency,
+            duration,
+            max_requests_per_worker: 10_000_000,
+            on_response: None,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default)]
+pub struct LoadResult {
+    /// Requests answered 2xx.
+    pub ok: u64,
+    /// Requests that failed or were not answered 2xx.
+    pub errors: u64,
+    /// Body bytes of the 2xx answers.
+    pub bytes: u64,
+    /// From the first send until the last worker finished.
+    pub elapsed: Duration,
+    /// Latencies of the 2xx answers, sorted.
+    pub latencies: Vec<Duration>,
+    /// The first error seen, for the report.
+    pub first_error: Option<String>,
+    /// CPU used by other processes on the machine meanwhile, at normal and at lower priority
+    /// (set by the caller, if measured).
+    pub others_cores: Option<(f64, f64)>,
+}
+
+impl LoadResult {
+    pub fn rps(&self) -> f64 {
+        per_second(self.ok as f64, self.elapsed)
+    }
+
+    pub fn mb_per_s(&self) -> f64 {
+        per_second(self.bytes as f64 / 1e6, self.elapsed)
+    }
+
+    /// Latency percentile `q` in 0..=1 (nearest rank), zero without data.
+    pub fn percentile(&self, q: f64) -> Duration {
+        percentile(&self.latencies, q)
+    }
+}
+
+fn per_second(x: f64, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        x / d.as_secs_f64()
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+    if sorted.is_empty() {
+        return T::default();
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[derive(Default)]
+struct WorkerResult {
+    ok: u64,
+    errors: u64,
+    bytes: u64,
+    latencies: Vec<Duration>,
+    first_error: Option<String>,
+}
+
+impl WorkerResult {
+    fn error(&mut self, e: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(e);
+        }
+    }
+}
+
+/// Run the load and gather the workers' results.
+pub async fn run(spec: LoadSpec) -> LoadResult {
+    let start = Instant::now();
+    let deadline = start + spec.duration;
+    let spec = Arc::new(spec);
+    let workers: Vec<_> = (0..spec.concurrency.max(1))
+        .map(|_| tokio::spawn(worker(spec.clone(), deadline)))
+        .collect();
+    let mut out = LoadResult::default();
+    for w in workers {
+        match w.await {
+            Ok(r) => {
+                out.ok += r.ok;
+                out.errors += r.errors;
+                out.bytes += r.bytes;
+                out.latencies.extend(r.latencies);
+                if out.first_error.is_none() {
+                    out.first_error = r.first_error;
+                }
+            }
+            Err(e) => {
+                out.errors += 1;
+                out.first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    out.elapsed = start.elapsed();
+    out.latencies.sort_unstable();
+    out
+}
+
+async fn connect(addr: SocketAddr) -> Result<http1::SendRequest<Empty<Bytes>>, String> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake {addr}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// A GET request as the bench sends it (JSON, not a curl User-Agent, so no indentation).
+pub fn get_request(addr: SocketAddr, path: &str) -> Request<Empty<Bytes>> {
+    Request::get(path)
+        .header(http::header::HOST, addr.to_string())
+        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::USER_AGENT, "kcache-bench")
+        .body(Empty::new())
+        .expect("a valid request")
+}
+
+async fn worker(spec: Arc<LoadSpec>, deadline: Instant) -> WorkerResult {
+    let mut r = WorkerResult::default();
+    let mut sender = None;
+    let mut sent = 0u64;
+    while Instant::now() < deadline && sent < spec.max_requests_per_worker {
+        let s = match sender.as_mut() {
+            Some(s) => s,
+            None => match connect(spec.addr).await {
+                Ok(s) => sender.insert(s),
+                Err(e) => {
+                    r.error(e);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        sent += 1;
+        if s.ready().await.is_err() {
+            sender = None;
+            continue;
+        }
+        let t0 = Instant::now();
+        match exchange(s, spec.addr, &spec.path, spec.on_response.is_some()).await {
+            Ok((status, len, body)) => {
+                let latency = t0.elapsed();
+                if (200..300).contains(&status) {
+                    r.ok += 1;
+                    r.bytes += len;
+                    r.latencies.push(latency);
+                } else {
+                    r.error(format!("status {status}"));
+                }
+                if let Some(cb) = &spec.on_response {
+                    cb(t0, status, &body);
+                }
+            }
+            Err(e) => {
+                r.error(e);
+                sender = None;
+            }
+        }
+    }
+    r
+}
+
+/// One request: (status, body length, body if collected).
+async fn exchange(
+    s: &mut http1::SendRequest<Empty<Bytes>>,
+    addr: SocketAddr,
+    path: &str,
+    collect: bool,
+) -> Result<(u16, u64, Bytes), String> {
+    let resp = s
+        .send_request(get_request(addr, path))
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    if collect {
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        return Ok((status, bytes.len() as u64, bytes));
+    }
+    let mut len = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("body: {e}"))?;
+        if let Some(d) = frame.data_ref() {
+            len += d.len() as u64;
+        }
+    }
+    Ok((status, len, Bytes::new()))
+}
+
+/// One GET on a fresh connection: (status, body). For fetching a body once and for probes.
+pub async fn fetch(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
+    let work = async {
+        let mut s = connect(addr).await?;
+        s.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let (status, _, body) = exchange(&mut s, addr, path, true).await?;
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("GET {path}: no answer within {timeout:?}"))?
+}

@@ -1,0 +1,344 @@
+//! The benchmark's building blocks at tiny scale, in-process: the load generator, a watch
+//! fan-out over HTTP/1.1 and HTTP/2, the staleness checker (including a planted stale answer),
+//! /proc readings, nginx when installed, and the report. No timing is asserted.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{resource, EnvBuilder};
+use kcache::bench::report::{Report, Row};
+use kcache::bench::staleness::{parse_items, scan_items, stale_objects, AckLog, Checker};
+use kcache::bench::watchers::{self, Proto};
+use kcache::bench::{item_bytes, list_rv, load, nginx, procstat};
+use kcache::sim::seed;
+use serde_json::json;
+
+fn configmap_env(n: usize) -> EnvBuilder {
+    let mut b = EnvBuilder::default().resources(vec![resource("", "v1", "configmaps")]);
+    b.seed = seed::configmaps(n, 2, 11);
+    b
+}
+
+#[tokio::test]
+async fn load_generator_counts_every_request_and_byte() {
+    let env = configmap_env(40).start().await;
+    let path = "/api/v1/configmaps?resourceVersion=0";
+    // The same bytes from kcache and from the sim (kcache keeps the upstream's bytes).
+    let (status, body) = load::fetch(env.kcache.addr, path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let (json_bytes, items) = item_bytes(&body).unwrap();
+    assert_eq!(items, 40);
+    assert!(json_bytes > 30_000, "{json_bytes}");
+
+    for addr in [env.kcache.addr, env.sim.addr()] {
+        let mut spec = load::LoadSpec::new(addr, path, 3, Duration::from_millis(300));
+        spec.max_requests_per_worker = 50;
+        let r = load::run(spec).await;
+        assert_eq!(r.errors, 0, "{:?}", r.first_error);
+        assert!(r.ok > 0);
+        assert_eq!(r.latencies.len() as u64, r.ok);
+        assert_eq!(r.bytes, r.ok * body.len() as u64);
+        assert!(r.latencies.windows(2).all(|w| w[0] <= w[1]), "sorted");
+        assert!(r.percentile(0.5) <= r.percentile(0.99));
+    }
+
+    // A failing target is counted as errors, not hidden.
+    let mut spec = load::LoadSpec::new(
+        env.kcache.addr,
+        "/api/v1/nosuchthings",
+        1,
+        Duration::from_millis(100),
+    );
+    spec.max_requests_per_worker = 5;
+    let r = load::run(spec).await;
+    assert_eq!(r.ok, 0);
+    assert!(r.errors > 0);
+}
+
+async fn fan_out_delivers_all(proto: Proto) {
+    let env = configmap_env(30).start().await;
+    let objects: Vec<_> = env
+        .sim
+        .list("", "configmaps")
+        .into_iter()
+        .take(10)
+        .collect();
+    let rv = list_rv(env.kcache.addr, "/api/v1/configmaps")
+        .await
+        .unwrap();
+    let path = format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=60");
+    // 20 watchers of everything and one of a single namespace (keyed: it gets half).
+    let mut watches = vec![(None, path); 20];
+    watches.push((
+        Some(1),
+        format!(
+            "/api/v1/namespaces/bench-1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=60"
+        ),
+    ));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let until = Instant::now() + Duration::from_secs(60);
+    let fan = watchers::open(env.kcache.addr, proto, watches, stop_rx, until, 8).await;
+    assert_eq!(fan.failed, 0, "{:?}", fan.first_error);
+    assert_eq!(fan.tasks.len(), 21);
+
+    let sim = env.sim.clone();
+    let log = watchers::write_at_rate(200.0, 10, |i| {
+        let mut o = objects[i as usize].clone();
+        o["metadata"]["annotations"] = json!({"bench": i.to_string()});
+        let v = sim.update("", "configmaps", o).map_err(|e| e.to_string())?;
+        let rv: u64 = v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let key = if v["metadata"]["namespace"] == "bench-1" {
+            1
+        } else {
+            2
+        };
+        Ok((rv, key))
+    })
+    .await;
+    assert_eq!(log.writes.len(), 10, "{:?}", log.first_error);
+    let expected = fan.expected(&log);
+    assert_eq!(expected, 20 * 10 + log.per_key()[&1]);
+    assert!(
+        fan.wait_for_events(expected, Duration::from_secs(30)).await,
+        "all events arrive"
+    );
+    stop_tx.send(true).unwrap();
+    let received = fan.finish().await;
+    let d = watchers::delivery(&log, &received);
+    assert_eq!(d.watchers, 21);
+    assert_eq!(d.expected, expected);
+    assert_eq!(d.delivered, expected);
+    assert_eq!(d.missing(), 0);
+    assert_eq!(d.ended_early, 0);
+    assert_eq!(d.delays.len() as u64, expected);
+    assert!(d.percentile(0.5) <= d.max());
+}
+
+#[tokio::test]
+async fn http1_fan_out_delivers_every_event() {
+    fan_out_delivers_all(Proto::H1).await;
+}
+
+#[tokio::test]
+async fn http2_fan_out_delivers_every_event() {
+    fan_out_delivers_all(Proto::H2 { connections: 2 }).await;
+}
+
+#[tokio::test]
+async fn stalled_watchers_connect_and_kcache_keeps_serving() {
+    let env = configmap_env(20).start().await;
+    let stalled = watchers::open_stalled(
+        env.kcache.addr,
+        "/api/v1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=60",
+        3,
+    )
+    .await;
+    assert_eq!(stalled.failed, 0);
+    let (status, _) = load::fetch(env.kcache.addr, "/readyz", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn staleness_checker_finds_a_planted_stale_answer() {
+    let body = |b_rv: u64| {
+        json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"},
+        "items": [
+            {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {"name": "x"}},
+            {"metadata": {"name": "b", "resourceVersion": b_rv.to_string()}}
+        ]})
+        .to_string()
+    };
+    let required: HashMap<String, u64> = [("a".to_string(), 5), ("b".to_string(), 7)].into();
+    assert!(stale_objects(&required, body(7).as_bytes())
+        .unwrap()
+        .is_empty());
+    assert!(stale_objects(&required, body(8).as_bytes())
+        .unwrap()
+        .is_empty());
+    let stale = stale_objects(&required, body(6).as_bytes()).unwrap();
+    assert_eq!(
+        scan_items(body(6).as_bytes()).unwrap(),
+        vec![("a".to_string(), 5), ("b".to_string(), 6)]
+    );
+    // Items in another shape are parsed instead.
+    assert!(scan_items(br#"{"items":[{"kind":"X","metadata":{"name":"a"}}]}"#).is_none());
+    assert_eq!(stale, vec!["b: written at 7, read 6".to_string()]);
+    let missing: HashMap<String, u64> = [("c".to_string(), 1)].into();
+    assert_eq!(
+        stale_objects(&missing, body(7).as_bytes()).unwrap().len(),
+        1
+    );
+
+    // Only writes acknowledged before the read was sent count.
+    let checker = Checker::default();
+    let before_any = Instant::now();
+    checker.acks.record("a", 5);
+    checker.acks.record("b", 7);
+    let after = Instant::now();
+    assert!(checker.acks.required_before(before_any).is_empty());
+    assert_eq!(checker.acks.required_before(after), required);
+    checker.check(before_any, 200, body(6).as_bytes());
+    assert_eq!(checker.stale_reads.load(Ordering::Relaxed), 0);
+    checker.check(after, 200, body(7).as_bytes());
+    assert_eq!(checker.stale_reads.load(Ordering::Relaxed), 0);
+    checker.check(after, 200, body(6).as_bytes());
+    assert_eq!(checker.stale_reads.load(Ordering::Relaxed), 1);
+    checker.check(after, 500, b"{}");
+    assert_eq!(checker.unreadable.load(Ordering::Relaxed), 1);
+    assert_eq!(checker.reads.load(Ordering::Relaxed), 4);
+    assert!(checker.first_stale.lock().unwrap().is_some());
+    let log = AckLog::default();
+    assert!(log.is_empty());
+}
+
+#[tokio::test]
+async fn consistent_lists_from_kcache_under_writes_are_never_stale() {
+    let env = configmap_env(40).start().await;
+    let checker = Arc::new(Checker::default());
+    let objects: Vec<_> = env
+        .sim
+        .list("", "configmaps")
+        .into_iter()
+        .filter(|o| o["metadata"]["namespace"] == "bench-1")
+        .collect();
+    let writer = {
+        let sim = env.sim.clone();
+        let checker = checker.clone();
+        tokio::spawn(async move {
+            for i in 0..20u64 {
+                let mut o = objects[i as usize % objects.len()].clone();
+                o["metadata"]["resourceVersion"] = json!(null);
+                o["metadata"]["annotations"] = json!({"seq": i.to_string()});
+                let v = sim.update("", "configmaps", o).unwrap();
+                let rv = v["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                checker
+                    .acks
+                    .record(v["metadata"]["name"].as_str().unwrap(), rv);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let cb = checker.clone();
+    let mut spec = load::LoadSpec::new(
+        env.kcache.addr,
+        "/api/v1/namespaces/bench-1/configmaps",
+        2,
+        Duration::from_millis(400),
+    );
+    spec.max_requests_per_worker = 200;
+    spec.on_response = Some(Arc::new(move |sent, status, body| {
+        cb.check(sent, status, body)
+    }));
+    let r = load::run(spec).await;
+    writer.await.unwrap();
+    assert_eq!(checker.scan_mismatches.load(Ordering::Relaxed), 0);
+    let (_, body) = load::fetch(
+        env.kcache.addr,
+        "/api/v1/namespaces/bench-1/configmaps",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let scanned = scan_items(&body).expect("the apiserver's list encoding");
+    assert_eq!(scanned.len(), 20);
+    assert_eq!(scanned, parse_items(&body).unwrap());
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert!(checker.reads.load(Ordering::Relaxed) > 0);
+    assert_eq!(checker.unreadable.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        checker.stale_reads.load(Ordering::Relaxed),
+        0,
+        "{:?}",
+        checker.first_stale.lock().unwrap()
+    );
+}
+
+#[test]
+fn proc_readings_of_this_process() {
+    let pid = std::process::id();
+    assert!(procstat::rss_bytes(pid).unwrap() > 0);
+    assert!(procstat::cpu_seconds(pid).is_some());
+    assert!(procstat::open_files_limit().unwrap() > 0);
+    let meter = procstat::CpuMeter::start(pid);
+    let (cpu, wall) = meter.used();
+    assert!(cpu >= 0.0 && wall >= 0.0);
+}
+
+#[tokio::test]
+async fn nginx_serves_the_bytes_it_is_given() {
+    let Some(bin) = nginx::find() else {
+        eprintln!("nginx not installed; skipping");
+        return;
+    };
+    let n = nginx::Nginx::start(&bin).await.expect("nginx starts");
+    let bytes = br#"{"kind":"ConfigMapList","items":[]}"#;
+    let path = n.put("list.json", bytes).unwrap();
+    let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(&got[..], &bytes[..]);
+    drop(n);
+
+    // With a master and workers; dropping it stops them all.
+    let n = nginx::Nginx::start_mode(&bin, nginx::Mode::Workers(2))
+        .await
+        .expect("nginx starts");
+    let pids = n.pids();
+    assert_eq!(pids.len(), 3, "master and two workers: {pids:?}");
+    let path = n.put("object.json", bytes).unwrap();
+    let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!((status, &got[..]), (200, &bytes[..]));
+    drop(n);
+    for p in pids {
+        assert!(
+            procstat::rss_bytes(p).is_none(),
+            "nginx process {p} still runs"
+        );
+    }
+}
+
+#[test]
+fn report_renders_rows_and_targets() {
+    let mut report = Report::default();
+    let mut row = Row::new("LIST", "N=1k", "kcache");
+    row.set("req/s", 1234.5)
+        .set("errors", 0u64)
+        .ratio("kcache/nginx", 0.75);
+    report.push(row);
+    report.push(Row::new("LIST", "N=1k", "nginx"));
+    report.check("LIST ≥ 50% of nginx", "≥ 0.50", "0.75×".into(), Some(true));
+    report.check("memory", "≤ 1.5", "2.0×".into(), Some(false));
+    let md = report.markdown();
+    assert!(
+        md.contains("| case | target | req/s | errors | ratio | note |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| N=1k | kcache | 1234 | 0 | kcache/nginx 0.750× |"),
+        "{md}"
+    );
+    assert!(md.contains("| N=1k | nginx | — | — |"), "{md}");
+    assert!(md.contains("| PASS |") && md.contains("| MISS |"), "{md}");
+    let v: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+    assert_eq!(v["rows"][0]["values"]["req/s"], 1234.5);
+    assert_eq!(v["checks"][1]["pass"], false);
+}
