@@ -144,6 +144,8 @@ async fn stalled_watchers_connect_and_kcache_keeps_serving() {
     )
     .await;
     assert_eq!(stalled.failed, 0);
+    let (connections, _) = procstat::tcp_send_queues(env.kcache.addr.port());
+    assert!(connections >= 3, "{connections}");
     let (status, _) = load::fetch(env.kcache.addr, "/readyz", Duration::from_secs(5))
         .await
         .unwrap();

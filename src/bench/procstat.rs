@@ -176,6 +176,35 @@ impl OthersMeter {
     }
 }
 
+/// Established IPv4 TCP connections whose local port is `port`: (count, bytes waiting in
+/// their kernel send queues). From `/proc/net/tcp`; memory the kernel holds for a server,
+/// which its RSS does not show.
+pub fn tcp_send_queues(port: u16) -> (usize, u64) {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let mut count = 0;
+    let mut bytes = 0;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(state), Some(queues)) = (f.get(1), f.get(3), f.get(4)) else {
+            continue;
+        };
+        let local_port = local
+            .rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok());
+        if local_port != Some(port) || *state != "01" {
+            continue;
+        }
+        count += 1;
+        bytes += queues
+            .split(':')
+            .next()
+            .and_then(|q| u64::from_str_radix(q, 16).ok())
+            .unwrap_or(0);
+    }
+    (count, bytes)
+}
+
 /// Tracks the highest RSS seen by repeated `sample` calls.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RssPeak {

@@ -1,0 +1,385 @@
+//! The watch scenarios: fan-out over HTTP/1.1 and HTTP/2, node-scoped watchers, stalled
+//! watchers; and the fan-out run they share (open, write at a rate, measure delivery and CPU).
+
+use super::*;
+
+/// What one fan-out run measured.
+struct FanRun {
+    opened: usize,
+    failed: usize,
+    first_error: Option<String>,
+    open_secs: f64,
+    writes: u64,
+    write_errors: u64,
+    delivery: Delivery,
+    cpu_seconds: f64,
+    cores: f64,
+    /// CPU of the bench process (watchers, writer, sim) over the same interval.
+    bench_cores: f64,
+    /// CPU of everything else on the machine over the same interval (normal, lower priority).
+    others_cores: (f64, f64),
+    rss_peak: u64,
+}
+
+/// Samples a process's RSS every 200 ms until stopped; returns the peak.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    fn start(pid: u32) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut peak = RssPeak::default();
+            // Bounded: at most an hour of samples.
+            for _ in 0..18_000 {
+                peak.sample(pid);
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            peak.peak
+        });
+        RssSampler { stop, task }
+    }
+
+    async fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap_or(0)
+    }
+}
+
+impl Bench {
+    /// Open `watches` on `addr`, write at `rate` for `secs` with `write`, wait for the tail,
+    /// and measure delivery and the CPU of `pid` while writing.
+    #[allow(clippy::too_many_arguments)]
+    async fn fan_run<F>(
+        &self,
+        pid: u32,
+        addr: std::net::SocketAddr,
+        proto: Proto,
+        watches: Vec<(Option<usize>, String)>,
+        rate: f64,
+        secs: f64,
+        write: F,
+    ) -> FanRun
+    where
+        F: FnMut(u64) -> Result<(u64, usize), String>,
+    {
+        let sampler = RssSampler::start(pid);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let t = Instant::now();
+        // The hard bound on every watcher, whatever happens.
+        let until = t + Duration::from_secs(300) + Duration::from_secs_f64(secs);
+        let fan = watchers::open(addr, proto, watches, stop_rx, until, OPEN_PARALLEL).await;
+        let open_secs = t.elapsed().as_secs_f64();
+        let (opened, failed, first_error) = (fan.tasks.len(), fan.failed, fan.first_error.clone());
+        // Let the server finish setting up before the clock starts.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let cpu = CpuMeter::start(pid);
+        let own_cpu = CpuMeter::start(std::process::id());
+        let others = OthersMeter::start();
+        let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
+        let (cpu_seconds, wall) = cpu.used();
+        let bench_cores = own_cpu.cores();
+        let others_cores = others.cores(cpu_seconds);
+        // The last writes' deliveries: until all arrived, 5 s at most.
+        fan.wait_for_events(fan.expected(&log), Duration::from_secs(5))
+            .await;
+        let _ = stop_tx.send(true);
+        let received = fan.finish().await;
+        let rss_peak = sampler.finish().await;
+        let delivery = watchers::delivery(&log, &received);
+        FanRun {
+            opened,
+            failed,
+            first_error,
+            open_secs,
+            writes: log.writes.len() as u64,
+            write_errors: log.failed,
+            delivery,
+            cpu_seconds,
+            cores: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
+            bench_cores,
+            others_cores,
+            rss_peak,
+        }
+    }
+
+    fn fan_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
+        let d = &f.delivery;
+        let mut row = Row::new(scenario, case, target);
+        row.set("watchers", f.opened as u64)
+            .set("writes", f.writes)
+            .set("delivered", format!("{}/{}", d.delivered, d.expected))
+            .set("p50 ms", ms(d.percentile(0.5)))
+            .set("p99 ms", ms(d.percentile(0.99)))
+            .set("max ms", ms(d.max()))
+            .set("kcache CPU cores", f.cores)
+            .set("bench CPU cores", f.bench_cores)
+            .set("others CPU", f.others_cores.0)
+            .set("niced CPU", f.others_cores.1)
+            .set("open s", f.open_secs);
+        if f.failed > 0 {
+            row.note(format!(
+                "{} watchers failed to open: {}",
+                f.failed,
+                f.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+        if d.ended_early > 0 {
+            row.note(format!("{} streams ended early", d.ended_early));
+        }
+        if f.write_errors > 0 {
+            row.note(format!("{} writes failed", f.write_errors));
+        }
+        note_disturbed(&mut row, Some(f.others_cores.0));
+        row
+    }
+
+    pub(super) async fn watch(&mut self) -> Result<(), String> {
+        const S: &str = "WATCH fan-out (ConfigMaps, all namespaces)";
+        let n = self.scale.watch_objects;
+        let sim = start_sim().await?;
+        let objects = seed::configmaps(n, 10, 4);
+        let cms: Vec<Value> = objects
+            .iter()
+            .filter(|o| o.resource == "configmaps")
+            .map(|o| o.object.clone())
+            .collect();
+        seed_sim(&sim, objects)?;
+        let k = self
+            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
+            .await?;
+        let (rate, secs) = (self.scale.watch_rate, self.scale.watch_secs);
+        for (proto, wanted) in self.scale.watch_cases.clone() {
+            let count = match proto {
+                Proto::H1 => self.cap_watchers(wanted, "watch"),
+                Proto::H2 { .. } => wanted,
+            };
+            let proto_label = match proto {
+                Proto::H1 => "HTTP/1.1, 1 conn each".to_string(),
+                Proto::H2 { connections } => format!("HTTP/2 (h2c), {connections} conns"),
+            };
+            let case = format!(
+                "{} watchers, {proto_label}, {} updates/s",
+                count_label(count),
+                fmt_num(rate)
+            );
+            progress(format!("watch: {case}"));
+            let rv = list_rv(k.addr, "/api/v1/configmaps").await?;
+            let path =
+                format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=900");
+            let watches = vec![(None, path); count];
+            let f = self
+                .fan_run(k.pid(), k.addr, proto, watches, rate, secs, |i| {
+                    let o = &cms[(i as usize * 7) % cms.len()];
+                    bump(&sim, "configmaps", o, self.next_seq()).map(|rv| (rv, 0))
+                })
+                .await;
+            let mut row = Self::fan_row(S, &case, "kcache", &f);
+            row.set("kcache RSS MB", mb(f.rss_peak));
+            self.report.push(row);
+            if count >= 1000
+                && wanted
+                    == self
+                        .scale
+                        .watch_cases
+                        .iter()
+                        .map(|c| c.1)
+                        .max()
+                        .unwrap_or(0)
+            {
+                let p99 = ms(f.delivery.percentile(0.99));
+                let complete = f.delivery.missing() == 0 && f.failed == 0;
+                self.report.check(
+                    &format!("{} watchers ({proto_label}) at {} updates/s: p99 delivery ≤ 100 ms using < 1 core", count_label(count), fmt_num(rate)),
+                    "p99 ≤ 100 ms, < 1.0 core, all delivered",
+                    format!(
+                        "p99 {} ms, {} cores, {}/{} delivered",
+                        fmt_num(p99),
+                        fmt_num(f.cores),
+                        f.delivery.delivered,
+                        f.delivery.expected
+                    ),
+                    Some(p99 <= 100.0 && f.cores < 1.0 && complete),
+                );
+            }
+            // Let kcache notice the closed connections before the next case.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        drop(k);
+        sim.shutdown().await;
+        Ok(())
+    }
+
+    pub(super) async fn node(&mut self) -> Result<(), String> {
+        const S: &str = "Node-scoped pod watchers (fieldSelector=spec.nodeName)";
+        let nodes = self.cap_watchers(self.scale.node_watchers, "node");
+        let n = self.scale.node_pods;
+        progress(format!("node: seeding {n} pods on {nodes} nodes"));
+        let sim = start_sim().await?;
+        let objects = seed::pods(n, nodes, 10, 5);
+        let pods: Vec<(Value, usize)> = objects
+            .iter()
+            .filter(|o| o.resource == "pods")
+            .filter_map(|o| {
+                let node = o.object["spec"]["nodeName"].as_str()?;
+                let i: usize = node.strip_prefix("node-")?.parse().ok()?;
+                Some((o.object.clone(), i))
+            })
+            .collect();
+        if pods.is_empty() {
+            return Err("no scheduled pods in the seed".into());
+        }
+        seed_sim(&sim, objects)?;
+        let k = self.kcache(&sim, &ChildConfig::caching(&[PODS])).await?;
+        let rv = list_rv(k.addr, "/api/v1/pods").await?;
+        let watches: Vec<(Option<usize>, String)> = (1..=nodes)
+            .map(|i| {
+                (
+                    Some(i),
+                    format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=900&fieldSelector=spec.nodeName%3Dnode-{i}"),
+                )
+            })
+            .collect();
+        let (rate, secs) = (self.scale.node_rate, self.scale.node_secs);
+        let case = format!(
+            "{} watchers, {} pods, {} updates/s",
+            count_label(nodes),
+            count_label(pods.len()),
+            fmt_num(rate)
+        );
+        progress(format!("node: {case}"));
+        let f = self
+            .fan_run(k.pid(), k.addr, Proto::H1, watches, rate, secs, |i| {
+                // A stride that visits every pod (and so every node) in turn.
+                let (o, node) = &pods[(i as usize * 7919) % pods.len()];
+                bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
+            })
+            .await;
+        let mut row = Self::fan_row(S, &case, "kcache", &f);
+        let per_event = if f.writes > 0 {
+            f.cpu_seconds / f.writes as f64 * 1e6
+        } else {
+            f64::NAN
+        };
+        row.set("CPU µs per upstream event", per_event);
+        self.report.push(row);
+        drop(k);
+        sim.shutdown().await;
+        Ok(())
+    }
+
+    pub(super) async fn stalled(&mut self) -> Result<(), String> {
+        const S: &str = "Stalled watchers during a fan-out";
+        let n = self.scale.stalled_objects;
+        let sim = start_sim().await?;
+        let objects = seed::configmaps(n, 10, 8);
+        let cms: Vec<Value> = objects
+            .iter()
+            .filter(|o| o.resource == "configmaps")
+            .map(|o| o.object.clone())
+            .collect();
+        seed_sim(&sim, objects)?;
+        let k = self
+            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
+            .await?;
+        let (_, list) = load::fetch(
+            k.addr,
+            "/api/v1/configmaps?resourceVersion=0",
+            Duration::from_secs(60),
+        )
+        .await?;
+        let initial_mb = mb(list.len() as u64);
+        drop(list);
+        let fanout = self.cap_watchers(self.scale.stalled_fanout, "stalled");
+        let stalled_n = self.scale.stalled;
+        let (rate, secs) = (self.scale.watch_rate, self.scale.stalled_secs);
+        let mut baseline: Option<(f64, u64)> = None;
+        for with_stalled in [false, true] {
+            let case = if with_stalled {
+                format!(
+                    "{} watchers + {stalled_n} stalled, {} objects",
+                    count_label(fanout),
+                    count_label(n)
+                )
+            } else {
+                format!(
+                    "{} watchers, none stalled, {} objects",
+                    count_label(fanout),
+                    count_label(n)
+                )
+            };
+            progress(format!("stalled: {case}"));
+            let rss_start = procstat::rss_bytes(k.pid()).unwrap_or(0);
+            let stalled = if with_stalled {
+                // Each asks for the initial state (a whole list's worth of events), then never
+                // reads: kcache's writes to them back up at once.
+                let s = watchers::open_stalled(
+                    k.addr,
+                    "/api/v1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=900",
+                    stalled_n,
+                )
+                .await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Some(s)
+            } else {
+                None
+            };
+            let rss_stalled = procstat::rss_bytes(k.pid()).unwrap_or(0);
+            let rv = list_rv(k.addr, "/api/v1/configmaps").await?;
+            let path =
+                format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=900");
+            let f = self
+                .fan_run(
+                    k.pid(),
+                    k.addr,
+                    Proto::H1,
+                    vec![(None, path); fanout],
+                    rate,
+                    secs,
+                    |i| {
+                        let o = &cms[(i as usize * 7) % cms.len()];
+                        bump(&sim, "configmaps", o, self.next_seq()).map(|rv| (rv, 0))
+                    },
+                )
+                .await;
+            // What the kernel holds for kcache's connections now (the stalled ones' backlog).
+            let (_, queued) = procstat::tcp_send_queues(k.addr.port());
+            let mut row = Self::fan_row(S, &case, "kcache", &f);
+            row.set("RSS before MB", mb(rss_start))
+                .set("RSS after stalling MB", mb(rss_stalled))
+                .set("RSS peak MB", mb(f.rss_peak))
+                .set("kernel send queues MB", mb(queued));
+            let p99 = ms(f.delivery.percentile(0.99));
+            match (&stalled, baseline) {
+                (None, _) => baseline = Some((p99, f.rss_peak)),
+                (Some(s), Some((base_p99, base_peak))) => {
+                    if s.failed > 0 {
+                        row.note(format!("{} stalled watchers failed to connect", s.failed));
+                    }
+                    row.ratio("p99 with/without stalled", p99 / base_p99);
+                    let extra = f.rss_peak.saturating_sub(base_peak);
+                    row.note(format!(
+                        "RSS peak {} MB above the run without stalled watchers ({} KB per stalled \
+                         watcher; each asked for {} MB of initial events)",
+                        fmt_num(mb(extra)),
+                        fmt_num(extra as f64 / 1024.0 / stalled_n.max(1) as f64),
+                        fmt_num(initial_mb)
+                    ));
+                }
+                (Some(_), None) => {}
+            }
+            self.report.push(row);
+            drop(stalled);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        drop(k);
+        sim.shutdown().await;
+        Ok(())
+    }
+}
