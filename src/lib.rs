@@ -10,6 +10,7 @@ pub mod bench;
 pub mod cache;
 pub mod config;
 pub mod demo;
+pub mod gojson;
 pub mod index;
 pub mod metrics;
 pub mod object;

@@ -218,34 +218,12 @@ impl ApiError {
     }
 }
 
-/// Compact JSON as Go's encoding/json (the apiserver's serializer) writes it: `<`, `>`, `&`,
-/// U+2028 and U+2029 inside strings are escaped (`\u003c` …). Messages echo client input
-/// (selectors, values), so the bytes differ from serde_json's without this. Outside strings
-/// compact JSON never contains these characters, so a byte-level pass is exact.
+/// Compact JSON as Go's encoding/json (the apiserver's serializer) writes it: messages echo
+/// client input (selectors, values), and Go escapes `<`, `>`, `&`, U+2028 and U+2029 in
+/// strings where serde_json does not.
 fn go_json(v: &Value) -> Vec<u8> {
-    let raw = serde_json::to_vec(v).unwrap_or_default();
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        match raw[i] {
-            b'<' => out.extend_from_slice(b"\\u003c"),
-            b'>' => out.extend_from_slice(b"\\u003e"),
-            b'&' => out.extend_from_slice(b"\\u0026"),
-            // U+2028 and U+2029 are E2 80 A8 / E2 80 A9 in UTF-8.
-            0xE2 if raw.get(i + 1) == Some(&0x80)
-                && matches!(raw.get(i + 2), Some(0xA8 | 0xA9)) =>
-            {
-                out.extend_from_slice(if raw[i + 2] == 0xA8 {
-                    b"\\u2028"
-                } else {
-                    b"\\u2029"
-                });
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
+    let mut out = Vec::with_capacity(256);
+    crate::gojson::write_value(&mut out, v, false);
     out
 }
 

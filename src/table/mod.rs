@@ -11,7 +11,6 @@
 
 mod cells;
 mod duration;
-mod json;
 mod jsonpath;
 
 use std::time::SystemTime;
@@ -21,9 +20,9 @@ use serde_json::Value;
 
 pub use duration::human_duration;
 
+use crate::gojson::{go_fmt_v, go_json_float, write_str, write_value};
 use cells::Builtin;
 use duration::{format_rfc3339, parse_rfc3339, parse_time, since, unix_nanos};
-use json::{go_fmt_v, go_json_float, write_str, write_value};
 use jsonpath::JsonPath;
 
 /// How rows carry their object (`includeObject` query parameter).

@@ -7,7 +7,7 @@ use serde_json::{Number, Value};
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends `s` as a JSON string literal, escaped like Go's encoder does.
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -57,7 +57,7 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Appends any JSON value. `sorted` sorts object keys at every level (Go maps).
-pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value, sorted: bool) {
+pub fn write_value(out: &mut Vec<u8>, v: &Value, sorted: bool) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
@@ -143,7 +143,7 @@ fn go_fmt_f(f: f64) -> String {
 }
 
 /// A float64 as Go's `encoding/json` writes it.
-pub(crate) fn go_json_float(f: f64) -> String {
+pub fn go_json_float(f: f64) -> String {
     if !f.is_finite() {
         return "null".to_string();
     }
@@ -161,7 +161,7 @@ pub(crate) fn go_json_float(f: f64) -> String {
 }
 
 /// A float64 as `fmt.Sprint` writes it (`%v`, i.e. `%g` with the shortest precision).
-pub(crate) fn go_fmt_v(f: f64) -> String {
+pub fn go_fmt_v(f: f64) -> String {
     if f.is_nan() {
         return "NaN".to_string();
     }
