@@ -287,7 +287,8 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     let (parts, body) = req.into_parts();
     let path = route::parse(parts.uri.path());
-    let verb = verb_of(&parts, path.as_ref());
+    let q = params::parse_query(parts.uri.query());
+    let verb = verb_of(&parts, path.as_ref(), &q);
     // Label only cached resources by name: arbitrary paths must not create label values.
     let resource = path
         .as_ref()
@@ -310,7 +311,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             .get(header::ACCEPT_ENCODING)
             .and_then(|v| v.to_str().ok()),
     );
-    let (resp, source) = match serve_from_cache(&app, &parts).await {
+    let (resp, source) = match serve_from_cache(&app, &parts, path, q).await {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
         // (the upstream's own answers come back as it encoded them).
         Ok(Answer::Ready(resp)) if gzip && verb != "watch" => {
@@ -331,12 +332,14 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 }
 
 /// The verb of a request, as the apiserver names them (`list`, `watch`, `get`, `create`, …).
-fn verb_of(req: &http::request::Parts, path: Option<&route::ResourcePath>) -> &'static str {
-    let watch_param = req.uri.query().is_some_and(|q| {
-        params::parse_query(Some(q))
-            .iter()
-            .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"))
-    });
+fn verb_of(
+    req: &http::request::Parts,
+    path: Option<&route::ResourcePath>,
+    q: &[(String, String)],
+) -> &'static str {
+    let watch_param = q
+        .iter()
+        .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"));
     match (&req.method, path) {
         (&Method::GET, Some(p)) if p.legacy_watch || watch_param => "watch",
         (&Method::GET, Some(p)) if p.name.is_some() => "get",
@@ -349,11 +352,17 @@ fn verb_of(req: &http::request::Parts, path: Option<&route::ResourcePath>) -> &'
     }
 }
 
-async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answer, ApiError> {
+/// `path` and `q` are the request's parsed path and query (parsed once, in [`handle`]).
+async fn serve_from_cache(
+    app: &App,
+    req: &http::request::Parts,
+    path: Option<route::ResourcePath>,
+    q: Vec<(String, String)>,
+) -> Result<Answer, ApiError> {
     if req.method != Method::GET {
         return Ok(Answer::Upstream);
     }
-    let Some(path) = route::parse(req.uri.path()) else {
+    let Some(path) = path else {
         return Ok(Answer::Upstream);
     };
     if path.subresource.is_some() {
@@ -373,7 +382,6 @@ async fn serve_from_cache(app: &App, req: &http::request::Parts) -> Result<Answe
         return Ok(Answer::Upstream);
     }
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
-    let q = params::parse_query(req.uri.query());
     // A selector on a configured index field is kcache's own: the upstream would answer 400, so
     // such a request is never forwarded; where the cache cannot answer it, it gets an error.
     let local = names_index_field(&q, cache);
