@@ -1,7 +1,6 @@
 //! Wiring: discover the configured resources, start one reflector per resource, and serve the
 //! API. Used by `kcache serve`, `kcache demo` and the tests alike.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, App};
-use crate::cache::{Registry, ResourceCache};
+use crate::cache::{ByResource, Registry, ResourceCache};
 use crate::config::Config;
 use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
 
@@ -107,12 +106,11 @@ pub async fn start(
         registry.insert(cache.clone());
         caches.push(cache);
     }
-    let mut probes = HashMap::new();
+    let mut probes = ByResource::default();
     let mut reflectors = Vec::new();
     for cache in caches {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
         let probe = RvProbe::new(upstream.clone(), cache.clone(), collection_path(&cache));
-        probes.insert(key, probe);
+        probes.insert(&cache.info.group, &cache.info.resource, probe);
         let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
         reflectors.push(tokio::spawn(r.run()));
     }

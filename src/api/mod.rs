@@ -20,7 +20,6 @@ pub use filter::Filter;
 pub use negotiate::{negotiate, Representation};
 pub use watch::WatchConfig;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +29,7 @@ use axum::routing::get as get_route;
 use axum::Router;
 use http::{header, Method, StatusCode};
 
-use crate::cache::{Registry, ResourceCache};
+use crate::cache::{ByResource, Registry, ResourceCache};
 use crate::metrics::{self, metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
@@ -43,7 +42,7 @@ pub struct App {
     pub registry: Registry,
     pub upstream: Upstream,
     /// Consistent-read probes, by (group, resource).
-    pub probes: HashMap<(String, String), Arc<RvProbe>>,
+    pub probes: ByResource<Arc<RvProbe>>,
     /// Table printers, built on first use from the upstream's column definitions.
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
@@ -117,8 +116,7 @@ impl App {
     }
 
     fn probe(&self, cache: &ResourceCache) -> Option<&Arc<RvProbe>> {
-        self.probes
-            .get(&(cache.info.group.clone(), cache.info.resource.clone()))
+        self.probes.get(&cache.info.group, &cache.info.resource)
     }
 
     /// Make the cache fit for a consistent read: Ok(true) once it has reached everything the

@@ -577,22 +577,53 @@ pub struct ReplaceSummary {
     pub reset: bool,
 }
 
-/// All cached resource types, looked up by group and plural resource.
+/// Something per cached resource type, by API group and plural resource. Nested maps so a
+/// lookup from a request's `&str`s allocates nothing (it happens on every request).
+pub struct ByResource<T> {
+    by_group: HashMap<String, HashMap<String, T>>,
+}
+
+impl<T> Default for ByResource<T> {
+    fn default() -> Self {
+        ByResource {
+            by_group: HashMap::new(),
+        }
+    }
+}
+
+impl<T> ByResource<T> {
+    pub fn insert(&mut self, group: &str, resource: &str, value: T) {
+        self.by_group
+            .entry(group.to_string())
+            .or_default()
+            .insert(resource.to_string(), value);
+    }
+
+    pub fn get(&self, group: &str, resource: &str) -> Option<&T> {
+        self.by_group.get(group)?.get(resource)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.by_group.values().flat_map(HashMap::values)
+    }
+}
+
+/// All cached resource types.
 #[derive(Default)]
 pub struct Registry {
-    caches: HashMap<(String, String), Arc<ResourceCache>>,
+    caches: ByResource<Arc<ResourceCache>>,
 }
 
 impl Registry {
     pub fn insert(&mut self, cache: Arc<ResourceCache>) {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
-        self.caches.insert(key, cache);
+        let info = cache.info.clone();
+        self.caches.insert(&info.group, &info.resource, cache);
     }
 
     /// The cache serving `group/version/resource`, if that exact version is cached.
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceCache>> {
         self.caches
-            .get(&(group.to_string(), resource.to_string()))
+            .get(group, resource)
             .filter(|c| c.info.version == version)
     }
 
