@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
@@ -27,7 +28,8 @@ pub enum ObjectError {
 #[derive(Debug, Clone)]
 pub struct Object {
     /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
-    pub key: Box<str>,
+    /// Shared with the cache map's key, so each object holds its key once.
+    pub key: Arc<str>,
     /// Length of the namespace part of `key` (0 for cluster-scoped).
     ns_len: usize,
     pub rv: u64,
@@ -137,7 +139,7 @@ impl Object {
         };
         let rv_range = find_rv(&raw, rv_str).unwrap_or(0..0);
         Ok(Object {
-            key: key.into_boxed_str(),
+            key: Arc::from(key),
             ns_len,
             rv,
             raw,

@@ -221,7 +221,7 @@ impl ResourceCache {
         let mut bytes = 0;
         for o in objects {
             bytes += o.raw.len();
-            new_map.insert(Arc::from(o.key.as_ref()), Arc::new(o));
+            new_map.insert(o.key.clone(), Arc::new(o));
         }
         let mut st = self.write();
         let mut summary = ReplaceSummary::default();
@@ -308,7 +308,7 @@ impl ResourceCache {
         if object.rv <= st.rv {
             return;
         }
-        let key: Arc<str> = Arc::from(object.key.as_ref());
+        let key = object.key.clone();
         let object = Arc::new(object);
         let prev = st.objects.get(&key).cloned();
         let rv = object.rv;
@@ -452,11 +452,7 @@ impl ResourceCache {
         let history = st.history.clone();
         drop(st);
         for ev in history.iter().rev().take_while(|e| e.rv > rv) {
-            // Reuse the map's own key allocation where the object is present.
-            let key: Arc<str> = objects
-                .get_key_value(ev.object.key.as_ref())
-                .map(|(k, _)| k.clone())
-                .unwrap_or_else(|| Arc::from(ev.object.key.as_ref()));
+            let key = ev.object.key.clone();
             let current = objects.get(&key).cloned();
             let before = match (&ev.ty, &ev.prev) {
                 (EventType::Added, _) | (_, None) => None,
