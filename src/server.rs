@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, App};
+use crate::auth::ConnInfo;
 use crate::cache::{ByResource, Registry, ResourceCache};
 use crate::config::Config;
 use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
@@ -186,8 +187,8 @@ async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors and the like: pause instead of spinning.
                         tracing::warn!(error = %e, "accept failed");
@@ -197,7 +198,8 @@ async fn serve(
                 };
                 // Watch events are small writes that must go out at once.
                 let _ = stream.set_nodelay(true);
-                let service = TowerToHyperService::new(router.clone());
+                let info = ConnInfo { peer, client_cert: None };
+                let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
@@ -216,6 +218,19 @@ async fn serve(
     {
         tracing::info!("grace period over; closing remaining connections");
     }
+}
+
+/// The router with the connection's facts put in each request's extensions, where the
+/// authentication layer finds them.
+fn with_conn_info<B>(
+    router: axum::Router,
+    info: ConnInfo,
+) -> tower::util::MapRequest<axum::Router, impl FnMut(http::Request<B>) -> http::Request<B> + Clone>
+{
+    tower::util::MapRequest::new(router, move |mut req: http::Request<B>| {
+        req.extensions_mut().insert(info.clone());
+        req
+    })
 }
 
 async fn shutdown_signal() {
