@@ -7,8 +7,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{ConsistentReads, WatchConfig};
+use crate::auth::{AuthConfig, AuthMode};
 use crate::cache::{CacheConfig, Scope};
 use crate::index::IndexConfig;
+use crate::limits::LimitConfig;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
 
@@ -51,6 +53,68 @@ pub struct Config {
     /// Seconds in-flight requests may take to finish on SIGTERM before kcache exits.
     #[serde(default = "default_grace")]
     pub shutdown_grace_seconds: u64,
+    #[serde(default)]
+    pub auth: AuthSettings,
+    #[serde(default)]
+    pub limits: LimitSettings,
+}
+
+/// Caller authentication and authorization (`--auth` overrides `mode`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct AuthSettings {
+    /// `none` (loopback only), `delegated` or `trust-local`.
+    pub mode: AuthMode,
+    /// Seconds an accepted token is remembered.
+    pub token_cache_seconds: u64,
+    /// Seconds a rejected token is remembered.
+    pub token_failure_cache_seconds: u64,
+    /// Seconds an allowed SubjectAccessReview is remembered.
+    pub allowed_cache_seconds: u64,
+    /// Seconds a denied one is remembered.
+    pub denied_cache_seconds: u64,
+    /// Seconds past those TTLs a verdict may still be used while the upstream is unreachable.
+    pub stale_if_error_seconds: u64,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        let d = AuthConfig::default();
+        AuthSettings {
+            mode: d.mode,
+            token_cache_seconds: d.token_ttl.as_secs(),
+            token_failure_cache_seconds: d.token_failure_ttl.as_secs(),
+            allowed_cache_seconds: d.allowed_ttl.as_secs(),
+            denied_cache_seconds: d.denied_ttl.as_secs(),
+            stale_if_error_seconds: d.stale_if_error.as_secs(),
+        }
+    }
+}
+
+/// kcache's own limits; 0 means no limit.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitSettings {
+    pub max_request_bytes: usize,
+    pub max_watches: usize,
+    pub max_watches_per_caller: usize,
+    pub max_list_items: usize,
+    pub per_caller_qps: f64,
+    pub per_caller_burst: u32,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        let d = LimitConfig::default();
+        LimitSettings {
+            max_request_bytes: d.max_request_bytes,
+            max_watches: d.max_watches,
+            max_watches_per_caller: d.max_watches_per_caller,
+            max_list_items: d.max_list_items,
+            per_caller_qps: d.per_caller_qps,
+            per_caller_burst: d.per_caller_burst,
+        }
+    }
 }
 
 fn default_grace() -> u64 {
@@ -216,6 +280,8 @@ impl Default for Config {
             upstream: UpstreamSettings::default(),
             consistent_reads: ConsistentReadSettings::default(),
             shutdown_grace_seconds: default_grace(),
+            auth: AuthSettings::default(),
+            limits: LimitSettings::default(),
         }
     }
 }
@@ -324,7 +390,48 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        if let Ok(addr) = self.listen.parse::<std::net::SocketAddr>() {
+            crate::auth::check_listen(self.auth.mode, &addr)
+                .map_err(|m| invalid("auth.mode".into(), m))?;
+        }
+        let l = &self.limits;
+        if !(l.per_caller_qps >= 0.0 && l.per_caller_qps.is_finite()) {
+            return Err(invalid(
+                "limits.perCallerQps".into(),
+                "must be a number >= 0".into(),
+            ));
+        }
+        if l.per_caller_qps > 0.0 && l.per_caller_burst == 0 {
+            return Err(invalid(
+                "limits.perCallerBurst".into(),
+                "must be at least 1 when perCallerQps is set".into(),
+            ));
+        }
         Ok(())
+    }
+
+    pub fn auth_config(&self) -> AuthConfig {
+        let a = &self.auth;
+        AuthConfig {
+            mode: a.mode,
+            token_ttl: Duration::from_secs(a.token_cache_seconds),
+            token_failure_ttl: Duration::from_secs(a.token_failure_cache_seconds),
+            allowed_ttl: Duration::from_secs(a.allowed_cache_seconds),
+            denied_ttl: Duration::from_secs(a.denied_cache_seconds),
+            stale_if_error: Duration::from_secs(a.stale_if_error_seconds),
+        }
+    }
+
+    pub fn limit_config(&self) -> LimitConfig {
+        let l = &self.limits;
+        LimitConfig {
+            max_request_bytes: l.max_request_bytes,
+            max_watches: l.max_watches,
+            max_watches_per_caller: l.max_watches_per_caller,
+            max_list_items: l.max_list_items,
+            per_caller_qps: l.per_caller_qps,
+            per_caller_burst: l.per_caller_burst,
+        }
     }
 
     pub fn cache_config(&self) -> CacheConfig {

@@ -59,6 +59,11 @@ enum Command {
         /// Address to listen on (overrides the config file).
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
+        /// Caller authentication (overrides auth.mode): `none` is only allowed on a loopback
+        /// address; `delegated` checks tokens and permissions with the upstream;
+        /// `trust-local` also lets credential-less loopback callers act as kcache.
+        #[arg(long, env = "KCACHE_AUTH", value_enum)]
+        auth: Option<kcache::auth::AuthMode>,
     },
     /// Configuration file tools.
     Config {
@@ -139,7 +144,8 @@ async fn main() -> ExitCode {
             context,
             config,
             listen,
-        } => serve(kubeconfig, context, config, listen).await,
+            auth,
+        } => serve(kubeconfig, context, config, listen, auth).await,
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
@@ -191,8 +197,16 @@ async fn serve(
     context: Option<String>,
     config: Option<PathBuf>,
     listen: Option<String>,
+    auth: Option<kcache::auth::AuthMode>,
 ) -> Result<(), String> {
-    let config = load_config(config, listen)?;
+    let mut config = load_config(config, listen)?;
+    if let Some(mode) = auth {
+        config.auth.mode = mode;
+    }
+    // Before anything else: an open cache on a network address must not even start.
+    if let Ok(addr) = config.listen.parse() {
+        kcache::auth::check_listen(config.auth.mode, &addr)?;
+    }
     let upstream = Upstream::from_kubeconfig(kubeconfig, context)
         .await
         .map_err(|e| e.to_string())?;

@@ -63,6 +63,26 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthnLabels {
+    /// token, certificate, anonymous, local, rejected, error
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthzLabels {
+    /// allowed, denied, error
+    pub decision: &'static str,
+    /// cache, upstream, stale
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// rate, watches, caller_watches, request_size, list_size
+    pub limit: &'static str,
+}
+
 fn latency_histogram() -> Histogram {
     // 0.5 ms … ~33 s
     Histogram::new(exponential_buckets(0.0005, 2.0, 17))
@@ -87,6 +107,11 @@ pub struct Metrics {
     pub consistent_wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     pub cache_lag: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub cache_synced: Family<ResourceLabels, Gauge>,
+    pub authentications: Family<AuthnLabels, Counter>,
+    pub authorizations: Family<AuthzLabels, Counter>,
+    pub limited: Family<LimitLabels, Counter>,
+    pub limits: Family<LimitLabels, Gauge>,
+    pub open_watches: Gauge,
 }
 
 impl Metrics {
@@ -109,6 +134,11 @@ impl Metrics {
             consistent_wait: Family::new_with_constructor(latency_histogram),
             cache_lag: Family::default(),
             cache_synced: Family::default(),
+            authentications: Family::default(),
+            authorizations: Family::default(),
+            limited: Family::default(),
+            limits: Family::default(),
+            open_watches: Gauge::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -188,6 +218,50 @@ impl Metrics {
             "1 once the resource's cache has synced",
             m.cache_synced.clone(),
         );
+        r.register(
+            "authentications",
+            "Callers authenticated, by how (token, certificate, anonymous, local) or why not \
+             (rejected, error)",
+            m.authentications.clone(),
+        );
+        r.register(
+            "authorizations",
+            "Authorization decisions on cached reads, by decision and where it came from \
+             (cache, upstream SubjectAccessReview, stale while the upstream is unreachable)",
+            m.authorizations.clone(),
+        );
+        r.register(
+            "limited_requests",
+            "Requests refused or cut by a limit (rate, watches, caller_watches, request_size) \
+             and lists paginated by list_size",
+            m.limited.clone(),
+        );
+        r.register("limit", "The configured limits (0: none)", m.limits.clone());
+        r.register(
+            "open_watches",
+            "Watches open through kcache (cached and passed through), counted against \
+             the watch limits",
+            m.open_watches.clone(),
+        );
+        for result in [
+            "token",
+            "certificate",
+            "anonymous",
+            "local",
+            "rejected",
+            "error",
+        ] {
+            let _ = m.authentications.get_or_create(&AuthnLabels { result });
+        }
+        for limit in [
+            "rate",
+            "watches",
+            "caller_watches",
+            "request_size",
+            "list_size",
+        ] {
+            let _ = m.limited.get_or_create(&LimitLabels { limit });
+        }
         r.register(
             "build",
             "kcache build information",

@@ -25,6 +25,8 @@ pub enum StartError {
     },
     #[error("listening: {0}")]
     Listen(#[from] std::io::Error),
+    #[error("{0}")]
+    Insecure(String),
 }
 
 /// A running kcache.
@@ -85,6 +87,14 @@ pub async fn start(
     upstream: Upstream,
     listener: TcpListener,
 ) -> Result<Running, StartError> {
+    let auth = config.auth_config();
+    crate::auth::check_listen(auth.mode, &listener.local_addr()?).map_err(StartError::Insecure)?;
+    if auth.mode != crate::auth::AuthMode::None {
+        tracing::info!(
+            mode = auth.mode.as_str(),
+            "callers are authenticated; cached reads authorized by SubjectAccessReview"
+        );
+    }
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -119,12 +129,14 @@ pub async fn start(
     let app = Arc::new(App {
         stopping: stop.clone(),
         registry,
-        upstream,
+        upstream: upstream.clone(),
         probes,
         printers: Default::default(),
         watch: config.watch_config(),
         consistent: config.consistent_reads(),
         rv_wait: config.rv_wait(),
+        auth: crate::auth::Auth::new(auth, upstream.clone()),
+        limits: crate::limits::Limits::new(config.limit_config()),
     });
     let addr = listener.local_addr()?;
     // One summary line once everything has synced (readiness turns green then).

@@ -15,6 +15,23 @@ pub enum ApiError {
     /// 400, e.g. unparsable selector, limit or continue token.
     #[error("{0}")]
     BadRequest(String),
+    /// 401: credentials were presented and the upstream did not accept them.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403: the upstream's authorizer does not allow the caller this request. `message` is the
+    /// authorizer's sentence (`User "…" cannot list resource …`); the Status message prefixes
+    /// the resource (and name) as the apiserver does.
+    #[error("{message}")]
+    Forbidden {
+        group: String,
+        /// With the subresource, if any (`pods/log`).
+        resource: String,
+        name: Option<String>,
+        message: String,
+    },
+    /// 429 from one of kcache's own limits (rate, concurrent watches).
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u32 },
     /// 404 for a named object: details carry the resource plural as `kind`.
     #[error("{resource} \"{name}\" not found")]
     NotFound {
@@ -91,6 +108,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
+            ApiError::TooManyRequests { .. } => 429,
             ApiError::NotFound { .. } | ApiError::NotFoundGeneric => 404,
             ApiError::NotAcceptable(_) => 406,
             ApiError::Expired { .. } => 410,
@@ -107,6 +127,7 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<u32> {
         match self {
             ApiError::NotReady | ApiError::TooLargeResourceVersion { .. } => Some(1),
+            ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }
@@ -116,6 +137,44 @@ impl ApiError {
         let mut metadata = Map::new();
         let (message, reason, details): (String, Option<&str>, Option<Value>) = match self {
             ApiError::BadRequest(m) => (m.clone(), Some("BadRequest"), None),
+            ApiError::Unauthorized => (self.to_string(), Some("Unauthorized"), None),
+            ApiError::Forbidden {
+                group,
+                resource,
+                name,
+                message,
+            } => {
+                let qualified = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                let mut d = Map::new();
+                if let Some(n) = name {
+                    d.insert("name".into(), json!(n));
+                }
+                if !group.is_empty() {
+                    d.insert("group".into(), json!(group));
+                }
+                d.insert("kind".into(), json!(resource));
+                let subject = match name {
+                    Some(n) => format!("{qualified} {n:?}"),
+                    None => qualified,
+                };
+                (
+                    format!("{subject} is forbidden: {message}"),
+                    Some("Forbidden"),
+                    Some(Value::Object(d)),
+                )
+            }
+            ApiError::TooManyRequests {
+                message,
+                retry_after,
+            } => (
+                message.clone(),
+                Some("TooManyRequests"),
+                Some(json!({ "retryAfterSeconds": retry_after })),
+            ),
             ApiError::NotFound {
                 group,
                 resource,
@@ -274,6 +333,33 @@ mod tests {
         assert!(String::from_utf8(e.watch_event().to_vec())
             .unwrap()
             .contains(r"'a\u003eb'"));
+    }
+
+    #[test]
+    fn auth_errors_match_the_recordings() {
+        let fixtures = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/kube-apiserver-v1.28/"
+        );
+        let read = |f: &str| std::fs::read_to_string(format!("{fixtures}{f}")).unwrap();
+        let forbidden = ApiError::Forbidden {
+            group: "".into(),
+            resource: "configmaps".into(),
+            name: None,
+            message: "User \"system:anonymous\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"fixtures-a\"".into(),
+        };
+        assert_eq!(text(&forbidden), read("err-anonymous-forbidden-403.json"));
+        assert_eq!(
+            text(&ApiError::Unauthorized),
+            read("err-unauthenticated-401.json")
+        );
+        let named = ApiError::Forbidden {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            name: Some("web".into()),
+            message: "denied".into(),
+        };
+        assert!(text(&named).contains(r#""message":"deployments.apps \"web\" is forbidden: denied","reason":"Forbidden","details":{"name":"web","group":"apps","kind":"deployments"},"code":403"#));
     }
 
     #[test]

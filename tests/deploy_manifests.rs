@@ -1390,7 +1390,11 @@ fn the_helm_chart_parses_and_its_references_resolve() {
         "Chart.yaml appVersion is kcache's version"
     );
     let values = helm_values();
-    assert_eq!(s(&values, &["auth"]), Some("none"), "auth defaults to none");
+    assert_eq!(
+        s(&values, &["auth"]),
+        Some("delegated"),
+        "kcache listens on 0.0.0.0 in the chart, where it must authenticate callers"
+    );
     assert_eq!(
         get(&values, &["networkPolicy", "enabled"]).and_then(Value::as_bool),
         Some(true),
@@ -1457,16 +1461,16 @@ fn the_helm_chart_parses_and_its_references_resolve() {
     for needle in ["/livez", "/readyz", "- serve", "- --config", "- --listen"] {
         assert!(deployment.contains(needle), "deployment.yaml: {needle}");
     }
-    // --auth is passed only when auth is not the default.
-    let auth = deployment
-        .find("- --auth")
-        .expect("deployment.yaml: --auth");
-    let guard = deployment[..auth]
-        .rfind("{{- if ne .Values.auth \"none\" }}")
-        .expect("--auth must be inside `if ne .Values.auth \"none\"`");
+    // --auth is always passed, and `none` (which kcache refuses on 0.0.0.0) fails rendering
+    // with a message instead of producing pods that crash-loop.
     assert!(
-        !deployment[guard..auth].contains("{{- end"),
-        "--auth outside its guard"
+        deployment.contains("- --auth\n            - {{ .Values.auth | quote }}"),
+        "deployment.yaml passes --auth"
+    );
+    assert!(
+        deployment.contains("{{- if eq .Values.auth \"none\" }}")
+            && deployment.contains("{{- fail"),
+        "deployment.yaml refuses auth=none"
     );
     let role = &templates["clusterrole.yaml"];
     assert!(

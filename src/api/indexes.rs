@@ -22,6 +22,32 @@ fn json_response(v: &Value) -> Response {
     response::json(StatusCode::OK, vec![Bytes::from(body)])
 }
 
+/// Index answers reach across namespaces: the caller must be allowed to list the resource
+/// cluster-wide. The group `core` names the core group in these paths.
+async fn authorize(
+    app: &App,
+    extensions: &http::Extensions,
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> Result<(), ApiError> {
+    let caller = super::admission::caller_of(extensions);
+    let group = if group == "core" { "" } else { group };
+    app.auth
+        .authorize(
+            &caller,
+            &crate::auth::Attributes {
+                verb: "list",
+                group,
+                version,
+                resource,
+                namespace: None,
+                name: None,
+            },
+        )
+        .await
+}
+
 /// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.
 pub async fn list_indexes(State(app): State<Arc<App>>) -> Response {
     let mut caches: Vec<_> = app.registry.all().collect();
@@ -83,6 +109,9 @@ pub async fn query(
     Path((group, version, resource, index)): Path<(String, String, String, String)>,
     req: Request,
 ) -> Response {
+    if let Err(e) = authorize(&app, req.extensions(), &group, &version, &resource).await {
+        return response::error(&e);
+    }
     let run = || -> Result<Response, ApiError> {
         let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
         let q = params::parse_query(req.uri().query());
@@ -134,7 +163,11 @@ pub async fn query(
 pub async fn counts(
     State(app): State<Arc<App>>,
     Path((group, version, resource, index)): Path<(String, String, String, String)>,
+    req: Request,
 ) -> Response {
+    if let Err(e) = authorize(&app, req.extensions(), &group, &version, &resource).await {
+        return response::error(&e);
+    }
     let run = || -> Result<Response, ApiError> {
         let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
         let snap = cache.snapshot();

@@ -16,6 +16,7 @@ use super::params::{parse_rv, ListOptions};
 use super::plan::{self, Candidates};
 use super::{response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::limits::Limits;
 use crate::object::Object;
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
@@ -35,7 +36,16 @@ pub async fn list(
     rv_wait: std::time::Duration,
     form: Form<'_>,
     local: bool,
+    limits: &Limits,
 ) -> Result<Answer, ApiError> {
+    // The list-size limit turns larger answers into pages, whatever the client asked for.
+    let cap = |requested: i64| {
+        let l = limits.list_limit(requested);
+        if l != requested {
+            limits.note_paginated();
+        }
+        l
+    };
     // `local`: the request uses kcache's index-field selectors, which the upstream would reject;
     // what would otherwise be forwarded becomes the error the apiserver would give instead.
     let forward = |otherwise: ApiError| {
@@ -84,7 +94,7 @@ pub async fn list(
             &snap,
             &filter,
             Some(&token.start),
-            opts.limit,
+            cap(opts.limit),
             form,
         )));
     }
@@ -98,7 +108,12 @@ pub async fn list(
         }
         let snap = cache.snapshot();
         return Ok(Answer::Ready(page(
-            cache, &snap, &filter, None, opts.limit, form,
+            cache,
+            &snap,
+            &filter,
+            None,
+            cap(opts.limit),
+            form,
         )));
     };
     ensure_synced(cache)?;
@@ -109,7 +124,7 @@ pub async fn list(
             &cache.snapshot(),
             &filter,
             None,
-            0,
+            cap(0),
             form,
         )));
     }
@@ -121,7 +136,12 @@ pub async fn list(
         // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
             Ok(snap) => Ok(Answer::Ready(page(
-                cache, &snap, &filter, None, opts.limit, form,
+                cache,
+                &snap,
+                &filter,
+                None,
+                cap(opts.limit),
+                form,
             ))),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
@@ -155,7 +175,7 @@ pub async fn list(
         &cache.snapshot(),
         &filter,
         None,
-        limit,
+        cap(limit),
         form,
     )))
 }

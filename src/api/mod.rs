@@ -2,6 +2,7 @@
 //! a cached resource, asking for plain JSON) or the upstream does (everything else), and
 //! answers exactly as kube-apiserver would.
 
+mod admission;
 mod continue_token;
 mod filter;
 mod get;
@@ -29,7 +30,9 @@ use axum::routing::get as get_route;
 use axum::Router;
 use http::{header, Method, StatusCode};
 
+use crate::auth::{Attributes, Auth, Caller, Forward};
 use crate::cache::{ByResource, Registry, ResourceCache};
+use crate::limits::Limits;
 use crate::metrics::{self, metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
@@ -53,6 +56,8 @@ pub struct App {
     /// Set when the server is shutting down: readiness fails and watches end cleanly so their
     /// clients re-watch against another replica.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    pub auth: Auth,
+    pub limits: Arc<Limits>,
 }
 
 /// How reads with resourceVersion unset are answered.
@@ -196,13 +201,16 @@ pub enum Answer {
     Upstream,
 }
 
-/// The router: kcache's own health endpoints, everything else through [`handle`].
+/// The router: kcache's own health endpoints, open to probes and scrapers; the index
+/// endpoints and everything else (through [`handle`]) behind [`admission::admit`].
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let open = Router::new()
         .route("/livez", get_route(|| async { "ok" }))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(readyz))
         .route("/metrics", get_route(metrics_text))
+        .with_state(app.clone());
+    let guarded = Router::new()
         .route(
             "/apis/kcache.dev/v1/indexes",
             get_route(indexes::list_indexes),
@@ -216,7 +224,14 @@ pub fn router(app: Arc<App>) -> Router {
             get_route(indexes::counts),
         )
         .fallback(handle)
-        .with_state(app)
+        // Runs before every route and the fallback of this router: authentication must come
+        // first, since every limit and decision after it is per caller.
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            admission::admit,
+        ))
+        .with_state(app);
+    open.merge(guarded)
 }
 
 /// `/metrics` in the OpenMetrics text format.
@@ -309,20 +324,76 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             .get(header::ACCEPT_ENCODING)
             .and_then(|v| v.to_str().ok()),
     );
-    let (resp, source) = match serve_from_cache(&app, &parts, path, q).await {
+    let caller = admission::caller_of(&parts.extensions);
+    // Watches hold a slot for as long as their response body lives.
+    let slot = if verb == "watch" {
+        match app.limits.watch(&caller.limit_key) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                inflight.dec();
+                return response::error(&e);
+            }
+        }
+    } else {
+        None
+    };
+    let impersonating = admission::impersonates(&parts.headers);
+    let cached = if impersonating {
+        Ok(Answer::Upstream)
+    } else {
+        serve_from_cache(&app, &parts, path, q, &caller).await
+    };
+    let (resp, source) = match cached {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
         // (the upstream's own answers come back as it encoded them).
         Ok(Answer::Ready(resp)) if gzip && verb != "watch" => {
             (response::gzip_if_large(resp).await, "cache")
         }
         Ok(Answer::Ready(resp)) => (resp, "cache"),
+        Ok(Answer::Upstream)
+            if impersonating && matches!(caller.forward, Forward::Impersonate(_)) =>
+        {
+            // kcache already impersonates this caller; nesting would lend it kcache's own
+            // impersonation rights.
+            (
+                response::error(&ApiError::Forbidden {
+                    group: String::new(),
+                    resource: "users".into(),
+                    name: None,
+                    message: format!(
+                        "User {:?} cannot impersonate through kcache with a client certificate; \
+                         use a bearer token",
+                        caller.name()
+                    ),
+                }),
+                "cache",
+            )
+        }
         Ok(Answer::Upstream) => (
-            proxy::forward(&app.upstream, Request::from_parts(parts, body)).await,
+            proxy::forward(
+                &app.upstream,
+                Request::from_parts(parts, body),
+                &caller.forward,
+                app.limits.max_request_bytes(),
+            )
+            .await,
             "upstream",
         ),
         Err(e) => (response::error(&e), "cache"),
     };
     inflight.dec();
+    let resp = match slot {
+        // Refused watches are whole Status bodies (sized, as the apiserver sends them) and
+        // hold no slot.
+        Some(slot) if resp.status().is_success() => resp.map(|b| {
+            // The slot is released when the body (the watch stream) is dropped.
+            axum::body::Body::new(http_body_util::BodyExt::map_frame(b, move |f| {
+                let _ = &slot;
+                f
+            }))
+        }),
+        _ => resp,
+    };
     let code = resp.status().as_u16();
     m.request(verb, &resource, code, source, started.elapsed());
     tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
@@ -356,6 +427,7 @@ async fn serve_from_cache(
     req: &http::request::Parts,
     path: Option<route::ResourcePath>,
     q: Vec<(String, String)>,
+    caller: &Caller,
 ) -> Result<Answer, ApiError> {
     if req.method != Method::GET {
         return Ok(Answer::Upstream);
@@ -379,6 +451,30 @@ async fn serve_from_cache(
     if !scope_ok {
         return Ok(Answer::Upstream);
     }
+    let is_watch = path.legacy_watch
+        || q.iter()
+            .find(|(k, _)| k == "watch")
+            .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
+    // The cache holds what kcache may read; the caller may read only what the upstream's
+    // authorizer allows them, asked before anything of the cache is looked at.
+    let verb = match (&path.name, is_watch) {
+        (_, true) => "watch",
+        (Some(_), false) => "get",
+        (None, false) => "list",
+    };
+    app.auth
+        .authorize(
+            caller,
+            &Attributes {
+                verb,
+                group: &info.group,
+                version: &path.version,
+                resource: &info.resource,
+                namespace: path.namespace.as_deref(),
+                name: path.name.as_deref(),
+            },
+        )
+        .await?;
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
     // A selector on a configured index field is kcache's own: the upstream would answer 400, so
     // such a request is never forwarded; where the cache cannot answer it, it gets an error.
@@ -399,10 +495,6 @@ async fn serve_from_cache(
     let user_agent = header(header::USER_AGENT);
     let ns = path.namespace.clone();
 
-    let is_watch = path.legacy_watch
-        || q.iter()
-            .find(|(k, _)| k == "watch")
-            .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
     // A list asks for PartialObjectMetadataList, a get or watch for PartialObjectMetadata;
     // the other way round the apiserver answers 406, so the upstream does.
     let is_list = path.name.is_none() && !is_watch;
@@ -514,6 +606,7 @@ async fn serve_from_cache(
         app.rv_wait,
         form(pretty)?,
         local,
+        &app.limits,
     )
     .await
 }

@@ -10,14 +10,12 @@ use http::{header, HeaderMap, HeaderName, StatusCode};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
+use crate::auth::{Forward, UserInfo};
 use crate::status::ApiError;
 use crate::upstream::Upstream;
 
-/// Largest request body forwarded (the apiserver's own limit is 3 MiB).
-const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
-
-/// Headers that describe one hop, not the request (RFC 9110 §7.6.1), plus the caller's
-/// credentials: the upstream sees kcache's identity until caller authentication lands.
+/// Headers that describe one hop, not the request (RFC 9110 §7.6.1). `authorization` is
+/// handled per [`Forward`] mode.
 fn is_hop_header(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -31,7 +29,6 @@ fn is_hop_header(name: &HeaderName) -> bool {
             | "transfer-encoding"
             | "upgrade"
             | "host"
-            | "authorization"
             | "content-length"
     )
 }
@@ -45,21 +42,67 @@ fn copy_headers(from: &HeaderMap, to: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// Forward a request to the upstream and stream its answer back.
-pub async fn forward(upstream: &Upstream, mut req: Request) -> Response {
+/// Put the caller's identity on a forwarded request: its own token stays (and only that),
+/// otherwise no caller credential goes upstream; an x509 caller is impersonated.
+fn identify(headers: &mut HeaderMap, how: &Forward) {
+    match how {
+        Forward::OwnToken => {}
+        Forward::AsKcache | Forward::Anonymous => {
+            headers.remove(header::AUTHORIZATION);
+        }
+        Forward::Impersonate(user) => {
+            headers.remove(header::AUTHORIZATION);
+            impersonate(headers, user);
+        }
+    }
+}
+
+fn impersonate(headers: &mut HeaderMap, user: &UserInfo) {
+    let value = |s: &str| http::HeaderValue::from_str(s).ok();
+    if let Some(v) = value(&user.username) {
+        headers.insert("impersonate-user", v);
+    }
+    for g in &user.groups {
+        // The apiserver adds system:authenticated to impersonated users itself.
+        if g == "system:authenticated" {
+            continue;
+        }
+        if let Some(v) = value(g) {
+            headers.append("impersonate-group", v);
+        }
+    }
+    if !user.uid.is_empty() {
+        if let Some(v) = value(&user.uid) {
+            headers.insert("impersonate-uid", v);
+        }
+    }
+    for (key, values) in &user.extra {
+        let key = percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC);
+        let Ok(name) = HeaderName::from_bytes(format!("impersonate-extra-{key}").as_bytes()) else {
+            continue;
+        };
+        for v in values.iter().filter_map(|v| value(v)) {
+            headers.append(name.clone(), v);
+        }
+    }
+}
+
+/// Forward a request to the upstream as `how` says and stream its answer back.
+pub async fn forward(
+    upstream: &Upstream,
+    mut req: Request,
+    how: &Forward,
+    max_body: usize,
+) -> Response {
     let upgrade = req.headers().contains_key(header::UPGRADE);
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
-    let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)
-        .collect()
-        .await
-    {
+    let max_body = if max_body == 0 { usize::MAX } else { max_body };
+    let body = match http_body_util::Limited::new(body, max_body).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
-            return ApiError::TooLarge(format!(
-                "the request body is larger than {MAX_REQUEST_BODY} bytes"
-            ))
-            .into_response()
+            return ApiError::TooLarge(format!("the request body is larger than {max_body} bytes"))
+                .into_response()
         }
     };
     let path = parts
@@ -72,11 +115,16 @@ pub async fn forward(upstream: &Upstream, mut req: Request) -> Response {
         .uri(path);
     if let Some(h) = builder.headers_mut() {
         copy_headers(&parts.headers, h, upgrade);
+        identify(h, how);
     }
     let Ok(up_req) = builder.body(kube_client::client::Body::from(body.to_vec())) else {
         return ApiError::BadRequest("request cannot be forwarded".into()).into_response();
     };
-    let mut resp = match upstream.send(up_req).await {
+    let sent = match how {
+        Forward::AsKcache | Forward::Impersonate(_) => upstream.send(up_req).await,
+        Forward::OwnToken | Forward::Anonymous => upstream.send_bare(up_req).await,
+    };
+    let mut resp = match sent {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, %path, "upstream unreachable");

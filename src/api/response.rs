@@ -55,6 +55,13 @@ pub fn error(e: &ApiError) -> Response {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    if matches!(e, ApiError::Forbidden { .. }) {
+        // As the apiserver's 403 (err-anonymous-forbidden-403.http).
+        resp.headers_mut().insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+    }
     resp
 }
 

@@ -1,7 +1,26 @@
-//! Who is calling: the connection a request came in on, and (later in this module) the
-//! caller's authenticated identity and what it may read.
+//! Who is calling and what they may read.
+//!
+//! kcache answers reads from one cache filled with its own privileges, so it must check
+//! every caller itself: it authenticates them ([`Auth::authenticate`]: bearer tokens by
+//! TokenReview against the upstream, x509 client certificates against the configured client
+//! CA) and asks the upstream's authorizer ([`Auth::authorize`]: a SubjectAccessReview)
+//! before each cached read. Requests it passes through carry the caller's identity, never
+//! kcache's ([`Forward`]). Verdicts are remembered briefly ([`memo`]).
 
+mod authn;
+mod authz;
+pub mod memo;
+
+pub use authz::Attributes;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::upstream::Upstream;
 
 /// The user named by a verified x509 client certificate, as kube-apiserver reads one: the
 /// subject's CommonName is the user, each Organization a group.
@@ -20,4 +39,168 @@ pub struct ConnInfo {
     /// Present only when the connection is TLS and the caller presented a client certificate
     /// that the configured client CA verified.
     pub client_cert: Option<CertIdentity>,
+}
+
+/// How callers are authenticated (`auth.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthMode {
+    /// Nobody is authenticated; every caller acts as kcache itself. Only allowed on a loopback
+    /// listen address (kcache refuses to start otherwise).
+    #[default]
+    None,
+    /// Bearer tokens are checked with TokenReview, client certificates against the client CA;
+    /// callers without credentials are `system:anonymous`. Every cached read is authorized
+    /// with a SubjectAccessReview.
+    Delegated,
+    /// As `delegated`, except that callers on a loopback address that present no credentials
+    /// act as kcache itself (the sidecar form: the pod's own containers share kcache's
+    /// identity).
+    TrustLocal,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::None => "none",
+            AuthMode::Delegated => "delegated",
+            AuthMode::TrustLocal => "trust-local",
+        }
+    }
+}
+
+/// An authenticated user, as TokenReview reports one and SubjectAccessReview takes one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    /// The apiserver's name and group for requests without credentials.
+    pub fn anonymous() -> UserInfo {
+        UserInfo {
+            username: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..Default::default()
+        }
+    }
+}
+
+/// How a passed-through request reaches the upstream.
+#[derive(Debug, Clone)]
+pub enum Forward {
+    /// With kcache's own credentials (auth `none`, or a trusted local caller).
+    AsKcache,
+    /// With the caller's own `Authorization` header and nothing of kcache's.
+    OwnToken,
+    /// With kcache's credentials and `Impersonate-*` headers naming the caller (client
+    /// certificates cannot be forwarded); kcache's RBAC needs the `impersonate` verb.
+    Impersonate(Arc<UserInfo>),
+    /// With no credentials at all.
+    Anonymous,
+}
+
+/// The caller of one request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// None when the caller acts as kcache itself (no authorization check).
+    pub user: Option<Arc<UserInfo>>,
+    pub forward: Forward,
+    /// Whom per-caller limits count against: the user name, or the address of anonymous and
+    /// local callers.
+    pub limit_key: Arc<str>,
+}
+
+impl Caller {
+    /// A caller acting as kcache itself.
+    pub fn kcache(peer: Option<SocketAddr>) -> Caller {
+        Caller {
+            user: None,
+            forward: Forward::AsKcache,
+            limit_key: match peer {
+                Some(p) => format!("local/{}", p.ip()).into(),
+                None => "local".into(),
+            },
+        }
+    }
+
+    /// How the caller is known, for logs.
+    pub fn name(&self) -> &str {
+        self.user.as_ref().map_or("(kcache)", |u| &u.username)
+    }
+}
+
+/// How long verdicts are remembered.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    pub mode: AuthMode,
+    /// An accepted token.
+    pub token_ttl: Duration,
+    /// A rejected token (short: a token that just became valid must work soon).
+    pub token_failure_ttl: Duration,
+    /// An allowed SubjectAccessReview.
+    pub allowed_ttl: Duration,
+    /// A denied one (short: a RoleBinding just created must take effect soon).
+    pub denied_ttl: Duration,
+    /// How long past their TTL verdicts may still be used while the upstream cannot be asked.
+    pub stale_if_error: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            mode: AuthMode::None,
+            token_ttl: Duration::from_secs(60),
+            token_failure_ttl: Duration::from_secs(5),
+            allowed_ttl: Duration::from_secs(20),
+            denied_ttl: Duration::from_secs(5),
+            stale_if_error: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Remembered questions per kind (bounds memory whatever callers send).
+const MEMO_CAPACITY: usize = 100_000;
+
+/// Authentication and authorization of callers, against the upstream.
+pub struct Auth {
+    config: AuthConfig,
+    upstream: Upstream,
+    tokens: memo::Memo<Option<Arc<UserInfo>>>,
+    reviews: memo::Memo<authz::Decision>,
+}
+
+impl Auth {
+    pub fn new(config: AuthConfig, upstream: Upstream) -> Auth {
+        let stale = config.stale_if_error;
+        Auth {
+            config,
+            upstream,
+            tokens: memo::Memo::new(MEMO_CAPACITY, stale),
+            reviews: memo::Memo::new(MEMO_CAPACITY, stale),
+        }
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.config.mode
+    }
+}
+
+/// Why kcache will not start with this auth mode and listen address.
+pub fn check_listen(mode: AuthMode, listen: &SocketAddr) -> Result<(), String> {
+    if mode == AuthMode::None && !listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to listen on {listen} with auth mode `none`: every caller would read \
+             every cached object with kcache's own privileges. Listen on a loopback address \
+             (127.0.0.1), or set auth.mode (--auth) to `delegated` or `trust-local`"
+        ));
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ use super::faults::FaultState;
 use super::list::{self, Scope};
 use super::patch;
 use super::query::{list_options, parse_rv, Query};
+use super::rbac::{self as reviews, identify, Allowed, Rbac};
 use super::status::{delete_success, SimError, Target};
 use super::store::{Store, StoredObj, UpdateMode};
 use super::types::ResourceType;
@@ -41,6 +42,8 @@ pub struct Ctx {
     /// prints no rows: it serves only what kcache needs from an upstream's Table (the columns,
     /// whose descriptions are the real apiserver's API documentation and come from outside).
     pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
+    /// Token authentication and RBAC, when a test turned them on.
+    pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
 }
 
 /// Counters of what reached the sim.
@@ -83,7 +86,7 @@ fn count(c: &RequestCounts, method: &http::Method, path: &str, query: &Query) {
     counter.fetch_add(1, Relaxed);
 }
 
-pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
     let ua = req
@@ -106,6 +109,27 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     if path.starts_with("/api") {
         if let Some(err) = ctx.faults.take_request_failure() {
             return error_response(&ctx, &err, pretty);
+        }
+        let rbac = ctx.rbac.read().ok().and_then(|r| r.clone());
+        if let Some(rbac) = rbac {
+            let who = match identify(&rbac, req.headers()) {
+                Ok(who) => who,
+                Err(e) => return error_response(&ctx, &e, pretty),
+            };
+            if req.method() == Method::POST {
+                let review = match path.as_str() {
+                    "/apis/authentication.k8s.io/v1/tokenreviews" => Some(true),
+                    "/apis/authorization.k8s.io/v1/subjectaccessreviews" => Some(false),
+                    _ => None,
+                };
+                if let Some(token) = review {
+                    return match reviews::answer(&rbac, &who, token, req).await {
+                        Ok(body) => json(&ctx, StatusCode::CREATED, body, pretty),
+                        Err(e) => error_response(&ctx, &e, pretty),
+                    };
+                }
+            }
+            req.extensions_mut().insert(Allowed { rbac, who });
         }
     }
     match route(&ctx, req, &path, &query, pretty).await {
@@ -341,6 +365,39 @@ fn address(
     })
 }
 
+/// 403 unless the RBAC table allows the request (its verb from the method and query).
+fn authorize(
+    allowed: &Allowed,
+    a: &Addressed,
+    method: &Method,
+    query: &Query,
+) -> Result<(), SimError> {
+    let watch = a.watch_path || query.flag("watch");
+    let verb = match (method, &a.name) {
+        (&Method::GET, _) if watch => "watch",
+        (&Method::GET, Some(_)) => "get",
+        (&Method::GET, None) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        (&Method::DELETE, None) => "deletecollection",
+        _ => "unknown",
+    };
+    let resource = if a.status {
+        format!("{}/status", a.rt.resource)
+    } else {
+        a.rt.resource.clone()
+    };
+    allowed.check(&reviews::Request {
+        verb,
+        group: &a.rt.group,
+        resource: &resource,
+        namespace: a.ns.as_deref(),
+        name: a.name.as_deref(),
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn resource(
     ctx: &Ctx,
@@ -353,6 +410,9 @@ async fn resource(
     pretty: bool,
 ) -> Result<Response, SimError> {
     let a = address(types, group, version, rest)?;
+    if let Some(allowed) = req.extensions().get::<Allowed>() {
+        authorize(allowed, &a, req.method(), query)?;
+    }
     if a.name.is_none() && req.method() == Method::GET && !query.flag("watch") {
         if let Some(resp) = table_columns_only(ctx, &req, &a.rt) {
             return Ok(resp);

@@ -15,6 +15,7 @@ mod http;
 mod list;
 mod patch;
 mod query;
+pub mod rbac;
 pub mod seed;
 mod selector;
 mod status;
@@ -99,6 +100,7 @@ impl Sim {
             ),
             counts: http::RequestCounts::default(),
             table_columns: Default::default(),
+            rbac: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(http::handle)
@@ -135,6 +137,14 @@ impl Sim {
             c.watches.load(Relaxed),
             c.other.load(Relaxed),
         )
+    }
+
+    /// Turn on token authentication and RBAC with this table (None: everything allowed, as
+    /// by default).
+    pub fn set_rbac(&self, rbac: Option<rbac::Rbac>) {
+        if let Ok(mut r) = self.inner.ctx.rbac.write() {
+            *r = rbac.map(Arc::new);
+        }
     }
 
     /// Answer `as=Table` lists of a resource with these column definitions (and no rows).

@@ -77,6 +77,15 @@ impl Target {
         }
     }
 
+    /// `configmaps`, `deployments.apps "web"`: what a 403 is about.
+    fn subject(&self) -> String {
+        if self.name.is_empty() {
+            self.qualified()
+        } else {
+            format!("{} \"{}\"", self.qualified(), self.name)
+        }
+    }
+
     fn details(&self, uid: Option<&str>) -> J {
         let mut d = vec![("name", J::s(&self.name))];
         if !self.group.is_empty() {
@@ -168,6 +177,17 @@ pub enum SimError {
     /// 503.
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// 401 for credentials the authenticator does not accept.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403 from the RBAC table: `target.name` is empty for collection requests.
+    #[error("{} is forbidden: {message}", .target.subject())]
+    Forbidden {
+        /// Resource (with subresource, `pods/log`), group and name.
+        target: Target,
+        /// The authorizer's sentence.
+        message: String,
+    },
     /// Any other code (injected faults).
     #[error("{message}")]
     Other {
@@ -242,6 +262,8 @@ impl SimError {
             SimError::UnsupportedMediaType => 415,
             SimError::TooManyRequests { .. } => 429,
             SimError::ServiceUnavailable(_) => 503,
+            SimError::Unauthorized => 401,
+            SimError::Forbidden { .. } => 403,
             SimError::Other { code, .. } => *code,
         }
     }
@@ -380,6 +402,18 @@ impl SimError {
             }
             SimError::ServiceUnavailable(_) => {
                 failure(code, msg, Some("ServiceUnavailable"), None, empty())
+            }
+            SimError::Unauthorized => failure(code, msg, Some("Unauthorized"), None, empty()),
+            SimError::Forbidden { target, .. } => {
+                let mut d = Vec::new();
+                if !target.name.is_empty() {
+                    d.push(("name", J::s(&target.name)));
+                }
+                if !target.group.is_empty() {
+                    d.push(("group", J::s(&target.group)));
+                }
+                d.push(("kind", J::s(&target.resource)));
+                failure(code, msg, Some("Forbidden"), Some(J::Obj(d)), empty())
             }
             SimError::Other { reason, .. } => {
                 let reason = if reason.is_empty() {

@@ -70,7 +70,11 @@ impl UpstreamError {
 /// A handle on the upstream API server.
 #[derive(Clone)]
 pub struct Upstream {
+    /// With kcache's own credentials.
     client: Client,
+    /// The same connection settings with no credentials at all: pass-through of a caller's
+    /// own bearer token, and of anonymous callers, must not carry kcache's identity as well.
+    bare: Client,
     /// Where it is, for logs.
     pub url: String,
 }
@@ -112,17 +116,60 @@ impl Upstream {
         Self::from_config(Config::new(uri))
     }
 
+    /// A plain-HTTP API server, with a bearer token as kcache's identity (the simulated
+    /// cluster with its RBAC table on).
+    pub fn from_url_with_token(url: &str, token: &str) -> Result<Upstream, UpstreamError> {
+        let uri = url
+            .parse()
+            .map_err(|e| UpstreamError::Config(format!("{url}: {e}")))?;
+        let mut config = Config::new(uri);
+        config.auth_info.token = Some(token.to_string().into());
+        Self::from_config(config)
+    }
+
     fn from_config(mut config: Config) -> Result<Upstream, UpstreamError> {
         // Watches are long-lived; the reflector bounds them with timeoutSeconds itself.
         config.read_timeout = None;
         let url = config.cluster_url.to_string();
+        let mut bare = config.clone();
+        bare.auth_info = Default::default();
         let client = Client::try_from(config)?;
-        Ok(Upstream { client, url })
+        let bare = Client::try_from(bare)?;
+        Ok(Upstream { client, bare, url })
     }
 
-    /// Send a request as is (pass-through); the response body streams.
+    /// Send a request as is (pass-through) as kcache; the response body streams.
     pub async fn send(&self, req: Request<Body>) -> Result<Response<Body>, UpstreamError> {
         Ok(self.client.send(req).await?)
+    }
+
+    /// Send a request with only the credentials it carries itself (a caller's own bearer
+    /// token, or none for an anonymous caller).
+    pub async fn send_bare(&self, req: Request<Body>) -> Result<Response<Body>, UpstreamError> {
+        Ok(self.bare.send(req).await?)
+    }
+
+    /// POST a JSON body as kcache and read the whole answer; non-2xx answers are errors
+    /// (TokenReview and SubjectAccessReview).
+    pub async fn post_json(&self, path: &str, body: Vec<u8>) -> Result<Bytes, UpstreamError> {
+        let req = Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Body::from(body))
+            .map_err(|e| UpstreamError::Decode(e.to_string()))?;
+        let resp = self.send(req).await?;
+        let code = resp.status();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| UpstreamError::Body(e.to_string()))?
+            .to_bytes();
+        if code.is_success() {
+            Ok(body)
+        } else {
+            Err(status_error(code, &body))
+        }
     }
 
     /// GET a path and read the whole body; non-2xx answers are errors with the Status message.

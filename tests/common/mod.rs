@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kcache::config::{Config, ResourceConfig};
 use kcache::server::{self, Running};
+use kcache::sim::rbac::Rbac;
 use kcache::sim::seed::{self, SeedObject};
 use kcache::sim::{ResourceType, Sim, SimConfig};
 use kcache::upstream::Upstream;
@@ -49,6 +50,8 @@ pub struct EnvBuilder {
     pub config: Config,
     pub seed: Vec<SeedObject>,
     pub widgets: bool,
+    /// Token auth and RBAC in the sim, and the token kcache uses as its own identity.
+    pub rbac: Option<(Rbac, String)>,
 }
 
 impl Default for EnvBuilder {
@@ -61,6 +64,7 @@ impl Default for EnvBuilder {
             config: Config::default(),
             seed: Vec::new(),
             widgets: false,
+            rbac: None,
         }
     }
 }
@@ -127,7 +131,13 @@ impl EnvBuilder {
             sim.create(o.group, o.resource, o.object)
                 .expect("seed object");
         }
-        let upstream = Upstream::from_url(&sim.url()).expect("upstream");
+        let upstream = match self.rbac {
+            Some((rbac, token)) => {
+                sim.set_rbac(Some(rbac));
+                Upstream::from_url_with_token(&sim.url(), &token).expect("upstream")
+            }
+            None => Upstream::from_url(&sim.url()).expect("upstream"),
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let kcache = server::start(&self.config, upstream, listener)
             .await
@@ -338,5 +348,43 @@ pub fn normalize(v: &mut serde_json::Value) {
         }
         Value::Array(a) => a.iter_mut().for_each(normalize),
         _ => {}
+    }
+}
+
+/// Any request with a body, read whole.
+pub async fn request(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let addr = base.trim_start_matches("http://").to_string();
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("Host", addr.as_str())
+        .header("Accept", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = sender
+        .send_request(
+            req.body(http_body_util::Full::new(Bytes::copy_from_slice(body)))
+                .unwrap(),
+        )
+        .await
+        .expect("request");
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Resp {
+        status: parts.status,
+        headers: parts.headers,
+        body,
     }
 }

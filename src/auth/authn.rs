@@ -1,0 +1,154 @@
+//! Authentication: who the caller is.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{header, HeaderMap};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Auth, AuthMode, Caller, ConnInfo, Forward, UserInfo};
+use crate::metrics::{self, metrics};
+use crate::status::ApiError;
+
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+#[derive(Deserialize)]
+struct TokenReview {
+    #[serde(default)]
+    status: TokenReviewStatus,
+}
+
+#[derive(Deserialize, Default)]
+struct TokenReviewStatus {
+    #[serde(default)]
+    authenticated: bool,
+    #[serde(default)]
+    user: UserInfo,
+}
+
+impl Auth {
+    /// The caller of a request: from its bearer token, its verified client certificate, or
+    /// neither (anonymous, or kcache itself for `none` and trusted local callers).
+    /// A token the upstream does not accept is a 401, as the apiserver answers; a token that
+    /// cannot be checked (upstream unreachable, nothing remembered) a 503.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        conn: Option<&ConnInfo>,
+    ) -> Result<Caller, ApiError> {
+        let peer = conn.map(|c| c.peer);
+        let counted = |how: &'static str| {
+            metrics()
+                .authentications
+                .get_or_create(&metrics::AuthnLabels { result: how })
+                .inc();
+        };
+        if self.config.mode == AuthMode::None {
+            return Ok(Caller::kcache(peer));
+        }
+        if let Some(value) = headers.get(header::AUTHORIZATION) {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| {
+                    let (scheme, token) = v.split_once(' ')?;
+                    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+                })
+                .filter(|t| !t.is_empty());
+            let Some(token) = token else {
+                counted("rejected");
+                return Err(ApiError::Unauthorized);
+            };
+            return match self.review_token(token).await {
+                Ok(Some(user)) => {
+                    counted("token");
+                    Ok(Caller {
+                        limit_key: user.username.as_str().into(),
+                        user: Some(user),
+                        forward: Forward::OwnToken,
+                    })
+                }
+                Ok(None) => {
+                    counted("rejected");
+                    Err(ApiError::Unauthorized)
+                }
+                Err(e) => {
+                    counted("error");
+                    tracing::warn!(error = %e, "TokenReview failed");
+                    Err(ApiError::Unavailable(
+                        "the caller's token cannot be checked: the upstream API server is unavailable"
+                            .into(),
+                    ))
+                }
+            };
+        }
+        if let Some(cert) = conn.and_then(|c| c.client_cert.as_ref()) {
+            counted("certificate");
+            let mut groups = cert.groups.clone();
+            groups.push("system:authenticated".into());
+            let user = Arc::new(UserInfo {
+                username: cert.user.clone(),
+                groups,
+                ..Default::default()
+            });
+            return Ok(Caller {
+                limit_key: user.username.as_str().into(),
+                forward: Forward::Impersonate(user.clone()),
+                user: Some(user),
+            });
+        }
+        if self.config.mode == AuthMode::TrustLocal && peer.is_some_and(|p| p.ip().is_loopback()) {
+            counted("local");
+            return Ok(Caller::kcache(peer));
+        }
+        counted("anonymous");
+        Ok(Caller {
+            user: Some(Arc::new(UserInfo::anonymous())),
+            forward: Forward::Anonymous,
+            limit_key: match peer {
+                Some(p) => format!("system:anonymous/{}", p.ip()).into(),
+                None => "system:anonymous".into(),
+            },
+        })
+    }
+
+    /// The user a token belongs to (None: not a valid token), remembered briefly.
+    async fn review_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<Arc<UserInfo>>, crate::upstream::UpstreamError> {
+        let (ok_ttl, no_ttl) = (self.config.token_ttl, self.config.token_failure_ttl);
+        let ttl = move |v: &Option<Arc<UserInfo>>| -> Duration {
+            if v.is_some() {
+                ok_ttl
+            } else {
+                no_ttl
+            }
+        };
+        let (user, _) = self
+            .tokens
+            .get(token, ttl, || async {
+                let body = json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenReview",
+                    "spec": {"token": token},
+                });
+                let answer = self
+                    .upstream
+                    .post_json(TOKEN_REVIEWS, body.to_string().into_bytes())
+                    .await?;
+                let review: TokenReview = serde_json::from_slice(&answer).map_err(|e| {
+                    crate::upstream::UpstreamError::Decode(format!("TokenReview: {e}"))
+                })?;
+                Ok::<_, crate::upstream::UpstreamError>(
+                    review
+                        .status
+                        .authenticated
+                        .then(|| Arc::new(review.status.user)),
+                )
+            })
+            .await?;
+        Ok(user)
+    }
+}

@@ -1,0 +1,254 @@
+//! Authorization: whether the caller may read what it asks the cache for, as the upstream's
+//! authorizer (RBAC and the rest) decides it.
+
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Auth, Caller};
+use crate::metrics::{self, metrics};
+use crate::status::ApiError;
+use crate::upstream::UpstreamError;
+
+const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+/// What a request does, in the authorizer's terms.
+#[derive(Debug, Clone)]
+pub struct Attributes<'a> {
+    /// `get`, `list` or `watch`.
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub version: &'a str,
+    pub resource: &'a str,
+    /// None: cluster-wide (a list or watch across all namespaces, or a cluster-scoped object).
+    pub namespace: Option<&'a str>,
+    /// Set for a get or a watch of one object (the apiserver authorizes those by name).
+    pub name: Option<&'a str>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Decision {
+    allowed: bool,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+struct Review {
+    #[serde(default)]
+    status: ReviewStatus,
+}
+
+#[derive(Deserialize, Default)]
+struct ReviewStatus {
+    #[serde(default)]
+    allowed: bool,
+    #[serde(default)]
+    reason: String,
+}
+
+impl Auth {
+    /// Ok when the upstream's authorizer allows `caller` the request; else the 403 the
+    /// apiserver would send (or a 503 when it cannot be asked and nothing is remembered).
+    pub async fn authorize(&self, caller: &Caller, attrs: &Attributes<'_>) -> Result<(), ApiError> {
+        let Some(user) = &caller.user else {
+            // kcache itself: the cache holds what its own identity may read.
+            return Ok(());
+        };
+        let key = review_key(user, attrs);
+        let (allowed_ttl, denied_ttl) = (self.config.allowed_ttl, self.config.denied_ttl);
+        let got = self
+            .reviews
+            .get(
+                &key,
+                move |d: &Decision| if d.allowed { allowed_ttl } else { denied_ttl },
+                || self.review(user, attrs),
+            )
+            .await;
+        let count = |decision: &'static str, source: &'static str| {
+            metrics()
+                .authorizations
+                .get_or_create(&metrics::AuthzLabels { decision, source })
+                .inc();
+        };
+        match got {
+            Ok((d, source)) if d.allowed => {
+                count("allowed", source.as_str());
+                Ok(())
+            }
+            Ok((d, source)) => {
+                count("denied", source.as_str());
+                Err(forbidden(&user.username, attrs, &d.reason))
+            }
+            Err(e) => {
+                count("error", "upstream");
+                tracing::warn!(error = %e, "SubjectAccessReview failed");
+                Err(ApiError::Unavailable(
+                    "the request cannot be authorized: the upstream API server is unavailable"
+                        .into(),
+                ))
+            }
+        }
+    }
+
+    async fn review(
+        &self,
+        user: &super::UserInfo,
+        attrs: &Attributes<'_>,
+    ) -> Result<Decision, UpstreamError> {
+        let mut resource = json!({
+            "verb": attrs.verb,
+            "group": attrs.group,
+            "version": attrs.version,
+            "resource": attrs.resource,
+        });
+        if let Some(ns) = attrs.namespace {
+            resource["namespace"] = json!(ns);
+        }
+        if let Some(name) = attrs.name {
+            resource["name"] = json!(name);
+        }
+        let mut spec = json!({
+            "resourceAttributes": resource,
+            "user": user.username,
+            "groups": user.groups,
+        });
+        if !user.uid.is_empty() {
+            spec["uid"] = json!(user.uid);
+        }
+        if !user.extra.is_empty() {
+            spec["extra"] = json!(user.extra);
+        }
+        let body = json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": spec,
+        });
+        let answer = self
+            .upstream
+            .post_json(ACCESS_REVIEWS, body.to_string().into_bytes())
+            .await?;
+        let review: Review = serde_json::from_slice(&answer)
+            .map_err(|e| UpstreamError::Decode(format!("SubjectAccessReview: {e}")))?;
+        Ok(Decision {
+            allowed: review.status.allowed,
+            reason: review.status.reason,
+        })
+    }
+}
+
+/// One string per distinct question: every field, separated by a byte no field can hold
+/// unescaped in an HTTP request (NUL).
+fn review_key(user: &super::UserInfo, a: &Attributes<'_>) -> String {
+    let mut k = String::with_capacity(128);
+    for part in [
+        user.username.as_str(),
+        user.uid.as_str(),
+        a.verb,
+        a.group,
+        a.version,
+        a.resource,
+        a.namespace.unwrap_or("\u{1}"),
+        a.name.unwrap_or("\u{1}"),
+    ] {
+        k.push_str(part);
+        k.push('\0');
+    }
+    for g in &user.groups {
+        k.push_str(g);
+        k.push('\u{2}');
+    }
+    for (key, values) in &user.extra {
+        let _ = write!(k, "\0{key}={values:?}");
+    }
+    k
+}
+
+/// The apiserver's 403 for a denied resource request.
+fn forbidden(user: &str, a: &Attributes<'_>, reason: &str) -> ApiError {
+    let scope = match a.namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".to_string(),
+    };
+    let mut message = format!(
+        "User {user:?} cannot {} resource {:?} in API group {:?} {scope}",
+        a.verb, a.resource, a.group
+    );
+    if !reason.is_empty() {
+        message.push_str(": ");
+        message.push_str(reason);
+    }
+    ApiError::Forbidden {
+        group: a.group.to_string(),
+        resource: a.resource.to_string(),
+        name: a.name.map(str::to_string),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::UserInfo;
+
+    #[test]
+    fn forbidden_reads_as_the_recorded_one() {
+        let a = Attributes {
+            verb: "list",
+            group: "",
+            version: "v1",
+            resource: "configmaps",
+            namespace: Some("fixtures-a"),
+            name: None,
+        };
+        let e = forbidden("system:anonymous", &a, "");
+        let want = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/kube-apiserver-v1.28/err-anonymous-forbidden-403.json"
+        ))
+        .unwrap();
+        assert_eq!(String::from_utf8(e.body().to_vec()).unwrap(), want);
+    }
+
+    #[test]
+    fn keys_differ_by_every_attribute() {
+        let u = UserInfo {
+            username: "u".into(),
+            groups: vec!["g".into()],
+            ..Default::default()
+        };
+        let base = Attributes {
+            verb: "get",
+            group: "",
+            version: "v1",
+            resource: "secrets",
+            namespace: Some("a"),
+            name: Some("x"),
+        };
+        let k = review_key(&u, &base);
+        let variants = [
+            Attributes {
+                verb: "list",
+                ..base.clone()
+            },
+            Attributes {
+                namespace: None,
+                ..base.clone()
+            },
+            Attributes {
+                name: None,
+                ..base.clone()
+            },
+            Attributes {
+                resource: "configmaps",
+                ..base.clone()
+            },
+        ];
+        for v in variants {
+            assert_ne!(review_key(&u, &v), k);
+        }
+        let mut other = u.clone();
+        other.groups.push("system:masters".into());
+        assert_ne!(review_key(&other, &base), k);
+    }
+}

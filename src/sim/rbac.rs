@@ -1,0 +1,353 @@
+//! The sim's authentication and authorization: a token table and a small RBAC rule table,
+//! enough to be an upstream that answers TokenReview and SubjectAccessReview and refuses what
+//! its rules do not allow (as kube-apiserver with token auth and RBAC does). Off unless a test
+//! installs a table with [`super::Sim::set_rbac`]; then requests without a token are
+//! `system:anonymous`, and unknown tokens get the recorded 401.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::status::{SimError, Target};
+
+/// A user the sim knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimUser {
+    pub name: String,
+    pub uid: String,
+    /// Without `system:authenticated`, which the sim adds.
+    pub groups: Vec<String>,
+}
+
+/// Who a rule applies to.
+#[derive(Clone, Debug)]
+pub enum Subject {
+    User(String),
+    Group(String),
+}
+
+/// One allow rule (a Role or ClusterRole bound to a subject). `*` matches anything.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub subject: Subject,
+    pub verbs: Vec<String>,
+    pub groups: Vec<String>,
+    pub resources: Vec<String>,
+    /// None: every namespace and cluster-wide requests (a ClusterRoleBinding); Some: requests
+    /// in that namespace only (a RoleBinding).
+    pub namespace: Option<String>,
+}
+
+/// The whole table.
+#[derive(Clone, Debug, Default)]
+pub struct Rbac {
+    tokens: HashMap<String, SimUser>,
+    rules: Vec<Rule>,
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+impl Rbac {
+    pub fn new() -> Rbac {
+        Rbac::default()
+    }
+
+    /// `token` authenticates as `user` in `groups`.
+    pub fn token(mut self, token: &str, user: &str, groups: &[&str]) -> Rbac {
+        self.tokens.insert(
+            token.to_string(),
+            SimUser {
+                name: user.to_string(),
+                uid: format!("uid-{user}"),
+                groups: strs(groups),
+            },
+        );
+        self
+    }
+
+    /// Allow `subject` the verbs on the resources (`group/resource` style lists).
+    pub fn allow(
+        mut self,
+        subject: Subject,
+        verbs: &[&str],
+        groups: &[&str],
+        resources: &[&str],
+        namespace: Option<&str>,
+    ) -> Rbac {
+        self.rules.push(Rule {
+            subject,
+            verbs: strs(verbs),
+            groups: strs(groups),
+            resources: strs(resources),
+            namespace: namespace.map(str::to_string),
+        });
+        self
+    }
+
+    /// The user a token belongs to.
+    pub fn user_of(&self, token: &str) -> Option<&SimUser> {
+        self.tokens.get(token)
+    }
+
+    /// Whether some rule allows the request.
+    pub fn allows(&self, user: &str, groups: &[String], r: &Request<'_>) -> bool {
+        let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+        self.rules.iter().any(|rule| {
+            let subject = match &rule.subject {
+                Subject::User(u) => u == user,
+                Subject::Group(g) => groups.iter().any(|x| x == g),
+            };
+            let scope = match (&rule.namespace, r.namespace) {
+                (None, _) => true,
+                (Some(ns), Some(want)) => ns == want,
+                (Some(_), None) => false,
+            };
+            subject
+                && scope
+                && any(&rule.verbs, r.verb)
+                && any(&rule.groups, r.group)
+                && any(&rule.resources, r.resource)
+        })
+    }
+}
+
+/// A resource request in the authorizer's terms.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    /// With the subresource (`pods/log`).
+    pub resource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
+}
+
+impl Request<'_> {
+    /// The RBAC authorizer's sentence for a denial.
+    pub fn denial(&self, user: &str) -> String {
+        let scope = match self.namespace {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".into(),
+        };
+        format!(
+            "User \"{user}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+            self.verb, self.resource, self.group
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaced_rules_do_not_reach_cluster_wide() {
+        let rbac = Rbac::new().allow(
+            Subject::User("sa".into()),
+            &["get", "list"],
+            &[""],
+            &["configmaps"],
+            Some("a"),
+        );
+        let req = |ns: Option<&'static str>, resource: &'static str| Request {
+            verb: "list",
+            group: "",
+            resource,
+            namespace: ns,
+            name: None,
+        };
+        assert!(rbac.allows("sa", &[], &req(Some("a"), "configmaps")));
+        assert!(!rbac.allows("sa", &[], &req(Some("b"), "configmaps")));
+        assert!(!rbac.allows("sa", &[], &req(None, "configmaps")));
+        assert!(!rbac.allows("sa", &[], &req(Some("a"), "secrets")));
+        assert!(!rbac.allows("other", &[], &req(Some("a"), "configmaps")));
+    }
+}
+
+/// Who is making a request to the sim (after impersonation).
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    pub fn anonymous() -> Identity {
+        Identity {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+        }
+    }
+}
+
+/// What the sim's HTTP layer keeps per request while RBAC is on.
+#[derive(Clone, Debug)]
+pub struct Allowed {
+    pub rbac: std::sync::Arc<Rbac>,
+    pub who: Identity,
+}
+
+impl Allowed {
+    /// Ok, or the apiserver's 403 for this request.
+    pub fn check(&self, r: &Request<'_>) -> Result<(), SimError> {
+        if self.rbac.allows(&self.who.name, &self.who.groups, r) {
+            return Ok(());
+        }
+        Err(SimError::Forbidden {
+            target: Target {
+                group: r.group.to_string(),
+                resource: r.resource.to_string(),
+                name: r.name.unwrap_or("").to_string(),
+            },
+            message: r.denial(&self.who.name),
+        })
+    }
+}
+
+/// The requester: a bearer token's user (401 for an unknown token), else anonymous; then
+/// `Impersonate-User`/`-Group`, if its rules allow impersonating them.
+pub fn identify(
+    rbac: &std::sync::Arc<Rbac>,
+    headers: &http::HeaderMap,
+) -> Result<Identity, SimError> {
+    let mut who = match headers.get(http::header::AUTHORIZATION) {
+        None => Identity::anonymous(),
+        Some(v) => {
+            let token = v
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or(SimError::Unauthorized)?;
+            let user = rbac.user_of(token.trim()).ok_or(SimError::Unauthorized)?;
+            let mut groups = user.groups.clone();
+            groups.push("system:authenticated".into());
+            Identity {
+                name: user.name.clone(),
+                uid: user.uid.clone(),
+                groups,
+            }
+        }
+    };
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    };
+    let users = values("impersonate-user");
+    let groups = values("impersonate-group");
+    if users.is_empty() && groups.is_empty() {
+        return Ok(who);
+    }
+    let Some(user) = users.first() else {
+        return Err(SimError::Internal(
+            "requested [{Groups}] without impersonating a user".into(),
+        ));
+    };
+    let me = Allowed {
+        rbac: rbac.clone(),
+        who: who.clone(),
+    };
+    let imp = |resource: &'static str, name: &str| {
+        me.check(&Request {
+            verb: "impersonate",
+            group: "",
+            resource,
+            namespace: None,
+            name: Some(name),
+        })
+    };
+    imp("users", user)?;
+    for g in &groups {
+        imp("groups", g)?;
+    }
+    let mut all = groups;
+    all.push("system:authenticated".into());
+    who = Identity {
+        name: user.clone(),
+        uid: String::new(),
+        groups: all,
+    };
+    Ok(who)
+}
+
+/// The answer to a POSTed TokenReview (`token`) or SubjectAccessReview, as JSON. The
+/// requester needs `create` on the review resource, as on the apiserver.
+pub async fn answer(
+    rbac: &std::sync::Arc<Rbac>,
+    who: &Identity,
+    token: bool,
+    req: axum::extract::Request,
+) -> Result<Vec<u8>, SimError> {
+    let (group, resource) = if token {
+        ("authentication.k8s.io", "tokenreviews")
+    } else {
+        ("authorization.k8s.io", "subjectaccessreviews")
+    };
+    Allowed {
+        rbac: rbac.clone(),
+        who: who.clone(),
+    }
+    .check(&Request {
+        verb: "create",
+        group,
+        resource,
+        namespace: None,
+        name: None,
+    })?;
+    let body = http_body_util::BodyExt::collect(req.into_body())
+        .await
+        .map_err(|e| SimError::BadRequest(e.to_string()))?
+        .to_bytes();
+    let review: Value =
+        serde_json::from_slice(&body).map_err(|e| SimError::BadRequest(e.to_string()))?;
+    let spec = &review["spec"];
+    let status = if token {
+        match spec["token"].as_str().and_then(|t| rbac.user_of(t)) {
+            Some(u) => {
+                let mut groups = u.groups.clone();
+                groups.push("system:authenticated".into());
+                json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": groups}, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+            }
+            None => json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"}),
+        }
+    } else {
+        let attrs = &spec["resourceAttributes"];
+        let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+        let groups: Vec<String> = spec["groups"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default();
+        let (verb, group, res, sub, ns, name) = (
+            s(&attrs["verb"]),
+            s(&attrs["group"]),
+            s(&attrs["resource"]),
+            s(&attrs["subresource"]),
+            s(&attrs["namespace"]),
+            s(&attrs["name"]),
+        );
+        let resource = if sub.is_empty() {
+            res
+        } else {
+            format!("{res}/{sub}")
+        };
+        let r = Request {
+            verb: &verb,
+            group: &group,
+            resource: &resource,
+            namespace: (!ns.is_empty()).then_some(ns.as_str()),
+            name: (!name.is_empty()).then_some(name.as_str()),
+        };
+        let allowed = rbac.allows(&s(&spec["user"]), &groups, &r);
+        json!({"allowed": allowed})
+    };
+    let mut out = review;
+    out["metadata"] = json!({"creationTimestamp": null});
+    out["status"] = status;
+    Ok(serde_json::to_vec(&out).unwrap_or_default())
+}
