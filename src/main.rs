@@ -37,6 +37,31 @@ enum ConfigCommand {
     },
 }
 
+/// HTTPS files; each overrides its counterpart in the config file's `tls` section.
+#[derive(clap::Args)]
+struct TlsFlags {
+    /// PEM certificate chain to serve HTTPS with (tls.certFile).
+    #[arg(long, env = "KCACHE_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the certificate (tls.keyFile).
+    #[arg(long, env = "KCACHE_TLS_KEY_FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// PEM CA bundle that verifies (optional) client certificates (tls.clientCAFile).
+    #[arg(long, env = "KCACHE_CLIENT_CA_FILE")]
+    client_ca_file: Option<PathBuf>,
+}
+
+impl TlsFlags {
+    /// Apply the flags and re-check the section, since a flag can complete or break it.
+    fn apply(self, config: &mut Config) -> Result<(), String> {
+        let tls = &mut config.tls;
+        tls.cert_file = self.tls_cert_file.or(tls.cert_file.take());
+        tls.key_file = self.tls_key_file.or(tls.key_file.take());
+        tls.client_ca_file = self.client_ca_file.or(tls.client_ca_file.take());
+        config.validate_tls().map_err(|e| e.to_string())
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -59,6 +84,8 @@ enum Command {
         /// Address to listen on (overrides the config file).
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
+        #[command(flatten)]
+        tls: TlsFlags,
     },
     /// Configuration file tools.
     Config {
@@ -139,7 +166,8 @@ async fn main() -> ExitCode {
             context,
             config,
             listen,
-        } => serve(kubeconfig, context, config, listen).await,
+            tls,
+        } => serve(kubeconfig, context, config, listen, tls).await,
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
@@ -191,8 +219,10 @@ async fn serve(
     context: Option<String>,
     config: Option<PathBuf>,
     listen: Option<String>,
+    tls: TlsFlags,
 ) -> Result<(), String> {
-    let config = load_config(config, listen)?;
+    let mut config = load_config(config, listen)?;
+    tls.apply(&mut config)?;
     let upstream = Upstream::from_kubeconfig(kubeconfig, context)
         .await
         .map_err(|e| e.to_string())?;
@@ -203,7 +233,7 @@ async fn serve(
     let running = server::start(&config, upstream, listener)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(addr = %running.addr, "serving; point clients at http://{}", running.addr);
+    tracing::info!(addr = %running.addr, "serving; point clients at {}", running.url());
     running.until_signal().await;
     Ok(())
 }

@@ -87,6 +87,7 @@ pub struct Metrics {
     pub consistent_wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     pub cache_lag: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub cache_synced: Family<ResourceLabels, Gauge>,
+    pub tls_handshake_errors: Counter,
 }
 
 impl Metrics {
@@ -109,6 +110,7 @@ impl Metrics {
             consistent_wait: Family::new_with_constructor(latency_histogram),
             cache_lag: Family::default(),
             cache_synced: Family::default(),
+            tls_handshake_errors: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -187,6 +189,11 @@ impl Metrics {
             "cache_synced",
             "1 once the resource's cache has synced",
             m.cache_synced.clone(),
+        );
+        r.register(
+            "tls_handshake_errors",
+            "TLS handshakes that failed or timed out (plain HTTP to the HTTPS port, unknown client CA, ...)",
+            m.tls_handshake_errors.clone(),
         );
         r.register(
             "build",

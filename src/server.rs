@@ -13,6 +13,7 @@ use crate::api::{self, App};
 use crate::auth::ConnInfo;
 use crate::cache::{ByResource, Registry, ResourceCache};
 use crate::config::Config;
+use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start.
@@ -25,6 +26,8 @@ pub enum StartError {
     },
     #[error("listening: {0}")]
     Listen(#[from] std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// A running kcache.
@@ -34,12 +37,14 @@ pub struct Running {
     reflectors: Vec<JoinHandle<()>>,
     server: JoinHandle<()>,
     stop: watch::Sender<bool>,
+    tls: bool,
 }
 
 impl Running {
-    /// `http://ADDR`
+    /// `http://ADDR`, or `https://ADDR` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Wait until every cache has synced; false on timeout.
@@ -85,6 +90,12 @@ pub async fn start(
     upstream: Upstream,
     listener: TcpListener,
 ) -> Result<Running, StartError> {
+    // Before discovery: a bad certificate should fail fast, not after a long sync.
+    let tls = if config.tls.enabled() {
+        Some(Arc::new(TlsServer::load(&config.tls)?))
+    } else {
+        None
+    };
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -149,13 +160,15 @@ pub async fn start(
     });
     let router = api::router(app.clone());
     let grace = config.shutdown_grace();
-    let server = tokio::spawn(serve(listener, router, stop.subscribe(), grace));
+    let tls_enabled = tls.is_some();
+    let server = tokio::spawn(serve(listener, router, tls, stop.subscribe(), grace));
     Ok(Running {
         addr,
         app,
         reflectors,
         server,
         stop,
+        tls: tls_enabled,
     })
 }
 
@@ -163,11 +176,14 @@ pub async fn start(
 /// one connection, so the limit must be in the thousands (hyper's default is 200).
 const MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
-/// Accept connections and serve HTTP/1.1 and HTTP/2 (prior knowledge, i.e. h2c) on each, with
-/// protocol upgrades (exec/attach/port-forward pass-through) allowed.
+/// Accept connections and serve HTTP/1.1 and HTTP/2 on each, with protocol upgrades
+/// (exec/attach/port-forward pass-through) allowed. Without TLS, HTTP/2 is prior knowledge
+/// (h2c); with TLS, the handshake comes first and the version is whatever the client speaks
+/// after it (ALPN h2 clients send the HTTP/2 preface, which the auto builder detects).
 async fn serve(
     listener: TcpListener,
     router: axum::Router,
+    tls: Option<Arc<TlsServer>>,
     mut stopped: watch::Receiver<bool>,
     grace: Duration,
 ) {
@@ -184,6 +200,7 @@ async fn serve(
         .initial_stream_window_size(4 * 1024 * 1024)
         .initial_connection_window_size(16 * 1024 * 1024);
     let graceful = GracefulShutdown::new();
+    let reloader = tls.clone().map(|t| tokio::spawn(t.watch_files()));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -198,12 +215,35 @@ async fn serve(
                 };
                 // Watch events are small writes that must go out at once.
                 let _ = stream.set_nodelay(true);
-                let info = ConnInfo { peer, client_cert: None };
-                let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
+                let Some(tls) = &tls else {
+                    let info = ConnInfo { peer, client_cert: None };
+                    let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn = graceful.watch(conn.into_owned());
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                    });
+                    continue;
+                };
+                // The handshake runs in the connection's task so a slow client cannot stall
+                // the accept loop; the watcher makes shutdown wait for it too.
+                let (tls, builder, router) = (tls.clone(), builder.clone(), router.clone());
+                let watcher = graceful.watcher();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    let (stream, client_cert) = match tls.handshake(stream).await {
+                        Ok(done) => done,
+                        Err(e) => {
+                            crate::metrics::metrics().tls_handshake_errors.inc();
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    };
+                    let info = ConnInfo { peer, client_cert };
+                    let service = TowerToHyperService::new(with_conn_info(router, info));
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                 });
@@ -212,6 +252,9 @@ async fn serve(
         }
     }
     drop(listener);
+    if let Some(r) = reloader {
+        r.abort();
+    }
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
