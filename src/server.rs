@@ -227,26 +227,13 @@ async fn serve(
                     });
                     continue;
                 };
-                // The handshake runs in the connection's task so a slow client cannot stall
-                // the accept loop; the watcher makes shutdown wait for it too.
-                let (tls, builder, router) = (tls.clone(), builder.clone(), router.clone());
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
-                    let (stream, client_cert) = match tls.handshake(stream).await {
-                        Ok(done) => done,
-                        Err(e) => {
-                            crate::metrics::metrics().tls_handshake_errors.inc();
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    };
-                    let info = ConnInfo { peer, client_cert };
-                    let service = TowerToHyperService::new(with_conn_info(router, info));
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                });
+                let conn = TlsConn {
+                    tls: tls.clone(),
+                    builder: builder.clone(),
+                    router: router.clone(),
+                    watcher: graceful.watcher(),
+                };
+                tokio::spawn(conn.serve(stream, peer));
             }
             _ = async { stopped.wait_for(|s| *s).await.map(|_| ()) } => break,
         }
@@ -260,6 +247,40 @@ async fn serve(
         .is_err()
     {
         tracing::info!("grace period over; closing remaining connections");
+    }
+}
+
+/// What one HTTPS connection's task needs.
+struct TlsConn {
+    tls: Arc<TlsServer>,
+    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    router: axum::Router,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl TlsConn {
+    /// Handshake, then serve. The handshake runs in the connection's own task so a slow
+    /// client cannot stall the accept loop; holding the watcher makes shutdown wait for it.
+    async fn serve(self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        use hyper_util::rt::TokioIo;
+        use hyper_util::service::TowerToHyperService;
+
+        let (stream, client_cert) = match self.tls.handshake(stream).await {
+            Ok(done) => done,
+            Err(e) => {
+                crate::metrics::metrics().tls_handshake_errors.inc();
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+        };
+        let info = ConnInfo { peer, client_cert };
+        let service = TowerToHyperService::new(with_conn_info(self.router, info));
+        let conn = self
+            .builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+        if let Err(e) = self.watcher.watch(conn.into_owned()).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
     }
 }
 

@@ -369,3 +369,37 @@ async fn a_silent_client_does_not_block_others() {
     let (_, v) = list(s, true).await.unwrap();
     assert_eq!(items(&v), 25);
 }
+
+#[tokio::test]
+async fn graceful_shutdown_ends_tls_connections() {
+    let (pki, settings) = setup();
+    let env = EnvBuilder::fixtures().tls(settings).start().await;
+    let addr = env.kcache.addr;
+    let s = connect(addr, &pki.server_ca, &[b"h2"], None).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(format!("https://kcache{LIST}&watch=1"))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+
+    let common::Env { sim: _sim, kcache } = env;
+    tokio::time::timeout(Duration::from_secs(5), kcache.shutdown())
+        .await
+        .expect("shutdown within the grace period");
+    // The watch ends (cleanly or not) rather than hanging.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(_)) = body.frame().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch stream ends on shutdown");
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "no longer accepting"
+    );
+}
