@@ -1,7 +1,7 @@
 //! `config/kcache.yaml`: which resources to cache and how. Every option is documented in the
 //! example file and the README; an invalid file is an error naming the field.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,9 @@ pub struct Config {
     /// Seconds in-flight requests may take to finish on SIGTERM before kcache exits.
     #[serde(default = "default_grace")]
     pub shutdown_grace_seconds: u64,
+    /// Serve HTTPS instead of plain HTTP (see [`TlsSettings`]).
+    #[serde(default)]
+    pub tls: TlsSettings,
     #[serde(default)]
     pub auth: AuthSettings,
     #[serde(default)]
@@ -282,6 +285,7 @@ impl Default for Config {
             shutdown_grace_seconds: default_grace(),
             auth: AuthSettings::default(),
             limits: LimitSettings::default(),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -407,6 +411,7 @@ impl Config {
                 "must be at least 1 when perCallerQps is set".into(),
             ));
         }
+        self.validate_tls()?;
         Ok(())
     }
 
@@ -477,6 +482,93 @@ impl Config {
     }
 }
 
+/// HTTPS serving. Without `certFile` and `keyFile` kcache serves plain HTTP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TlsSettings {
+    /// PEM certificate chain, leaf first (`--tls-cert-file` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of the leaf certificate (`--tls-key-file` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// PEM bundle of CAs whose client certificates identify callers (`--client-ca-file`
+    /// overrides it). Presenting a certificate stays optional.
+    #[serde(
+        default,
+        rename = "clientCAFile",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_ca_file: Option<PathBuf>,
+    /// Seconds between checks of the files for changes (rotated certificates are picked up
+    /// without a restart).
+    #[serde(default = "default_tls_reload")]
+    pub reload_interval_seconds: u64,
+}
+
+fn default_tls_reload() -> u64 {
+    10
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings {
+            cert_file: None,
+            key_file: None,
+            client_ca_file: None,
+            reload_interval_seconds: default_tls_reload(),
+        }
+    }
+}
+
+impl TlsSettings {
+    /// Whether kcache serves HTTPS.
+    pub fn enabled(&self) -> bool {
+        self.cert_file.is_some()
+    }
+
+    /// How often the files are checked for changes.
+    pub fn reload_interval(&self) -> Duration {
+        Duration::from_secs(self.reload_interval_seconds)
+    }
+}
+
+impl Config {
+    /// Check the `tls` section. Public because command-line flags can change it after the file
+    /// was validated.
+    pub fn validate_tls(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &str, message: &str| ConfigError::Invalid {
+            field: format!("tls.{field}"),
+            message: message.into(),
+        };
+        let t = &self.tls;
+        for (field, path) in [
+            ("certFile", &t.cert_file),
+            ("keyFile", &t.key_file),
+            ("clientCAFile", &t.client_ca_file),
+        ] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(invalid(field, "must not be empty"));
+            }
+        }
+        match (&t.cert_file, &t.key_file) {
+            (Some(_), None) => return Err(invalid("keyFile", "is required with certFile")),
+            (None, Some(_)) => return Err(invalid("certFile", "is required with keyFile")),
+            _ => {}
+        }
+        if t.client_ca_file.is_some() && t.cert_file.is_none() {
+            return Err(invalid(
+                "clientCAFile",
+                "needs certFile and keyFile (client certificates need TLS)",
+            ));
+        }
+        if t.reload_interval_seconds == 0 {
+            return Err(invalid("reloadIntervalSeconds", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
 impl ResourceConfig {
     /// The part of the collection this resource caches. Selectors were validated on load.
     pub fn scope(&self) -> Scope {
@@ -528,6 +620,34 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Config::parse("listen: nowhere\n").unwrap_err();
         assert!(e.to_string().starts_with("listen:"), "{e}");
+    }
+
+    #[test]
+    fn tls_section() {
+        let c = Config::parse(
+            "tls: {certFile: /c.pem, keyFile: /k.pem, clientCAFile: /ca.pem, reloadIntervalSeconds: 2}\n",
+        )
+        .unwrap();
+        assert!(c.tls.enabled());
+        assert_eq!(c.tls.client_ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(c.tls.reload_interval(), Duration::from_secs(2));
+        let c = Config::parse("tls: {certFile: /c.pem, keyFile: /k.pem}\n").unwrap();
+        assert_eq!(c.tls.reload_interval_seconds, 10);
+        for (yaml, field) in [
+            ("tls: {certFile: /c.pem}", "tls.keyFile:"),
+            ("tls: {keyFile: /k.pem}", "tls.certFile:"),
+            ("tls: {clientCAFile: /ca.pem}", "tls.clientCAFile:"),
+            ("tls: {certFile: '', keyFile: /k.pem}", "tls.certFile:"),
+            (
+                "tls: {certFile: /c.pem, keyFile: /k.pem, reloadIntervalSeconds: 0}",
+                "tls.reloadIntervalSeconds:",
+            ),
+        ] {
+            let e = Config::parse(yaml).unwrap_err();
+            assert!(e.to_string().starts_with(field), "{yaml}: {e}");
+        }
+        let e = Config::parse("tls: {certfile: /c.pem}").unwrap_err();
+        assert!(e.to_string().contains("certfile"), "{e}");
     }
 
     #[test]

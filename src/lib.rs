@@ -22,4 +22,5 @@ pub mod server;
 pub mod sim;
 pub mod status;
 pub mod table;
+pub mod tls;
 pub mod upstream;

@@ -37,6 +37,31 @@ enum ConfigCommand {
     },
 }
 
+/// HTTPS files; each overrides its counterpart in the config file's `tls` section.
+#[derive(clap::Args)]
+struct TlsFlags {
+    /// PEM certificate chain to serve HTTPS with (tls.certFile).
+    #[arg(long, env = "KCACHE_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the certificate (tls.keyFile).
+    #[arg(long, env = "KCACHE_TLS_KEY_FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// PEM CA bundle that verifies (optional) client certificates (tls.clientCAFile).
+    #[arg(long, env = "KCACHE_CLIENT_CA_FILE")]
+    client_ca_file: Option<PathBuf>,
+}
+
+impl TlsFlags {
+    /// Apply the flags and re-check the section, since a flag can complete or break it.
+    fn apply(self, config: &mut Config) -> Result<(), String> {
+        let tls = &mut config.tls;
+        tls.cert_file = self.tls_cert_file.or(tls.cert_file.take());
+        tls.key_file = self.tls_key_file.or(tls.key_file.take());
+        tls.client_ca_file = self.client_ca_file.or(tls.client_ca_file.take());
+        config.validate_tls().map_err(|e| e.to_string())
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -64,6 +89,8 @@ enum Command {
         /// `trust-local` also lets credential-less loopback callers act as kcache.
         #[arg(long, env = "KCACHE_AUTH", value_enum)]
         auth: Option<kcache::auth::AuthMode>,
+        #[command(flatten)]
+        tls: TlsFlags,
     },
     /// Configuration file tools.
     Config {
@@ -145,7 +172,8 @@ async fn main() -> ExitCode {
             config,
             listen,
             auth,
-        } => serve(kubeconfig, context, config, listen, auth).await,
+            tls,
+        } => serve(kubeconfig, context, config, listen, auth, tls).await,
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
@@ -198,8 +226,10 @@ async fn serve(
     config: Option<PathBuf>,
     listen: Option<String>,
     auth: Option<kcache::auth::AuthMode>,
+    tls: TlsFlags,
 ) -> Result<(), String> {
     let mut config = load_config(config, listen)?;
+    tls.apply(&mut config)?;
     if let Some(mode) = auth {
         config.auth.mode = mode;
     }
@@ -217,7 +247,7 @@ async fn serve(
     let running = server::start(&config, upstream, listener)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(addr = %running.addr, "serving; point clients at http://{}", running.addr);
+    tracing::info!(addr = %running.addr, "serving; point clients at {}", running.url());
     running.until_signal().await;
     Ok(())
 }

@@ -112,6 +112,7 @@ pub struct Metrics {
     pub limited: Family<LimitLabels, Counter>,
     pub limits: Family<LimitLabels, Gauge>,
     pub open_watches: Gauge,
+    pub tls_handshake_errors: Counter,
 }
 
 impl Metrics {
@@ -139,6 +140,7 @@ impl Metrics {
             limited: Family::default(),
             limits: Family::default(),
             open_watches: Gauge::default(),
+            tls_handshake_errors: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -262,6 +264,11 @@ impl Metrics {
         ] {
             let _ = m.limited.get_or_create(&LimitLabels { limit });
         }
+        r.register(
+            "tls_handshake_errors",
+            "TLS handshakes that failed or timed out (plain HTTP to the HTTPS port, unknown client CA, ...)",
+            m.tls_handshake_errors.clone(),
+        );
         r.register(
             "build",
             "kcache build information",

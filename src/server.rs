@@ -13,6 +13,7 @@ use crate::api::{self, App};
 use crate::auth::ConnInfo;
 use crate::cache::{ByResource, Registry, ResourceCache};
 use crate::config::Config;
+use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start.
@@ -27,6 +28,8 @@ pub enum StartError {
     Listen(#[from] std::io::Error),
     #[error("{0}")]
     Insecure(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// A running kcache.
@@ -36,12 +39,14 @@ pub struct Running {
     reflectors: Vec<JoinHandle<()>>,
     server: JoinHandle<()>,
     stop: watch::Sender<bool>,
+    tls: bool,
 }
 
 impl Running {
-    /// `http://ADDR`
+    /// `http://ADDR`, or `https://ADDR` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Wait until every cache has synced; false on timeout.
@@ -95,6 +100,12 @@ pub async fn start(
             "callers are authenticated; cached reads authorized by SubjectAccessReview"
         );
     }
+    // Before discovery: a bad certificate should fail fast, not after a long sync.
+    let tls = if config.tls.enabled() {
+        Some(Arc::new(TlsServer::load(&config.tls)?))
+    } else {
+        None
+    };
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -161,13 +172,15 @@ pub async fn start(
     });
     let router = api::router(app.clone());
     let grace = config.shutdown_grace();
-    let server = tokio::spawn(serve(listener, router, stop.subscribe(), grace));
+    let tls_enabled = tls.is_some();
+    let server = tokio::spawn(serve(listener, router, tls, stop.subscribe(), grace));
     Ok(Running {
         addr,
         app,
         reflectors,
         server,
         stop,
+        tls: tls_enabled,
     })
 }
 
@@ -175,11 +188,14 @@ pub async fn start(
 /// one connection, so the limit must be in the thousands (hyper's default is 200).
 const MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
-/// Accept connections and serve HTTP/1.1 and HTTP/2 (prior knowledge, i.e. h2c) on each, with
-/// protocol upgrades (exec/attach/port-forward pass-through) allowed.
+/// Accept connections and serve HTTP/1.1 and HTTP/2 on each, with protocol upgrades
+/// (exec/attach/port-forward pass-through) allowed. Without TLS, HTTP/2 is prior knowledge
+/// (h2c); with TLS, the handshake comes first and the version is whatever the client speaks
+/// after it (ALPN h2 clients send the HTTP/2 preface, which the auto builder detects).
 async fn serve(
     listener: TcpListener,
     router: axum::Router,
+    tls: Option<Arc<TlsServer>>,
     mut stopped: watch::Receiver<bool>,
     grace: Duration,
 ) {
@@ -196,6 +212,7 @@ async fn serve(
         .initial_stream_window_size(4 * 1024 * 1024)
         .initial_connection_window_size(16 * 1024 * 1024);
     let graceful = GracefulShutdown::new();
+    let reloader = tls.clone().map(|t| tokio::spawn(t.watch_files()));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -210,25 +227,72 @@ async fn serve(
                 };
                 // Watch events are small writes that must go out at once.
                 let _ = stream.set_nodelay(true);
-                let info = ConnInfo { peer, client_cert: None };
-                let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                });
+                let Some(tls) = &tls else {
+                    let info = ConnInfo { peer, client_cert: None };
+                    let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn = graceful.watch(conn.into_owned());
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                    });
+                    continue;
+                };
+                let conn = TlsConn {
+                    tls: tls.clone(),
+                    builder: builder.clone(),
+                    router: router.clone(),
+                    watcher: graceful.watcher(),
+                };
+                tokio::spawn(conn.serve(stream, peer));
             }
             _ = async { stopped.wait_for(|s| *s).await.map(|_| ()) } => break,
         }
     }
     drop(listener);
+    if let Some(r) = reloader {
+        r.abort();
+    }
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::info!("grace period over; closing remaining connections");
+    }
+}
+
+/// What one HTTPS connection's task needs.
+struct TlsConn {
+    tls: Arc<TlsServer>,
+    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    router: axum::Router,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl TlsConn {
+    /// Handshake, then serve. The handshake runs in the connection's own task so a slow
+    /// client cannot stall the accept loop; holding the watcher makes shutdown wait for it.
+    async fn serve(self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        use hyper_util::rt::TokioIo;
+        use hyper_util::service::TowerToHyperService;
+
+        let (stream, client_cert) = match self.tls.handshake(stream).await {
+            Ok(done) => done,
+            Err(e) => {
+                crate::metrics::metrics().tls_handshake_errors.inc();
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+        };
+        let info = ConnInfo { peer, client_cert };
+        let service = TowerToHyperService::new(with_conn_info(self.router, info));
+        let conn = self
+            .builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+        if let Err(e) = self.watcher.watch(conn.into_owned()).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
     }
 }
 

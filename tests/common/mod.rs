@@ -116,6 +116,12 @@ impl EnvBuilder {
         b
     }
 
+    /// Serve HTTPS with these settings.
+    pub fn tls(mut self, settings: kcache::config::TlsSettings) -> Self {
+        self.config.tls = settings;
+        self
+    }
+
     pub fn resources(mut self, list: Vec<ResourceConfig>) -> Self {
         self.config.resources = list;
         self
