@@ -85,6 +85,8 @@ pub async fn start(
     upstream: Upstream,
     listener: TcpListener,
 ) -> Result<Running, StartError> {
+    let staleness = config.staleness();
+    let upstream = upstream.with_request_timeout(staleness.upstream_request_timeout);
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -124,6 +126,7 @@ pub async fn start(
         printers: Default::default(),
         watch: config.watch_config(),
         consistent: config.consistent_reads(),
+        staleness,
         rv_wait: config.rv_wait(),
     });
     let addr = listener.local_addr()?;
