@@ -50,6 +50,8 @@ pub struct Config {
     pub upstream: UpstreamSettings,
     #[serde(default)]
     pub consistent_reads: ConsistentReadSettings,
+    #[serde(default)]
+    pub staleness: StalenessSettings,
     /// Seconds in-flight requests may take to finish on SIGTERM before kcache exits.
     #[serde(default = "default_grace")]
     pub shutdown_grace_seconds: u64,
@@ -153,6 +155,43 @@ impl Default for ConsistentReadSettings {
             wait_seconds: 3,
             on_timeout: ConsistentSource::Upstream,
         }
+    }
+}
+
+/// What kcache serves while the upstream cannot be reached. A cache's age is the time since
+/// its reflector last had confirmed contact with the upstream: an event, a bookmark, a list
+/// page or a watch opened.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct StalenessSettings {
+    /// 0: consistent reads (resourceVersion unset) that cannot be confirmed current because
+    /// the upstream does not answer are served from the cache, however old. N > 0: once the
+    /// cache is older than N seconds they get a 504 Timeout instead. Reads with a
+    /// resourceVersion are always served from the cache.
+    pub max_consistent_read_staleness_seconds: u64,
+    /// Seconds kcache waits for the upstream to answer one of its own requests (a list page,
+    /// a consistency probe, a watch's response head) before counting it unreachable.
+    pub upstream_request_timeout_seconds: u64,
+}
+
+impl Default for StalenessSettings {
+    fn default() -> Self {
+        StalenessSettings {
+            max_consistent_read_staleness_seconds: 0,
+            upstream_request_timeout_seconds: crate::upstream::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        }
+    }
+}
+
+impl StalenessSettings {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.upstream_request_timeout_seconds == 0 {
+            return Err(ConfigError::Invalid {
+                field: "staleness.upstreamRequestTimeoutSeconds".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -282,6 +321,7 @@ impl Default for Config {
             watch: WatchSettings::default(),
             upstream: UpstreamSettings::default(),
             consistent_reads: ConsistentReadSettings::default(),
+            staleness: StalenessSettings::default(),
             shutdown_grace_seconds: default_grace(),
             auth: AuthSettings::default(),
             limits: LimitSettings::default(),
@@ -388,6 +428,7 @@ impl Config {
                 "must be upstream or error".into(),
             ));
         }
+        self.staleness.validate()?;
         if self.cache.history_max_events == 0 {
             return Err(invalid(
                 "cache.historyMaxEvents".into(),
@@ -461,6 +502,15 @@ impl Config {
             from_cache: self.consistent_reads.source == ConsistentSource::Cache,
             wait: Duration::from_secs(self.consistent_reads.wait_seconds),
             fallback: self.consistent_reads.on_timeout == ConsistentSource::Upstream,
+        }
+    }
+
+    pub fn staleness(&self) -> crate::api::Staleness {
+        let s = &self.staleness;
+        crate::api::Staleness {
+            max_consistent_read: (s.max_consistent_read_staleness_seconds > 0)
+                .then(|| Duration::from_secs(s.max_consistent_read_staleness_seconds)),
+            upstream_request_timeout: Duration::from_secs(s.upstream_request_timeout_seconds),
         }
     }
 
@@ -648,6 +698,23 @@ mod tests {
         }
         let e = Config::parse("tls: {certfile: /c.pem}").unwrap_err();
         assert!(e.to_string().contains("certfile"), "{e}");
+    }
+
+    #[test]
+    fn staleness_section() {
+        let c = Config::parse("staleness:\n  maxConsistentReadStalenessSeconds: 2\n").unwrap();
+        let s = c.staleness();
+        assert_eq!(s.max_consistent_read, Some(Duration::from_secs(2)));
+        assert_eq!(s.upstream_request_timeout, Duration::from_secs(30));
+        assert_eq!(Config::default().staleness().max_consistent_read, None);
+        let e = Config::parse("staleness:\n  upstreamRequestTimeoutSeconds: 0\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("staleness.upstreamRequestTimeoutSeconds:"),
+            "{e}"
+        );
+        let e = Config::parse("staleness:\n  maxStaleness: 1\n").unwrap_err();
+        assert!(e.to_string().contains("maxStaleness"), "{e}");
     }
 
     #[test]

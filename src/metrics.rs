@@ -113,6 +113,8 @@ pub struct Metrics {
     pub limits: Family<LimitLabels, Gauge>,
     pub open_watches: Gauge,
     pub tls_handshake_errors: Counter,
+    pub cache_age: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub upstream_reachable: Family<ResourceLabels, Gauge>,
 }
 
 impl Metrics {
@@ -141,6 +143,8 @@ impl Metrics {
             limits: Family::default(),
             open_watches: Gauge::default(),
             tls_handshake_errors: Counter::default(),
+            cache_age: Family::default(),
+            upstream_reachable: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -202,7 +206,7 @@ impl Metrics {
         );
         r.register(
             "consistent_reads",
-            "Reads with resourceVersion unset, by outcome (cache, timeout, fallback)",
+            "Reads with resourceVersion unset, by outcome (cache: caught up; timeout: did not catch up in time; stale: answered from the cache unconfirmed while the upstream did not answer; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
             m.consistent_reads.clone(),
         );
         r.register(
@@ -270,6 +274,16 @@ impl Metrics {
             m.tls_handshake_errors.clone(),
         );
         r.register(
+            "cache_age_seconds",
+            "Age of what the cache serves: seconds since the reflector last had confirmed contact with the upstream (event, bookmark, list page or watch opened)",
+            m.cache_age.clone(),
+        );
+        r.register(
+            "upstream_reachable",
+            "1 while the reflector's requests to the upstream get through; 0 after one failed (transport error, timeout or error status) until the next succeeds",
+            m.upstream_reachable.clone(),
+        );
+        r.register(
             "build",
             "kcache build information",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
@@ -328,7 +342,7 @@ impl Metrics {
                 reason,
             });
         }
-        for outcome in ["cache", "timeout", "fallback"] {
+        for outcome in ["cache", "timeout", "stale", "too_stale"] {
             let _ = self.consistent_reads.get_or_create(&OutcomeLabels {
                 resource: r(),
                 outcome,
@@ -383,6 +397,12 @@ impl Metrics {
                 .set(i64::from(c.is_synced()));
             let lag = c.since_last_contact().map_or(0.0, |d| d.as_secs_f64());
             self.cache_lag.get_or_create(&labels).set(lag);
+            self.cache_age
+                .get_or_create(&labels)
+                .set(c.age().as_secs_f64());
+            self.upstream_reachable
+                .get_or_create(&labels)
+                .set(i64::from(c.upstream_reachable()));
         }
         let mut out = String::new();
         let _ = text::encode_registry(&mut out, &self.registry);

@@ -106,6 +106,8 @@ pub async fn start(
     } else {
         None
     };
+    let staleness = config.staleness();
+    let upstream = upstream.with_request_timeout(staleness.upstream_request_timeout);
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -145,6 +147,7 @@ pub async fn start(
         printers: Default::default(),
         watch: config.watch_config(),
         consistent: config.consistent_reads(),
+        staleness,
         rv_wait: config.rv_wait(),
         auth: crate::auth::Auth::new(auth, upstream.clone()),
         limits: crate::limits::Limits::new(config.limit_config()),

@@ -69,6 +69,10 @@ pub enum ApiError {
     /// 504 after waiting for the cache to reach a requested resourceVersion.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
+    /// 504 Timeout for a read that could not be answered in time (the apiserver's answer when
+    /// its storage does not respond); the message follows "Timeout: ".
+    #[error("Timeout: {0}")]
+    Timeout(String),
 }
 
 /// One cause of a 422: a validation rule on a ListOptions field.
@@ -119,14 +123,16 @@ impl ApiError {
             ApiError::NotReady => 429,
             ApiError::Internal(_) => 500,
             ApiError::Unavailable(_) => 503,
-            ApiError::TooLargeResourceVersion { .. } => 504,
+            ApiError::TooLargeResourceVersion { .. } | ApiError::Timeout(_) => 504,
         }
     }
 
     /// Seconds for a `Retry-After` header, for the errors the apiserver sends one with.
     pub fn retry_after(&self) -> Option<u32> {
         match self {
-            ApiError::NotReady | ApiError::TooLargeResourceVersion { .. } => Some(1),
+            ApiError::NotReady
+            | ApiError::TooLargeResourceVersion { .. }
+            | ApiError::Timeout(_) => Some(1),
             ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
@@ -243,6 +249,11 @@ impl ApiError {
                     "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                     "retryAfterSeconds": 1
                 })),
+            ),
+            ApiError::Timeout(_) => (
+                self.to_string(),
+                Some("Timeout"),
+                Some(json!({"retryAfterSeconds": 1})),
             ),
         };
         let mut status = Map::new();

@@ -4,176 +4,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{get, resource, EnvBuilder, Watch};
+use common::mirror::{cache_view, converge, spawn_mirror, upstream_view};
+use common::{resource, EnvBuilder};
 use kcache::demo::apply_churn;
 use kcache::sim::seed::{self, Churn};
-use serde_json::Value;
-
-/// What a client-go-style reflector holds: key → resourceVersion.
-type View = BTreeMap<String, String>;
-
-#[derive(Default)]
-struct MirrorState {
-    view: View,
-    last_rv: u64,
-    relists: usize,
-    /// Order violations seen (must stay empty).
-    violations: Vec<String>,
-}
-
-fn key(o: &Value) -> String {
-    let m = &o["metadata"];
-    format!(
-        "{}/{}",
-        m["namespace"].as_str().unwrap_or(""),
-        m["name"].as_str().unwrap_or("")
-    )
-}
-
-fn rv_of(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-/// A downstream client that lists, watches from the list RV, re-watches from its last RV when
-/// the stream ends, and relists on a 410 — what client-go's reflector does.
-fn spawn_mirror(base: String, collection: String, selector: String) -> Arc<Mutex<MirrorState>> {
-    let state = Arc::new(Mutex::new(MirrorState::default()));
-    let st = state.clone();
-    tokio::spawn(async move {
-        let sep = if selector.is_empty() { "" } else { "&" };
-        'relist: loop {
-            let list = get(
-                &base,
-                &format!("{collection}?resourceVersion=0{sep}{selector}"),
-            )
-            .await;
-            if list.status != 200 {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-            let list = list.json();
-            {
-                let mut s = st.lock().unwrap();
-                s.view = list["items"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|o| {
-                        (
-                            key(o),
-                            o["metadata"]["resourceVersion"]
-                                .as_str()
-                                .unwrap()
-                                .to_string(),
-                        )
-                    })
-                    .collect();
-                s.last_rv = list["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                s.relists += 1;
-            }
-            loop {
-                let from = st.lock().unwrap().last_rv;
-                let mut w = Watch::open(
-                    &base,
-                    &format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&resourceVersion={from}{sep}{selector}"),
-                )
-                .await;
-                if w.status != 200 {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-                while let Some(ev) = w.next_json(Duration::from_secs(10)).await {
-                    let ty = ev["type"].as_str().unwrap_or("").to_string();
-                    let obj = &ev["object"];
-                    let mut s = st.lock().unwrap();
-                    if ty == "ERROR" {
-                        assert_eq!(obj["code"], 410, "unexpected error event {ev}");
-                        drop(s);
-                        continue 'relist;
-                    }
-                    let rv = rv_of(obj);
-                    // Made-up deletes after an upstream relist may share the relist's RV.
-                    if rv < s.last_rv || (rv == s.last_rv && ty != "DELETED" && ty != "BOOKMARK") {
-                        let msg = format!("{ty} {} at rv {rv} after rv {}", key(obj), s.last_rv);
-                        s.violations.push(msg);
-                    }
-                    s.last_rv = s.last_rv.max(rv);
-                    match ty.as_str() {
-                        "ADDED" | "MODIFIED" => {
-                            s.view.insert(key(obj), rv.to_string());
-                        }
-                        "DELETED" => {
-                            s.view.remove(&key(obj));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
-    });
-    state
-}
-
-/// What the sim holds, filtered like a watcher's selector.
-fn upstream_view(sim: &kcache::sim::Sim, resource: &str, keep: &dyn Fn(&Value) -> bool) -> View {
-    sim.list("", resource)
-        .iter()
-        .filter(|o| keep(o))
-        .map(|o| {
-            (
-                key(o),
-                o["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-            )
-        })
-        .collect()
-}
-
-async fn converge(name: &str, mirror: &Arc<Mutex<MirrorState>>, want: &dyn Fn() -> View) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let want = want();
-        {
-            let s = mirror.lock().unwrap();
-            assert!(
-                s.violations.is_empty(),
-                "{name}: out of order: {:?}",
-                s.violations
-            );
-            if s.view == want {
-                return;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                let missing: Vec<_> = want
-                    .iter()
-                    .filter(|(k, v)| s.view.get(*k) != Some(v))
-                    .take(5)
-                    .collect();
-                let extra: Vec<_> = s
-                    .view
-                    .iter()
-                    .filter(|(k, v)| want.get(*k) != Some(v))
-                    .take(5)
-                    .collect();
-                panic!("{name}: view differs from upstream; missing/stale {missing:?}; extra/stale {extra:?}");
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Run churn while `fault` is injected a few times, then check every mirror. Returns how often
 /// kcache relisted its configmaps.
@@ -232,13 +68,10 @@ async fn fault_scenario(fault: impl Fn(&kcache::sim::Sim, usize)) -> u64 {
     .await;
     // kcache's own cache equals the upstream too.
     let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
-    let cached: View = cache
-        .snapshot()
-        .objects
-        .values()
-        .map(|o| (format!("{}/{}", o.namespace(), o.name()), o.rv.to_string()))
-        .collect();
-    assert_eq!(cached, upstream_view(&env.sim, "configmaps", &|_| true));
+    assert_eq!(
+        cache_view(&cache),
+        upstream_view(&env.sim, "configmaps", &|_| true)
+    );
     cache.relists()
 }
 

@@ -147,13 +147,9 @@ pub async fn query(
             }
             None => (cache.snapshot(), None),
         };
-        Ok(list::index_page(
+        Ok(super::staleness::with_age(
+            list::index_page(cache, &snap, i, &values, start.as_deref(), limit),
             cache,
-            &snap,
-            i,
-            &values,
-            start.as_deref(),
-            limit,
         ))
     };
     run().unwrap_or_else(|e| response::error(&e))
@@ -176,7 +172,7 @@ pub async fn counts(
             .as_ref()
             .map(|p| p.values(i).map(|(v, k)| (v.to_string(), k.len())).collect())
             .unwrap_or_default();
-        Ok(json_response(&json!({
+        let counts = json_response(&json!({
             "kind": "IndexCounts",
             "apiVersion": "kcache.dev/v1",
             "group": cache.info.group,
@@ -185,7 +181,8 @@ pub async fn counts(
             "index": index,
             "resourceVersion": snap.rv.to_string(),
             "counts": counts,
-        })))
+        }));
+        Ok(super::staleness::with_age(counts, cache))
     };
     run().unwrap_or_else(|e| response::error(&e))
 }

@@ -14,11 +14,13 @@ mod plan;
 mod proxy;
 mod response;
 mod route;
+mod staleness;
 mod watch;
 
 pub use continue_token::ContinueToken;
 pub use filter::Filter;
 pub use negotiate::{negotiate, Representation};
+pub use staleness::{Staleness, CACHE_AGE_HEADER};
 pub use watch::WatchConfig;
 
 use std::sync::Arc;
@@ -50,6 +52,8 @@ pub struct App {
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
     pub consistent: ConsistentReads,
+    /// What consistent reads get while the upstream cannot confirm the cache is current.
+    pub staleness: Staleness,
     /// How long reads wait for the cache to reach a requested resourceVersion (the
     /// apiserver's 3 s before its 504).
     pub rv_wait: Duration,
@@ -146,10 +150,18 @@ impl App {
         };
         let target = match probe.target().await {
             Ok(t) => t,
+            // The upstream cannot say what is current, so it could not answer the read
+            // either: serve what the cache has (stale while down), unless it is older than
+            // the policy allows.
             Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %e, "consistency probe failed; forwarding");
-                outcome("fallback");
-                return Ok(false);
+                tracing::debug!(resource = %cache.info, error = %e, age = ?cache.age(),
+                    "consistency probe failed; answering from the cache");
+                if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
+                    outcome("too_stale");
+                    return Err(refused);
+                }
+                outcome("stale");
+                return Ok(true);
             }
         };
         let waited = cache.wait_for_rv(target, self.consistent.wait).await;
@@ -267,15 +279,8 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
         let synced = c.is_synced();
         ready &= synced;
         let mark = if synced { "+" } else { "-" };
-        // A synced cache stays ready while the upstream is briefly unreachable: it keeps
-        // serving what it has; the detail says how long it has heard nothing.
-        let detail = match (synced, c.since_last_contact()) {
-            (false, _) => "not synced".to_string(),
-            (true, Some(d)) if d > Duration::from_secs(120) => {
-                format!("ok (no upstream event or bookmark for {}s)", d.as_secs())
-            }
-            (true, _) => "ok".to_string(),
-        };
+        // A synced cache stays ready while stale; see `staleness::ready_detail`.
+        let detail = staleness::ready_detail(c);
         lines.push(format!("[{mark}]cache {} {detail}", c.info));
     }
     let status = if ready {

@@ -157,6 +157,8 @@ pub async fn watch(
     };
     let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
     let resource = cache.info.resource.clone();
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    let resp = super::staleness::with_age(response::stream(body), &cache);
     let watcher = Watcher {
         sent: Metrics::counter(&metrics().watch_events_sent, &resource),
         open: OpenWatch::new(resource),
@@ -175,8 +177,7 @@ pub async fn watch(
         routed,
     };
     tokio::spawn(watcher.run(start));
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    Ok(response::stream(body))
+    Ok(resp)
 }
 
 /// The (index, value) a watcher can be routed by: an equality its every selected object

@@ -135,8 +135,13 @@ pub struct ResourceCache {
     state: RwLock<State>,
     /// Carries the cache RV; every change to the state is announced through it.
     rv_tx: watch::Sender<u64>,
-    /// When the last upstream event or bookmark arrived (for lag reporting).
+    /// When the reflector last had confirmed contact with the upstream: an event, a bookmark,
+    /// a list page or a watch opened. The cache's age is measured from it.
     last_contact: RwLock<Option<Instant>>,
+    /// Before any contact the age runs from here.
+    created: Instant,
+    /// Whether the reflector's latest request to the upstream got through.
+    upstream_reachable: std::sync::atomic::AtomicBool,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
     /// Watchers registered under an index value.
@@ -166,6 +171,8 @@ impl ResourceCache {
             }),
             rv_tx,
             last_contact: RwLock::new(None),
+            created: Instant::now(),
+            upstream_reachable: std::sync::atomic::AtomicBool::new(false),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
             dispatch: Default::default(),
@@ -200,14 +207,41 @@ impl ResourceCache {
 
     fn touch(&self) {
         *self.last_contact.write().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.upstream_reachable
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Time since the last upstream event, bookmark or list.
+    /// The reflector heard from the upstream without changing the cache (a list page came in,
+    /// a watch was opened): the cache is confirmed current as of now.
+    pub fn contact(&self) {
+        self.touch();
+    }
+
+    /// The reflector's request to the upstream failed; the cache ages until the next contact.
+    pub fn lost_contact(&self) {
+        self.upstream_reachable
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the reflector's latest request to the upstream got through.
+    pub fn upstream_reachable(&self) -> bool {
+        self.upstream_reachable
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Time since the last upstream event, bookmark, list page or watch opened.
     pub fn since_last_contact(&self) -> Option<Duration> {
         self.last_contact
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .map(|t| t.elapsed())
+    }
+
+    /// How old what the cache serves may be: the time since the last confirmed contact with
+    /// the upstream (since the cache was created, before any).
+    pub fn age(&self) -> Duration {
+        self.since_last_contact()
+            .unwrap_or_else(|| self.created.elapsed())
     }
 
     // ---- writer side (the reflector) ----

@@ -22,6 +22,8 @@ pub struct FaultState {
     /// Bumped to cut every open connection.
     pub kill_connections: watch::Sender<u64>,
     fail_410: AtomicUsize,
+    /// While set, every watch gets the 410 (whatever `fail_410` says).
+    fail_all_410: AtomicBool,
     fail_requests: Mutex<(usize, u16)>,
     latency: Mutex<Duration>,
     unreachable: AtomicBool,
@@ -34,14 +36,19 @@ impl FaultState {
             drop_watches: watch::channel(0).0,
             kill_connections: watch::channel(0).0,
             fail_410: AtomicUsize::new(0),
+            fail_all_410: AtomicBool::new(false),
             fail_requests: Mutex::new((0, 500)),
             latency: Mutex::new(Duration::ZERO),
             unreachable: AtomicBool::new(false),
         }
     }
 
-    /// Takes one pending "watch fails with 410", if any.
+    /// Whether this watch fails with 410: always while `fail_all_watches_with_410` is on, else
+    /// by taking one pending injected 410, if any.
     pub fn take_watch_410(&self) -> bool {
+        if self.fail_all_410.load(Ordering::SeqCst) {
+            return true;
+        }
         self.fail_410
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
@@ -99,6 +106,16 @@ impl Faults {
     /// The next `n` watch requests get the ERROR 410 "too old resource version" event at once.
     pub fn fail_watches_with_410(&self, n: usize) {
         self.state.fail_410.store(n, Ordering::SeqCst);
+    }
+
+    /// While on, every watch request gets the ERROR 410 event at once (an upstream whose
+    /// watch cache keeps expiring); turning it on also ends the open watches, so they come
+    /// back and meet it.
+    pub fn fail_all_watches_with_410(&self, on: bool) {
+        self.state.fail_all_410.store(on, Ordering::SeqCst);
+        if on {
+            self.state.drop_all_watches();
+        }
     }
 
     /// The next `n` API requests (any verb) answer `code` with a Status

@@ -23,6 +23,9 @@ use serde::Deserialize;
 use crate::cache::ResourceCache;
 use crate::resource::ResourceInfo;
 
+/// How long kcache waits for the upstream to answer one of its own requests by default.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The collection URL kcache lists and watches for a cache: namespaced when the cache is
 /// restricted to one namespace.
 pub fn collection_path(cache: &ResourceCache) -> String {
@@ -55,6 +58,8 @@ pub enum UpstreamError {
     Decode(String),
     #[error("resource {0} is not served by the upstream (discovery)")]
     UnknownResource(String),
+    #[error("no answer from the upstream within {0:?}")]
+    Timeout(std::time::Duration),
 }
 
 impl UpstreamError {
@@ -77,6 +82,10 @@ pub struct Upstream {
     bare: Client,
     /// Where it is, for logs.
     pub url: String,
+    /// Bound on kcache's own requests (list pages, probes, a watch's response head): an
+    /// upstream that accepts connections but never answers must not stall a reflector or the
+    /// consistent reads waiting on a probe forever.
+    request_timeout: std::time::Duration,
 }
 
 impl Upstream {
@@ -135,7 +144,23 @@ impl Upstream {
         bare.auth_info = Default::default();
         let client = Client::try_from(config)?;
         let bare = Client::try_from(bare)?;
-        Ok(Upstream { client, bare, url })
+        Ok(Upstream {
+            client,
+            bare,
+            url,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        })
+    }
+
+    /// The same upstream with another bound on kcache's own requests.
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Upstream {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The bound on kcache's own requests (see [`Upstream::with_request_timeout`]).
+    pub fn request_timeout(&self) -> std::time::Duration {
+        self.request_timeout
     }
 
     /// Send a request as is (pass-through) as kcache; the response body streams.
@@ -149,39 +174,50 @@ impl Upstream {
         Ok(self.bare.send(req).await?)
     }
 
-    /// POST a JSON body as kcache and read the whole answer; non-2xx answers are errors
-    /// (TokenReview and SubjectAccessReview).
+    /// POST a JSON body as kcache and read the whole answer within the request timeout;
+    /// non-2xx answers are errors (TokenReview and SubjectAccessReview).
     pub async fn post_json(&self, path: &str, body: Vec<u8>) -> Result<Bytes, UpstreamError> {
         let req = Request::post(path)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json")
             .body(Body::from(body))
             .map_err(|e| UpstreamError::Decode(e.to_string()))?;
-        let resp = self.send(req).await?;
-        let code = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
+        let exchange = async {
+            let resp = self.send(req).await?;
+            let code = resp.status();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| UpstreamError::Body(e.to_string()))?
+                .to_bytes();
+            if code.is_success() {
+                Ok(body)
+            } else {
+                Err(status_error(code, &body))
+            }
+        };
+        tokio::time::timeout(self.request_timeout, exchange)
             .await
-            .map_err(|e| UpstreamError::Body(e.to_string()))?
-            .to_bytes();
-        if code.is_success() {
-            Ok(body)
-        } else {
-            Err(status_error(code, &body))
-        }
+            .unwrap_or(Err(UpstreamError::Timeout(self.request_timeout)))
     }
 
-    /// GET a path and read the whole body; non-2xx answers are errors with the Status message.
+    /// GET a path and read the whole body within the request timeout; non-2xx answers are
+    /// errors with the Status message.
     pub async fn get(&self, path_and_query: &str) -> Result<Bytes, UpstreamError> {
-        let resp = self.open(path_and_query).await?;
-        let body = resp
-            .into_body()
-            .collect()
+        let read = async {
+            let resp = self.open(path_and_query).await?;
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| UpstreamError::Body(e.to_string()))?
+                .to_bytes();
+            Ok(body)
+        };
+        tokio::time::timeout(self.request_timeout, read)
             .await
-            .map_err(|e| UpstreamError::Body(e.to_string()))?
-            .to_bytes();
-        Ok(body)
+            .unwrap_or(Err(UpstreamError::Timeout(self.request_timeout)))
     }
 
     /// The upstream's Table column definitions for a collection, verbatim (one one-item Table
@@ -232,7 +268,8 @@ impl Upstream {
         Ok(columns)
     }
 
-    /// GET a path and return the response once its status is 2xx (the body still streams).
+    /// GET a path and return the response once its status is 2xx (the body still streams);
+    /// the response head must come within the request timeout.
     pub async fn open(&self, path_and_query: &str) -> Result<Response<Body>, UpstreamError> {
         self.open_accept(path_and_query, "application/json").await
     }
@@ -246,7 +283,9 @@ impl Upstream {
             .header(http::header::ACCEPT, accept)
             .body(Body::empty())
             .map_err(|e| UpstreamError::Decode(e.to_string()))?;
-        let resp = self.send(req).await?;
+        let resp = tokio::time::timeout(self.request_timeout, self.send(req))
+            .await
+            .map_err(|_| UpstreamError::Timeout(self.request_timeout))??;
         if resp.status().is_success() {
             return Ok(resp);
         }

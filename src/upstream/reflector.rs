@@ -94,6 +94,11 @@ pub struct Reflector {
     scope_query: String,
     /// Lists installed so far: tells whether a failed streaming sync had already synced.
     installs: u64,
+    /// Whether the current watch has delivered a live event or bookmark.
+    progressed: bool,
+    /// Watches in a row that ended in a 410 without delivering anything: relists are backed
+    /// off by it, so an upstream answering every watch with 410 is not relisted in a hot loop.
+    relist_streak: u32,
     /// `kcache_upstream_events_total` by event type, looked up once.
     event_counters: [prometheus_client::metrics::counter::Counter; 3],
 }
@@ -128,6 +133,8 @@ impl Reflector {
             cfg,
             scope_query,
             installs: 0,
+            progressed: false,
+            relist_streak: 0,
         }
     }
 
@@ -155,11 +162,7 @@ impl Reflector {
                 };
                 match result {
                     Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
-                    Ok(WatchEnd::Relist) if self.installs > installs => State::Sync,
-                    Ok(WatchEnd::Relist) => State::Backoff {
-                        then: Box::new(State::Sync),
-                        attempt: 0,
-                    },
+                    Ok(WatchEnd::Relist) => self.relist_state(),
                     // A streaming list that failed after its initial events were installed is
                     // an ordinary watch failure: resume from the cache RV, do not relist.
                     Err(e) if self.installs > installs => {
@@ -186,7 +189,7 @@ impl Reflector {
                 Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
                 Ok(WatchEnd::Relist) => {
                     tracing::info!(resource = %name, rv, "upstream watch expired; relisting");
-                    State::Sync
+                    self.relist_state()
                 }
                 Err(e) => {
                     self.count_error(&e);
@@ -208,6 +211,21 @@ impl Reflector {
         }
     }
 
+    /// Where to go after a watch that ended in a relist: at once when the watch had been
+    /// working, else after a growing backoff (an upstream that expires every watch at once
+    /// would otherwise be listed in a loop).
+    fn relist_state(&mut self) -> State {
+        if self.progressed {
+            self.relist_streak = 0;
+        } else {
+            self.relist_streak = self.relist_streak.saturating_add(1);
+        }
+        State::Backoff {
+            then: Box::new(State::Sync),
+            attempt: self.relist_streak,
+        }
+    }
+
     /// A progress line while a large initial list is coming in.
     fn progress(&self, so_far: usize, started: std::time::Instant) {
         let secs = started.elapsed().as_secs_f64().max(0.001);
@@ -216,6 +234,7 @@ impl Reflector {
     }
 
     fn count_error(&self, e: &UpstreamError) {
+        self.cache.lost_contact();
         let reason = match e {
             UpstreamError::Status { .. } => "status",
             UpstreamError::Decode(_) => "decode",
@@ -268,6 +287,7 @@ impl Reflector {
                 }
                 Err(e) => return Err(e),
             };
+            self.cache.contact();
             #[derive(Deserialize)]
             struct Page<'a> {
                 metadata: super::ListMeta,
@@ -321,11 +341,18 @@ impl Reflector {
     /// Streaming list: one watch that sends every object, the initial-events-end bookmark, and
     /// then live events. Falls back to a paged list when the upstream rejects it.
     async fn streaming_sync(&mut self) -> Result<WatchEnd, UpstreamError> {
+        let installs = self.installs;
         match self.watch(0, true).await {
             Err(UpstreamError::Status { code, message }) if code == 422 || code == 400 => {
                 tracing::info!(resource = %self.cache.info, %message,
                     "upstream does not support streaming lists; using paged lists");
                 self.streaming_supported = false;
+                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+            }
+            // Expired before its initial events were installed: the streaming form cannot be
+            // had right now, a paged list can (looping on the stream would leave the cache
+            // without any list for as long as the upstream keeps answering 410).
+            Ok(WatchEnd::Relist) if self.installs == installs => {
                 self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
             }
             other => other,
@@ -346,7 +373,13 @@ impl Reflector {
             format!("{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}{}",
                 self.collection(), self.scope_query)
         };
+        self.progressed = false;
         let resp = self.upstream.open(&url).await?;
+        self.cache.contact();
+        // The upstream ends the stream after timeoutSeconds; one still open well after that
+        // is on a connection that died silently (no FIN or RST reached us), so give up on it.
+        let silent_after = Duration::from_secs(timeout) + self.upstream.request_timeout();
+        let stream_deadline = tokio::time::Instant::now() + silent_after;
         let mut lines = LineStream::new(resp.into_body());
         let info = self.cache.info.clone();
         let mut gathering: Option<Vec<Object>> = initial.then(Vec::new);
@@ -364,7 +397,10 @@ impl Reflector {
                     }
                 }
             } else {
-                lines.next_line().await
+                match tokio::time::timeout_at(stream_deadline, lines.next_line()).await {
+                    Ok(r) => r,
+                    Err(_) => return Err(UpstreamError::Timeout(silent_after)),
+                }
             };
             let Some(line) = next? else {
                 return if gathering.is_some() {
@@ -404,6 +440,7 @@ impl Reflector {
                     }
                     if gathering.is_none() {
                         self.cache.bookmark(brv);
+                        self.progressed |= !end;
                     }
                     rv = rv.max(brv);
                     continue;
@@ -451,6 +488,7 @@ impl Reflector {
                 None => {
                     rv = rv.max(object.rv);
                     self.cache.apply(ty, object);
+                    self.progressed = true;
                 }
             }
         }

@@ -17,6 +17,8 @@ use kcache::sim::{ResourceType, Sim, SimConfig};
 use kcache::upstream::Upstream;
 use tokio::net::{TcpListener, TcpStream};
 
+pub mod mirror;
+
 /// Fixtures directory of the real-apiserver recordings (`shared/` beside the repository).
 pub fn fixtures_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/kube-apiserver-v1.28")

@@ -1,0 +1,261 @@
+//! Downstream clients that follow kcache the way client-go's reflector does, and the
+//! upstream's state to compare them with: the fault tests end with every mirror equal to the
+//! upstream (no missing, extra, stale or reordered object).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{get, Watch};
+
+/// What a client-go-style reflector holds: key → resourceVersion.
+pub type View = BTreeMap<String, String>;
+
+/// How a mirror starts (and starts again after a 410).
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// LIST at resourceVersion=0, then watch from the list's RV (client-go's reflector).
+    List,
+    /// LIST at resourceVersion=0, wait, then watch from that by then older RV: the watch
+    /// resumes from kcache's history.
+    ListThenLateWatch(Duration),
+    /// WATCH at resourceVersion=0: initial ADDED events and the end bookmark, then live events.
+    WatchFromZero,
+    /// WatchList from a recent RV (sendInitialEvents, resourceVersionMatch=NotOlderThan);
+    /// after a 410 from the last RV the mirror had.
+    WatchList(u64),
+}
+
+#[derive(Default)]
+pub struct MirrorState {
+    pub view: View,
+    pub last_rv: u64,
+    /// Times the mirror (re)started from a list or initial events.
+    pub starts: usize,
+    /// Order violations seen (must stay empty).
+    pub violations: Vec<String>,
+    /// Live events applied.
+    pub events: usize,
+}
+
+pub type Mirror = Arc<Mutex<MirrorState>>;
+
+pub fn key(o: &Value) -> String {
+    let m = &o["metadata"];
+    format!(
+        "{}/{}",
+        m["namespace"].as_str().unwrap_or(""),
+        m["name"].as_str().unwrap_or("")
+    )
+}
+
+pub fn rv_of(o: &Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn is_end_bookmark(o: &Value) -> bool {
+    o["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+}
+
+/// A mirror with client-go's classic start: list at RV=0, then watch.
+pub fn spawn_mirror(base: String, collection: String, selector: String) -> Mirror {
+    spawn_mirror_with(base, collection, selector, Start::List)
+}
+
+/// A downstream client that starts as `start` says, re-watches from its last RV when a
+/// stream ends, and starts again on a 410 — what client-go's reflector does.
+pub fn spawn_mirror_with(
+    base: String,
+    collection: String,
+    selector: String,
+    start: Start,
+) -> Mirror {
+    let state = Arc::new(Mutex::new(MirrorState::default()));
+    let st = state.clone();
+    tokio::spawn(async move {
+        let sel = if selector.is_empty() {
+            String::new()
+        } else {
+            format!("&{selector}")
+        };
+        let mut first = true;
+        'restart: loop {
+            // Initial events pending until the end bookmark, for the watch-started modes.
+            let mut initial: Option<View> = None;
+            match start {
+                Start::List | Start::ListThenLateWatch(_) => {
+                    let list = get(&base, &format!("{collection}?resourceVersion=0{sel}")).await;
+                    if list.status != 200 {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                    let list = list.json();
+                    {
+                        let mut s = st.lock().unwrap();
+                        s.view = list["items"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|o| (key(o), rv_of(o).to_string()))
+                            .collect();
+                        s.last_rv = list["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        s.starts += 1;
+                    }
+                    if let Start::ListThenLateWatch(d) = start {
+                        tokio::time::sleep(d).await;
+                    }
+                }
+                Start::WatchFromZero | Start::WatchList(_) => initial = Some(View::new()),
+            }
+            loop {
+                let last_rv = st.lock().unwrap().last_rv;
+                let query = match (start, initial.is_some()) {
+                    (Start::WatchFromZero, true) => "resourceVersion=0".to_string(),
+                    (Start::WatchList(recent), true) => format!(
+                        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={}",
+                        if first { recent } else { last_rv }
+                    ),
+                    _ => format!("resourceVersion={last_rv}"),
+                };
+                let mut w = Watch::open(
+                    &base,
+                    &format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&{query}{sel}"),
+                )
+                .await;
+                if w.status != 200 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                if initial.is_some() {
+                    // A stream that ended before its end bookmark starts over.
+                    initial = Some(View::new());
+                }
+                while let Some(ev) = w.next_json(Duration::from_secs(10)).await {
+                    let ty = ev["type"].as_str().unwrap_or("").to_string();
+                    let obj = &ev["object"];
+                    if ty == "ERROR" {
+                        if obj["code"] == 410 {
+                            continue 'restart;
+                        }
+                        // 504 "Too large resource version" and the like: try again.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        break;
+                    }
+                    let rv = rv_of(obj);
+                    let mut s = st.lock().unwrap();
+                    if let Some(pending) = &mut initial {
+                        match ty.as_str() {
+                            "ADDED" => {
+                                pending.insert(key(obj), rv.to_string());
+                            }
+                            "BOOKMARK" if is_end_bookmark(obj) => {
+                                s.view = std::mem::take(pending);
+                                s.last_rv = rv;
+                                s.starts += 1;
+                                first = false;
+                                initial = None;
+                            }
+                            "BOOKMARK" => {}
+                            other => panic!("{other} event among the initial events: {ev}"),
+                        }
+                        continue;
+                    }
+                    // Made-up deletes after an upstream relist may share the relist's RV.
+                    if rv < s.last_rv || (rv == s.last_rv && ty != "DELETED" && ty != "BOOKMARK") {
+                        let msg = format!("{ty} {} at rv {rv} after rv {}", key(obj), s.last_rv);
+                        s.violations.push(msg);
+                    }
+                    s.last_rv = s.last_rv.max(rv);
+                    match ty.as_str() {
+                        "ADDED" | "MODIFIED" => {
+                            s.view.insert(key(obj), rv.to_string());
+                            s.events += 1;
+                        }
+                        "DELETED" => {
+                            s.view.remove(&key(obj));
+                            s.events += 1;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    });
+    state
+}
+
+/// What the sim holds, filtered like a watcher's selector.
+pub fn upstream_view(
+    sim: &kcache::sim::Sim,
+    resource: &str,
+    keep: &dyn Fn(&Value) -> bool,
+) -> View {
+    sim.list("", resource)
+        .iter()
+        .filter(|o| keep(o))
+        .map(|o| (key(o), rv_of(o).to_string()))
+        .collect()
+}
+
+/// What kcache's own cache of a resource holds.
+pub fn cache_view(cache: &kcache::cache::ResourceCache) -> View {
+    cache
+        .snapshot()
+        .objects
+        .values()
+        .map(|o| (format!("{}/{}", o.namespace(), o.name()), o.rv.to_string()))
+        .collect()
+}
+
+/// Wait until the mirror equals `want` (re-evaluated each time), at most `within`; panics with
+/// the differences otherwise, or at once on an order violation.
+pub async fn converge_within(
+    name: &str,
+    mirror: &Mirror,
+    within: Duration,
+    want: &dyn Fn() -> View,
+) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let want = want();
+        {
+            let s = mirror.lock().unwrap();
+            assert!(
+                s.violations.is_empty(),
+                "{name}: out of order: {:?}",
+                s.violations
+            );
+            if s.view == want {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let missing: Vec<_> = want
+                    .iter()
+                    .filter(|(k, v)| s.view.get(*k) != Some(v))
+                    .take(5)
+                    .collect();
+                let extra: Vec<_> = s
+                    .view
+                    .iter()
+                    .filter(|(k, v)| want.get(*k) != Some(v))
+                    .take(5)
+                    .collect();
+                panic!("{name}: view differs from upstream; missing/stale {missing:?}; extra/stale {extra:?}");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn converge(name: &str, mirror: &Mirror, want: &dyn Fn() -> View) {
+    converge_within(name, mirror, Duration::from_secs(30), want).await
+}
