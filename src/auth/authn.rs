@@ -45,7 +45,7 @@ impl Auth {
                 .inc();
         };
         if self.config.mode == AuthMode::None {
-            return Ok(Caller::kcache(peer));
+            return Ok(Caller::kcache());
         }
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = value
@@ -100,7 +100,7 @@ impl Auth {
         }
         if self.config.mode == AuthMode::TrustLocal && peer.is_some_and(|p| p.ip().is_loopback()) {
             counted("local");
-            return Ok(Caller::kcache(peer));
+            return Ok(Caller::kcache());
         }
         counted("anonymous");
         Ok(Caller {

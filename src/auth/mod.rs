@@ -113,21 +113,20 @@ pub struct Caller {
     /// None when the caller acts as kcache itself (no authorization check).
     pub user: Option<Arc<UserInfo>>,
     pub forward: Forward,
-    /// Whom per-caller limits count against: the user name, or the address of anonymous and
-    /// local callers.
+    /// Whom per-caller limits count against: the user name, the address of anonymous
+    /// callers, or `local` for callers acting as kcache (they all share its identity).
     pub limit_key: Arc<str>,
 }
 
 impl Caller {
     /// A caller acting as kcache itself.
-    pub fn kcache(peer: Option<SocketAddr>) -> Caller {
+    pub fn kcache() -> Caller {
+        // One shared key: this is every request's path with auth `none`, kept allocation-free.
+        static LOCAL: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
         Caller {
             user: None,
             forward: Forward::AsKcache,
-            limit_key: match peer {
-                Some(p) => format!("local/{}", p.ip()).into(),
-                None => "local".into(),
-            },
+            limit_key: LOCAL.get_or_init(|| Arc::from("local")).clone(),
         }
     }
 
