@@ -4,6 +4,8 @@
 
 mod continue_token;
 mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 mod get;
 mod indexes;
 mod list;
