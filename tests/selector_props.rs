@@ -187,7 +187,10 @@ fn labels_for(reqs: &[Req]) -> impl Strategy<Value = BTreeMap<String, String>> {
     proptest::collection::btree_map(entry.0, entry.1, 0..5)
 }
 
-fn case() -> impl Strategy<Value = (Vec<(Req, Spelling)>, Vec<BTreeMap<String, String>>)> {
+/// Label sets or field values by name.
+type Sets = Vec<BTreeMap<String, String>>;
+
+fn case() -> impl Strategy<Value = (Vec<(Req, Spelling)>, Sets)> {
     proptest::collection::vec((req(), spelling()), 0..6).prop_flat_map(|reqs| {
         let plain: Vec<Req> = reqs.iter().map(|(r, _)| r.clone()).collect();
         let sets = proptest::collection::vec(labels_for(&plain), 1..8);
@@ -263,7 +266,7 @@ fn field_value() -> impl Strategy<Value = String> {
     ]
 }
 
-fn field_case() -> impl Strategy<Value = (Vec<FieldReq>, Vec<BTreeMap<String, String>>)> {
+fn field_case() -> impl Strategy<Value = (Vec<FieldReq>, Sets)> {
     proptest::collection::vec(
         (field_name(), 0..3u8, field_value()).prop_map(|(field, op, value)| FieldReq {
             field,

@@ -36,11 +36,10 @@ fn render(p: &ResourcePath) -> String {
         out.push_str(&enc(name));
     }
     if let Some(sub) = &p.subresource {
-        // Subresources keep their inner slashes: the parser joins segments with '/'.
-        for seg in sub.split('/') {
-            out.push('/');
-            out.push_str(&enc(seg));
-        }
+        // The parser joins the segments after the name with '/', and a segment may itself
+        // hold an encoded '/': written as one segment, '/' encoded, it parses back the same.
+        out.push('/');
+        out.push_str(&enc(sub));
     }
     out
 }
