@@ -5,6 +5,8 @@
 mod admission;
 mod continue_token;
 mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 mod get;
 mod indexes;
 mod list;

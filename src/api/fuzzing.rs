@@ -1,0 +1,7 @@
+//! The request parsers of this module, for the fuzz targets in `fuzz/` and the property tests
+//! in `tests/`. Re-exports only: nothing here is used by kcache itself, and it is not a stable
+//! interface.
+
+pub use super::continue_token::ContinueToken;
+pub use super::params::{parse_query, GetOptions, ListOptions};
+pub use super::route::{parse as parse_path, ResourcePath};
