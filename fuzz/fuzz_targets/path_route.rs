@@ -36,8 +36,8 @@ fn render(p: &ResourcePath) -> String {
         out.push_str(&enc(name));
     }
     if let Some(sub) = &p.subresource {
-        // The parser joins the segments after the name with '/', and a segment may itself
-        // hold an encoded '/': written as one segment, '/' encoded, it parses back the same.
+        // The parser decodes the whole path before splitting it (as the apiserver does) and
+        // joins the segments after the name with '/': encoded or not, it parses back the same.
         out.push('/');
         out.push_str(&enc(sub));
     }

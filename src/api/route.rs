@@ -19,11 +19,11 @@ pub struct ResourcePath {
 
 /// Parse a request path; `None` for anything that is not a resource path.
 pub fn parse(path: &str) -> Option<ResourcePath> {
-    let mut segs: Vec<String> = path
-        .split('/')
-        .skip(1)
-        .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
-        .collect();
+    // The whole path is decoded before it is split, as kube-apiserver does (Go's URL.Path is
+    // decoded): `%2F` separates segments, so kcache reads a path exactly as the upstream and
+    // its authorizer will.
+    let decoded = percent_decode_str(path).decode_utf8_lossy();
+    let mut segs: Vec<String> = decoded.split('/').skip(1).map(str::to_string).collect();
     // A trailing slash on a collection is the collection (L10).
     if segs.len() > 1 && segs.last().is_some_and(String::is_empty) {
         segs.pop();
@@ -119,6 +119,20 @@ mod tests {
             ("configmaps", None)
         );
         assert_eq!(p("/api/v1/namespaces").resource, "namespaces");
+    }
+
+    #[test]
+    fn an_encoded_slash_separates_segments_as_in_the_apiserver() {
+        let a = p("/api/v1/namespaces/default%2Fconfigmaps");
+        assert_eq!(a.namespace.as_deref(), Some("default"));
+        assert_eq!(a.resource, "configmaps");
+        assert_eq!(a.name, None);
+        assert_eq!(
+            p("/api/v1/namespaces/a/pods/x%2Flog")
+                .subresource
+                .as_deref(),
+            Some("log")
+        );
     }
 
     #[test]
