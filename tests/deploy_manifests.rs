@@ -516,7 +516,11 @@ impl KcachePod<'_> {
             };
             // The deepest mount holding the path is the one that shows.
             let deeper = best.is_none_or(|(b, _)| {
-                s(b, &["mountPath"]).unwrap_or("").trim_end_matches('/').len() < mount.len()
+                s(b, &["mountPath"])
+                    .unwrap_or("")
+                    .trim_end_matches('/')
+                    .len()
+                    < mount.len()
             });
             if deeper {
                 best = Some((m, file));
@@ -807,8 +811,10 @@ fn the_cert_manager_overlay_issues_the_mounted_secret_for_the_service_names() {
             .unwrap_or_else(|| panic!("Certificate {}: no Issuer {issuer}", name(c)));
         if let Some(ca_secret) = s(issuer, &["spec", "ca", "secretName"]) {
             assert!(
-                certs.iter().any(|c| s(c, &["spec", "secretName"]) == Some(ca_secret)
-                    && get(c, &["spec", "isCA"]).and_then(Value::as_bool) == Some(true)),
+                certs
+                    .iter()
+                    .any(|c| s(c, &["spec", "secretName"]) == Some(ca_secret)
+                        && get(c, &["spec", "isCA"]).and_then(Value::as_bool) == Some(true)),
                 "Issuer {}: {ca_secret} is not a CA Certificate's Secret",
                 name(issuer)
             );
@@ -1150,7 +1156,10 @@ fn the_shipped_cluster_role_can_cache_everything_in_config_kcache_yaml() {
     ));
     // Client-certificate callers are passed on impersonated (see clusterrole.yaml).
     for what in ["users", "groups"] {
-        assert!(grants(&rules, "", what, "impersonate"), "base: impersonate {what}");
+        assert!(
+            grants(&rules, "", what, "impersonate"),
+            "base: impersonate {what}"
+        );
     }
     // Credential-less local callers act as kcache: nothing beyond reading, the two reviews,
     // and impersonating users and groups (never service accounts, uids or extras).
@@ -1218,7 +1227,10 @@ fn every_kcache_pod_may_list_and_watch_what_its_configuration_caches() {
             }
         }
         for r in &rules {
-            if strings(r, &["verbs"]).iter().any(|v| v == "impersonate" || v == "*") {
+            if strings(r, &["verbs"])
+                .iter()
+                .any(|v| v == "impersonate" || v == "*")
+            {
                 for x in strings(r, &["resources"]) {
                     assert!(
                         x == "users" || x == "groups",
@@ -1857,7 +1869,8 @@ fn the_helm_chart_parses_and_its_references_resolve() {
         assert!(role.contains(needle), "clusterrole.yaml: {needle}");
     }
     assert!(
-        deployment.contains("- --client-ca-file") && deployment.contains("{{- if include \"kcache.clientCA\" . }}"),
+        deployment.contains("- --client-ca-file")
+            && deployment.contains("{{- if include \"kcache.clientCA\" . }}"),
         "deployment.yaml passes --client-ca-file with tls.clientCA"
     );
 }
@@ -1888,7 +1901,11 @@ fn the_helm_chart_serves_https_from_its_secret_and_probes_follow_tls() {
     }
     // Both probes take their scheme and port from TLS, like the container port.
     let scheme = "scheme: {{ ternary \"HTTPS\" \"HTTP\" .Values.tls.enabled }}";
-    assert_eq!(deployment.matches(scheme).count(), 2, "deployment.yaml: probe schemes");
+    assert_eq!(
+        deployment.matches(scheme).count(),
+        2,
+        "deployment.yaml: probe schemes"
+    );
     assert_eq!(
         deployment
             .matches("port: {{ include \"kcache.portName\" . }}")
