@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Renders the deployment manifests with the real tools, where they are installed:
 #   kubectl kustomize (or kustomize build) on every kustomization under deploy/kustomize,
-#   helm lint + helm template on deploy/helm/kcache (default values, every optional object on,
-#   and values the chart must refuse),
+#   helm lint + helm template on deploy/helm/kcache (default values: HTTPS with delegated auth;
+#   TLS off; a client CA; cert-manager; every optional object on; and values the chart must
+#   refuse),
 #   and, if kubeconform or kubernetes-validate is installed, a strict schema check of the
 #   rendered objects and of deploy/examples.
 # A missing tool is skipped with a message; a tool that finds a problem fails the script.
@@ -39,6 +40,17 @@ if [ ${#kustomize[@]} -gt 0 ]; then
       fail "${kustomize[*]} $dir"
     fi
   done
+  base="$out/kustomize-base.yaml"
+  if [ -s "$base" ]; then
+    for want in '- --auth' '- --tls-cert-file' 'scheme: HTTPS' 'secretName: kcache-tls' \
+      'tokenreviews' 'subjectaccessreviews' 'impersonate'; do
+      grep -Eq -- "$want" "$base" || fail "kustomize base: no '$want'"
+    done
+  fi
+  if [ -s "$out/kustomize-cert-manager.yaml" ]; then
+    grep -q 'kind: Certificate' "$out/kustomize-cert-manager.yaml" \
+      || fail "kustomize cert-manager: no Certificate"
+  fi
 fi
 
 # helm
@@ -50,16 +62,63 @@ if have helm; then
     shift
     helm template kcache "$chart" --namespace kcache-system "$@" >"$out/helm-$name.yaml"
   }
-  render defaults && echo "ok: helm template $chart" || fail "helm template $chart"
-  render all-on --set serviceMonitor.enabled=true --set auth=delegated \
+  # has FILE PATTERN..., lacks FILE PATTERN...: grep -E on a rendering.
+  has() { local f="$1"; shift; for p in "$@"; do grep -Eq -- "$p" "$out/helm-$f.yaml" || fail "helm $f: no '$p'"; done; }
+  lacks() { local f="$1"; shift; for p in "$@"; do grep -Eq -- "$p" "$out/helm-$f.yaml" && fail "helm $f: '$p'"; done; return 0; }
+  if render defaults; then
+    echo "ok: helm template $chart"
+    has defaults '- --auth' '- "delegated"' '- --tls-cert-file' 'scheme: HTTPS' \
+      'containerPort: 8443' 'port: 443' 'secretName: kcache-tls' 'tokenreviews' \
+      'subjectaccessreviews' 'maxRequestBytes: 3145728'
+    lacks defaults 'impersonate' '- --client-ca-file' 'kind: Certificate'
+  else
+    fail "helm template $chart"
+  fi
+  if render tls-off --set tls.enabled=false; then
+    echo "ok: helm template $chart (tls.enabled=false)"
+    has tls-off 'scheme: HTTP$' 'containerPort: 8080' 'port: 8080'
+    lacks tls-off '- --tls-cert-file' 'scheme: HTTPS'
+  else
+    fail "helm template $chart (tls.enabled=false)"
+  fi
+  if render client-ca --set tls.clientCA.configMapName=kcache-client-ca; then
+    echo "ok: helm template $chart (tls.clientCA)"
+    has client-ca '- --client-ca-file' '/etc/kcache-client-ca/ca.crt' 'impersonate' 'name: kcache-client-ca'
+  else
+    fail "helm template $chart (tls.clientCA)"
+  fi
+  if render all-on --set serviceMonitor.enabled=true --set auth=trust-local \
     --set 'serviceMonitor.labels.release=prometheus' \
-    && echo "ok: helm template $chart (serviceMonitor, auth=delegated)" \
-    || fail "helm template $chart (serviceMonitor, auth=delegated)"
-  grep -q -- '- --auth' "$out/helm-defaults.yaml" && fail "--auth passed with auth=none"
-  grep -q -- '- --auth' "$out/helm-all-on.yaml" || fail "--auth not passed with auth=delegated"
+    --set tls.certManager.enabled=true --set tls.certManager.issuerRef.name=ca-issuer; then
+    echo "ok: helm template $chart (serviceMonitor, cert-manager, auth=trust-local)"
+    has all-on 'kind: ServiceMonitor' 'scheme: https' 'insecureSkipVerify: true' \
+      'kind: Certificate' 'kcache.kcache-system.svc' '- "trust-local"'
+  else
+    fail "helm template $chart (serviceMonitor, cert-manager, auth=trust-local)"
+  fi
+  # The rendered kcache.yaml must pass `kcache config check` when a kcache binary is at hand.
+  kcache_bin="${KCACHE_BIN:-target/debug/kcache}"
+  if [ -x "$kcache_bin" ] && have python3; then
+    for f in defaults all-on; do
+      python3 - "$out/helm-$f.yaml" "$out/helm-$f-kcache.yaml" <<'PY' || fail "helm $f: no kcache.yaml"
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^  kcache.yaml: \|\n((?:    .*\n|\n)+)", text, re.M)
+open(sys.argv[2], "w").write("".join(l[4:] + "\n" for l in m.group(1).splitlines()))
+PY
+      "$kcache_bin" config check "$out/helm-$f-kcache.yaml" >/dev/null \
+        && echo "ok: kcache config check (helm $f)" || fail "kcache config check (helm $f)"
+    done
+  else
+    echo "skip: no kcache binary at $kcache_bin (set KCACHE_BIN): rendered kcache.yaml not checked"
+  fi
   rm -f "$out/helm-refused.yaml"
-  for refused in "networkPolicy.enabled=false" "auth=bogus" "logFormat=xml"; do
-    if render refused --set "$refused" 2>/dev/null; then
+  for refused in "networkPolicy.enabled=false --set auth=trust-local" "auth=none" "auth=bogus" \
+    "logFormat=xml" "tls.enabled=false --set tls.clientCA.secretName=ca" \
+    "tls.clientCA.secretName=a --set tls.clientCA.configMapName=b" \
+    "tls.certManager.enabled=true" "config.limits.maxWatches=1"; do
+    # shellcheck disable=SC2086 # word splitting: "--set a=b --set c=d"
+    if render refused --set $refused 2>/dev/null; then
       fail "helm template accepts --set $refused"
     else
       echo "ok: helm template refuses --set $refused"

@@ -1,9 +1,10 @@
 //! The deployment artifacts (Dockerfile, `deploy/`) checked against the code they deploy:
 //! every manifest parses and names itself, kustomizations list only files that exist, the RBAC
-//! of every kcache pod covers what its configuration caches, kcache containers run a command
-//! line the real binary accepts, probes and exposure are safe, the image builds with the
-//! README's command, the Grafana dashboard queries only metrics kcache exports, and the Helm
-//! chart's values and template references resolve. (Rendering the Helm templates needs helm:
+//! of every kcache pod covers what its configuration caches and how it authenticates callers,
+//! kcache containers run a command line the real binary accepts (TLS files included, mounted
+//! from the volumes they name), probes and exposure are safe and follow TLS, the image builds
+//! with the README's command, the Grafana dashboard queries only metrics kcache exports, and
+//! the Helm chart's values and template references resolve. (Rendering the Helm templates needs helm:
 //! `deploy/render-check.sh`.)
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -474,6 +475,89 @@ impl KcachePod<'_> {
         Config::parse(&self.config_text())
             .unwrap_or_else(|e| panic!("{}: invalid kcache configuration: {e}", self.origin()))
     }
+
+    /// The auth mode kcache runs with: `--auth`, else the config file's, else `none`.
+    fn auth_mode(&self) -> String {
+        if let Some(m) = self.flag("--auth") {
+            return m.to_string();
+        }
+        let text = self.config_text();
+        let doc: Value = serde_yaml::from_str(&text).unwrap_or(Value::Null);
+        s(&doc, &["auth", "mode"]).unwrap_or("none").to_string()
+    }
+
+    /// A TLS file kcache reads: the flag's value, else the config file's `tls` entry.
+    fn tls_file(&self, flag: &str) -> Option<String> {
+        if let Some(f) = self.flag(flag) {
+            return Some(f.to_string());
+        }
+        let t = self.config().tls;
+        let from_config = match flag {
+            "--tls-cert-file" => t.cert_file,
+            "--tls-key-file" => t.key_file,
+            "--client-ca-file" => t.client_ca_file,
+            _ => unreachable!("{flag}"),
+        };
+        from_config.map(|p| p.display().to_string())
+    }
+
+    fn serves_tls(&self) -> bool {
+        self.tls_file("--tls-cert-file").is_some()
+    }
+
+    /// The volume source a file inside the container comes from: (volume, key in it).
+    fn mounted(&self, path: &str) -> (&Value, String) {
+        let origin = self.origin();
+        let mut best: Option<(&Value, &str)> = None;
+        for m in seq(self.container, &["volumeMounts"]) {
+            let mount = s(m, &["mountPath"]).unwrap_or("").trim_end_matches('/');
+            let Some(file) = path.strip_prefix(mount).and_then(|f| f.strip_prefix('/')) else {
+                continue;
+            };
+            // The deepest mount holding the path is the one that shows.
+            let deeper = best.is_none_or(|(b, _)| {
+                s(b, &["mountPath"])
+                    .unwrap_or("")
+                    .trim_end_matches('/')
+                    .len()
+                    < mount.len()
+            });
+            if deeper {
+                best = Some((m, file));
+            }
+        }
+        let (m, file) = best.unwrap_or_else(|| panic!("{origin}: {path} is not under a mount"));
+        assert!(
+            get(m, &["subPath"]).is_none(),
+            "{origin}: {path} is mounted with subPath, which is never updated (no rotation)"
+        );
+        let volume = seq(self.spec, &["volumes"])
+            .iter()
+            .find(|v| s(v, &["name"]) == s(m, &["name"]))
+            .unwrap_or_else(|| panic!("{origin}: no volume for the mount of {path}"));
+        (volume, file.to_string())
+    }
+}
+
+/// The Secret a file comes from, and its key there; panics unless it is a Secret volume that
+/// projects that key.
+fn secret_file(pod: &KcachePod<'_>, path: &str) -> (String, String) {
+    let origin = pod.origin();
+    let (volume, key) = pod.mounted(path);
+    let secret = s(volume, &["secret", "secretName"])
+        .unwrap_or_else(|| panic!("{origin}: {path} is not in a Secret volume: {volume:?}"));
+    let items = seq(volume, &["secret", "items"]);
+    let key = if items.is_empty() {
+        key
+    } else {
+        items
+            .iter()
+            .find(|i| s(i, &["path"]) == Some(key.as_str()))
+            .and_then(|i| s(i, &["key"]))
+            .unwrap_or_else(|| panic!("{origin}: Secret volume {secret} does not project {key}"))
+            .to_string()
+    };
+    (secret.to_string(), key)
 }
 
 fn kcache_pods(set: &ManifestSet) -> Vec<KcachePod<'_>> {
@@ -526,6 +610,18 @@ fn run_real_cli(pod: &KcachePod<'_>) {
     let mut args = pod.args.clone();
     let i = args.iter().position(|a| a == "--config").unwrap();
     args[i + 1] = config.display().to_string();
+    // TLS files: real PEM files in place of the mounted ones, so that kcache gets past them
+    // whenever it reads them.
+    let tls = test_tls_files(&dir);
+    for (flag, file) in [
+        ("--tls-cert-file", &tls.cert),
+        ("--tls-key-file", &tls.key),
+        ("--client-ca-file", &tls.ca),
+    ] {
+        if let Some(i) = args.iter().position(|a| a == flag) {
+            args[i + 1] = file.display().to_string();
+        }
+    }
     args.push("--kubeconfig".into());
     args.push(dir.join("no-such-kubeconfig").display().to_string());
     let mut child = Command::new(env!("CARGO_BIN_EXE_kcache"))
@@ -561,6 +657,52 @@ fn run_real_cli(pod: &KcachePod<'_>) {
     );
 }
 
+struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+}
+
+/// A CA, and a serving certificate it signed for kcache's Service, as PEM files in `dir`.
+fn test_tls_files(dir: &Path) -> TlsFiles {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["kcache.kcache-system.svc".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let files = TlsFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+        ca: dir.join("ca.crt"),
+    };
+    std::fs::write(&files.cert, cert.pem()).unwrap();
+    std::fs::write(&files.key, key.serialize_pem()).unwrap();
+    std::fs::write(&files.ca, ca.pem()).unwrap();
+    files
+}
+
+#[test]
+fn the_test_tls_files_load_as_kcache_loads_them() {
+    let dir = std::env::temp_dir().join(format!("kcache-deploy-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = test_tls_files(&dir);
+    let config = Config::parse(&format!(
+        "tls: {{certFile: {}, keyFile: {}, clientCAFile: {}}}\n",
+        files.cert.display(),
+        files.key.display(),
+        files.ca.display()
+    ))
+    .unwrap();
+    let loaded = kcache::tls::TlsServer::load(&config.tls);
+    std::fs::remove_dir_all(&dir).ok();
+    loaded.expect("the generated certificate, key and CA load");
+}
+
 #[test]
 fn kcache_containers_run_a_command_line_the_binary_accepts() {
     let sets = manifest_sets();
@@ -579,6 +721,104 @@ fn kcache_containers_run_a_command_line_the_binary_accepts() {
         pod.listen();
         pod.config();
         run_real_cli(&pod);
+    }
+}
+
+#[test]
+fn tls_files_come_from_mounted_secrets_and_every_network_listener_serves_https() {
+    let sets = manifest_sets();
+    for pod in all_kcache_pods(&sets) {
+        let origin = pod.origin();
+        let cert = pod.tls_file("--tls-cert-file");
+        let key = pod.tls_file("--tls-key-file");
+        assert_eq!(
+            cert.is_some(),
+            key.is_some(),
+            "{origin}: certificate and key go together"
+        );
+        if pod.listen().ip().is_loopback() {
+            // Nothing outside the pod reaches it: plain HTTP is fine.
+        } else {
+            // Callers' bearer tokens must not cross the network in clear text.
+            assert!(
+                cert.is_some(),
+                "{origin}: listens on {} without TLS",
+                pod.listen()
+            );
+        }
+        if let (Some(cert), Some(key)) = (cert, key) {
+            let (cert_secret, cert_key) = secret_file(&pod, &cert);
+            let (key_secret, key_key) = secret_file(&pod, &key);
+            assert_eq!(
+                cert_secret, key_secret,
+                "{origin}: certificate and key from one Secret"
+            );
+            // The keys of a kubernetes.io/tls Secret (kubectl create secret tls, cert-manager).
+            assert_eq!(
+                (cert_key.as_str(), key_key.as_str()),
+                ("tls.crt", "tls.key"),
+                "{origin}"
+            );
+        }
+        if let Some(ca) = pod.tls_file("--client-ca-file") {
+            let (volume, _) = pod.mounted(&ca);
+            assert!(
+                volume.get("secret").is_some() || volume.get("configMap").is_some(),
+                "{origin}: client CA {ca} not from a Secret or ConfigMap"
+            );
+        }
+    }
+    // The base serves HTTPS from the Secret kcache-tls.
+    let base = ManifestSet::from_kustomization(&root().join("deploy/kustomize/base"));
+    let pods = kcache_pods(&base);
+    let pod = &pods[0];
+    assert_eq!(pod.flag("--auth"), Some("delegated"), "base: --auth");
+    let cert = pod.flag("--tls-cert-file").expect("base: --tls-cert-file");
+    assert_eq!(secret_file(pod, cert).0, "kcache-tls", "base: TLS Secret");
+}
+
+#[test]
+fn the_cert_manager_overlay_issues_the_mounted_secret_for_the_service_names() {
+    let set = ManifestSet::from_kustomization(&root().join("deploy/kustomize/cert-manager"));
+    let pods = kcache_pods(&set);
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    let ns = set.namespace_of(pod.workload);
+    let (secret, _) = secret_file(pod, pod.flag("--tls-cert-file").unwrap());
+    let certs: Vec<&Value> = set.of_kind("Certificate").collect();
+    let serving = certs
+        .iter()
+        .find(|c| s(c, &["spec", "secretName"]) == Some(&secret))
+        .unwrap_or_else(|| panic!("no Certificate writes Secret {secret}"));
+    assert_ne!(
+        get(serving, &["spec", "isCA"]).and_then(Value::as_bool),
+        Some(true),
+        "the serving certificate is not a CA"
+    );
+    assert!(strings(serving, &["spec", "usages"]).contains(&"server auth".to_string()));
+    let names = strings(serving, &["spec", "dnsNames"]);
+    for svc in set.of_kind("Service") {
+        let want = format!("{}.{ns}.svc", name(svc));
+        assert!(names.contains(&want), "dnsNames {names:?} lack {want}");
+    }
+    // Every issuerRef names an Issuer of the overlay; the CA Issuer's Secret is a CA's.
+    for c in &certs {
+        let issuer = s(c, &["spec", "issuerRef", "name"]).unwrap();
+        assert_eq!(s(c, &["spec", "issuerRef", "kind"]), Some("Issuer"));
+        let issuer = set
+            .of_kind("Issuer")
+            .find(|i| name(i) == issuer)
+            .unwrap_or_else(|| panic!("Certificate {}: no Issuer {issuer}", name(c)));
+        if let Some(ca_secret) = s(issuer, &["spec", "ca", "secretName"]) {
+            assert!(
+                certs
+                    .iter()
+                    .any(|c| s(c, &["spec", "secretName"]) == Some(ca_secret)
+                        && get(c, &["spec", "isCA"]).and_then(Value::as_bool) == Some(true)),
+                "Issuer {}: {ca_secret} is not a CA Certificate's Secret",
+                name(issuer)
+            );
+        }
     }
 }
 
@@ -642,6 +882,17 @@ fn probes_hit_livez_and_readyz_where_the_kubelet_can_reach_them() {
             Some("/readyz"),
             "{origin}: readiness probe"
         );
+        // An HTTP probe of an HTTPS listener fails the handshake, and the reverse too.
+        let scheme = if pod.serves_tls() { "HTTPS" } else { "HTTP" };
+        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+            if c.get(probe).is_some() {
+                assert_eq!(
+                    s(c, &[probe, "httpGet", "scheme"]).unwrap_or("HTTP"),
+                    scheme,
+                    "{origin}: {probe} scheme"
+                );
+            }
+        }
         port_of("livenessProbe");
         port_of("readinessProbe");
         probed += 1;
@@ -682,6 +933,16 @@ fn kcache_reachable_from_other_pods_only_behind_a_network_policy() {
             "{origin}: the NetworkPolicy admits nothing"
         );
         for rule in rules {
+            for port in seq(rule, &["ports"]) {
+                if let Some(Value::String(p)) = port.get("port") {
+                    assert!(
+                        seq(pod.container, &["ports"])
+                            .iter()
+                            .any(|cp| s(cp, &["name"]) == Some(p)),
+                        "{origin}: the NetworkPolicy admits port {p}, which kcache does not have"
+                    );
+                }
+            }
             let from = seq(rule, &["from"]);
             assert!(
                 !from.is_empty(),
@@ -758,6 +1019,32 @@ fn services_and_disruption_budgets_select_kcache_pods() {
                             .iter()
                             .any(|p| s(p, &["name"]) == Some(target)),
                         "{}: Service port targets unknown port {target}",
+                        set.origin
+                    );
+                }
+            }
+        }
+        for sm in set.of_kind("ServiceMonitor") {
+            let tls = pods.iter().any(|p| p.serves_tls());
+            for ep in seq(sm, &["spec", "endpoints"]) {
+                let port = s(ep, &["port"]).unwrap_or("");
+                assert!(
+                    set.of_kind("Service")
+                        .flat_map(|svc| seq(svc, &["spec", "ports"]))
+                        .any(|p| s(p, &["name"]) == Some(port)),
+                    "{}: ServiceMonitor scrapes unknown Service port {port}",
+                    set.origin
+                );
+                assert_eq!(
+                    s(ep, &["scheme"]),
+                    Some(if tls { "https" } else { "http" }),
+                    "{}: ServiceMonitor scheme",
+                    set.origin
+                );
+                if tls {
+                    assert!(
+                        ep.get("tlsConfig").is_some(),
+                        "{}: an https ServiceMonitor without tlsConfig fails on the certificate",
                         set.origin
                     );
                 }
@@ -867,14 +1154,27 @@ fn the_shipped_cluster_role_can_cache_everything_in_config_kcache_yaml() {
         "subjectaccessreviews",
         "create"
     ));
-    // Pass-through uses this identity: nothing beyond reading (and the two reviews).
+    // Client-certificate callers are passed on impersonated (see clusterrole.yaml).
+    for what in ["users", "groups"] {
+        assert!(
+            grants(&rules, "", what, "impersonate"),
+            "base: impersonate {what}"
+        );
+    }
+    // Credential-less local callers act as kcache: nothing beyond reading, the two reviews,
+    // and impersonating users and groups (never service accounts, uids or extras).
     for r in &rules {
+        let resources = strings(r, &["resources"]);
         for verb in strings(r, &["verbs"]) {
-            let review = strings(r, &["resources"])
+            let review = resources
                 .iter()
                 .all(|x| x == "tokenreviews" || x == "subjectaccessreviews");
+            let people = strings(r, &["apiGroups"]) == [""]
+                && resources.iter().all(|x| x == "users" || x == "groups");
             assert!(
-                ["get", "list", "watch"].contains(&verb.as_str()) || (verb == "create" && review),
+                ["get", "list", "watch"].contains(&verb.as_str())
+                    || (verb == "create" && review)
+                    || (verb == "impersonate" && people),
                 "base ClusterRole grants `{verb}` in {r:?}"
             );
         }
@@ -902,6 +1202,42 @@ fn every_kcache_pod_may_list_and_watch_what_its_configuration_caches() {
         assert_can_cache(&rules, &pod.config().resources, &origin);
         for url in ["/api", "/api/*", "/apis", "/apis/*"] {
             assert!(grants_url(&rules, url), "{origin}: discovery {url}");
+        }
+        // Callers are authenticated by TokenReview and cached reads authorized by
+        // SubjectAccessReview: without `create` on them every caller gets 503s.
+        let mode = pod.auth_mode();
+        if mode == "delegated" || mode == "trust-local" {
+            for (group, resource) in [
+                ("authentication.k8s.io", "tokenreviews"),
+                ("authorization.k8s.io", "subjectaccessreviews"),
+            ] {
+                assert!(
+                    grants(&rules, group, resource, "create"),
+                    "{origin}: --auth {mode} needs create on {resource}"
+                );
+            }
+        }
+        // Client-certificate callers are passed on impersonated.
+        if pod.tls_file("--client-ca-file").is_some() {
+            for what in ["users", "groups"] {
+                assert!(
+                    grants(&rules, "", what, "impersonate"),
+                    "{origin}: a client CA needs impersonate on {what}"
+                );
+            }
+        }
+        for r in &rules {
+            if strings(r, &["verbs"])
+                .iter()
+                .any(|v| v == "impersonate" || v == "*")
+            {
+                for x in strings(r, &["resources"]) {
+                    assert!(
+                        x == "users" || x == "groups",
+                        "{origin}: impersonate on {x}: kcache impersonates only users and groups"
+                    );
+                }
+            }
         }
     }
 }
@@ -1078,38 +1414,75 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
 // ---------------------------------------------------------------------------------------------
 // Grafana dashboard.
 
-/// The metric families kcache exports (labels omitted).
-const COUNTERS_AND_GAUGES: &[&str] = &[
-    "kcache_requests_total",
-    "kcache_inflight_requests",
-    "kcache_cached_objects",
-    "kcache_cached_bytes",
-    "kcache_upstream_events_total",
-    "kcache_watch_events_sent_total",
-    "kcache_watchers",
-    "kcache_watchers_closed_total",
-    "kcache_relists_total",
-    "kcache_upstream_expired_total",
-    "kcache_upstream_errors_total",
-    "kcache_consistent_reads_total",
-    "kcache_cache_lag_seconds",
-    "kcache_cache_synced",
-    "process_cpu_seconds_total",
-    "process_resident_memory_bytes",
-    "process_open_fds",
-    "kcache_build_info",
-];
-const HISTOGRAMS: &[&str] = &[
-    "kcache_request_duration_seconds",
-    "kcache_consistent_read_wait_seconds",
-];
+/// The sample names kcache exports, read from what it renders on /metrics: counters with
+/// `_total`, histograms with `_bucket`, `_sum` and `_count`, info with `_info`.
+fn exported_metrics() -> &'static BTreeSet<String> {
+    static NAMES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        use kcache::metrics::{AuthzLabels, LimitLabels, ResourceLabels, VerbLabels};
+        // A family is rendered only once it has a series: give each one, as a running kcache
+        // does (per-resource series at start, the others with the first request).
+        let m = kcache::metrics::metrics();
+        m.request("get", "pods", 200, "cache", Duration::ZERO);
+        m.init_resource("pods");
+        let pods = || ResourceLabels {
+            resource: "pods".into(),
+        };
+        for g in [
+            &m.cached_objects,
+            &m.cached_bytes,
+            &m.cache_synced,
+            &m.upstream_reachable,
+        ] {
+            let _ = g.get_or_create(&pods());
+        }
+        let _ = m.cache_lag.get_or_create(&pods());
+        let _ = m.cache_age.get_or_create(&pods());
+        let _ = m.inflight.get_or_create(&VerbLabels { verb: "get" });
+        let _ = m.authorizations.get_or_create(&AuthzLabels {
+            decision: "allowed",
+            source: "cache",
+        });
+        let _ = m.limits.get_or_create(&LimitLabels { limit: "watches" });
+        let text = m.render(&kcache::cache::Registry::default());
+        let mut names = BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (family, kind) = rest.split_once(' ').unwrap();
+                let suffixes: &[&str] = match kind {
+                    "counter" => &["_total"],
+                    "histogram" => &["_bucket", "_sum", "_count"],
+                    "info" => &["_info"],
+                    _ => &[""],
+                };
+                names.extend(suffixes.iter().map(|s| format!("{family}{s}")));
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let end = line.find(['{', ' ']).unwrap_or(line.len());
+                names.insert(line[..end].to_string());
+            }
+        }
+        names
+    })
+}
 
 fn known_metric(name: &str) -> bool {
-    COUNTERS_AND_GAUGES.contains(&name)
-        || HISTOGRAMS.iter().any(|h| {
-            name.strip_prefix(h)
-                .is_some_and(|suffix| ["_bucket", "_sum", "_count"].contains(&suffix))
-        })
+    exported_metrics().contains(name)
+}
+
+#[test]
+fn exported_metrics_are_read_from_the_real_registry() {
+    for m in [
+        "kcache_requests_total",
+        "kcache_request_duration_seconds_bucket",
+        "kcache_cache_lag_seconds",
+        "kcache_authentications_total",
+        "kcache_open_watches",
+        "kcache_build_info",
+    ] {
+        assert!(known_metric(m), "{m}: {:?}", exported_metrics());
+    }
+    assert!(!known_metric("kcache_requests"));
+    assert!(!known_metric("kcache_open_watches_total"));
 }
 
 /// PromQL modifiers followed by a parenthesised list of label names.
@@ -1328,6 +1701,12 @@ fn the_dashboard_queries_only_metrics_kcache_exports() {
         "kcache_consistent_reads_total",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
+        "kcache_authentications_total",
+        "kcache_authorizations_total",
+        "kcache_limited_requests_total",
+        "kcache_open_watches",
+        "kcache_cache_age_seconds",
+        "kcache_upstream_reachable",
     ] {
         assert!(used.contains(m), "no panel shows {m}");
     }
@@ -1480,6 +1859,113 @@ fn the_helm_chart_parses_and_its_references_resolve() {
     for verb in ["get", "list", "watch"] {
         assert!(role.contains(verb), "clusterrole.yaml: {verb}");
     }
+    for needle in [
+        "- apiGroups: [authentication.k8s.io]\n    resources: [tokenreviews]\n    verbs: [create]",
+        "- apiGroups: [authorization.k8s.io]\n    resources: [subjectaccessreviews]\n    verbs: [create]",
+        // Impersonation only where client certificates are verified.
+        "{{- if include \"kcache.clientCA\" . }}",
+        "- apiGroups: [\"\"]\n    resources: [users, groups]\n    verbs: [impersonate]",
+    ] {
+        assert!(role.contains(needle), "clusterrole.yaml: {needle}");
+    }
+    assert!(
+        deployment.contains("- --client-ca-file")
+            && deployment.contains("{{- if include \"kcache.clientCA\" . }}"),
+        "deployment.yaml passes --client-ca-file with tls.clientCA"
+    );
+}
+
+#[test]
+fn the_helm_chart_serves_https_from_its_secret_and_probes_follow_tls() {
+    let values = helm_values();
+    assert_eq!(
+        get(&values, &["tls", "enabled"]).and_then(Value::as_bool),
+        Some(true),
+        "TLS is on by default: delegated auth sends bearer tokens"
+    );
+    for key in ["secretName", "certManager", "clientCA"] {
+        assert!(get(&values, &["tls", key]).is_some(), "values: tls.{key}");
+    }
+    let templates = helm_templates();
+    let deployment = &templates["deployment.yaml"];
+    // The flags, inside `if .Values.tls.enabled`, name files in the mounted Secret.
+    let flags = "{{- if .Values.tls.enabled }}\n            # HTTPS from the mounted Secret, reread every tls.reloadIntervalSeconds.\n            - --tls-cert-file\n            - /etc/kcache-tls/tls.crt\n            - --tls-key-file\n            - /etc/kcache-tls/tls.key\n";
+    assert!(deployment.contains(flags), "deployment.yaml: TLS flags");
+    for needle in [
+        "- name: tls\n              mountPath: /etc/kcache-tls\n",
+        "- name: tls\n          secret:\n            secretName: {{ include \"kcache.tlsSecretName\" . }}",
+        "- name: client-ca\n              mountPath: /etc/kcache-client-ca\n",
+        "- /etc/kcache-client-ca/{{ .Values.tls.clientCA.key }}",
+    ] {
+        assert!(deployment.contains(needle), "deployment.yaml: {needle}");
+    }
+    // Both probes take their scheme and port from TLS, like the container port.
+    let scheme = "scheme: {{ ternary \"HTTPS\" \"HTTP\" .Values.tls.enabled }}";
+    assert_eq!(
+        deployment.matches(scheme).count(),
+        2,
+        "deployment.yaml: probe schemes"
+    );
+    assert_eq!(
+        deployment
+            .matches("port: {{ include \"kcache.portName\" . }}")
+            .count(),
+        2,
+        "deployment.yaml: probe ports"
+    );
+    assert!(deployment.contains("- name: {{ include \"kcache.portName\" . }}"));
+    for file in ["service.yaml", "networkpolicy.yaml", "servicemonitor.yaml"] {
+        assert!(
+            templates[file].contains("{{ include \"kcache.portName\" . }}"),
+            "{file}: the port follows TLS"
+        );
+    }
+    assert!(templates["servicemonitor.yaml"].contains("scheme: https\n      tlsConfig:"));
+    let helpers = &templates["_helpers.tpl"];
+    assert!(helpers.contains("{{- if .Values.tls.enabled }}8443{{ else }}8080{{ end -}}"));
+    assert!(helpers.contains("{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}"));
+}
+
+#[test]
+fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
+    let templates = helm_templates();
+    let cm = &templates["configmap.yaml"];
+    for needle in [
+        "toYaml .Values.resources",
+        "dropManagedFields: {{ .Values.dropManagedFields }}",
+        "limits:\n      {{- toYaml .Values.limits | nindent 6 }}",
+        "{{- with .Values.config }}\n    {{- toYaml . | nindent 4 }}",
+    ] {
+        assert!(cm.contains(needle), "configmap.yaml: {needle}");
+    }
+    // What the template renders with the default values: those keys, then `config`'s.
+    let values = helm_values();
+    let mut doc = serde_yaml::Mapping::new();
+    for key in ["resources", "dropManagedFields", "limits"] {
+        doc.insert(key.into(), values[key].clone());
+    }
+    for (k, v) in values["config"].as_mapping().expect("values: config") {
+        assert!(
+            !doc.contains_key(k),
+            "values: config.{k:?} would be rendered twice"
+        );
+        doc.insert(k.clone(), v.clone());
+    }
+    let text = serde_yaml::to_string(&doc).unwrap();
+    let config =
+        Config::parse(&text).unwrap_or_else(|e| panic!("the chart's kcache.yaml: {e}\n{text}"));
+    let limits: kcache::config::LimitSettings =
+        serde_yaml::from_value(values["limits"].clone()).expect("values: limits");
+    assert_eq!(
+        serde_yaml::to_value(&config.limits).unwrap(),
+        serde_yaml::to_value(&limits).unwrap()
+    );
+    // The defaults are kcache's own.
+    assert_eq!(
+        serde_yaml::to_value(&limits).unwrap(),
+        serde_yaml::to_value(kcache::config::LimitSettings::default()).unwrap(),
+        "values: limits are kcache's defaults"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

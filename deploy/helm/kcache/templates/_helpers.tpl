@@ -43,6 +43,29 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
+{{/* The Secret holding kcache's serving certificate (tls.crt, tls.key). */}}
+{{- define "kcache.tlsSecretName" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "kcache.fullname" .)) -}}
+{{- end -}}
+
+{{/* kcache's container port and its name: 8443 (https) with TLS, else 8080 (http). */}}
+{{- define "kcache.containerPort" -}}
+{{- if .Values.tls.enabled }}8443{{ else }}8080{{ end -}}
+{{- end -}}
+
+{{- define "kcache.portName" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
+{{- end -}}
+
+{{- define "kcache.servicePort" -}}
+{{- .Values.service.port | default (ternary 443 8080 .Values.tls.enabled) -}}
+{{- end -}}
+
+{{/* "true" when client certificates are verified (a client CA is configured). */}}
+{{- define "kcache.clientCA" -}}
+{{- if or .Values.tls.clientCA.secretName .Values.tls.clientCA.configMapName }}true{{ end -}}
+{{- end -}}
+
 {{/* Refuse values that would be unsafe or that kcache would reject. */}}
 {{- define "kcache.validate" -}}
 {{- if not (has .Values.auth (list "none" "delegated" "trust-local")) -}}
@@ -59,5 +82,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end -}}
 {{- if not .Values.resources -}}
 {{- fail "resources: list at least one resource to cache" -}}
+{{- end -}}
+{{- if and .Values.tls.clientCA.secretName .Values.tls.clientCA.configMapName -}}
+{{- fail "tls.clientCA: set secretName or configMapName, not both" -}}
+{{- end -}}
+{{- if and (include "kcache.clientCA" .) (not .Values.tls.enabled) -}}
+{{- fail "tls.clientCA needs tls.enabled=true (client certificates are part of the TLS handshake)" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) -}}
+{{- fail "tls.certManager.enabled needs tls.enabled=true" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
+{{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs kcache's certificate" -}}
+{{- end -}}
+{{- range $key := list "listen" "resources" "dropManagedFields" "limits" -}}
+{{- if hasKey $.Values.config $key -}}
+{{- fail (printf "config.%s: set it with its own value (the chart renders it), not under config" $key) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
