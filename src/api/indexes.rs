@@ -26,12 +26,13 @@ fn json_response(v: &Value) -> Response {
 /// cluster-wide. The group `core` names the core group in these paths.
 async fn authorize(
     app: &App,
+    headers: &http::HeaderMap,
     extensions: &http::Extensions,
     group: &str,
     version: &str,
     resource: &str,
-) -> Result<(), ApiError> {
-    let caller = super::admission::caller_of(extensions);
+) -> Result<(), Response> {
+    let caller = super::admission::admit(app, headers, extensions).await?;
     let group = if group == "core" { "" } else { group };
     app.auth
         .authorize(
@@ -46,10 +47,15 @@ async fn authorize(
             },
         )
         .await
+        .map_err(|e| response::error(&e))
 }
 
 /// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.
-pub async fn list_indexes(State(app): State<Arc<App>>) -> Response {
+pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response {
+    // Definitions only, no objects: any authenticated (or anonymous) caller may see them.
+    if let Err(refused) = super::admission::admit(&app, req.headers(), req.extensions()).await {
+        return refused;
+    }
     let mut caches: Vec<_> = app.registry.all().collect();
     caches.sort_by_key(|c| c.info.to_string());
     let items: Vec<Value> = caches
@@ -109,8 +115,17 @@ pub async fn query(
     Path((group, version, resource, index)): Path<(String, String, String, String)>,
     req: Request,
 ) -> Response {
-    if let Err(e) = authorize(&app, req.extensions(), &group, &version, &resource).await {
-        return response::error(&e);
+    if let Err(refused) = authorize(
+        &app,
+        req.headers(),
+        req.extensions(),
+        &group,
+        &version,
+        &resource,
+    )
+    .await
+    {
+        return refused;
     }
     let run = || -> Result<Response, ApiError> {
         let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
@@ -161,8 +176,17 @@ pub async fn counts(
     Path((group, version, resource, index)): Path<(String, String, String, String)>,
     req: Request,
 ) -> Response {
-    if let Err(e) = authorize(&app, req.extensions(), &group, &version, &resource).await {
-        return response::error(&e);
+    if let Err(refused) = authorize(
+        &app,
+        req.headers(),
+        req.extensions(),
+        &group,
+        &version,
+        &resource,
+    )
+    .await
+    {
+        return refused;
     }
     let run = || -> Result<Response, ApiError> {
         let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;

@@ -215,16 +215,15 @@ pub enum Answer {
     Upstream,
 }
 
-/// The router: kcache's own health endpoints, open to probes and scrapers; the index
-/// endpoints and everything else (through [`handle`]) behind [`admission::admit`].
+/// The router: kcache's own health endpoints (open to probes and scrapers), the index
+/// endpoints, and everything else through [`handle`]; all API handlers start with
+/// [`admission::admit`].
 pub fn router(app: Arc<App>) -> Router {
-    let open = Router::new()
+    Router::new()
         .route("/livez", get_route(|| async { "ok" }))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(readyz))
         .route("/metrics", get_route(metrics_text))
-        .with_state(app.clone());
-    let guarded = Router::new()
         .route(
             "/apis/kcache.dev/v1/indexes",
             get_route(indexes::list_indexes),
@@ -238,14 +237,7 @@ pub fn router(app: Arc<App>) -> Router {
             get_route(indexes::counts),
         )
         .fallback(handle)
-        // Runs before every route and the fallback of this router: authentication must come
-        // first, since every limit and decision after it is per caller.
-        .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            admission::admit,
-        ))
-        .with_state(app);
-    open.merge(guarded)
+        .with_state(app)
 }
 
 /// `/metrics` in the OpenMetrics text format.
@@ -306,6 +298,11 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     let (parts, body) = req.into_parts();
+    // First: every limit and decision after it is per caller.
+    let caller = match admission::admit(&app, &parts.headers, &parts.extensions).await {
+        Ok(c) => c,
+        Err(refused) => return refused,
+    };
     let path = route::parse(parts.uri.path());
     let q = params::parse_query(parts.uri.query());
     let verb = verb_of(&parts, path.as_ref(), &q);
@@ -331,7 +328,6 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             .get(header::ACCEPT_ENCODING)
             .and_then(|v| v.to_str().ok()),
     );
-    let caller = admission::caller_of(&parts.extensions);
     // Watches hold a slot for as long as their response body lives.
     let slot = if verb == "watch" {
         match app.limits.watch(&caller.limit_key) {
