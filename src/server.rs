@@ -99,6 +99,13 @@ pub async fn start(
             mode = auth.mode.as_str(),
             "callers are authenticated; cached reads authorized by SubjectAccessReview"
         );
+        if !config.tls.enabled() && !listener.local_addr()?.ip().is_loopback() {
+            // Allowed (TLS may end at a sidecar or mesh), but worth saying once.
+            tracing::warn!(
+                "serving plain HTTP on a network address: callers' bearer tokens cross the \
+                 network unencrypted; set tls.certFile and tls.keyFile"
+            );
+        }
     }
     // Before discovery: a bad certificate should fail fast, not after a long sync.
     let tls = if config.tls.enabled() {

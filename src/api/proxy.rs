@@ -101,8 +101,16 @@ pub async fn forward(
     let body = match http_body_util::Limited::new(body, max_body).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
+            // A body without Content-Length is caught here, while being read; count it with
+            // the ones refused up front.
+            crate::metrics::metrics()
+                .limited
+                .get_or_create(&crate::metrics::LimitLabels {
+                    limit: "request_size",
+                })
+                .inc();
             return ApiError::TooLarge(format!("the request body is larger than {max_body} bytes"))
-                .into_response()
+                .into_response();
         }
     };
     let path = parts
