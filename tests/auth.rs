@@ -368,3 +368,66 @@ async fn no_authentication_is_refused_on_a_network_address() {
         "{text}"
     );
 }
+
+/// exec through kcache: a protocol upgrade passed through with the caller's own token, the
+/// stream then carried both ways; refused by the upstream, naming the caller, where its RBAC
+/// says no.
+#[tokio::test]
+async fn exec_upgrades_pass_through_as_the_caller() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rbac = table().allow(
+        Subject::User(APP.into()),
+        &["create"],
+        &[""],
+        &["pods/exec"],
+        Some("fixtures-a"),
+    );
+    let env = env(AuthMode::Delegated, rbac).await;
+    let addr = env.kcache.addr;
+    let exec = |ns: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST /api/v1/namespaces/{ns}/pods/pod-1a/exec?command=sh&stdin=true HTTP/1.1\r\n\
+             Host: kcache\r\nAuthorization: Bearer app-token\r\nConnection: Upgrade\r\n\
+             Upgrade: SPDY/3.1\r\nContent-Length: 0\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+                .await
+                .expect("response head in time")
+                .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&head));
+            head.push(b[0]);
+        }
+        (s, String::from_utf8_lossy(&head).into_owned())
+    };
+    let (mut s, head) = exec("fixtures-a").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("upgrade: spdy/3.1"),
+        "{head}"
+    );
+    s.write_all(b"echo through kcache").await.unwrap();
+    let mut got = vec![0u8; 19];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+        .await
+        .expect("echo in time")
+        .unwrap();
+    assert_eq!(&got, b"echo through kcache");
+
+    // The pod in fixtures-b does not exist either, but the upstream refuses first, as the
+    // app (not kcache, which may not exec anywhere) — its own token went upstream.
+    let (mut s, head) = exec("fixtures-b").await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut body)).await;
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.contains(r#"pods \"pod-1a\" is forbidden: User \"system:serviceaccount:team-a:app\" cannot create resource \"pods/exec\""#),
+        "{body}"
+    );
+    assert!(body.contains(APP), "{body}");
+}

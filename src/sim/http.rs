@@ -305,6 +305,8 @@ struct Addressed {
     ns: Option<String>,
     name: Option<String>,
     status: bool,
+    /// `pods/NAME/exec`: a protocol upgrade (the sim echoes what it is sent).
+    exec: bool,
     watch_path: bool,
 }
 
@@ -351,9 +353,12 @@ fn address(
     if name.is_some_and(str::is_empty) {
         return Err(not_found());
     }
-    let status = match sub {
-        None => false,
-        Some("status") if rt.has_status() && !watch_path => true,
+    let (status, exec) = match sub {
+        None => (false, false),
+        Some("status") if rt.has_status() && !watch_path => (true, false),
+        Some("exec") if rt.group.is_empty() && rt.resource == "pods" && !watch_path => {
+            (false, true)
+        }
         Some(_) => return Err(not_found()),
     };
     Ok(Addressed {
@@ -361,8 +366,37 @@ fn address(
         ns,
         name: name.map(str::to_string),
         status,
+        exec,
         watch_path,
     })
+}
+
+/// `pods/NAME/exec`: the pod must exist; the connection is upgraded to the protocol the client
+/// asked for and then echoes every byte back (a stand-in for a container's stdin/stdout).
+async fn exec(ctx: &Ctx, a: &Addressed, mut req: Request) -> Result<Response, SimError> {
+    let name = a.name.clone().unwrap_or_default();
+    ctx.store
+        .get(&a.rt.group, &a.rt.resource, a.ns.as_deref(), &name)?;
+    let Some(protocol) = req.headers().get(header::UPGRADE).cloned() else {
+        return Err(SimError::BadRequest("Upgrade request required".into()));
+    };
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(io) = upgrade.await {
+            let (mut r, mut w) = tokio::io::split(hyper_util::rt::TokioIo::new(io));
+            let _ = tokio::io::copy(&mut r, &mut w).await;
+        }
+    });
+    Ok(finish(
+        base(
+            ctx,
+            StatusCode::SWITCHING_PROTOCOLS,
+            "application/octet-stream",
+        )
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, protocol),
+        Body::empty(),
+    ))
 }
 
 /// 403 unless the RBAC table allows the request (its verb from the method and query).
@@ -384,7 +418,9 @@ fn authorize(
         (&Method::DELETE, None) => "deletecollection",
         _ => "unknown",
     };
-    let resource = if a.status {
+    let resource = if a.exec {
+        format!("{}/exec", a.rt.resource)
+    } else if a.status {
         format!("{}/status", a.rt.resource)
     } else {
         a.rt.resource.clone()
@@ -412,6 +448,9 @@ async fn resource(
     let a = address(types, group, version, rest)?;
     if let Some(allowed) = req.extensions().get::<Allowed>() {
         authorize(allowed, &a, req.method(), query)?;
+    }
+    if a.exec {
+        return exec(ctx, &a, req).await;
     }
     if a.name.is_none() && req.method() == Method::GET && !query.flag("watch") {
         if let Some(resp) = table_columns_only(ctx, &req, &a.rt) {

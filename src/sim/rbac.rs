@@ -197,10 +197,13 @@ impl Allowed {
         if self.rbac.allows(&self.who.name, &self.who.groups, r) {
             return Ok(());
         }
+        // The Status names the resource without its subresource (`pods "x" is forbidden`);
+        // only the sentence names `pods/exec`.
+        let resource = r.resource.split('/').next().unwrap_or(r.resource);
         Err(SimError::Forbidden {
             target: Target {
                 group: r.group.to_string(),
-                resource: r.resource.to_string(),
+                resource: resource.to_string(),
                 name: r.name.unwrap_or("").to_string(),
             },
             message: r.denial(&self.who.name),

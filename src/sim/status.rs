@@ -180,7 +180,8 @@ pub enum SimError {
     /// 401 for credentials the authenticator does not accept.
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the RBAC table: `target.name` is empty for collection requests.
+    /// 403 from the RBAC table: `target.name` is empty for collection requests; the resource
+    /// is without subresource.
     #[error("{} is forbidden: {message}", .target.subject())]
     Forbidden {
         /// Resource (with subresource, `pods/log`), group and name.
