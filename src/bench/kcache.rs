@@ -15,6 +15,9 @@ pub struct ChildConfig {
     pub resources: Vec<(&'static str, &'static str, &'static str)>,
     /// Forward consistent reads instead of answering them from the cache.
     pub forward_consistent: bool,
+    /// Authenticate callers (`auth.mode: delegated`), with this bearer token as kcache's own
+    /// identity towards the sim.
+    pub delegated_with_token: Option<String>,
 }
 
 impl ChildConfig {
@@ -22,6 +25,7 @@ impl ChildConfig {
         ChildConfig {
             resources: resources.to_vec(),
             forward_consistent: false,
+            delegated_with_token: None,
         }
     }
 
@@ -31,6 +35,9 @@ impl ChildConfig {
             y.push_str(&format!(
                 "  - {{ group: \"{g}\", version: {v}, resource: {r} }}\n"
             ));
+        }
+        if self.delegated_with_token.is_some() {
+            y.push_str("auth:\n  mode: delegated\n");
         }
         if self.forward_consistent {
             y.push_str(
@@ -59,11 +66,15 @@ impl KcacheChild {
     ) -> Result<KcacheChild, String> {
         let dir = TempDir::new("kcache")?;
         let kubeconfig = dir.path().join("kubeconfig");
+        let user = match &config.delegated_with_token {
+            Some(t) => format!("{{token: {t}}}"),
+            None => "{}".into(),
+        };
         std::fs::write(
             &kubeconfig,
             format!(
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {upstream}\n\
-                 users:\n- name: anonymous\n  user: {{}}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: anonymous\n\
+                 users:\n- name: anonymous\n  user: {user}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: anonymous\n\
                  current-context: sim\n"
             ),
         )

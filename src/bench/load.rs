@@ -30,6 +30,8 @@ pub struct LoadSpec {
     pub max_requests_per_worker: u64,
     /// With a callback, bodies are collected and handed to it; without, only counted.
     pub on_response: Option<OnResponse>,
+    /// An `Authorization` header for every request (a caller's bearer token).
+    pub authorization: Option<http::HeaderValue>,
 }
 
 impl LoadSpec {
@@ -46,6 +48,7 @@ impl LoadSpec {
             duration,
             max_requests_per_worker: 10_000_000,
             on_response: None,
+            authorization: None,
         }
     }
 }
@@ -197,7 +200,15 @@ async fn worker(spec: Arc<LoadSpec>, deadline: Instant) -> WorkerResult {
             continue;
         }
         let t0 = Instant::now();
-        match exchange(s, spec.addr, &spec.path, spec.on_response.is_some()).await {
+        match exchange(
+            s,
+            spec.addr,
+            &spec.path,
+            spec.on_response.is_some(),
+            spec.authorization.as_ref(),
+        )
+        .await
+        {
             Ok((status, len, body)) => {
                 let latency = t0.elapsed();
                 if (200..300).contains(&status) {
@@ -226,9 +237,15 @@ async fn exchange(
     addr: SocketAddr,
     path: &str,
     collect: bool,
+    authorization: Option<&http::HeaderValue>,
 ) -> Result<(u16, u64, Bytes), String> {
+    let mut req = get_request(addr, path);
+    if let Some(a) = authorization {
+        req.headers_mut()
+            .insert(http::header::AUTHORIZATION, a.clone());
+    }
     let resp = s
-        .send_request(get_request(addr, path))
+        .send_request(req)
         .await
         .map_err(|e| format!("request: {e}"))?;
     let status = resp.status().as_u16();
@@ -260,7 +277,7 @@ pub async fn fetch(
     let work = async {
         let mut s = connect(addr).await?;
         s.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let (status, _, body) = exchange(&mut s, addr, path, true).await?;
+        let (status, _, body) = exchange(&mut s, addr, path, true, None).await?;
         Ok((status, body))
     };
     tokio::time::timeout(timeout, work)

@@ -512,7 +512,8 @@ impl Bench {
         on_response: Option<load::OnResponse>,
     ) -> (LoadResult, Option<f64>) {
         let pids: Vec<u32> = pid.into_iter().collect();
-        self.measure_pids(addr, path, &pids, on_response).await
+        self.measure_pids(addr, path, &pids, on_response, None)
+            .await
     }
 
     /// Load one target for the phase duration, with the CPU used by `pids` (if any).
@@ -522,9 +523,11 @@ impl Bench {
         path: &str,
         pids: &[u32],
         on_response: Option<load::OnResponse>,
+        authorization: Option<http::HeaderValue>,
     ) -> (LoadResult, Option<f64>) {
         let mut spec = LoadSpec::new(addr, path, CLIENTS, self.scale.phase);
         spec.on_response = on_response;
+        spec.authorization = authorization;
         let cpu = (!pids.is_empty()).then(|| CpuMeter::start_all(pids));
         let others = OthersMeter::start();
         let mut r = load::run(spec).await;
@@ -552,7 +555,9 @@ impl Bench {
             progress(format!("{scenario} {case}: {label}"));
             match self.nginx_serving(mode, name, bytes).await {
                 Ok((n, path)) => {
-                    let (r, cpu) = self.measure_pids(n.addr, &path, &n.pids(), None).await;
+                    let (r, cpu) = self
+                        .measure_pids(n.addr, &path, &n.pids(), None, None)
+                        .await;
                     best = Some(best.map_or(r.rps(), |b| b.max(r.rps())));
                     rows.push(load_row(scenario, case, label, &r, cpu));
                 }

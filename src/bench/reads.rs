@@ -73,6 +73,7 @@ impl Bench {
         }
         let case = format!("{} B object", body.len());
         let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "object.json", &body).await;
+        let mut unauthenticated_rps = None;
         for (label, path) in [("RV=0", rv0.as_str()), ("RV unset (consistent)", object)] {
             progress(format!("get: kcache {label}"));
             let upstream_before = upstream_requests(&sim);
@@ -87,6 +88,7 @@ impl Bench {
             if let Some(r) = ratio {
                 row.ratio("kcache/best nginx", r);
             }
+            unauthenticated_rps.get_or_insert(kc.rps());
             self.report.push(row);
             self.report.check(
                 &format!("GET {label}: kcache ≥ 50% of nginx req/s"),
@@ -102,6 +104,28 @@ impl Bench {
         let (sm, _) = self.measure(sim.addr(), object, None, None).await;
         let mut row = load_row(S, &case, "sim (upstream), RV unset", &sm, None);
         row.note("in the bench process");
+        self.report.push(row);
+        drop(k);
+
+        // The same GET with callers authenticated and authorized (auth: delegated): the sim
+        // now checks tokens and RBAC, so kcache asks it one TokenReview and one
+        // SubjectAccessReview per TTL and answers from remembered verdicts in between.
+        sim.set_rbac(Some(bench_rbac()));
+        let mut config = ChildConfig::caching(&[CONFIGMAPS]);
+        config.delegated_with_token = Some("kcache-token".into());
+        let k = self.kcache(&sim, &config).await?;
+        progress("get: kcache RV=0, auth delegated");
+        let token = http::HeaderValue::from_static("Bearer bench-token");
+        let (kc, cpu) = self
+            .measure_pids(k.addr, &rv0, &[k.pid()], None, Some(token))
+            .await;
+        let mut row = load_row(S, &case, "kcache RV=0, auth delegated", &kc, cpu);
+        if let Some(b) = nginx_best {
+            row.ratio("kcache/best nginx", kc.rps() / b);
+        }
+        if let Some(plain) = unauthenticated_rps {
+            row.ratio("vs auth none", kc.rps() / plain);
+        }
         self.report.push(row);
         drop(k);
         sim.shutdown().await;
@@ -252,4 +276,29 @@ impl Bench {
         sim.shutdown().await;
         Ok(())
     }
+}
+
+/// The sim's RBAC table for the authenticated GET: kcache's own identity reads everything and
+/// may ask reviews; the bench's client may read the ConfigMaps of its namespace.
+fn bench_rbac() -> crate::sim::rbac::Rbac {
+    use crate::sim::rbac::{Rbac, Subject};
+    let kcache = || Subject::User("kcache".into());
+    Rbac::new()
+        .token("kcache-token", "kcache", &[])
+        .token("bench-token", "bench-client", &[])
+        .allow(kcache(), &["get", "list", "watch"], &["*"], &["*"], None)
+        .allow(
+            kcache(),
+            &["create"],
+            &["*"],
+            &["tokenreviews", "subjectaccessreviews"],
+            None,
+        )
+        .allow(
+            Subject::User("bench-client".into()),
+            &["get", "list", "watch"],
+            &[""],
+            &["configmaps"],
+            Some("bench-1"),
+        )
 }
