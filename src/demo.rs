@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::auth::AuthMode;
 use crate::config::Config;
 use crate::server;
 use crate::sim::seed::{self, Churn, ChurnOp, DemoSpec, SeedObject};
@@ -86,7 +87,14 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
     }
 
     config.listen = opts.listen;
-    let upstream = Upstream::from_url(&sim.url()).map_err(|e| e.to_string())?;
+    let authenticated = config.auth.mode != AuthMode::None;
+    let upstream = if authenticated {
+        sim.set_rbac(Some(demo_rbac()));
+        Upstream::from_url_with_token(&sim.url(), "kcache-token")
+    } else {
+        Upstream::from_url(&sim.url())
+    }
+    .map_err(|e| e.to_string())?;
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;
@@ -112,7 +120,51 @@ kubectl config set-context kcache --cluster=kcache && kubectl config use-context
          Ctrl-C stops both.",
         sim = sim.url()
     );
+    if authenticated {
+        println!(
+            "\nCallers are authenticated ({mode}) and every cached read is authorized by the\n\
+             simulated cluster's RBAC. Tokens to try:\n\
+             \x20 admin-token   user admin, may do everything\n\
+             \x20 viewer-token  user viewer, may read configmaps and pods in namespace shop\n\
+             \x20 kubectl --server {k} --token viewer-token get pods -n shop     (allowed)\n\
+             \x20 kubectl --server {k} --token viewer-token get secrets -n shop  (403)\n\
+             \x20 kubectl --server {k} --token viewer-token get pods -A          (403: cluster-wide)",
+            mode = config.auth.mode.as_str()
+        );
+    }
     running.until_signal().await;
     sim.shutdown().await;
     Ok(())
+}
+
+/// The simulated cluster's RBAC table when the demo authenticates callers.
+fn demo_rbac() -> crate::sim::rbac::Rbac {
+    use crate::sim::rbac::{Rbac, Subject};
+    let kcache = || Subject::User("system:serviceaccount:kcache:kcache".into());
+    Rbac::new()
+        .token("kcache-token", "system:serviceaccount:kcache:kcache", &[])
+        .token("admin-token", "admin", &["system:masters"])
+        .token("viewer-token", "viewer", &[])
+        .allow(kcache(), &["get", "list", "watch"], &["*"], &["*"], None)
+        .allow(
+            kcache(),
+            &["create"],
+            &["*"],
+            &["tokenreviews", "subjectaccessreviews"],
+            None,
+        )
+        .allow(
+            Subject::Group("system:masters".into()),
+            &["*"],
+            &["*"],
+            &["*"],
+            None,
+        )
+        .allow(
+            Subject::User("viewer".into()),
+            &["get", "list", "watch"],
+            &[""],
+            &["configmaps", "pods"],
+            Some("shop"),
+        )
 }

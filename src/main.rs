@@ -111,6 +111,10 @@ enum Command {
         /// Configuration file (see config/kcache.yaml).
         #[arg(long, env = "KCACHE_CONFIG")]
         config: Option<PathBuf>,
+        /// Caller authentication: with `delegated` or `trust-local` the simulated cluster
+        /// checks tokens and RBAC, and the demo prints tokens to try.
+        #[arg(long, value_enum)]
+        auth: Option<kcache::auth::AuthMode>,
     },
     /// Measure kcache against nginx serving the same bytes and against the simulated
     /// apiserver (build with --release); prints Markdown tables.
@@ -185,8 +189,12 @@ async fn main() -> ExitCode {
             sim_listen,
             churn,
             config,
+            auth,
         } => match load_config(config, None) {
-            Ok(config) => {
+            Ok(mut config) => {
+                if let Some(mode) = auth {
+                    config.auth.mode = mode;
+                }
                 let opts = kcache::demo::DemoOptions {
                     listen,
                     sim_listen,
