@@ -44,6 +44,8 @@ pub enum TlsError {
     NotConfigured,
     #[error("handshake timed out")]
     HandshakeTimeout,
+    #[error("plain HTTP sent to the HTTPS port")]
+    PlainHttp,
     #[error("handshake: {0}")]
     Handshake(std::io::Error),
 }
@@ -169,8 +171,18 @@ impl TlsServer {
         &self,
         stream: TcpStream,
     ) -> Result<(TlsStream<TcpStream>, Option<CertIdentity>), TlsError> {
+        let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+        let mut stream = stream;
+        if looks_like_http(&stream, deadline).await {
+            // As Go's server (so kube-apiserver) answers: a client pointed at http:// by
+            // mistake learns why, instead of seeing the connection just close.
+            use tokio::io::AsyncWriteExt;
+            let _ = stream.write_all(PLAIN_HTTP_ANSWER).await;
+            let _ = stream.shutdown().await;
+            return Err(TlsError::PlainHttp);
+        }
         let acceptor = TlsAcceptor::from(self.current());
-        let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+        let stream = tokio::time::timeout_at(deadline, acceptor.accept(stream))
             .await
             .map_err(|_| TlsError::HandshakeTimeout)?
             .map_err(TlsError::Handshake)?;
@@ -181,6 +193,33 @@ impl TlsServer {
             .and_then(|chain| chain.first())
             .and_then(|leaf| cert_identity(leaf));
         Ok((stream, identity))
+    }
+}
+
+/// kube-apiserver's answer (Go's net/http) to plain HTTP on its TLS port.
+const PLAIN_HTTP_ANSWER: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Whether a connection starts with an HTTP request line rather than a TLS record (whose
+/// first byte is a record type, 0x16 for a handshake): the first five bytes are compared
+/// with the starts of the common methods, as Go does.
+async fn looks_like_http(stream: &TcpStream, deadline: tokio::time::Instant) -> bool {
+    const STARTS: [&[u8; 5]; 5] = [b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO"];
+    let mut head = [0u8; 5];
+    // peek returns what has arrived so far; wait (briefly) until all five bytes are there.
+    loop {
+        match tokio::time::timeout_at(deadline, stream.peek(&mut head)).await {
+            Ok(Ok(5)) => return STARTS.iter().any(|s| **s == head),
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return false,
+            Ok(Ok(n)) => {
+                // A TLS record is recognisable from its first byte; only a possible request
+                // line needs the rest.
+                if !head[..n].iter().all(u8::is_ascii_alphabetic) {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
     }
 }
 

@@ -336,7 +336,7 @@ async fn a_rotated_certificate_is_served_to_new_connections() {
 }
 
 #[tokio::test]
-async fn plain_http_to_the_tls_port_gets_no_http_answer() {
+async fn plain_http_to_the_tls_port_gets_the_apiservers_400() {
     let (_pki, settings) = setup();
     let env = EnvBuilder::fixtures().tls(settings).start().await;
     let mut tcp = TcpStream::connect(env.kcache.addr).await.unwrap();
@@ -344,17 +344,22 @@ async fn plain_http_to_the_tls_port_gets_no_http_answer() {
         .await
         .unwrap();
     let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+        .await
+        .expect("the server closes the connection instead of hanging")
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    );
+    // Anything else that is not TLS gets a TLS alert at most, and the connection closed.
+    let mut tcp = TcpStream::connect(env.kcache.addr).await.unwrap();
+    tcp.write_all(b"\x00\x01garbage\r\n").await.unwrap();
+    let mut got = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
         .await
-        .expect("the server closes the connection instead of hanging");
-    // A reset is as good as a close; what matters is that no HTTP response comes back.
-    if read.is_ok() {
-        assert!(
-            !got.starts_with(b"HTTP/"),
-            "{}",
-            String::from_utf8_lossy(&got)
-        );
-    }
+        .expect("closed, not hanging");
+    assert!(read.is_err() || !got.starts_with(b"HTTP/"), "{got:?}");
 }
 
 #[tokio::test]
