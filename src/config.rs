@@ -61,7 +61,8 @@ pub struct Config {
     #[serde(default)]
     pub auth: AuthSettings,
     #[serde(default)]
-    pub limits: LimitSettings,
+    /// kcache's own limits; 0 means no limit.
+    pub limits: LimitConfig,
 }
 
 /// Caller authentication and authorization (`--auth` overrides `mode`).
@@ -92,32 +93,6 @@ impl Default for AuthSettings {
             allowed_cache_seconds: d.allowed_ttl.as_secs(),
             denied_cache_seconds: d.denied_ttl.as_secs(),
             stale_if_error_seconds: d.stale_if_error.as_secs(),
-        }
-    }
-}
-
-/// kcache's own limits; 0 means no limit.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct LimitSettings {
-    pub max_request_bytes: usize,
-    pub max_watches: usize,
-    pub max_watches_per_caller: usize,
-    pub max_list_items: usize,
-    pub per_caller_qps: f64,
-    pub per_caller_burst: u32,
-}
-
-impl Default for LimitSettings {
-    fn default() -> Self {
-        let d = LimitConfig::default();
-        LimitSettings {
-            max_request_bytes: d.max_request_bytes,
-            max_watches: d.max_watches,
-            max_watches_per_caller: d.max_watches_per_caller,
-            max_list_items: d.max_list_items,
-            per_caller_qps: d.per_caller_qps,
-            per_caller_burst: d.per_caller_burst,
         }
     }
 }
@@ -324,7 +299,7 @@ impl Default for Config {
             staleness: StalenessSettings::default(),
             shutdown_grace_seconds: default_grace(),
             auth: AuthSettings::default(),
-            limits: LimitSettings::default(),
+            limits: LimitConfig::default(),
             tls: TlsSettings::default(),
         }
     }
@@ -465,18 +440,6 @@ impl Config {
             allowed_ttl: Duration::from_secs(a.allowed_cache_seconds),
             denied_ttl: Duration::from_secs(a.denied_cache_seconds),
             stale_if_error: Duration::from_secs(a.stale_if_error_seconds),
-        }
-    }
-
-    pub fn limit_config(&self) -> LimitConfig {
-        let l = &self.limits;
-        LimitConfig {
-            max_request_bytes: l.max_request_bytes,
-            max_watches: l.max_watches,
-            max_watches_per_caller: l.max_watches_per_caller,
-            max_list_items: l.max_list_items,
-            per_caller_qps: l.per_caller_qps,
-            per_caller_burst: l.per_caller_burst,
         }
     }
 

@@ -140,19 +140,10 @@ kubectl config set-context kcache --cluster=kcache && kubectl config use-context
 /// The simulated cluster's RBAC table when the demo authenticates callers.
 fn demo_rbac() -> crate::sim::rbac::Rbac {
     use crate::sim::rbac::{Rbac, Subject};
-    let kcache = || Subject::User("system:serviceaccount:kcache:kcache".into());
     Rbac::new()
-        .token("kcache-token", "system:serviceaccount:kcache:kcache", &[])
+        .proxy("kcache-token", "system:serviceaccount:kcache:kcache")
         .token("admin-token", "admin", &["system:masters"])
         .token("viewer-token", "viewer", &[])
-        .allow(kcache(), &["get", "list", "watch"], &["*"], &["*"], None)
-        .allow(
-            kcache(),
-            &["create"],
-            &["*"],
-            &["tokenreviews", "subjectaccessreviews"],
-            None,
-        )
         .allow(
             Subject::Group("system:masters".into()),
             &["*"],

@@ -12,8 +12,9 @@ use dashmap::DashMap;
 use crate::metrics::{self, metrics};
 use crate::status::ApiError;
 
-/// The limits (`limits:` in the config). Zero means no limit.
-#[derive(Debug, Clone)]
+/// The limits (`limits:` in the config, read as is). Zero means no limit.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitConfig {
     /// Largest request body (the apiserver's is 3 MiB).
     pub max_request_bytes: usize,

@@ -157,7 +157,7 @@ pub async fn start(
         staleness,
         rv_wait: config.rv_wait(),
         auth: crate::auth::Auth::new(auth, upstream.clone()),
-        limits: crate::limits::Limits::new(config.limit_config()),
+        limits: crate::limits::Limits::new(config.limits.clone()),
     });
     let addr = listener.local_addr()?;
     // One summary line once everything has synced (readiness turns green then).
@@ -238,7 +238,7 @@ async fn serve(
                 // Watch events are small writes that must go out at once.
                 let _ = stream.set_nodelay(true);
                 let Some(tls) = &tls else {
-                    let info = ConnInfo { peer, client_cert: None };
+                    let info = ConnInfo::new(peer, None);
                     let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
                     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                     let conn = graceful.watch(conn.into_owned());
@@ -295,7 +295,7 @@ impl TlsConn {
                 return;
             }
         };
-        let info = ConnInfo { peer, client_cert };
+        let info = ConnInfo::new(peer, client_cert);
         let service = TowerToHyperService::new(with_conn_info(self.router, info));
         let conn = self
             .builder

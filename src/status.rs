@@ -150,27 +150,11 @@ impl ApiError {
                 name,
                 message,
             } => {
-                let qualified = if group.is_empty() {
-                    resource.clone()
-                } else {
-                    format!("{resource}.{group}")
-                };
-                let mut d = Map::new();
-                if let Some(n) = name {
-                    d.insert("name".into(), json!(n));
-                }
-                if !group.is_empty() {
-                    d.insert("group".into(), json!(group));
-                }
-                d.insert("kind".into(), json!(resource));
-                let subject = match name {
-                    Some(n) => format!("{qualified} {n:?}"),
-                    None => qualified,
-                };
+                let (subject, details) = about(group, resource, name.as_deref());
                 (
                     format!("{subject} is forbidden: {message}"),
                     Some("Forbidden"),
-                    Some(Value::Object(d)),
+                    Some(details),
                 )
             }
             ApiError::TooManyRequests {
@@ -186,21 +170,11 @@ impl ApiError {
                 resource,
                 name,
             } => {
-                let qualified = if group.is_empty() {
-                    resource.clone()
-                } else {
-                    format!("{resource}.{group}")
-                };
-                let mut d = Map::new();
-                d.insert("name".into(), json!(name));
-                if !group.is_empty() {
-                    d.insert("group".into(), json!(group));
-                }
-                d.insert("kind".into(), json!(resource));
+                let (subject, details) = about(group, resource, Some(name));
                 (
-                    format!("{qualified} {name:?} not found"),
+                    format!("{subject} not found"),
                     Some("NotFound"),
-                    Some(Value::Object(d)),
+                    Some(details),
                 )
             }
             ApiError::NotFoundGeneric => (self.to_string(), Some("NotFound"), Some(json!({}))),
@@ -286,6 +260,30 @@ impl ApiError {
         v.push(b'\n');
         Bytes::from(v)
     }
+}
+
+/// What an object-level error is about, as the apiserver names it: the subject of its message
+/// (`configmaps "x"`, `deployments.apps`) and its details (`name`, `group`, `kind` = the
+/// resource plural; empty parts left out).
+fn about(group: &str, resource: &str, name: Option<&str>) -> (String, Value) {
+    let qualified = if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    };
+    let mut d = Map::new();
+    if let Some(n) = name {
+        d.insert("name".into(), json!(n));
+    }
+    if !group.is_empty() {
+        d.insert("group".into(), json!(group));
+    }
+    d.insert("kind".into(), json!(resource));
+    let subject = match name {
+        Some(n) => format!("{qualified} {n:?}"),
+        None => qualified,
+    };
+    (subject, Value::Object(d))
 }
 
 /// Compact JSON as Go's encoding/json (the apiserver's serializer) writes it: messages echo

@@ -16,23 +16,9 @@ const APP: &str = "system:serviceaccount:team-a:app";
 
 fn table() -> Rbac {
     Rbac::new()
-        .token("kcache-token", KCACHE, &["system:serviceaccounts"])
+        .proxy("kcache-token", KCACHE)
         .token("app-token", APP, &["system:serviceaccounts"])
         .token("admin-token", "admin", &["system:masters"])
-        .allow(
-            Subject::User(KCACHE.into()),
-            &["get", "list", "watch"],
-            &["*"],
-            &["*"],
-            None,
-        )
-        .allow(
-            Subject::User(KCACHE.into()),
-            &["create"],
-            &["authentication.k8s.io", "authorization.k8s.io"],
-            &["tokenreviews", "subjectaccessreviews"],
-            None,
-        )
         .allow(
             Subject::User(APP.into()),
             &["get", "list", "watch", "create"],

@@ -1957,7 +1957,7 @@ fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
     let text = serde_yaml::to_string(&doc).unwrap();
     let config =
         Config::parse(&text).unwrap_or_else(|e| panic!("the chart's kcache.yaml: {e}\n{text}"));
-    let limits: kcache::config::LimitSettings =
+    let limits: kcache::limits::LimitConfig =
         serde_yaml::from_value(values["limits"].clone()).expect("values: limits");
     assert_eq!(
         serde_yaml::to_value(&config.limits).unwrap(),
@@ -1966,7 +1966,7 @@ fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
     // The defaults are kcache's own.
     assert_eq!(
         serde_yaml::to_value(&limits).unwrap(),
-        serde_yaml::to_value(kcache::config::LimitSettings::default()).unwrap(),
+        serde_yaml::to_value(kcache::limits::LimitConfig::default()).unwrap(),
         "values: limits are kcache's defaults"
     );
 }

@@ -448,21 +448,7 @@ async fn client_certificate_callers_are_authorized_and_impersonated() {
     let (pki, settings) = setup();
     let kcache_user = "system:serviceaccount:kcache:kcache";
     let rbac = Rbac::new()
-        .token("kcache-token", kcache_user, &[])
-        .allow(
-            Subject::User(kcache_user.into()),
-            &["get", "list", "watch"],
-            &["*"],
-            &["*"],
-            None,
-        )
-        .allow(
-            Subject::User(kcache_user.into()),
-            &["create"],
-            &["*"],
-            &["tokenreviews", "subjectaccessreviews"],
-            None,
-        )
+        .proxy("kcache-token", kcache_user)
         .allow(
             Subject::User(kcache_user.into()),
             &["impersonate"],

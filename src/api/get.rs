@@ -12,22 +12,8 @@ use crate::cache::ResourceCache;
 use crate::status::ApiError;
 use crate::table;
 
-/// Answer a GET of `key` (`ns/name` or `name`), or say it must go upstream. What the cache
-/// answers, errors included, carries its age.
+/// Answer a GET of `key` (`ns/name` or `name`), or say it must go upstream.
 pub async fn get(
-    cache: &Arc<ResourceCache>,
-    key: &str,
-    name: &str,
-    opts: &GetOptions,
-    consistent: bool,
-    rv_wait: Duration,
-    form: Form<'_>,
-) -> Result<Answer, ApiError> {
-    let answer = answer(cache, key, name, opts, consistent, rv_wait, form).await;
-    Ok(super::staleness::stamp(answer, cache))
-}
-
-async fn answer(
     cache: &Arc<ResourceCache>,
     key: &str,
     name: &str,

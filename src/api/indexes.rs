@@ -109,27 +109,46 @@ fn lookup<'a>(
     Ok((cache, i))
 }
 
-/// `GET …/indexes/{group}/{version}/{resource}/{index}?values=a,b&limit=&continue=`.
-pub async fn query(
-    State(app): State<Arc<App>>,
-    Path((group, version, resource, index)): Path<(String, String, String, String)>,
-    req: Request,
+/// What an index request names: `{group}/{version}/{resource}/{index}`.
+type IndexPath = (String, String, String, String);
+
+/// The part every index answer shares: authorize the caller for the resource, find the index,
+/// and answer with `f`'s response (or error) stamped with the cache's age.
+async fn answer(
+    app: &App,
+    parts: &http::request::Parts,
+    (group, version, resource, index): &IndexPath,
+    f: impl FnOnce(&Arc<ResourceCache>, usize) -> Result<Response, ApiError>,
 ) -> Response {
     if let Err(refused) = authorize(
-        &app,
-        req.headers(),
-        req.extensions(),
-        &group,
-        &version,
-        &resource,
+        app,
+        &parts.headers,
+        &parts.extensions,
+        group,
+        version,
+        resource,
     )
     .await
     {
         return refused;
     }
-    let run = || -> Result<Response, ApiError> {
-        let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
-        let q = params::parse_query(req.uri().query());
+    let (cache, i) = match lookup(app, group, version, resource, index) {
+        Ok(found) => found,
+        Err(e) => return response::error(&e),
+    };
+    let resp = f(cache, i).unwrap_or_else(|e| response::error(&e));
+    super::staleness::with_age(resp, cache)
+}
+
+/// `GET …/indexes/{group}/{version}/{resource}/{index}?values=a,b&limit=&continue=`.
+pub async fn query(
+    State(app): State<Arc<App>>,
+    Path(path): Path<IndexPath>,
+    req: Request,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let q = params::parse_query(parts.uri.query());
+    answer(&app, &parts, &path, |cache, i| {
         let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         let values: Vec<&str> = get("values")
             .ok_or_else(|| ApiError::BadRequest("values is required, e.g. values=a,b".into()))?
@@ -162,51 +181,42 @@ pub async fn query(
             }
             None => (cache.snapshot(), None),
         };
-        Ok(super::staleness::with_age(
-            list::index_page(cache, &snap, i, &values, start.as_deref(), limit),
+        Ok(list::index_page(
             cache,
+            &snap,
+            i,
+            &values,
+            start.as_deref(),
+            limit,
         ))
-    };
-    run().unwrap_or_else(|e| response::error(&e))
+    })
+    .await
 }
 
 /// `GET …/indexes/{group}/{version}/{resource}/{index}/counts`: objects per value.
 pub async fn counts(
     State(app): State<Arc<App>>,
-    Path((group, version, resource, index)): Path<(String, String, String, String)>,
+    Path(path): Path<IndexPath>,
     req: Request,
 ) -> Response {
-    if let Err(refused) = authorize(
-        &app,
-        req.headers(),
-        req.extensions(),
-        &group,
-        &version,
-        &resource,
-    )
-    .await
-    {
-        return refused;
-    }
-    let run = || -> Result<Response, ApiError> {
-        let (cache, i) = lookup(&app, &group, &version, &resource, &index)?;
+    let (parts, _) = req.into_parts();
+    answer(&app, &parts, &path, |cache, i| {
         let snap = cache.snapshot();
         let counts: BTreeMap<String, usize> = snap
             .postings
             .as_ref()
             .map(|p| p.values(i).map(|(v, k)| (v.to_string(), k.len())).collect())
             .unwrap_or_default();
-        let counts = json_response(&json!({
+        Ok(json_response(&json!({
             "kind": "IndexCounts",
             "apiVersion": "kcache.dev/v1",
             "group": cache.info.group,
             "version": cache.info.version,
             "resource": cache.info.resource,
-            "index": index,
+            "index": path.3,
             "resourceVersion": snap.rv.to_string(),
             "counts": counts,
-        }));
-        Ok(super::staleness::with_age(counts, cache))
-    };
-    run().unwrap_or_else(|e| response::error(&e))
+        })))
+    })
+    .await
 }

@@ -27,27 +27,9 @@ use std::time::SystemTime;
 const CHUNK: usize = 64 * 1024;
 
 /// Answer a LIST from `cache`, or say it must go upstream. `consistent` says the cache has
-/// caught up with the upstream for a read with resourceVersion unset. What the cache answers,
-/// errors included, carries its age.
-pub async fn list(
-    cache: &Arc<ResourceCache>,
-    filter: Filter,
-    opts: &ListOptions,
-    consistent: bool,
-    rv_wait: std::time::Duration,
-    form: Form<'_>,
-    local: bool,
-    limits: &Limits,
-) -> Result<Answer, ApiError> {
-    let answer = answer(
-        cache, filter, opts, consistent, rv_wait, form, local, limits,
-    )
-    .await;
-    Ok(super::staleness::stamp(answer, cache))
-}
-
+/// caught up with the upstream for a read with resourceVersion unset.
 #[allow(clippy::too_many_arguments)]
-async fn answer(
+pub async fn list(
     cache: &Arc<ResourceCache>,
     filter: Filter,
     opts: &ListOptions,

@@ -444,6 +444,20 @@ async fn serve_from_cache(
     let Some(cache) = app.registry.get(&path.group, &path.version, &path.resource) else {
         return Ok(Answer::Upstream);
     };
+    // Whatever the cache answers from here on, errors included, carries its age.
+    let answer = from_cache(app, req, path, q, caller, cache).await;
+    Ok(staleness::stamp(answer, cache))
+}
+
+/// [`serve_from_cache`] once the resource is known to be cached.
+async fn from_cache(
+    app: &App,
+    req: &http::request::Parts,
+    path: route::ResourcePath,
+    q: Vec<(String, String)>,
+    caller: &Caller,
+    cache: &Arc<ResourceCache>,
+) -> Result<Answer, ApiError> {
     let info = &cache.info;
     // Scope mismatches get the upstream's own 404 flavours (G2).
     let scope_ok = if info.namespaced {

@@ -165,7 +165,7 @@ pub async fn watch(
     let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
     let resource = cache.info.resource.clone();
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    let resp = super::staleness::with_age(response::stream(body), &cache);
+    let resp = response::stream(body);
     let watcher = Watcher {
         sent: Metrics::counter(&metrics().watch_events_sent, &resource),
         open: OpenWatch::new(resource),

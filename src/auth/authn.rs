@@ -1,6 +1,5 @@
 //! Authentication: who the caller is.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::{header, HeaderMap};
@@ -61,13 +60,9 @@ impl Auth {
                 return Err(ApiError::Unauthorized);
             };
             return match self.review_token(token).await {
-                Ok(Some(user)) => {
+                Ok(Some(caller)) => {
                     counted("token");
-                    Ok(Caller {
-                        limit_key: user.username.as_str().into(),
-                        user: Some(user),
-                        forward: Forward::OwnToken,
-                    })
+                    Ok(caller)
                 }
                 Ok(None) => {
                     counted("rejected");
@@ -83,20 +78,9 @@ impl Auth {
                 }
             };
         }
-        if let Some(cert) = conn.and_then(|c| c.client_cert.as_ref()) {
+        if let Some(caller) = conn.and_then(|c| c.certified.as_ref()) {
             counted("certificate");
-            let mut groups = cert.groups.clone();
-            groups.push("system:authenticated".into());
-            let user = Arc::new(UserInfo {
-                username: cert.user.clone(),
-                groups,
-                ..Default::default()
-            });
-            return Ok(Caller {
-                limit_key: user.username.as_str().into(),
-                forward: Forward::Impersonate(user.clone()),
-                user: Some(user),
-            });
+            return Ok(caller.clone());
         }
         if self.config.mode == AuthMode::TrustLocal && peer.is_some_and(|p| p.ip().is_loopback()) {
             counted("local");
@@ -104,7 +88,7 @@ impl Auth {
         }
         counted("anonymous");
         Ok(Caller {
-            user: Some(Arc::new(UserInfo::anonymous())),
+            user: Some(self.anonymous.clone()),
             forward: Forward::Anonymous,
             limit_key: match peer {
                 Some(p) => format!("system:anonymous/{}", p.ip()).into(),
@@ -113,13 +97,13 @@ impl Auth {
         })
     }
 
-    /// The user a token belongs to (None: not a valid token), remembered briefly.
+    /// The caller a token belongs to (None: not a valid token), remembered briefly.
     async fn review_token(
         &self,
         token: &str,
-    ) -> Result<Option<Arc<UserInfo>>, crate::upstream::UpstreamError> {
+    ) -> Result<Option<Caller>, crate::upstream::UpstreamError> {
         let (ok_ttl, no_ttl) = (self.config.token_ttl, self.config.token_failure_ttl);
-        let ttl = move |v: &Option<Arc<UserInfo>>| -> Duration {
+        let ttl = move |v: &Option<Caller>| -> Duration {
             if v.is_some() {
                 ok_ttl
             } else {
@@ -145,7 +129,7 @@ impl Auth {
                     review
                         .status
                         .authenticated
-                        .then(|| Arc::new(review.status.user)),
+                        .then(|| Caller::token(review.status.user)),
                 )
             })
             .await?;

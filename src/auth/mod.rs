@@ -31,14 +31,23 @@ pub struct CertIdentity {
 }
 
 /// Facts about the connection a request arrived on, put in every request's extensions by the
-/// server's accept loop.
+/// server's accept loop (cloned per request: Arcs and an address only).
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
     /// The caller's address (loopback decides `trust-local`).
     pub peer: SocketAddr,
-    /// Present only when the connection is TLS and the caller presented a client certificate
-    /// that the configured client CA verified.
-    pub client_cert: Option<CertIdentity>,
+    /// The caller a verified client certificate names, built once per connection. Present
+    /// only when the connection is TLS and the client CA verified the certificate.
+    pub certified: Option<Caller>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: SocketAddr, cert: Option<CertIdentity>) -> ConnInfo {
+        ConnInfo {
+            peer,
+            certified: cert.map(Caller::certified),
+        }
+    }
 }
 
 /// How callers are authenticated (`auth.mode`).
@@ -130,6 +139,33 @@ impl Caller {
         }
     }
 
+    /// The caller a verified client certificate names; the apiserver adds
+    /// `system:authenticated` to the certificate's groups, and so does kcache.
+    fn certified(cert: CertIdentity) -> Caller {
+        let mut groups = cert.groups;
+        groups.push("system:authenticated".into());
+        let user = Arc::new(UserInfo {
+            username: cert.user,
+            groups,
+            ..Default::default()
+        });
+        Caller {
+            limit_key: user.username.as_str().into(),
+            forward: Forward::Impersonate(user.clone()),
+            user: Some(user),
+        }
+    }
+
+    /// A caller authenticated by bearer token, forwarded with that token.
+    fn token(user: UserInfo) -> Caller {
+        let user = Arc::new(user);
+        Caller {
+            limit_key: user.username.as_str().into(),
+            user: Some(user),
+            forward: Forward::OwnToken,
+        }
+    }
+
     /// How the caller is known, for logs.
     pub fn name(&self) -> &str {
         self.user.as_ref().map_or("(kcache)", |u| &u.username)
@@ -172,8 +208,12 @@ const MEMO_CAPACITY: usize = 100_000;
 pub struct Auth {
     config: AuthConfig,
     upstream: Upstream,
-    tokens: memo::Memo<Option<Arc<UserInfo>>>,
+    /// Callers by token (None: not a valid token), whole, so a remembered token costs a
+    /// lookup and a few reference counts per request.
+    tokens: memo::Memo<Option<Caller>>,
     reviews: memo::Memo<authz::Decision>,
+    /// `system:anonymous`, shared by every anonymous request.
+    anonymous: Arc<UserInfo>,
 }
 
 impl Auth {
@@ -184,6 +224,7 @@ impl Auth {
             upstream,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
             reviews: memo::Memo::new(MEMO_CAPACITY, stale),
+            anonymous: Arc::new(UserInfo::anonymous()),
         }
     }
 

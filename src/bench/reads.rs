@@ -282,18 +282,9 @@ impl Bench {
 /// may ask reviews; the bench's client may read the ConfigMaps of its namespace.
 fn bench_rbac() -> crate::sim::rbac::Rbac {
     use crate::sim::rbac::{Rbac, Subject};
-    let kcache = || Subject::User("kcache".into());
     Rbac::new()
-        .token("kcache-token", "kcache", &[])
+        .proxy("kcache-token", "kcache")
         .token("bench-token", "bench-client", &[])
-        .allow(kcache(), &["get", "list", "watch"], &["*"], &["*"], None)
-        .allow(
-            kcache(),
-            &["create"],
-            &["*"],
-            &["tokenreviews", "subjectaccessreviews"],
-            None,
-        )
         .allow(
             Subject::User("bench-client".into()),
             &["get", "list", "watch"],

@@ -86,6 +86,22 @@ impl Rbac {
         self
     }
 
+    /// `token` authenticates as `user`, allowed what a caching proxy in front of the sim
+    /// needs: get, list and watch everything, and create TokenReviews and
+    /// SubjectAccessReviews.
+    pub fn proxy(self, token: &str, user: &str) -> Rbac {
+        let who = || Subject::User(user.to_string());
+        self.token(token, user, &[])
+            .allow(who(), &["get", "list", "watch"], &["*"], &["*"], None)
+            .allow(
+                who(),
+                &["create"],
+                &["authentication.k8s.io", "authorization.k8s.io"],
+                &["tokenreviews", "subjectaccessreviews"],
+                None,
+            )
+    }
+
     /// The user a token belongs to.
     pub fn user_of(&self, token: &str) -> Option<&SimUser> {
         self.tokens.get(token)

@@ -182,6 +182,19 @@ impl Upstream {
             .header(http::header::ACCEPT, "application/json")
             .body(Body::from(body))
             .map_err(|e| UpstreamError::Decode(e.to_string()))?;
+        self.fetch(req).await
+    }
+
+    /// GET a path and read the whole body within the request timeout; non-2xx answers are
+    /// errors with the Status message.
+    pub async fn get(&self, path_and_query: &str) -> Result<Bytes, UpstreamError> {
+        self.fetch(get_request(path_and_query, "application/json")?)
+            .await
+    }
+
+    /// Send one request as kcache and read its whole answer within the request timeout;
+    /// non-2xx answers are errors with the Status message.
+    async fn fetch(&self, req: Request<Body>) -> Result<Bytes, UpstreamError> {
         let exchange = async {
             let resp = self.send(req).await?;
             let code = resp.status();
@@ -202,38 +215,14 @@ impl Upstream {
             .unwrap_or(Err(UpstreamError::Timeout(self.request_timeout)))
     }
 
-    /// GET a path and read the whole body within the request timeout; non-2xx answers are
-    /// errors with the Status message.
-    pub async fn get(&self, path_and_query: &str) -> Result<Bytes, UpstreamError> {
-        let read = async {
-            let resp = self.open(path_and_query).await?;
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| UpstreamError::Body(e.to_string()))?
-                .to_bytes();
-            Ok(body)
-        };
-        tokio::time::timeout(self.request_timeout, read)
-            .await
-            .unwrap_or(Err(UpstreamError::Timeout(self.request_timeout)))
-    }
-
     /// The upstream's Table column definitions for a collection, verbatim (one one-item Table
     /// list). kcache computes the cells itself but takes the columns, whose descriptions are
     /// the upstream's API documentation, from the upstream it fronts.
     pub async fn table_columns(&self, collection: &str) -> Result<Bytes, UpstreamError> {
         const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
-        let resp = self
-            .open_accept(&format!("{collection}?limit=1"), TABLE)
+        let body = self
+            .fetch(get_request(&format!("{collection}?limit=1"), TABLE)?)
             .await?;
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| UpstreamError::Body(e.to_string()))?
-            .to_bytes();
         #[derive(Deserialize)]
         struct Table<'a> {
             #[serde(borrow, rename = "columnDefinitions")]
@@ -271,18 +260,7 @@ impl Upstream {
     /// GET a path and return the response once its status is 2xx (the body still streams);
     /// the response head must come within the request timeout.
     pub async fn open(&self, path_and_query: &str) -> Result<Response<Body>, UpstreamError> {
-        self.open_accept(path_and_query, "application/json").await
-    }
-
-    async fn open_accept(
-        &self,
-        path_and_query: &str,
-        accept: &str,
-    ) -> Result<Response<Body>, UpstreamError> {
-        let req = Request::get(path_and_query)
-            .header(http::header::ACCEPT, accept)
-            .body(Body::empty())
-            .map_err(|e| UpstreamError::Decode(e.to_string()))?;
+        let req = get_request(path_and_query, "application/json")?;
         let resp = tokio::time::timeout(self.request_timeout, self.send(req))
             .await
             .map_err(|_| UpstreamError::Timeout(self.request_timeout))??;
@@ -342,6 +320,13 @@ impl Upstream {
         info.custom = !probe.starts_with(b"{\"kind\"");
         Ok(info)
     }
+}
+
+fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, UpstreamError> {
+    Request::get(path_and_query)
+        .header(http::header::ACCEPT, accept)
+        .body(Body::empty())
+        .map_err(|e| UpstreamError::Decode(e.to_string()))
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.
