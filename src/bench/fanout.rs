@@ -143,17 +143,7 @@ impl Bench {
     pub(super) async fn watch(&mut self) -> Result<(), String> {
         const S: &str = "WATCH fan-out (ConfigMaps, all namespaces)";
         let n = self.scale.watch_objects;
-        let sim = start_sim().await?;
-        let objects = seed::configmaps(n, 10, 4);
-        let cms: Vec<Value> = objects
-            .iter()
-            .filter(|o| o.resource == "configmaps")
-            .map(|o| o.object.clone())
-            .collect();
-        seed_sim(&sim, objects)?;
-        let k = self
-            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
-            .await?;
+        let (sim, cms, k) = self.configmaps_behind_kcache(n, 4).await?;
         let (rate, secs) = (self.scale.watch_rate, self.scale.watch_secs);
         for (proto, wanted) in self.scale.watch_cases.clone() {
             let count = match proto {
@@ -277,17 +267,7 @@ impl Bench {
     pub(super) async fn stalled(&mut self) -> Result<(), String> {
         const S: &str = "Stalled watchers during a fan-out";
         let n = self.scale.stalled_objects;
-        let sim = start_sim().await?;
-        let objects = seed::configmaps(n, 10, 8);
-        let cms: Vec<Value> = objects
-            .iter()
-            .filter(|o| o.resource == "configmaps")
-            .map(|o| o.object.clone())
-            .collect();
-        seed_sim(&sim, objects)?;
-        let k = self
-            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
-            .await?;
+        let (sim, cms, k) = self.configmaps_behind_kcache(n, 8).await?;
         let (_, list) = load::fetch(
             k.addr,
             "/api/v1/configmaps?resourceVersion=0",

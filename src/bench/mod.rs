@@ -499,6 +499,27 @@ impl Bench {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The set-up most scenarios share: a sim with `n` ConfigMaps in 10 namespaces (`seed`
+    /// picks their contents) and a kcache caching them. Returns the ConfigMaps as created.
+    async fn configmaps_behind_kcache(
+        &self,
+        n: usize,
+        seed: u64,
+    ) -> Result<(Sim, Vec<Value>, KcacheChild), String> {
+        let sim = start_sim().await?;
+        let objects = seed::configmaps(n, 10, seed);
+        let cms: Vec<Value> = objects
+            .iter()
+            .filter(|o| o.resource == "configmaps")
+            .map(|o| o.object.clone())
+            .collect();
+        seed_sim(&sim, objects)?;
+        let k = self
+            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
+            .await?;
+        Ok((sim, cms, k))
+    }
+
     async fn kcache(&self, upstream: &Sim, config: &ChildConfig) -> Result<KcacheChild, String> {
         KcacheChild::start(&self.exe, &upstream.url(), config, Duration::from_secs(600)).await
     }

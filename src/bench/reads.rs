@@ -9,11 +9,7 @@ impl Bench {
         for n in self.scale.list_sizes.clone() {
             let case = format!("N={}", count_label(n));
             progress(format!("list {case}: seeding the sim"));
-            let sim = start_sim().await?;
-            seed_sim(&sim, seed::configmaps(n, 10, 1))?;
-            let k = self
-                .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
-                .await?;
+            let (sim, _, k) = self.configmaps_behind_kcache(n, 1).await?;
             let path = "/api/v1/configmaps?resourceVersion=0";
             let (status, body) = load::fetch(k.addr, path, Duration::from_secs(120)).await?;
             if status != 200 {
@@ -60,11 +56,7 @@ impl Bench {
         const S: &str = "GET by name, 8 clients";
         let n = self.scale.get_objects;
         progress(format!("get: seeding {n} ConfigMaps"));
-        let sim = start_sim().await?;
-        seed_sim(&sim, seed::configmaps(n, 10, 2))?;
-        let k = self
-            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
-            .await?;
+        let (sim, _, k) = self.configmaps_behind_kcache(n, 2).await?;
         let object = "/api/v1/namespaces/bench-1/configmaps/cm-000001";
         let rv0 = format!("{object}?resourceVersion=0");
         let (status, body) = load::fetch(k.addr, &rv0, Duration::from_secs(10)).await?;

@@ -595,6 +595,35 @@ impl FieldWriter<'_> {
             write_value(self.out, v, false);
         }
     }
+
+    /// A non-empty array of structs (`omitempty`), each written by `fields` in Go struct
+    /// order.
+    fn structs(&mut self, src: &Value, k: &str, fields: impl Fn(&mut FieldWriter<'_>, &Value)) {
+        let Some(items) = src
+            .get(k)
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
+        else {
+            return;
+        };
+        self.key(k);
+        self.out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out.push(b'{');
+            fields(
+                &mut FieldWriter {
+                    out: &mut *self.out,
+                    first: true,
+                },
+                item,
+            );
+            self.out.push(b'}');
+        }
+        self.out.push(b']');
+    }
 }
 
 /// `ObjectMeta` in Go struct order and with its omitempty rules (so also for unstructured
@@ -633,62 +662,26 @@ fn write_object_meta(out: &mut Vec<u8>, m: &Value) {
             write_value(w.out, map, true);
         }
     }
-    if let Some(refs) = m
-        .get("ownerReferences")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-    {
-        w.key("ownerReferences");
-        w.out.push(b'[');
-        for (i, r) in refs.iter().enumerate() {
-            if i > 0 {
-                w.out.push(b',');
-            }
-            w.out.push(b'{');
-            let mut f = FieldWriter {
-                out: &mut *w.out,
-                first: true,
-            };
-            for k in ["apiVersion", "kind", "name", "uid"] {
-                f.str_always(r, k);
-            }
-            f.ptr(r, "controller");
-            f.ptr(r, "blockOwnerDeletion");
-            w.out.push(b'}');
+    w.structs(m, "ownerReferences", |f, r| {
+        for k in ["apiVersion", "kind", "name", "uid"] {
+            f.str_always(r, k);
         }
-        w.out.push(b']');
-    }
+        f.ptr(r, "controller");
+        f.ptr(r, "blockOwnerDeletion");
+    });
     if let Some(fin) = m.get("finalizers").filter(|v| non_empty(v)) {
         w.key("finalizers");
         write_value(w.out, fin, false);
     }
-    if let Some(entries) = m
-        .get("managedFields")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-    {
-        w.key("managedFields");
-        w.out.push(b'[');
-        for (i, e) in entries.iter().enumerate() {
-            if i > 0 {
-                w.out.push(b',');
-            }
-            w.out.push(b'{');
-            let mut f = FieldWriter {
-                out: &mut *w.out,
-                first: true,
-            };
-            for k in ["manager", "operation", "apiVersion"] {
-                f.str_omitempty(e, k);
-            }
-            f.ptr(e, "time");
-            f.str_omitempty(e, "fieldsType");
-            f.ptr(e, "fieldsV1");
-            f.str_omitempty(e, "subresource");
-            w.out.push(b'}');
+    w.structs(m, "managedFields", |f, e| {
+        for k in ["manager", "operation", "apiVersion"] {
+            f.str_omitempty(e, k);
         }
-        w.out.push(b']');
-    }
+        f.ptr(e, "time");
+        f.str_omitempty(e, "fieldsType");
+        f.ptr(e, "fieldsV1");
+        f.str_omitempty(e, "subresource");
+    });
     w.out.push(b'}');
 }
 
