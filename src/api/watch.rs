@@ -2,6 +2,9 @@
 //!
 //! A watcher is a cursor into the cache's shared event history, not a queue of its own: it
 //! copies nothing but `Arc`s and sends each event's pre-built line (shared by every watcher).
+//! The cursor is placed by resourceVersion once, where the watch starts, and from then on moves
+//! by the history's sequence numbers (`cache::Cursor`), so events that share an RV — the deletes
+//! a relist makes up — are each delivered exactly once however the reads are batched.
 //! A slow client only stalls its own task (its channel to the connection is small and bounded);
 //! if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
 //! the apiserver does after being dropped. Nothing is ever skipped silently.
@@ -26,7 +29,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::response;
-use crate::cache::{write_event, AtError, Event, EventType, ResourceCache, Snapshot, Subscriber};
+use crate::cache::{
+    write_event, AtError, Cursor, Event, EventType, ResourceCache, Snapshot, Subscriber,
+};
 use crate::index::IndexSet;
 use crate::metrics::{metrics, Metrics};
 use crate::object::Object;
@@ -75,14 +80,18 @@ impl Default for WatchConfig {
 
 /// Where a watch starts.
 enum Start {
-    /// Synthetic ADDED for every object of the snapshot, then what follows it; the
-    /// initial-events-end bookmark once the cursor has reached `end_at` (if requested).
+    /// Synthetic ADDED for every object of the snapshot, then the events from `cursor` (the
+    /// first after the snapshot); the initial-events-end bookmark once the watcher is current
+    /// up to `end_at` (if requested).
     Initial {
         snapshot: Snapshot,
+        cursor: Cursor,
         end_at: Option<u64>,
     },
-    /// Events after this RV (a client resuming).
-    After { rv: u64, resume: bool },
+    /// The events from `cursor`, current up to `rv` (a watch of what happens from now on).
+    Now { cursor: Cursor, rv: u64 },
+    /// The events after this RV (a client resuming from it; see `ResourceCache::cursor_after`).
+    After { rv: u64 },
     /// One ERROR event, then the end.
     Error(ApiError),
 }
@@ -124,23 +133,35 @@ pub async fn watch(
                 (true, Some(p)) => p.target().await.ok(),
                 _ => None,
             };
-            let snapshot = cache.snapshot();
+            let (snapshot, cursor) = cache.snapshot_with_cursor();
             let end_at = end_bookmark.then(|| target.unwrap_or(snapshot.rv).max(snapshot.rv));
-            Start::Initial { snapshot, end_at }
+            Start::Initial {
+                snapshot,
+                cursor,
+                end_at,
+            }
         }
         (true, Some("0")) => {
-            let snapshot = cache.snapshot();
+            let (snapshot, cursor) = cache.snapshot_with_cursor();
             let end_at = end_bookmark.then_some(snapshot.rv);
-            Start::Initial { snapshot, end_at }
+            Start::Initial {
+                snapshot,
+                cursor,
+                end_at,
+            }
         }
         (true, Some(rv)) => {
             let n = parse_rv(rv)?;
             // W6c: headers wait, then a 200 with the 504 as an ERROR event.
             match cache.wait_for_rv(n, cfg.rv_wait).await {
                 Ok(()) => {
-                    let snapshot = cache.snapshot();
+                    let (snapshot, cursor) = cache.snapshot_with_cursor();
                     let end_at = end_bookmark.then_some(snapshot.rv);
-                    Start::Initial { snapshot, end_at }
+                    Start::Initial {
+                        snapshot,
+                        cursor,
+                        end_at,
+                    }
                 }
                 Err(current) => Start::Error(ApiError::TooLargeResourceVersion {
                     requested: n,
@@ -148,14 +169,11 @@ pub async fn watch(
                 }),
             }
         }
-        (false, None | Some("0")) => Start::After {
-            rv: cache.rv(),
-            resume: false,
-        },
-        (false, Some(rv)) => Start::After {
-            rv: parse_rv(rv)?,
-            resume: true,
-        },
+        (false, None | Some("0")) => {
+            let (cursor, rv) = cache.position();
+            Start::Now { cursor, rv }
+        }
+        (false, Some(rv)) => Start::After { rv: parse_rv(rv)? },
     };
     let timeout = match opts.timeout_seconds {
         Some(t) if t > 0 => Duration::from_secs(t as u64),
@@ -330,40 +348,47 @@ impl Watcher {
     }
 
     async fn run(mut self, start: Start) {
-        let (mut cursor, mut resume, mut end_at) = match start {
+        // `cursor`: the next event not yet given; `rv`: what the watcher is current up to
+        // (its bookmarks' RV).
+        let (mut cursor, mut rv, mut end_at) = match start {
             Start::Error(e) => {
                 self.open.reason = "error";
                 self.send(e.watch_event()).await;
                 return;
             }
-            Start::After { rv, resume } => (rv, resume, None),
-            Start::Initial { snapshot, end_at } => {
+            Start::Now { cursor, rv } => (cursor, rv, None),
+            Start::After { rv } => match self.place(rv).await {
+                Some(cursor) => (cursor, rv, None),
+                None => return,
+            },
+            Start::Initial {
+                snapshot,
+                cursor,
+                end_at,
+            } => {
                 if !self.send_initial(&snapshot).await {
                     return;
                 }
-                (snapshot.rv, false, end_at)
+                (cursor, snapshot.rv, end_at)
             }
         };
-        let started_at = cursor;
-        let mut last_bookmark = cursor;
+        let started_at = rv;
+        let mut last_bookmark = rv;
         let mut next_bookmark = self.next_bookmark_time(Instant::now());
         let end_deadline = Instant::now() + self.consistent_wait;
-        // A routed watcher reads history first (from its start RV) and after a queue overflow.
+        // A routed watcher reads history first (from its start) and after a queue overflow.
         let mut from_history = true;
         loop {
             // Mark the current state seen before reading, so a change during the drain wakes us.
             self.subscription.borrow_and_update();
-            if !self
-                .catch_up(&mut cursor, &mut resume, &mut from_history)
-                .await
-            {
+            if !self.catch_up(&mut cursor, &mut rv, &mut from_history).await {
                 return;
             }
             if let Some(target) = end_at {
-                if cursor >= target || Instant::now() >= end_deadline {
+                if rv >= target || Instant::now() >= end_deadline {
                     end_at = None;
-                    last_bookmark = cursor;
-                    let line = self.bookmark(cursor, true);
+                    last_bookmark = rv;
+                    let line = self.bookmark(rv, true);
                     if !self.send(line).await {
                         return;
                     }
@@ -373,18 +398,16 @@ impl Watcher {
                 Wake::Changed | Wake::EndWait => {}
                 Wake::Bookmark => {
                     // A routed watcher's cursor moves only with its own events: bring it to
-                    // the cache RV first.
+                    // the cache's position first.
                     if self.routed.is_some()
-                        && !self
-                            .catch_up(&mut cursor, &mut resume, &mut from_history)
-                            .await
+                        && !self.catch_up(&mut cursor, &mut rv, &mut from_history).await
                     {
                         return;
                     }
                     // Only when the resource moved past what this watcher last heard (W5).
-                    if cursor > last_bookmark && cursor > started_at {
-                        last_bookmark = cursor;
-                        let line = self.bookmark(cursor, false);
+                    if rv > last_bookmark && rv > started_at {
+                        last_bookmark = rv;
+                        let line = self.bookmark(rv, false);
                         if !self.send(line).await {
                             return;
                         }
@@ -399,22 +422,52 @@ impl Watcher {
         }
     }
 
-    /// Deliver everything up to the cache RV: a routed watcher takes its queued events (or, the
-    /// first time and after an overflow, reads history); others read every event of the history
-    /// after `cursor`. False when the watch is over.
+    /// Place a watch resuming after `rv`: its cursor once the cache has reached `rv` (a watch
+    /// from an RV the cache has not seen yet waits, as the apiserver's does); None when the
+    /// watch ended instead — with a 410 ERROR event when `rv` is older than the history.
+    async fn place(&mut self, rv: u64) -> Option<Cursor> {
+        loop {
+            self.subscription.borrow_and_update();
+            match self.cache.cursor_after(rv, true, self.epoch) {
+                Ok(cursor) => return Some(cursor),
+                Err(AtError::TooOld { oldest }) => {
+                    self.open.reason = "error";
+                    self.send(expired(rv, oldest)).await;
+                    return None;
+                }
+                Err(AtError::Future { .. }) => {}
+            }
+            let reason = tokio::select! {
+                changed = self.subscription.changed() => match changed {
+                    Ok(()) => continue,
+                    Err(_) => "error",
+                },
+                _ = tokio::time::sleep_until(self.deadline) => "timeout",
+                _ = self.tx.closed() => "client",
+                _ = self.stopping.wait_for(|s| *s) => "shutdown",
+            };
+            self.open.reason = reason;
+            return None;
+        }
+    }
+
+    /// Deliver everything up to the cache's position: a routed watcher takes its queued events
+    /// (or, the first time and after an overflow, reads history); others read every event of
+    /// the history from `cursor`. Leaves `rv` at what the watcher is then current up to. False
+    /// when the watch is over.
     async fn catch_up(
         &mut self,
-        cursor: &mut u64,
-        resume: &mut bool,
+        cursor: &mut Cursor,
+        rv: &mut u64,
         from_history: &mut bool,
     ) -> bool {
         if let Some(sub) = self.routed.as_ref().map(|r| r.sub.clone()) {
             if !*from_history {
-                let upto = self.cache.rv();
-                if let Ok(events) = sub.take(upto) {
+                let (end, now) = self.cache.position();
+                if let Ok(events) = sub.take(&end) {
                     for ev in events {
                         // Already delivered by the history read that preceded the queue.
-                        if ev.rv <= *cursor {
+                        if cursor.covers(ev.seq) {
                             continue;
                         }
                         if let Some(line) = self.line_for(&ev) {
@@ -423,38 +476,32 @@ impl Watcher {
                             }
                         }
                     }
-                    *cursor = (*cursor).max(upto);
+                    cursor.advance_to(end);
+                    *rv = (*rv).max(now);
                     return true;
                 }
             }
             *from_history = false;
         }
         loop {
-            match self.cache.events_after(*cursor, *resume, self.epoch, BATCH) {
-                // History never answers "future" for a cursor; both mean the watch cannot go on.
+            match self.cache.read_from(cursor, BATCH) {
+                // History never answers "future" for a cursor; both mean the watch cannot go on:
+                // it fell so far behind that history moved past it, or history was reset.
                 Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
-                    let e = ApiError::Expired {
-                        message: format!("too old resource version: {cursor} ({oldest})"),
-                        continue_token: None,
-                    };
-                    // Either the client asked for a compacted RV or it fell so far behind
-                    // that history moved past it.
-                    self.open.reason = if *resume { "error" } else { "slow" };
-                    self.send(e.watch_event()).await;
+                    self.open.reason = "slow";
+                    self.send(expired(*rv, oldest)).await;
                     return false;
                 }
-                Ok((events, rv_now)) => {
-                    *resume = false;
-                    let n = events.len();
-                    for ev in &events {
+                Ok(batch) => {
+                    for ev in &batch.events {
                         if let Some(line) = self.line_for(ev) {
                             if !self.send_event(line).await {
                                 return false;
                             }
                         }
                     }
-                    *cursor = (*cursor).max(rv_now);
-                    if n < BATCH {
+                    if let Some(now) = batch.caught_up {
+                        *rv = (*rv).max(now);
                         return true;
                     }
                 }
@@ -635,6 +682,15 @@ impl Watcher {
             _ => Bytes::from(line),
         }
     }
+}
+
+/// The ERROR event of a watch whose place is no longer in the history (410 Expired).
+fn expired(rv: u64, oldest: u64) -> Bytes {
+    ApiError::Expired {
+        message: format!("too old resource version: {rv} ({oldest})"),
+        continue_token: None,
+    }
+    .watch_event()
 }
 
 /// A BOOKMARK line in the built-in or CR form (W5, W6).

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Notify;
 
-use super::Event;
+use super::{Cursor, Event};
 use crate::index::IndexSet;
 
 /// Events queued per registered watcher before it falls back to reading history.
@@ -63,15 +63,16 @@ impl Subscriber {
         self.notify.notify_one();
     }
 
-    /// The queued events with an RV up to `upto`, in order; Err once after an overflow (the
-    /// queue then starts afresh).
-    pub fn take(&self, upto: u64) -> Result<Vec<Arc<Event>>, Overflowed> {
+    /// The queued events before `end` (a position of the cache, see
+    /// `ResourceCache::position`), in order; Err once after an overflow (the queue then starts
+    /// afresh, and the watcher reads the history from its cursor instead).
+    pub fn take(&self, end: &Cursor) -> Result<Vec<Arc<Event>>, Overflowed> {
         let mut q = self.inbox();
         if std::mem::take(&mut q.overflowed) {
             q.events.clear();
             return Err(Overflowed);
         }
-        let n = q.events.partition_point(|e| e.rv <= upto);
+        let n = q.events.partition_point(|e| end.covers(e.seq));
         Ok(q.events.drain(..n).collect())
     }
 
@@ -168,7 +169,14 @@ mod tests {
             r#"{{"metadata":{{"name":"p","namespace":"d","resourceVersion":"{rv}"}},"spec":{{"nodeName":"n1"}}}}"#
         );
         let o = Object::from_upstream(&info, bytes::Bytes::from(raw), false).unwrap();
-        Arc::new(Event::new(EventType::Added, Arc::new(o), None, false))
+        let mut ev = Event::new(EventType::Added, Arc::new(o), None, false);
+        ev.seq = rv;
+        Arc::new(ev)
+    }
+
+    /// The position before the event with sequence number `seq`.
+    fn at(seq: u64) -> Cursor {
+        Cursor { epoch: 0, seq }
     }
 
     #[test]
@@ -180,19 +188,19 @@ mod tests {
         let n2 = d.register(node, "n2");
         d.dispatch(&set, &event(1));
         d.dispatch(&set, &event(2));
-        assert_eq!(n1.take(1).unwrap().len(), 1);
-        assert_eq!(n1.take(5).unwrap().len(), 1);
-        assert!(n2.take(5).unwrap().is_empty());
+        assert_eq!(n1.take(&at(2)).unwrap().len(), 1);
+        assert_eq!(n1.take(&at(6)).unwrap().len(), 1);
+        assert!(n2.take(&at(6)).unwrap().is_empty());
         for rv in 3..3 + QUEUE as u64 + 1 {
             d.dispatch(&set, &event(rv));
         }
-        assert!(n1.take(u64::MAX).is_err(), "overflow is reported once");
+        assert!(n1.take(&at(u64::MAX)).is_err(), "overflow is reported once");
         d.dispatch(&set, &event(1000));
-        assert_eq!(n1.take(u64::MAX).unwrap().len(), 1);
+        assert_eq!(n1.take(&at(u64::MAX)).unwrap().len(), 1);
         d.unregister(node, "n1", &n1);
         d.dispatch(&set, &event(1001));
-        assert!(n1.take(u64::MAX).unwrap().is_empty());
+        assert!(n1.take(&at(u64::MAX)).unwrap().is_empty());
         d.overflow_all();
-        assert!(n2.take(u64::MAX).is_err());
+        assert!(n2.take(&at(u64::MAX)).is_err());
     }
 }

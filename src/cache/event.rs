@@ -39,6 +39,8 @@ pub struct Event {
     /// RV, which it may share with other events). Watches resuming *at* that RV get it again:
     /// a repeated delete is harmless to informers, a missed one is not.
     pub synthetic: bool,
+    /// Its place in the cache's history, given when it is appended (see `cache::Cursor`).
+    pub seq: u64,
     pub(crate) at: Instant,
     line: Bytes,
     entered: OnceLock<Bytes>,
@@ -59,6 +61,7 @@ impl Event {
             object,
             prev,
             synthetic,
+            seq: 0,
             at: Instant::now(),
             entered: OnceLock::new(),
             left: OnceLock::new(),

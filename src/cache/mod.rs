@@ -9,9 +9,11 @@
 //! One writer (the reflector) and many readers; the lock is held only for O(log n) updates and
 //! O(1) clones, never while bytes are written to a client.
 
+mod cursor;
 mod dispatch;
 mod event;
 
+pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType};
 
@@ -117,7 +119,10 @@ struct State {
     bytes: usize,
     rv: u64,
     synced: bool,
+    /// Recent events in order; their sequence numbers are consecutive (see [`Cursor`]).
     history: VecDeque<Arc<Event>>,
+    /// The sequence number the next event appended gets.
+    next_seq: u64,
     /// Every event with an RV above this is in `history`.
     history_start: u64,
     /// Bumped when history is discarded (upstream RVs went backwards): older watches must end.
@@ -165,6 +170,7 @@ impl ResourceCache {
                 rv: 0,
                 synced: false,
                 history: VecDeque::new(),
+                next_seq: 0,
                 history_start: 0,
                 epoch: 0,
                 snapshots: VecDeque::new(),
@@ -279,7 +285,7 @@ impl ResourceCache {
             st.synced = true;
         } else {
             let mut changes = Vec::new();
-            let mut deletes = Vec::new();
+            let mut removed = Vec::new();
             for item in st.objects.diff(&new_map) {
                 match item {
                     DiffItem::Add(_, new) => {
@@ -298,29 +304,28 @@ impl ResourceCache {
                             ))
                         }
                     }
-                    DiffItem::Remove(_, old) => deletes.push(Event::new(
-                        EventType::Deleted,
-                        Arc::new(old.with_rv(rv)),
-                        Some(old.clone()),
-                        true,
-                    )),
+                    DiffItem::Remove(_, old) => removed.push(old.clone()),
                 }
             }
-            changes.sort_by_key(|e| e.rv);
-            summary.added = changes.iter().filter(|e| e.ty == EventType::Added).count();
-            summary.modified = changes.len() - summary.added;
-            summary.deleted = deletes.len();
             let floor = st.rv;
-            for ev in changes.into_iter().chain(deletes) {
-                let mut ev = ev;
+            for ev in &mut changes {
                 // History must stay ordered by RV for resume; an object whose RV is not above
                 // the old cache RV (it should not exist) is placed right after it.
                 if ev.rv <= floor {
                     ev.rv = floor + 1;
                 }
-                let ev = Arc::new(ev);
-                self.dispatch.dispatch(&self.indexes, &ev);
-                st.history.push_back(ev);
+            }
+            changes.sort_by_key(|e| e.rv);
+            summary.added = changes.iter().filter(|e| e.ty == EventType::Added).count();
+            summary.modified = changes.len() - summary.added;
+            summary.deleted = removed.len();
+            let deletes = made_up_deletes(removed, floor, rv, &changes);
+            let mut events: Vec<Event> = changes.into_iter().chain(deletes).collect();
+            // Stable: at a shared RV (only when there was no room, see `made_up_deletes`) the
+            // real changes come before the made-up deletes, as resume expects.
+            events.sort_by_key(|e| e.rv);
+            for ev in events {
+                self.append(&mut st, ev);
             }
             st.postings = Postings::build(&self.indexes, new_map.iter());
             st.objects = new_map;
@@ -372,11 +377,7 @@ impl ResourceCache {
             }
         };
         if let Some(ev) = event {
-            let ev = Arc::new(ev);
-            // Under the lock, before the RV moves: a watcher that reads the cache RV finds every
-            // event up to it in its queue.
-            self.dispatch.dispatch(&self.indexes, &ev);
-            st.history.push_back(ev);
+            self.append(&mut st, ev);
         }
         st.rv = rv;
         self.trim(&mut st);
@@ -394,6 +395,17 @@ impl ResourceCache {
             drop(st);
             self.rv_tx.send_replace(rv);
         }
+    }
+
+    /// Give `ev` the next sequence number, hand it to the index-routed watchers and append it
+    /// to the history. Under the write lock, before the cache RV moves: a watcher that reads the
+    /// cache's position finds every event before it in its queue or in the history.
+    fn append(&self, st: &mut State, mut ev: Event) {
+        ev.seq = st.next_seq;
+        st.next_seq += 1;
+        let ev = Arc::new(ev);
+        self.dispatch.dispatch(&self.indexes, &ev);
+        st.history.push_back(ev);
     }
 
     fn trim(&self, st: &mut State) {
@@ -521,43 +533,83 @@ impl ResourceCache {
         self.trim(&mut st);
     }
 
-    /// The epoch watches must start in; see [`ResourceCache::events_after`].
+    /// The epoch watches must start in: a watch registered in it whose cursor is placed after
+    /// a reset (see [`ResourceCache::replace`]) gets a 410 instead of a history it never saw.
     pub fn epoch(&self) -> u64 {
         self.read().epoch
     }
 
-    /// Events with an RV above `after` (and synthetic deletes *at* `after` when
-    /// `resume` is set: a client resuming from an RV), at most `max` of them, together with the
-    /// cache RV at the time: once all returned events are delivered, a watcher is current up to
-    /// that RV. Err when `after` is older than the retained history or history was discarded
-    /// since `epoch`.
-    pub fn events_after(
-        &self,
-        after: u64,
-        resume: bool,
-        epoch: u64,
-        max: usize,
-    ) -> Result<(Vec<Arc<Event>>, u64), AtError> {
+    /// The end of the history and the cache RV, read together: a watcher placed there has been
+    /// given everything up to that RV.
+    pub fn position(&self) -> (Cursor, u64) {
         let st = self.read();
-        if st.epoch != epoch || after < st.history_start {
+        (Self::end(&st), st.rv)
+    }
+
+    /// The current state, and the cursor of the first event after it: a watch that sends the
+    /// snapshot as initial events goes on from there.
+    pub fn snapshot_with_cursor(&self) -> (Snapshot, Cursor) {
+        let st = self.read();
+        let snap = Snapshot {
+            rv: st.rv,
+            objects: st.objects.clone(),
+            postings: Some(st.postings.clone()),
+        };
+        (snap, Self::end(&st))
+    }
+
+    fn end(st: &State) -> Cursor {
+        Cursor {
+            epoch: st.epoch,
+            seq: st.next_seq,
+        }
+    }
+
+    /// Place a watch that continues after resourceVersion `rv` (a client resuming from it):
+    /// the cursor of the first event above `rv` — or, with `resume`, of the first made-up
+    /// delete *at* `rv` (see [`Event::synthetic`]). `epoch` is the one the watch registered in.
+    /// `Future` when the cache has not reached `rv` yet (the watch waits and tries again);
+    /// `TooOld` when history no longer covers `rv` or was discarded since `epoch`.
+    pub fn cursor_after(&self, rv: u64, resume: bool, epoch: u64) -> Result<Cursor, AtError> {
+        let st = self.read();
+        if st.epoch != epoch || rv < st.history_start {
             return Err(AtError::TooOld {
                 oldest: st.history_start,
             });
         }
-        let start = st.history.partition_point(|e| {
+        if rv > st.rv {
+            return Err(AtError::Future { current: st.rv });
+        }
+        let index = st.history.partition_point(|e| {
             if resume && e.synthetic {
-                e.rv < after
+                e.rv < rv
             } else {
-                e.rv <= after
+                e.rv <= rv
             }
         });
-        let evs: Vec<Arc<Event>> = st.history.range(start..).take(max).cloned().collect();
-        let rv = if start + evs.len() < st.history.len() {
-            evs.last().map_or(after, |e| e.rv)
-        } else {
-            st.rv
-        };
-        Ok((evs, rv))
+        Ok(Cursor {
+            epoch: st.epoch,
+            seq: st.next_seq - (st.history.len() - index) as u64,
+        })
+    }
+
+    /// At most `max` events from `cursor` on, moving the cursor past them. `TooOld` when the
+    /// history no longer holds the cursor's event (the watcher fell behind the retained
+    /// history) or was discarded since the cursor was placed.
+    pub fn read_from(&self, cursor: &mut Cursor, max: usize) -> Result<Batch, AtError> {
+        let st = self.read();
+        let first = st.next_seq - st.history.len() as u64;
+        if cursor.epoch != st.epoch || cursor.seq < first {
+            return Err(AtError::TooOld {
+                oldest: st.history_start,
+            });
+        }
+        // A cursor is never placed past the end; `min` keeps the index in range regardless.
+        let start = ((cursor.seq - first) as usize).min(st.history.len());
+        let events: Vec<Arc<Event>> = st.history.range(start..).take(max).cloned().collect();
+        cursor.seq = first + (start + events.len()) as u64;
+        let caught_up = (cursor.seq == st.next_seq).then_some(st.rv);
+        Ok(Batch { events, caught_up })
     }
 
     /// Receive the events whose old or new object has `value` for index `index` (see
@@ -595,6 +647,51 @@ impl ResourceCache {
             _ => Err(self.rv()),
         }
     }
+}
+
+/// DELETED events for the objects a relist at `rv` no longer finds, the cache having been at
+/// `floor`. Their real deletion RVs are unknown, but each delete took a revision of its own in
+/// `(floor, rv]` that no surviving object of the type carries, so there are at least as many
+/// such free RVs as deletes: each made-up delete gets one, in order. With every event of the
+/// relist at an RV of its own, a client resuming from any of them gets exactly what it has not
+/// seen. Should there be too few free RVs (an upstream breaking that rule), the rest share
+/// `rv` and are marked [`Event::synthetic`]: a client resuming at `rv` gets them again, since a
+/// repeated delete is harmless to informers and a missed one is not.
+fn made_up_deletes(
+    removed: Vec<Arc<Object>>,
+    floor: u64,
+    rv: u64,
+    changes: &[Event],
+) -> Vec<Event> {
+    let mut taken = changes.iter().map(|e| e.rv).peekable();
+    let mut next = floor + 1;
+    let mut out = Vec::with_capacity(removed.len());
+    for old in removed {
+        // The lowest RV from `next` on that no change uses (changes are sorted).
+        loop {
+            while taken.peek().is_some_and(|t| *t < next) {
+                taken.next();
+            }
+            if next <= rv && taken.peek() == Some(&next) {
+                next += 1;
+            } else {
+                break;
+            }
+        }
+        let (at, synthetic) = if next <= rv {
+            (next, false)
+        } else {
+            (rv, true)
+        };
+        next += 1;
+        out.push(Event::new(
+            EventType::Deleted,
+            Arc::new(old.with_rv(at)),
+            Some(old),
+            synthetic,
+        ));
+    }
+    out
 }
 
 /// What a relist changed.
@@ -755,27 +852,93 @@ mod tests {
             20,
         );
         assert_eq!((s.added, s.modified, s.deleted, s.reset), (1, 1, 1, false));
-        let (evs, rv) = c.events_after(10, true, c.epoch(), 100).unwrap();
-        assert_eq!(rv, 20);
-        let got: Vec<_> = evs
+        let mut cursor = c.cursor_after(10, true, c.epoch()).unwrap();
+        let batch = c.read_from(&mut cursor, 100).unwrap();
+        assert_eq!(batch.caught_up, Some(20));
+        let got: Vec<_> = batch
+            .events
             .iter()
             .map(|e| (e.ty, e.object.name().to_string(), e.rv))
+            .collect();
+        // The delete gets the lowest RV after the old state that no change took.
+        assert_eq!(
+            got,
+            [
+                (EventType::Deleted, "c".into(), 11),
+                (EventType::Added, "d".into(), 12),
+                (EventType::Modified, "b".into(), 14),
+            ]
+        );
+        // Each event has an RV of its own: a client resuming from any gets just the rest.
+        let read = |rv| {
+            let mut cursor = c.cursor_after(rv, true, c.epoch()).unwrap();
+            c.read_from(&mut cursor, 100).unwrap().events.len()
+        };
+        assert_eq!([read(11), read(12), read(14), read(20)], [2, 1, 0, 0]);
+        // The state before the relist is still reachable.
+        assert_eq!(names(&c.snapshot_at(10).unwrap()), ["a@5", "b@6", "c@7"]);
+    }
+
+    /// Deletes a relist makes up may share the relist's RV (here: 600 deletes, 9 free RVs);
+    /// read in batches smaller than their number, each must still come exactly once (by RV,
+    /// the rest of a batch boundary would be taken for delivered).
+    #[test]
+    fn events_sharing_an_rv_are_read_once_across_batches() {
+        let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
+        let before: Vec<Object> = (0..600).map(|i| cm(&format!("o{i:03}"), 5, "x")).collect();
+        c.replace(before, 10);
+        let mut cursor = c.cursor_after(10, false, c.epoch()).unwrap();
+        c.replace(vec![cm("new", 15, "x")], 20);
+        let mut seen = Vec::new();
+        let caught_up = loop {
+            let batch = c.read_from(&mut cursor, 256).unwrap();
+            seen.extend(
+                batch
+                    .events
+                    .iter()
+                    .map(|e| (e.ty, e.object.name().to_string())),
+            );
+            if let Some(rv) = batch.caught_up {
+                break rv;
+            }
+        };
+        assert_eq!(caught_up, 20);
+        assert_eq!(seen.len(), 601);
+        assert!(seen.contains(&(EventType::Added, "new".to_string())));
+        let deleted: std::collections::BTreeSet<_> = seen
+            .iter()
+            .filter(|(ty, _)| *ty == EventType::Deleted)
+            .map(|(_, n)| n.clone())
+            .collect();
+        assert_eq!(deleted.len(), 600, "every delete once");
+    }
+
+    /// With fewer free RVs than deletes (not possible with a real upstream), the rest share
+    /// the relist's RV and come again to a client resuming at it.
+    #[test]
+    fn deletes_without_free_rvs_share_the_relist_rv() {
+        let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
+        c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x"), cm("c", 7, "x")], 10);
+        c.replace(vec![cm("n", 11, "x")], 12);
+        let mut cursor = c.cursor_after(10, true, c.epoch()).unwrap();
+        let got: Vec<_> = c
+            .read_from(&mut cursor, 100)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| (e.ty, e.object.name().to_string(), e.rv, e.synthetic))
             .collect();
         assert_eq!(
             got,
             [
-                (EventType::Added, "d".into(), 12),
-                (EventType::Modified, "b".into(), 14),
-                (EventType::Deleted, "c".into(), 20)
+                (EventType::Added, "n".into(), 11, false),
+                (EventType::Deleted, "a".into(), 12, false),
+                (EventType::Deleted, "b".into(), 12, true),
+                (EventType::Deleted, "c".into(), 12, true),
             ]
         );
-        // A client resuming at the relist RV gets the made-up delete again.
-        let (evs, _) = c.events_after(20, true, c.epoch(), 100).unwrap();
-        assert_eq!(evs.len(), 1);
-        let (evs, _) = c.events_after(20, false, c.epoch(), 100).unwrap();
-        assert!(evs.is_empty());
-        // The state before the relist is still reachable.
-        assert_eq!(names(&c.snapshot_at(10).unwrap()), ["a@5", "b@6", "c@7"]);
+        let mut at_12 = c.cursor_after(12, true, c.epoch()).unwrap();
+        assert_eq!(c.read_from(&mut at_12, 100).unwrap().events.len(), 2);
     }
 
     #[test]
@@ -783,9 +946,17 @@ mod tests {
         let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
         c.replace(vec![cm("a", 5, "x")], 10);
         let epoch = c.epoch();
+        let (mut placed, _) = c.position();
         let s = c.replace(vec![cm("a", 2, "x")], 3);
         assert!(s.reset);
-        assert!(c.events_after(10, true, epoch, 10).is_err());
+        assert!(
+            c.read_from(&mut placed, 10).is_err(),
+            "a placed watcher ends"
+        );
+        assert!(
+            c.cursor_after(10, true, epoch).is_err(),
+            "so does one placed later"
+        );
         assert_eq!(c.rv(), 3);
     }
 
@@ -801,10 +972,15 @@ mod tests {
             c.apply(EventType::Added, cm(&format!("o{i}"), i, "x"));
         }
         assert_eq!(
-            c.events_after(1, false, c.epoch(), 10).err(),
+            c.cursor_after(1, false, c.epoch()).err(),
             Some(AtError::TooOld { oldest: 3 })
         );
-        assert_eq!(c.events_after(3, false, c.epoch(), 10).unwrap().0.len(), 2);
+        let mut cursor = c.cursor_after(3, false, c.epoch()).unwrap();
+        assert_eq!(c.read_from(&mut cursor, 10).unwrap().events.len(), 2);
+        assert_eq!(
+            c.cursor_after(9, false, c.epoch()).err(),
+            Some(AtError::Future { current: 5 })
+        );
     }
 
     #[test]

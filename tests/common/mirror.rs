@@ -75,6 +75,65 @@ pub fn spawn_mirror_with(
     selector: String,
     start: Start,
 ) -> Mirror {
+    spawn_mirror_opts(
+        base,
+        collection,
+        selector,
+        MirrorOpts {
+            start,
+            ..MirrorOpts::default()
+        },
+    )
+}
+
+/// How a mirror talks to kcache beyond its start.
+pub struct MirrorOpts {
+    pub start: Start,
+    /// The watch's Accept header (JSON when None): a PartialObjectMetadata or Table watch
+    /// is followed by the same key and RV as a JSON one.
+    pub accept: Option<&'static str>,
+    /// While this reads false the mirror stops reading its stream (a slow client whose
+    /// connection fills up), and resumes when it turns true.
+    pub gate: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Each watch's `timeoutSeconds`: short, so mirrors re-watch (resume) often; long enough
+    /// for the initial events of the collection to arrive.
+    pub timeout_seconds: u32,
+}
+
+impl Default for MirrorOpts {
+    fn default() -> Self {
+        MirrorOpts {
+            start: Start::List,
+            accept: None,
+            gate: None,
+            timeout_seconds: 3,
+        }
+    }
+}
+
+/// The object a watch event is about: Table events carry it as the one row's object.
+fn subject(obj: &Value) -> &Value {
+    if obj["kind"] == "Table" {
+        &obj["rows"][0]["object"]
+    } else {
+        obj
+    }
+}
+
+/// A mirror with every option; see [`spawn_mirror_with`].
+pub fn spawn_mirror_opts(
+    base: String,
+    collection: String,
+    selector: String,
+    opts: MirrorOpts,
+) -> Mirror {
+    let MirrorOpts {
+        start,
+        accept,
+        mut gate,
+        timeout_seconds,
+    } = opts;
+    let headers: Vec<(&str, &str)> = accept.map(|a| ("Accept", a)).into_iter().collect();
     let state = Arc::new(Mutex::new(MirrorState::default()));
     let st = state.clone();
     tokio::spawn(async move {
@@ -126,9 +185,10 @@ pub fn spawn_mirror_with(
                     ),
                     _ => format!("resourceVersion={last_rv}"),
                 };
-                let mut w = Watch::open(
+                let mut w = Watch::open_with(
                     &base,
-                    &format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&{query}{sel}"),
+                    &format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}&{query}{sel}"),
+                    &headers,
                 )
                 .await;
                 if w.status != 200 {
@@ -139,9 +199,19 @@ pub fn spawn_mirror_with(
                     // A stream that ended before its end bookmark starts over.
                     initial = Some(View::new());
                 }
-                while let Some(ev) = w.next_json(Duration::from_secs(10)).await {
+                loop {
+                    if let Some(g) = &mut gate {
+                        let _ = g.wait_for(|open| *open).await;
+                    }
+                    let Some(ev) = w.next_json(Duration::from_secs(10)).await else {
+                        break;
+                    };
                     let ty = ev["type"].as_str().unwrap_or("").to_string();
-                    let obj = &ev["object"];
+                    let obj = if ty == "ERROR" {
+                        &ev["object"]
+                    } else {
+                        subject(&ev["object"])
+                    };
                     if ty == "ERROR" {
                         if obj["code"] == 410 {
                             continue 'restart;
@@ -249,7 +319,15 @@ pub async fn converge_within(
                     .filter(|(k, v)| want.get(*k) != Some(v))
                     .take(5)
                     .collect();
-                panic!("{name}: view differs from upstream; missing/stale {missing:?}; extra/stale {extra:?}");
+                panic!(
+                    "{name}: view differs from upstream; missing/stale {missing:?}; extra/stale {extra:?} \
+                     ({} vs {} objects, {} starts, {} events, last rv {})",
+                    s.view.len(),
+                    want.len(),
+                    s.starts,
+                    s.events,
+                    s.last_rv
+                );
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,0 +1,47 @@
+//! A watcher's place in a cache's history.
+//!
+//! Every event appended to a cache's history gets a sequence number: unique, and one more than
+//! the event before it, whatever its resourceVersion. Several events may share an RV (the
+//! deletes a relist makes up all carry the relist's RV), so an RV cannot say which of them a
+//! watcher has already seen; a sequence number can. A cursor is the sequence number of the
+//! next event a watcher has not been given, so reading on from it can neither skip nor repeat
+//! an event, however the reads are batched — for watchers reading the history and for
+//! index-routed watchers falling back to it after their queue overflowed alike.
+//!
+//! RVs stay what clients see: a watch is *placed* by RV once (where a client resumes, or where
+//! a snapshot was taken), and from then on moves by sequence number only.
+
+/// The next event a watcher has not been given, in one epoch of a cache's history (history is
+/// discarded, and the epoch bumped, when the upstream's RVs go backwards; a cursor of an older
+/// epoch can never be read from again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub(super) epoch: u64,
+    pub(super) seq: u64,
+}
+
+impl Cursor {
+    /// Whether the event with sequence number `seq` comes before this cursor: a watcher at
+    /// the cursor has been given it.
+    pub fn covers(&self, seq: u64) -> bool {
+        seq < self.seq
+    }
+
+    /// Move past everything before `other` (of the same epoch); never backwards.
+    pub fn advance_to(&mut self, other: Cursor) {
+        if other.epoch == self.epoch && other.seq > self.seq {
+            self.seq = other.seq;
+        }
+    }
+}
+
+/// What a read of the history from a cursor returned.
+#[derive(Debug)]
+pub struct Batch {
+    /// The events from the cursor on, in order (at most the number asked for).
+    pub events: Vec<std::sync::Arc<super::Event>>,
+    /// Set when the read reached the end of the history: once these events are delivered, the
+    /// watcher is current up to this RV (the cache's RV at the time of the read, which bookmarks
+    /// may have moved past the last event's).
+    pub caught_up: Option<u64>,
+}
