@@ -1447,7 +1447,10 @@ fn exported_metrics() -> &'static BTreeSet<String> {
             source: "cache",
         });
         let _ = m.limits.get_or_create(&LimitLabels { limit: "watches" });
-        let text = m.render(&kcache::cache::Registry::default());
+        let text = m.render(
+            &kcache::cache::Registry::default(),
+            kcache::metrics::Format::OpenMetrics,
+        );
         let mut names = BTreeSet::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
