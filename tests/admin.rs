@@ -112,8 +112,7 @@ fn parse_text_format(text: &str) -> Vec<(String, String)> {
         if let Some(after) = rest.strip_prefix('{') {
             let mut chars = after.char_indices().peekable();
             let mut end = None;
-            loop {
-                let Some((i, c)) = chars.next() else { break };
+            while let Some((i, c)) = chars.next() {
                 if c == '}' {
                     end = Some(i);
                     break;

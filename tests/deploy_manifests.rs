@@ -448,9 +448,8 @@ impl KcachePod<'_> {
             Some(l) => l.to_string(),
             None => self.config().admin_listen,
         };
-        l.parse().unwrap_or_else(|_| {
-            panic!("{}: admin address {l} is not an address", self.origin())
-        })
+        l.parse()
+            .unwrap_or_else(|_| panic!("{}: admin address {l} is not an address", self.origin()))
     }
 
     /// The container port named `name`.
@@ -520,10 +519,6 @@ impl KcachePod<'_> {
             _ => unreachable!("{flag}"),
         };
         from_config.map(|p| p.display().to_string())
-    }
-
-    fn serves_tls(&self) -> bool {
-        self.tls_file("--tls-cert-file").is_some()
     }
 
     /// The volume source a file inside the container comes from: (volume, key in it).
@@ -1405,7 +1400,12 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
     assert_eq!(cmd, ["serve", "--config", "/etc/kcache/kcache.yaml"]);
     // The API port and the admin port of the configuration the image ships.
     let shipped = Config::load(&root().join("config/kcache.yaml")).unwrap();
-    let port = |a: &str| a.parse::<std::net::SocketAddr>().unwrap().port().to_string();
+    let port = |a: &str| {
+        a.parse::<std::net::SocketAddr>()
+            .unwrap()
+            .port()
+            .to_string()
+    };
     assert_eq!(
         one("EXPOSE"),
         format!("{} {}", port(&shipped.listen), port(&shipped.admin_listen))
@@ -1963,8 +1963,11 @@ fn the_helm_chart_serves_https_from_its_secret_and_probes_follow_tls() {
         2,
         "deployment.yaml: probes on the admin port"
     );
-    assert!(deployment.contains("- --admin-listen\n            - 0.0.0.0:{{ include \"kcache.adminPort\" . }}"));
-    assert!(deployment.contains("- name: admin\n              containerPort: {{ include \"kcache.adminPort\" . }}"));
+    assert!(deployment
+        .contains("- --admin-listen\n            - 0.0.0.0:{{ include \"kcache.adminPort\" . }}"));
+    assert!(deployment.contains(
+        "- name: admin\n              containerPort: {{ include \"kcache.adminPort\" . }}"
+    ));
     assert!(deployment.contains("- name: {{ include \"kcache.portName\" . }}"));
     for file in ["service.yaml", "networkpolicy.yaml"] {
         assert!(
@@ -1975,7 +1978,8 @@ fn the_helm_chart_serves_https_from_its_secret_and_probes_follow_tls() {
     for file in ["service.yaml", "networkpolicy.yaml", "servicemonitor.yaml"] {
         assert!(templates[file].contains("admin"), "{file}: the admin port");
     }
-    assert!(templates["servicemonitor.yaml"].contains("- port: admin\n      path: /metrics\n      scheme: http\n"));
+    assert!(templates["servicemonitor.yaml"]
+        .contains("- port: admin\n      path: /metrics\n      scheme: http\n"));
     assert!(!templates["servicemonitor.yaml"].contains("tlsConfig"));
     let helpers = &templates["_helpers.tpl"];
     assert!(helpers.contains("{{- if .Values.tls.enabled }}8443{{ else }}8080{{ end -}}"));
