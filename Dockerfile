@@ -28,9 +28,11 @@ COPY --from=build /src/target/release/kcache /kcache
 COPY config/kcache.yaml /etc/kcache/kcache.yaml
 # Numeric, so that Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
-# The configuration above listens on 127.0.0.1:8080, reachable only inside the container. Pass
-# --listen 0.0.0.0:8080 to publish it, and only where callers are restricted (kcache does not
-# authenticate them yet). Health is checked by Kubernetes probes (/livez, /readyz), not here.
-EXPOSE 8080
+# The configuration above serves the API on 127.0.0.1:8080 and kcache's own /livez, /readyz,
+# /healthz and /metrics on 127.0.0.1:8081 (plain HTTP, no credentials, no object data), both
+# reachable only inside the container. Publish them with --listen 0.0.0.0:8080 (with --auth
+# delegated or trust-local: kcache refuses a network address without authentication) and
+# --admin-listen 0.0.0.0:8081. Health is checked by Kubernetes probes on the admin port, not here.
+EXPOSE 8080 8081
 ENTRYPOINT ["/kcache"]
 CMD ["serve", "--config", "/etc/kcache/kcache.yaml"]

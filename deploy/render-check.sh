@@ -42,7 +42,7 @@ if [ ${#kustomize[@]} -gt 0 ]; then
   done
   base="$out/kustomize-base.yaml"
   if [ -s "$base" ]; then
-    for want in '- --auth' '- --tls-cert-file' 'scheme: HTTPS' 'secretName: kcache-tls' \
+    for want in '- --auth' '- --tls-cert-file' '- --admin-listen' 'port: admin' 'secretName: kcache-tls' \
       'tokenreviews' 'subjectaccessreviews' 'impersonate'; do
       grep -Eq -- "$want" "$base" || fail "kustomize base: no '$want'"
     done
@@ -67,7 +67,8 @@ if have helm; then
   lacks() { local f="$1"; shift; for p in "$@"; do grep -Eq -- "$p" "$out/helm-$f.yaml" && fail "helm $f: '$p'"; done; return 0; }
   if render defaults; then
     echo "ok: helm template $chart"
-    has defaults '- --auth' '- "delegated"' '- --tls-cert-file' 'scheme: HTTPS' \
+    has defaults '- --auth' '- "delegated"' '- --tls-cert-file' '- --admin-listen' \
+      'containerPort: 8081' 'port: admin' 'scheme: HTTP$' \
       'containerPort: 8443' 'port: 443' 'secretName: kcache-tls' 'tokenreviews' \
       'subjectaccessreviews' 'maxRequestBytes: 3145728'
     lacks defaults 'impersonate' '- --client-ca-file' 'kind: Certificate'
@@ -91,8 +92,9 @@ if have helm; then
     --set 'serviceMonitor.labels.release=prometheus' \
     --set tls.certManager.enabled=true --set tls.certManager.issuerRef.name=ca-issuer; then
     echo "ok: helm template $chart (serviceMonitor, cert-manager, auth=trust-local)"
-    has all-on 'kind: ServiceMonitor' 'scheme: https' 'insecureSkipVerify: true' \
+    has all-on 'kind: ServiceMonitor' '- port: admin' 'scheme: http$' \
       'kind: Certificate' 'kcache.kcache-system.svc' '- "trust-local"'
+    lacks all-on 'insecureSkipVerify'
   else
     fail "helm template $chart (serviceMonitor, cert-manager, auth=trust-local)"
   fi
@@ -116,7 +118,8 @@ PY
   for refused in "networkPolicy.enabled=false --set auth=trust-local" "auth=none" "auth=bogus" \
     "logFormat=xml" "tls.enabled=false --set tls.clientCA.secretName=ca" \
     "tls.clientCA.secretName=a --set tls.clientCA.configMapName=b" \
-    "tls.certManager.enabled=true" "config.limits.maxWatches=1"; do
+    "tls.certManager.enabled=true" "config.limits.maxWatches=1" "adminPort=8443" \
+    "config.adminListen=0.0.0.0:9"; do
     # shellcheck disable=SC2086 # word splitting: "--set a=b --set c=d"
     if render refused --set $refused 2>/dev/null; then
       fail "helm template accepts --set $refused"

@@ -35,6 +35,11 @@ pub struct Config {
     /// Address to serve on (`--listen` overrides it).
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// Address of kcache's own endpoints, plain HTTP and unauthenticated: `/livez`, `/readyz`,
+    /// `/healthz` and `/metrics` (`--admin-listen` overrides it). They are kept off the API
+    /// address, where those paths are the upstream's.
+    #[serde(default = "default_admin_listen")]
+    pub admin_listen: String,
     /// Resources to cache; everything else is passed through.
     #[serde(default = "default_resources")]
     pub resources: Vec<ResourceConfig>,
@@ -257,6 +262,12 @@ fn default_listen() -> String {
     "127.0.0.1:8080".into()
 }
 
+/// Loopback by default, like `listen`; 8081 sits next to the API's 8080 and is the port
+/// Kubernetes controllers commonly probe for health, away from Prometheus' own 9090.
+fn default_admin_listen() -> String {
+    "127.0.0.1:8081".into()
+}
+
 /// The default resource set: what controllers, kubelets and dashboards read most.
 pub fn default_resources() -> Vec<ResourceConfig> {
     [
@@ -290,6 +301,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: default_listen(),
+            admin_listen: default_admin_listen(),
             resources: default_resources(),
             drop_managed_fields: false,
             cache: CacheSettings::default(),
@@ -337,6 +349,25 @@ impl Config {
             return Err(invalid(
                 "listen".into(),
                 format!("{:?} is not an address like 127.0.0.1:8080", self.listen),
+            ));
+        }
+        let admin = self
+            .admin_listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| {
+                invalid(
+                    "adminListen".into(),
+                    format!(
+                        "{:?} is not an address like 127.0.0.1:8081",
+                        self.admin_listen
+                    ),
+                )
+            })?;
+        // Port 0 (any free port) may be given for both; otherwise they must differ.
+        if admin.port() != 0 && self.listen.parse::<std::net::SocketAddr>().ok() == Some(admin) {
+            return Err(invalid(
+                "adminListen".into(),
+                "must differ from listen".into(),
             ));
         }
         if self.resources.is_empty() {
@@ -633,6 +664,12 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Config::parse("listen: nowhere\n").unwrap_err();
         assert!(e.to_string().starts_with("listen:"), "{e}");
+        let e = Config::parse("adminListen: nowhere\n").unwrap_err();
+        assert!(e.to_string().starts_with("adminListen:"), "{e}");
+        let e = Config::parse("listen: 127.0.0.1:9000\nadminListen: 127.0.0.1:9000\n").unwrap_err();
+        assert!(e.to_string().starts_with("adminListen:"), "{e}");
+        // Any free port for both is fine (tests do that).
+        Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
     }
 
     #[test]
@@ -684,6 +721,7 @@ mod tests {
     fn defaults() {
         let c = Config::parse("{}").unwrap();
         assert_eq!(c.listen, "127.0.0.1:8080");
+        assert_eq!(c.admin_listen, "127.0.0.1:8081");
         assert_eq!(c.resources.len(), 12);
     }
 }

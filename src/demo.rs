@@ -98,17 +98,22 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;
-    let running = server::start(&config, upstream, listener)
+    let admin = server::bind_admin(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let running = server::start(&config, upstream, listener, admin)
         .await
         .map_err(|e| e.to_string())?;
     if !running.wait_synced(Duration::from_secs(30)).await {
         return Err("the caches did not sync within 30 s".into());
     }
     let k = running.url();
+    let admin = running.admin_url();
     println!(
         "\nkcache demo is running.\n\
          \x20 simulated cluster (upstream): {sim}\n\
-         \x20 kcache:                       {k}\n\n\
+         \x20 kcache:                       {k}\n\
+         \x20 kcache health and metrics:    {admin}/readyz?verbose  {admin}/metrics\n\n\
          Point kubectl at kcache:\n\
          \x20 kubectl --server {k} get pods -A -o wide\n\
          \x20 kubectl --server {k} get configmaps -A --chunk-size=2\n\

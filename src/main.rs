@@ -84,6 +84,10 @@ enum Command {
         /// Address to listen on (overrides the config file).
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
+        /// Address of kcache's own /livez, /readyz, /healthz and /metrics, plain HTTP
+        /// without authentication (overrides adminListen; default 127.0.0.1:8081).
+        #[arg(long, env = "KCACHE_ADMIN_LISTEN")]
+        admin_listen: Option<String>,
         /// Caller authentication (overrides auth.mode): `none` is only allowed on a loopback
         /// address; `delegated` checks tokens and permissions with the upstream;
         /// `trust-local` also lets credential-less loopback callers act as kcache.
@@ -102,6 +106,9 @@ enum Command {
         /// Address kcache listens on.
         #[arg(long, env = "KCACHE_LISTEN", default_value = "127.0.0.1:8080")]
         listen: String,
+        /// Address of kcache's own /livez, /readyz, /healthz and /metrics.
+        #[arg(long, env = "KCACHE_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
+        admin_listen: String,
         /// Address the simulated cluster listens on (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:0")]
         sim_listen: String,
@@ -154,13 +161,20 @@ fn init_logs(format: LogFormat, bench: bool) {
     }
 }
 
-fn load_config(path: Option<PathBuf>, listen: Option<String>) -> Result<Config, String> {
+fn load_config(
+    path: Option<PathBuf>,
+    listen: Option<String>,
+    admin_listen: Option<String>,
+) -> Result<Config, String> {
     let mut config = match path {
         Some(p) => Config::load(&p).map_err(|e| e.to_string())?,
         None => Config::default(),
     };
     if let Some(l) = listen {
         config.listen = l;
+    }
+    if let Some(l) = admin_listen {
+        config.admin_listen = l;
     }
     Ok(config)
 }
@@ -175,9 +189,20 @@ async fn main() -> ExitCode {
             context,
             config,
             listen,
+            admin_listen,
             auth,
             tls,
-        } => serve(kubeconfig, context, config, listen, auth, tls).await,
+        } => {
+            serve(
+                kubeconfig,
+                context,
+                config,
+                (listen, admin_listen),
+                auth,
+                tls,
+            )
+            .await
+        }
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
@@ -186,11 +211,12 @@ async fn main() -> ExitCode {
             .map(|yaml| print!("{yaml}")),
         Command::Demo {
             listen,
+            admin_listen,
             sim_listen,
             churn,
             config,
             auth,
-        } => match load_config(config, None) {
+        } => match load_config(config, None, Some(admin_listen)) {
             Ok(mut config) => {
                 if let Some(mode) = auth {
                     config.auth.mode = mode;
@@ -232,11 +258,11 @@ async fn serve(
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     config: Option<PathBuf>,
-    listen: Option<String>,
+    (listen, admin_listen): (Option<String>, Option<String>),
     auth: Option<kcache::auth::AuthMode>,
     tls: TlsFlags,
 ) -> Result<(), String> {
-    let mut config = load_config(config, listen)?;
+    let mut config = load_config(config, listen, admin_listen)?;
     tls.apply(&mut config)?;
     if let Some(mode) = auth {
         config.auth.mode = mode;
@@ -251,11 +277,20 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;
-    tracing::info!(upstream = %upstream.url, "discovering resources");
-    let running = server::start(&config, upstream, listener)
+    let admin = server::bind_admin(&config)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(addr = %running.addr, "serving; point clients at {}", running.url());
+    tracing::info!(upstream = %upstream.url, "discovering resources");
+    let running = server::start(&config, upstream, listener, admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        addr = %running.addr,
+        admin = %running.admin_addr,
+        "serving; point clients at {}; health and metrics at {}",
+        running.url(),
+        running.admin_url()
+    );
     running.until_signal().await;
     Ok(())
 }

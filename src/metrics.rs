@@ -1,6 +1,7 @@
-//! Prometheus metrics (`/metrics`, OpenMetrics text), with the `prometheus-client` crate: it
-//! encodes OpenMetrics natively and its metric handles are plain `Arc`ed atomics that a
-//! watcher can keep and bump per event without a lookup.
+//! Prometheus metrics (`/metrics` on the admin listener), with the `prometheus-client` crate:
+//! its metric handles are plain `Arc`ed atomics that a watcher can keep and bump per event
+//! without a lookup. The crate encodes OpenMetrics only; scrapers that do not ask for it get
+//! the Prometheus text format 0.0.4, derived from that encoding by [`to_prometheus_text`].
 //!
 //! One kcache process serves one set of caches, so the metrics live in one process-wide
 //! registry ([`metrics()`]) instead of a handle threaded through every layer. Labels are low
@@ -381,8 +382,17 @@ impl Metrics {
             .inc();
     }
 
-    /// The OpenMetrics text: cache gauges and process figures are read at scrape time.
-    pub fn render(&self, caches: &Caches) -> String {
+    /// The exposition in `format`: cache gauges and process figures are read at scrape time.
+    pub fn render(&self, caches: &Caches, format: Format) -> String {
+        let openmetrics = self.render_openmetrics(caches);
+        match format {
+            Format::OpenMetrics => openmetrics,
+            Format::Prometheus => to_prometheus_text(&openmetrics),
+        }
+    }
+
+    /// The OpenMetrics text.
+    fn render_openmetrics(&self, caches: &Caches) -> String {
         for c in caches.all() {
             let labels = ResourceLabels {
                 resource: c.info.resource.clone(),
@@ -410,6 +420,90 @@ impl Metrics {
         let _ = text::encode_eof(&mut out);
         out
     }
+}
+
+/// The two expositions kcache serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4: what Prometheus' text parser and most tools read.
+    Prometheus,
+    /// OpenMetrics 1.0.0 text, for scrapers that ask for it.
+    OpenMetrics,
+}
+
+impl Format {
+    /// Choose from a scrape's `Accept` header: OpenMetrics when it is accepted (q > 0) and not
+    /// ranked below `text/plain`; the text format otherwise, also for no header at all.
+    pub fn negotiate(accept: Option<&str>) -> Format {
+        let Some(accept) = accept else {
+            return Format::Prometheus;
+        };
+        let (mut openmetrics, mut text) = (0.0_f64, 0.0_f64);
+        for item in accept.split(',') {
+            let mut parts = item.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(1.0);
+            match media.as_str() {
+                "application/openmetrics-text" => openmetrics = openmetrics.max(q),
+                "text/plain" => text = text.max(q),
+                _ => {}
+            }
+        }
+        if openmetrics > 0.0 && openmetrics >= text {
+            Format::OpenMetrics
+        } else {
+            Format::Prometheus
+        }
+    }
+
+    /// The response's Content-Type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics exposition. The sample lines are the
+/// same in both; the metadata differs: a counter family is named with its `_total` suffix, an
+/// `info` family becomes the gauge `NAME_info` (the text format has no info type, and its
+/// parser rejects one), `unknown` is `untyped`, and `# UNIT` and `# EOF` do not exist.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // OpenMetrics puts HELP before TYPE, and the name in HELP depends on the type.
+    let mut help: Option<(&str, &str)> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest.split_once(' ').unwrap_or((rest, "")));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let (name, ty) = match ty {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "gauge" | "histogram" | "summary" => (name.to_string(), ty),
+                // stateset, gaugehistogram and unknown have no text-format type.
+                "stateset" => (name.to_string(), "gauge"),
+                _ => (name.to_string(), "untyped"),
+            };
+            if let Some((_, text)) = help.take() {
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {ty}\n"));
+            continue;
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// The process-wide metrics.
@@ -452,4 +546,58 @@ fn process_metrics() -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        use Format::*;
+        for (accept, want) in [
+            (None, Prometheus),
+            (Some("*/*"), Prometheus),
+            (Some("text/plain"), Prometheus),
+            (
+                Some("application/openmetrics-text; version=1.0.0"),
+                OpenMetrics,
+            ),
+            // What Prometheus sends by default.
+            (
+                Some(
+                    "application/openmetrics-text;version=1.0.0;q=0.5,\
+                     application/openmetrics-text;version=0.0.1;q=0.4,\
+                     text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                ),
+                OpenMetrics,
+            ),
+            (
+                Some("text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5"),
+                Prometheus,
+            ),
+            (Some("application/openmetrics-text;q=0"), Prometheus),
+        ] {
+            assert_eq!(Format::negotiate(accept), want, "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn text_format_names_counters_and_info_as_the_text_parser_expects() {
+        let om = "# HELP kcache_requests Requests.\n# TYPE kcache_requests counter\n\
+                  kcache_requests_total{verb=\"get\"} 3\n\
+                  # HELP kcache_build kcache build information.\n# TYPE kcache_build info\n\
+                  kcache_build_info{version=\"0.1.0\"} 1\n\
+                  # HELP kcache_watchers Open watches.\n# TYPE kcache_watchers gauge\n\
+                  kcache_watchers 2\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP kcache_requests_total Requests.\n# TYPE kcache_requests_total counter\n\
+             kcache_requests_total{verb=\"get\"} 3\n\
+             # HELP kcache_build_info kcache build information.\n# TYPE kcache_build_info gauge\n\
+             kcache_build_info{version=\"0.1.0\"} 1\n\
+             # HELP kcache_watchers Open watches.\n# TYPE kcache_watchers gauge\n\
+             kcache_watchers 2\n"
+        );
+    }
 }

@@ -26,6 +26,11 @@ pub enum StartError {
     },
     #[error("listening: {0}")]
     Listen(#[from] std::io::Error),
+    #[error("listening on {addr} (adminListen): {source}")]
+    AdminListen {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Insecure(String),
     #[error("TLS: {0}")]
@@ -34,10 +39,14 @@ pub enum StartError {
 
 /// A running kcache.
 pub struct Running {
+    /// The API address.
     pub addr: SocketAddr,
+    /// The admin address: kcache's own `/livez`, `/readyz`, `/healthz` and `/metrics`.
+    pub admin_addr: SocketAddr,
     pub app: Arc<App>,
     reflectors: Vec<JoinHandle<()>>,
     server: JoinHandle<()>,
+    admin: JoinHandle<()>,
     stop: watch::Sender<bool>,
     tls: bool,
 }
@@ -47,6 +56,11 @@ impl Running {
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// `http://ADMIN_ADDR`: the admin listener is always plain HTTP.
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.admin_addr)
     }
 
     /// Wait until every cache has synced; false on timeout.
@@ -73,6 +87,7 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.server.await;
+        let _ = self.admin.await;
         for r in &self.reflectors {
             r.abort();
         }
@@ -86,11 +101,23 @@ impl Running {
     }
 }
 
-/// Discover, start reflectors, and serve on `listener`.
+/// Bind the admin listener at `config.adminListen`.
+pub async fn bind_admin(config: &Config) -> Result<TcpListener, StartError> {
+    TcpListener::bind(&config.admin_listen)
+        .await
+        .map_err(|e| StartError::AdminListen {
+            addr: config.admin_listen.clone(),
+            source: e,
+        })
+}
+
+/// Discover, start reflectors, serve the API on `listener` and kcache's own endpoints on
+/// `admin` (see [`bind_admin`]; tests pass any free port).
 pub async fn start(
     config: &Config,
     upstream: Upstream,
     listener: TcpListener,
+    admin: TcpListener,
 ) -> Result<Running, StartError> {
     let auth = config.auth_config();
     crate::auth::check_listen(auth.mode, &listener.local_addr()?).map_err(StartError::Insecure)?;
@@ -184,11 +211,23 @@ pub async fn start(
     let grace = config.shutdown_grace();
     let tls_enabled = tls.is_some();
     let server = tokio::spawn(serve(listener, router, tls, stop.subscribe(), grace));
+    // Same shutdown as the API: stop accepting, let in-flight scrapes and probes finish.
+    let admin_addr = admin.local_addr()?;
+    let admin = tokio::spawn(serve(
+        admin,
+        api::admin::router(app.clone()),
+        None,
+        stop.subscribe(),
+        grace,
+    ));
+    tracing::info!(%admin_addr, "kcache's /livez, /readyz, /healthz and /metrics served here");
     Ok(Running {
         addr,
+        admin_addr,
         app,
         reflectors,
         server,
+        admin,
         stop,
         tls: tls_enabled,
     })

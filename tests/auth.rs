@@ -166,8 +166,17 @@ async fn unauthenticated_and_anonymous_callers_get_the_recorded_answers() {
     let r = get_with(&url, "/api/v1/namespaces/fixtures-a/configmaps", &[]).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.body, fixture("err-anonymous-forbidden-403.json"));
-    // Health and metrics stay open to probes and scrapers.
+    // kcache's health and metrics, on the admin listener, stay open to probes and scrapers.
     for path in ["/readyz", "/livez", "/metrics"] {
+        assert_eq!(
+            get_with(&env.admin_url(), path, &[]).await.status,
+            200,
+            "{path}"
+        );
+    }
+    // On the API address they are the upstream's, asked for as system:anonymous, to whom
+    // the apiserver shows its health.
+    for path in ["/readyz", "/livez"] {
         assert_eq!(get_with(&url, path, &[]).await.status, 200, "{path}");
     }
 }
@@ -330,7 +339,8 @@ async fn no_authentication_is_refused_on_a_network_address() {
     config.listen = "0.0.0.0:0".into();
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let upstream = kcache::upstream::Upstream::from_url("http://127.0.0.1:9").unwrap();
-    match kcache::server::start(&config, upstream, listener).await {
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    match kcache::server::start(&config, upstream, listener, admin).await {
         Err(kcache::server::StartError::Insecure(m)) => assert!(m.contains("refusing"), "{m}"),
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("started on 0.0.0.0 without authentication"),

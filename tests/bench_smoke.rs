@@ -146,7 +146,7 @@ async fn stalled_watchers_connect_and_kcache_keeps_serving() {
     assert_eq!(stalled.failed, 0);
     let (connections, _) = procstat::tcp_send_queues(env.kcache.addr.port());
     assert!(connections >= 3, "{connections}");
-    let (status, _) = load::fetch(env.kcache.addr, "/readyz", Duration::from_secs(5))
+    let (status, _) = load::fetch(env.kcache.admin_addr, "/readyz", Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(status, 200);

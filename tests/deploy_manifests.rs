@@ -441,6 +441,26 @@ impl KcachePod<'_> {
             .unwrap_or_else(|_| panic!("{}: --listen {l} is not an address", self.origin()))
     }
 
+    /// kcache's admin address (its own /livez, /readyz, /metrics): `--admin-listen`, else the
+    /// config file's `adminListen` (which has a default).
+    fn admin_listen(&self) -> std::net::SocketAddr {
+        let l = match self.flag("--admin-listen") {
+            Some(l) => l.to_string(),
+            None => self.config().admin_listen,
+        };
+        l.parse()
+            .unwrap_or_else(|_| panic!("{}: admin address {l} is not an address", self.origin()))
+    }
+
+    /// The container port named `name`.
+    fn port_named(&self, name: &str) -> Option<u64> {
+        seq(self.container, &["ports"])
+            .iter()
+            .find(|p| s(p, &["name"]) == Some(name))
+            .and_then(|p| get(p, &["containerPort"]))
+            .and_then(Value::as_u64)
+    }
+
     /// The text of the configuration file `--config` names, from the ConfigMap mounted there.
     fn config_text(&self) -> String {
         let origin = self.origin();
@@ -499,10 +519,6 @@ impl KcachePod<'_> {
             _ => unreachable!("{flag}"),
         };
         from_config.map(|p| p.display().to_string())
-    }
-
-    fn serves_tls(&self) -> bool {
-        self.tls_file("--tls-cert-file").is_some()
     }
 
     /// The volume source a file inside the container comes from: (volume, key in it).
@@ -628,6 +644,7 @@ fn run_real_cli(pod: &KcachePod<'_>) {
         .args(&args)
         .env_remove("KCACHE_CONFIG")
         .env_remove("KCACHE_LISTEN")
+        .env_remove("KCACHE_ADMIN_LISTEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -840,7 +857,9 @@ fn probes_hit_livez_and_readyz_where_the_kubelet_can_reach_them() {
     for pod in all_kcache_pods(&sets) {
         let origin = pod.origin();
         let c = pod.container;
-        let listen = pod.listen();
+        // The probes are kcache's own endpoints, on the admin listener (plain HTTP); on the
+        // API port /livez and /readyz are kube-apiserver's.
+        let listen = pod.admin_listen();
         if listen.ip().is_loopback() {
             // The kubelet probes the pod's IP: a probe of a loopback-only kcache always fails.
             for p in ["livenessProbe", "readinessProbe", "startupProbe"] {
@@ -869,7 +888,7 @@ fn probes_hit_livez_and_readyz_where_the_kubelet_can_reach_them() {
             assert_eq!(
                 number,
                 u64::from(listen.port()),
-                "{origin}: {probe} is not on kcache's port"
+                "{origin}: {probe} is not on kcache's admin port"
             );
         };
         assert_eq!(
@@ -882,8 +901,8 @@ fn probes_hit_livez_and_readyz_where_the_kubelet_can_reach_them() {
             Some("/readyz"),
             "{origin}: readiness probe"
         );
-        // An HTTP probe of an HTTPS listener fails the handshake, and the reverse too.
-        let scheme = if pod.serves_tls() { "HTTPS" } else { "HTTP" };
+        // The admin listener never serves TLS: an HTTPS probe fails the handshake.
+        let scheme = "HTTP";
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
             if c.get(probe).is_some() {
                 assert_eq!(
@@ -1025,29 +1044,41 @@ fn services_and_disruption_budgets_select_kcache_pods() {
             }
         }
         for sm in set.of_kind("ServiceMonitor") {
-            let tls = pods.iter().any(|p| p.serves_tls());
             for ep in seq(sm, &["spec", "endpoints"]) {
                 let port = s(ep, &["port"]).unwrap_or("");
-                assert!(
-                    set.of_kind("Service")
-                        .flat_map(|svc| seq(svc, &["spec", "ports"]))
-                        .any(|p| s(p, &["name"]) == Some(port)),
-                    "{}: ServiceMonitor scrapes unknown Service port {port}",
-                    set.origin
-                );
-                assert_eq!(
-                    s(ep, &["scheme"]),
-                    Some(if tls { "https" } else { "http" }),
-                    "{}: ServiceMonitor scheme",
-                    set.origin
-                );
-                if tls {
+                let target = set
+                    .of_kind("Service")
+                    .flat_map(|svc| seq(svc, &["spec", "ports"]))
+                    .find(|p| s(p, &["name"]) == Some(port))
+                    .and_then(|p| s(p, &["targetPort"]))
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{}: ServiceMonitor scrapes unknown Service port {port}",
+                            set.origin
+                        )
+                    });
+                // kcache's own /metrics is on the admin listener (on the API port, /metrics is
+                // kube-apiserver's), which is plain HTTP.
+                for pod in &pods {
+                    assert_eq!(
+                        pod.port_named(target),
+                        Some(u64::from(pod.admin_listen().port())),
+                        "{}: ServiceMonitor port {port} is not kcache's admin port",
+                        set.origin
+                    );
                     assert!(
-                        ep.get("tlsConfig").is_some(),
-                        "{}: an https ServiceMonitor without tlsConfig fails on the certificate",
+                        !pod.admin_listen().ip().is_loopback(),
+                        "{}: Prometheus cannot reach a loopback admin address",
                         set.origin
                     );
                 }
+                assert_eq!(s(ep, &["path"]), Some("/metrics"), "{}", set.origin);
+                assert_eq!(
+                    s(ep, &["scheme"]),
+                    Some("http"),
+                    "{}: ServiceMonitor scheme",
+                    set.origin
+                );
             }
         }
         for pdb in set.of_kind("PodDisruptionBudget") {
@@ -1367,7 +1398,18 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
     assert_eq!(entrypoint, ["/kcache"]);
     let cmd: Vec<String> = serde_json::from_str(&one("CMD")).expect("exec form");
     assert_eq!(cmd, ["serve", "--config", "/etc/kcache/kcache.yaml"]);
-    assert_eq!(one("EXPOSE"), "8080");
+    // The API port and the admin port of the configuration the image ships.
+    let shipped = Config::load(&root().join("config/kcache.yaml")).unwrap();
+    let port = |a: &str| {
+        a.parse::<std::net::SocketAddr>()
+            .unwrap()
+            .port()
+            .to_string()
+    };
+    assert_eq!(
+        one("EXPOSE"),
+        format!("{} {}", port(&shipped.listen), port(&shipped.admin_listen))
+    );
     let copies: Vec<&String> = runtime
         .iter()
         .filter(|(i, _)| i == "COPY")
@@ -1447,7 +1489,10 @@ fn exported_metrics() -> &'static BTreeSet<String> {
             source: "cache",
         });
         let _ = m.limits.get_or_create(&LimitLabels { limit: "watches" });
-        let text = m.render(&kcache::cache::Registry::default());
+        let text = m.render(
+            &kcache::cache::Registry::default(),
+            kcache::metrics::Format::OpenMetrics,
+        );
         let mut names = BTreeSet::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -1840,7 +1885,14 @@ fn the_helm_chart_parses_and_its_references_resolve() {
         }
     }
     let deployment = &templates["deployment.yaml"];
-    for needle in ["/livez", "/readyz", "- serve", "- --config", "- --listen"] {
+    for needle in [
+        "/livez",
+        "/readyz",
+        "- serve",
+        "- --config",
+        "- --listen",
+        "- --admin-listen",
+    ] {
         assert!(deployment.contains(needle), "deployment.yaml: {needle}");
     }
     // --auth is always passed, and `none` (which kcache refuses on 0.0.0.0) fails rendering
@@ -1902,28 +1954,33 @@ fn the_helm_chart_serves_https_from_its_secret_and_probes_follow_tls() {
     ] {
         assert!(deployment.contains(needle), "deployment.yaml: {needle}");
     }
-    // Both probes take their scheme and port from TLS, like the container port.
-    let scheme = "scheme: {{ ternary \"HTTPS\" \"HTTP\" .Values.tls.enabled }}";
-    assert_eq!(
-        deployment.matches(scheme).count(),
-        2,
-        "deployment.yaml: probe schemes"
-    );
+    // The API port follows TLS; both probes and the ServiceMonitor use the admin port, which
+    // is plain HTTP whatever TLS says.
     assert_eq!(
         deployment
-            .matches("port: {{ include \"kcache.portName\" . }}")
+            .matches("port: admin\n              scheme: HTTP\n")
             .count(),
         2,
-        "deployment.yaml: probe ports"
+        "deployment.yaml: probes on the admin port"
     );
+    assert!(deployment
+        .contains("- --admin-listen\n            - 0.0.0.0:{{ include \"kcache.adminPort\" . }}"));
+    assert!(deployment.contains(
+        "- name: admin\n              containerPort: {{ include \"kcache.adminPort\" . }}"
+    ));
     assert!(deployment.contains("- name: {{ include \"kcache.portName\" . }}"));
-    for file in ["service.yaml", "networkpolicy.yaml", "servicemonitor.yaml"] {
+    for file in ["service.yaml", "networkpolicy.yaml"] {
         assert!(
             templates[file].contains("{{ include \"kcache.portName\" . }}"),
-            "{file}: the port follows TLS"
+            "{file}: the API port follows TLS"
         );
     }
-    assert!(templates["servicemonitor.yaml"].contains("scheme: https\n      tlsConfig:"));
+    for file in ["service.yaml", "networkpolicy.yaml", "servicemonitor.yaml"] {
+        assert!(templates[file].contains("admin"), "{file}: the admin port");
+    }
+    assert!(templates["servicemonitor.yaml"]
+        .contains("- port: admin\n      path: /metrics\n      scheme: http\n"));
+    assert!(!templates["servicemonitor.yaml"].contains("tlsConfig"));
     let helpers = &templates["_helpers.tpl"];
     assert!(helpers.contains("{{- if .Values.tls.enabled }}8443{{ else }}8080{{ end -}}"));
     assert!(helpers.contains("{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}"));

@@ -298,14 +298,14 @@ async fn a_minute_upstream_unreachable() {
                 t.elapsed()
             );
         }
-        let ready = get(&base, "/readyz").await;
+        let ready = get(&env.admin_url(), "/readyz").await;
         assert_eq!(ready.status, 200, "stays ready while stale");
-        let verbose = get(&base, "/readyz?verbose").await.text();
+        let verbose = get(&env.admin_url(), "/readyz?verbose").await.text();
         assert!(
             verbose.contains("[+]cache v1/configmaps ok (stale: upstream unreachable for"),
             "{verbose}"
         );
-        let m = get(&base, "/metrics").await.text();
+        let m = get(&env.admin_url(), "/metrics").await.text();
         assert!(
             m.contains("kcache_upstream_reachable{resource=\"configmaps\"} 0"),
             "metrics say reachable"
@@ -318,7 +318,7 @@ async fn a_minute_upstream_unreachable() {
         assert!(age >= down - 1.5, "metric age {age} after {down:.1}s down");
         checks += 1;
     }
-    let last = get(&base, "/readyz?verbose").await.text();
+    let last = get(&env.admin_url(), "/readyz?verbose").await.text();
     eprintln!(
         "after a minute down: {}",
         last.lines()
@@ -329,9 +329,9 @@ async fn a_minute_upstream_unreachable() {
     let ops = churn.stop().await;
     eprintln!("unreachable minute: {ops} changes, {checks} rounds of checks");
     check_converged(&env, &watchers, Duration::from_secs(30), rss).await;
-    let m = get(&base, "/metrics").await.text();
+    let m = get(&env.admin_url(), "/metrics").await.text();
     assert!(m.contains("kcache_upstream_reachable{resource=\"configmaps\"} 1"));
-    let verbose = get(&base, "/readyz?verbose").await.text();
+    let verbose = get(&env.admin_url(), "/readyz?verbose").await.text();
     assert!(verbose.contains("[+]cache v1/configmaps ok\n"), "{verbose}");
 }
 
@@ -618,7 +618,7 @@ async fn consistent_reads_get_504_once_older_than_the_limit() {
         assert_eq!(r.status, 200, "{path}: {}", r.text());
         assert!(age_of(&r) >= 2.0);
     }
-    let m = get(&base, "/metrics").await.text();
+    let m = get(&env.admin_url(), "/metrics").await.text();
     assert!(
         m.contains("kcache_consistent_reads_total{resource=\"configmaps\",outcome=\"too_stale\"}")
     );

@@ -33,9 +33,9 @@ async fn a_caller_over_its_rate_gets_429_with_retry_after() {
     let s = r.json();
     assert_eq!(s["reason"], "TooManyRequests");
     assert_eq!(s["details"]["retryAfterSeconds"], 2);
-    // Health endpoints are not rate limited.
-    assert_eq!(get(&url, "/readyz").await.status, 200);
-    let m = get(&url, "/metrics").await.text();
+    // kcache's own endpoints are on the admin listener, outside the API's limits.
+    assert_eq!(get(&env.admin_url(), "/readyz").await.status, 200);
+    let m = get(&env.admin_url(), "/metrics").await.text();
     assert!(
         metric(&m, "kcache_limited_requests_total{limit=\"rate\"}") >= 1.0,
         "{m}"
@@ -59,7 +59,7 @@ async fn watches_are_limited_per_caller_and_given_back_when_they_end() {
     let w3 = Watch::open(&url, path).await;
     assert_eq!(w3.status, 429);
     assert_eq!(w3.headers.get("retry-after").unwrap(), "1");
-    let m = get(&url, "/metrics").await.text();
+    let m = get(&env.admin_url(), "/metrics").await.text();
     assert_eq!(metric(&m, "kcache_open_watches"), 2.0, "{m}");
     assert_eq!(metric(&m, "kcache_limit{limit=\"caller_watches\"}"), 2.0);
     // A closed watch frees its slot (the server notices the closed connection).

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{get, resource, EnvBuilder, Watch};
+use common::{get, get_with, resource, EnvBuilder, Watch};
 use kcache::sim::{Sim, SimConfig};
 
 /// The value of one sample line (`name{labels} value`) whose name and labels contain all of
@@ -51,7 +51,12 @@ async fn metrics_families_exist_and_move() {
         "ADDED"
     );
 
-    let m = get(&base, "/metrics").await;
+    let m = get_with(
+        &env.admin_url(),
+        "/metrics",
+        &[("Accept", "application/openmetrics-text; version=1.0.0")],
+    )
+    .await;
     assert_eq!(m.status, 200);
     assert!(m
         .header("content-type")
@@ -139,7 +144,7 @@ async fn metrics_families_exist_and_move() {
             break;
         }
     }
-    let t = get(&base, "/metrics").await.text();
+    let t = get(&env.admin_url(), "/metrics").await.text();
     assert!(sample(&t, &["kcache_watch_events_sent_total{", cm]).unwrap() > before);
     assert!(sample(&t, &["kcache_upstream_events_total{", cm, "type=\"ADDED\""]).unwrap() >= 1.0);
 }
@@ -150,9 +155,9 @@ async fn readyz_reports_each_cache() {
         .resources(vec![resource("", "v1", "configmaps")])
         .start()
         .await;
-    let r = get(&env.url(), "/readyz").await;
+    let r = get(&env.admin_url(), "/readyz").await;
     assert_eq!((r.status.as_u16(), r.text()), (200, "ok".to_string()));
-    let v = get(&env.url(), "/readyz?verbose").await.text();
+    let v = get(&env.admin_url(), "/readyz?verbose").await.text();
     assert!(v.contains("[+]cache v1/configmaps ok"), "{v}");
     assert!(v.ends_with("readyz check passed\n"), "{v}");
 }
@@ -184,6 +189,11 @@ async fn sigterm_ends_watches_cleanly_within_grace() {
         .local_addr()
         .unwrap()
         .port();
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let config = dir.join("kcache.yaml");
     let mut f = std::fs::File::create(&config).unwrap();
     writeln!(
@@ -197,6 +207,7 @@ async fn sigterm_ends_watches_cleanly_within_grace() {
         .arg("--config")
         .arg(&config)
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -210,7 +221,11 @@ async fn sigterm_ends_watches_cleanly_within_grace() {
         )
         .await
         {
-            if get(&base, "/readyz").await.status == 200 {
+            if get(&format!("http://127.0.0.1:{admin_port}"), "/readyz")
+                .await
+                .status
+                == 200
+            {
                 break;
             }
         }

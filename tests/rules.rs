@@ -1105,7 +1105,8 @@ async fn not_synced_is_429_with_retry_after() {
     };
     let upstream = Upstream::from_url(&sim.url()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let kcache = kcache::server::start(&config, upstream, listener)
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let kcache = kcache::server::start(&config, upstream, listener, admin)
         .await
         .unwrap();
     // The reflector has not run yet (single-threaded test runtime): from now on every answer

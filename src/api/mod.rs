@@ -2,6 +2,7 @@
 //! a cached resource, asking for plain JSON) or the upstream does (everything else), and
 //! answers exactly as kube-apiserver would.
 
+pub mod admin;
 mod admission;
 mod continue_token;
 mod filter;
@@ -29,10 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get as get_route;
 use axum::Router;
-use http::{header, Method, StatusCode};
+use http::{header, Method};
 
 use crate::auth::{Attributes, Auth, Caller, Forward};
 use crate::cache::{ByResource, Registry, ResourceCache};
@@ -215,15 +216,11 @@ pub enum Answer {
     Upstream,
 }
 
-/// The router: kcache's own health endpoints (open to probes and scrapers), the index
-/// endpoints, and everything else through [`handle`]; all API handlers start with
-/// [`admission::admit`].
+/// The API router: the index endpoints, and everything else through [`handle`]; all API
+/// handlers start with [`admission::admit`]. kcache's own health and metrics are on the
+/// [`admin::router`]; here `/livez`, `/readyz`, `/healthz` and `/metrics` are the upstream's.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/livez", get_route(|| async { "ok" }))
-        .route("/healthz", get_route(|| async { "ok" }))
-        .route("/readyz", get_route(readyz))
-        .route("/metrics", get_route(metrics_text))
         .route(
             "/apis/kcache.dev/v1/indexes",
             get_route(indexes::list_indexes),
@@ -238,60 +235,6 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .fallback(handle)
         .with_state(app)
-}
-
-/// `/metrics` in the OpenMetrics text format.
-async fn metrics_text(State(app): State<Arc<App>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        metrics().render(&app.registry),
-    )
-        .into_response()
-}
-
-/// Ready once every cached resource has synced; lists them with `?verbose`.
-async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
-    let verbose = req.uri().query().is_some_and(|q| {
-        params::parse_query(Some(q))
-            .iter()
-            .any(|(k, _)| k == "verbose")
-    });
-    let mut lines = Vec::new();
-    let stopping = *app.stopping.borrow();
-    let mut ready = !stopping;
-    lines.push(format!(
-        "[{}]shutdown {}",
-        if stopping { "-" } else { "+" },
-        if stopping { "in progress" } else { "ok" }
-    ));
-    let mut caches: Vec<_> = app.registry.all().collect();
-    caches.sort_by_key(|c| c.info.to_string());
-    for c in caches {
-        let synced = c.is_synced();
-        ready &= synced;
-        let mark = if synced { "+" } else { "-" };
-        // A synced cache stays ready while stale; see `staleness::ready_detail`.
-        let detail = staleness::ready_detail(c);
-        lines.push(format!("[{mark}]cache {} {detail}", c.info));
-    }
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let summary = if ready {
-        "readyz check passed"
-    } else {
-        "readyz check failed"
-    };
-    if ready && !verbose {
-        return (status, "ok").into_response();
-    }
-    lines.push(summary.into());
-    (status, lines.join("\n") + "\n").into_response()
 }
 
 /// Serve one request from the cache when it can be answered exactly, else forward it.

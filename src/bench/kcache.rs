@@ -52,12 +52,14 @@ impl ChildConfig {
 pub struct KcacheChild {
     child: Child,
     pub addr: SocketAddr,
+    /// kcache's own `/readyz` and `/metrics`.
+    pub admin_addr: SocketAddr,
     dir: TempDir,
 }
 
 impl KcacheChild {
     /// Start `exe serve` against `upstream` (a plain-HTTP URL, no credentials) and wait until
-    /// `/readyz` answers 200 (every cache synced), at most `ready_timeout`.
+    /// `/readyz` on the admin address answers 200 (every cache synced), at most `ready_timeout`.
     pub async fn start(
         exe: &PathBuf,
         upstream: &str,
@@ -83,6 +85,7 @@ impl KcacheChild {
         std::fs::write(&config_path, config.yaml()).map_err(|e| e.to_string())?;
         let port = super::free_port()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let admin_addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()?));
         let log =
             std::fs::File::create(dir.path().join("kcache.log")).map_err(|e| e.to_string())?;
         let child = Command::new(exe)
@@ -93,21 +96,30 @@ impl KcacheChild {
             .arg(&config_path)
             .arg("--listen")
             .arg(addr.to_string())
+            .arg("--admin-listen")
+            .arg(admin_addr.to_string())
             .env(
                 "KCACHE_LOG",
                 std::env::var("KCACHE_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .env_remove("KCACHE_CONFIG")
             .env_remove("KCACHE_LISTEN")
+            .env_remove("KCACHE_ADMIN_LISTEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .map_err(|e| format!("starting {} serve: {e}", exe.display()))?;
-        let mut k = KcacheChild { child, addr, dir };
+        let mut k = KcacheChild {
+            child,
+            addr,
+            admin_addr,
+            dir,
+        };
         let deadline = Instant::now() + ready_timeout;
         loop {
-            if let Ok((200, _)) = super::load::fetch(addr, "/readyz", Duration::from_secs(2)).await
+            if let Ok((200, _)) =
+                super::load::fetch(admin_addr, "/readyz", Duration::from_secs(2)).await
             {
                 return Ok(k);
             }

@@ -99,8 +99,12 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
             .iter()
             .any(|p| ua.starts_with(p));
     count(&ctx.counts, req.method(), &path, &query);
-    if matches!(path.as_str(), "/livez" | "/readyz" | "/healthz") {
-        return text(&ctx, StatusCode::OK, "ok");
+    if let Some(a) = super::health::answer(&ctx.store, &path, req.uri().query()) {
+        let mut b = base(&ctx, a.code, a.content_type);
+        if a.nosniff {
+            b = b.header("X-Content-Type-Options", "nosniff");
+        }
+        return finish(b, Body::from(a.body));
     }
     let latency = ctx.faults.latency();
     if !latency.is_zero() {
@@ -170,13 +174,6 @@ fn finish(builder: http::response::Builder, body: Body) -> Response {
 fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, pretty: bool) -> Response {
     let body = if pretty { indent(&body) } else { body };
     finish(base(ctx, code, "application/json"), sized_body(body))
-}
-
-fn text(ctx: &Ctx, code: StatusCode, body: &'static str) -> Response {
-    finish(
-        base(ctx, code, "text/plain; charset=utf-8"),
-        Body::from(body),
-    )
 }
 
 /// The one place errors become responses.

@@ -11,6 +11,7 @@ mod discovery;
 mod encode;
 mod faults;
 mod fixture_data;
+mod health;
 mod http;
 mod list;
 mod patch;

@@ -147,7 +147,8 @@ impl EnvBuilder {
             None => Upstream::from_url(&sim.url()).expect("upstream"),
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let kcache = server::start(&self.config, upstream, listener)
+        let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let kcache = server::start(&self.config, upstream, listener, admin)
             .await
             .expect("kcache starts");
         assert!(
@@ -161,6 +162,11 @@ impl EnvBuilder {
 impl Env {
     pub fn url(&self) -> String {
         self.kcache.url()
+    }
+
+    /// kcache's admin listener: its own health and metrics.
+    pub fn admin_url(&self) -> String {
+        self.kcache.admin_url()
     }
 
     /// Wait until kcache's cache of a resource has reached the sim's current RV.

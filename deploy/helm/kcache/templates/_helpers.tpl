@@ -57,6 +57,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
 {{- end -}}
 
+{{/* Port of kcache's own health and metrics endpoints (plain HTTP), named "admin". */}}
+{{- define "kcache.adminPort" -}}
+{{- .Values.adminPort | default 8081 -}}
+{{- end -}}
+
 {{- define "kcache.servicePort" -}}
 {{- .Values.service.port | default (ternary 443 8080 .Values.tls.enabled) -}}
 {{- end -}}
@@ -95,7 +100,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs kcache's certificate" -}}
 {{- end -}}
-{{- range $key := list "listen" "resources" "dropManagedFields" "limits" -}}
+{{- if eq (toString (include "kcache.adminPort" .)) (include "kcache.containerPort" .) -}}
+{{- fail "adminPort must differ from kcache's API port (8443 with TLS, else 8080)" -}}
+{{- end -}}
+{{- range $key := list "listen" "adminListen" "resources" "dropManagedFields" "limits" -}}
 {{- if hasKey $.Values.config $key -}}
 {{- fail (printf "config.%s: set it with its own value (the chart renders it), not under config" $key) -}}
 {{- end -}}

@@ -1,0 +1,104 @@
+//! kcache's own endpoints, served on the admin listener (plain HTTP, no authentication):
+//! `/livez`, `/healthz`, `/readyz` (each with `?verbose`) and `/metrics`. They hold no object
+//! data: cache names, counts, sizes and timings only. On the API address the same paths are
+//! passed to the upstream, whose health and metrics they are there.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use http::{header, StatusCode};
+
+use super::{params, staleness, App};
+use crate::metrics::{metrics, Format};
+
+/// The admin router. Anything else is a plain 404.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/livez", get(livez))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(app)
+}
+
+/// Whether the query has `verbose` (any value, as the apiserver reads it).
+fn verbose(req: &Request) -> bool {
+    req.uri().query().is_some_and(|q| {
+        params::parse_query(Some(q))
+            .iter()
+            .any(|(k, _)| k == "verbose")
+    })
+}
+
+/// The process is alive while it answers; with `?verbose`, in the apiserver's form.
+async fn livez(req: Request) -> Response {
+    alive("livez", &req)
+}
+
+async fn healthz(req: Request) -> Response {
+    alive("healthz", &req)
+}
+
+fn alive(name: &str, req: &Request) -> Response {
+    if verbose(req) {
+        format!("[+]ping ok\n{name} check passed\n").into_response()
+    } else {
+        "ok".into_response()
+    }
+}
+
+/// `/metrics`: the Prometheus text format unless the scraper asks for OpenMetrics.
+async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
+    let format = Format::negotiate(
+        req.headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    (
+        [(header::CONTENT_TYPE, format.content_type())],
+        metrics().render(&app.registry, format),
+    )
+        .into_response()
+}
+
+/// Ready once every cached resource has synced and no shutdown is under way; lists them with
+/// `?verbose`.
+async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
+    let verbose = verbose(&req);
+    let mut lines = Vec::new();
+    let stopping = *app.stopping.borrow();
+    let mut ready = !stopping;
+    lines.push(format!(
+        "[{}]shutdown {}",
+        if stopping { "-" } else { "+" },
+        if stopping { "in progress" } else { "ok" }
+    ));
+    let mut caches: Vec<_> = app.registry.all().collect();
+    caches.sort_by_key(|c| c.info.to_string());
+    for c in caches {
+        let synced = c.is_synced();
+        ready &= synced;
+        let mark = if synced { "+" } else { "-" };
+        // A synced cache stays ready while stale; see `staleness::ready_detail`.
+        let detail = staleness::ready_detail(c);
+        lines.push(format!("[{mark}]cache {} {detail}", c.info));
+    }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let summary = if ready {
+        "readyz check passed"
+    } else {
+        "readyz check failed"
+    };
+    if ready && !verbose {
+        return (status, "ok").into_response();
+    }
+    lines.push(summary.into());
+    (status, lines.join("\n") + "\n").into_response()
+}
