@@ -346,11 +346,7 @@ mod tests {
 
     #[test]
     fn auth_errors_match_the_recordings() {
-        let fixtures = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/kube-apiserver-v1.28/"
-        );
-        let read = |f: &str| std::fs::read_to_string(format!("{fixtures}{f}")).unwrap();
+        let read = crate::sim::recordings::read_string;
         let forbidden = ApiError::Forbidden {
             group: "".into(),
             resource: "configmaps".into(),

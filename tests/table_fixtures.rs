@@ -3,7 +3,6 @@
 //! `columnDefinitions` and `now` = its `Date` header) and compared byte for byte; so are the
 //! Table watch, one line at a time, and the PartialObjectMetadata fixtures.
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -13,24 +12,7 @@ use kcache::table::{
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-fn fixture_dir() -> PathBuf {
-    let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/kube-apiserver-v1.28"),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/kube-apiserver-v1.28"),
-        PathBuf::from("/work/shared/fixtures/kube-apiserver-v1.28"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| candidates[0].clone())
-}
-
-fn read(name: &str) -> Vec<u8> {
-    let p = fixture_dir().join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+use kcache::sim::recordings::read;
 
 fn http(name: &str) -> String {
     String::from_utf8(read(&format!("{name}.http"))).unwrap()

@@ -202,11 +202,7 @@ mod tests {
             name: None,
         };
         let e = forbidden("system:anonymous", &a, "");
-        let want = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/kube-apiserver-v1.28/err-anonymous-forbidden-403.json"
-        ))
-        .unwrap();
+        let want = crate::sim::recordings::read_string("err-anonymous-forbidden-403.json");
         assert_eq!(String::from_utf8(e.body().to_vec()).unwrap(), want);
     }
 

@@ -2,7 +2,7 @@
 //!
 //! kcache's tests, `kcache demo` and the benchmark run against it; kube-client and kubectl
 //! talk to it exactly as to a real cluster. Behaviour follows the recordings in
-//! `shared/fixtures/kube-apiserver-v1.28` (LIST/GET/WATCH semantics, Status bodies, bytes).
+//! `tests/fixtures/kube-apiserver-v1.28` (LIST/GET/WATCH semantics, Status bodies, bytes).
 //!
 //! The sim is one consistent store: there is no lagging watch cache, so "cache" answers
 //! (RV=0 lists, watches) always reflect every completed write.
@@ -17,6 +17,7 @@ mod list;
 mod patch;
 mod query;
 pub mod rbac;
+pub mod recordings;
 pub mod seed;
 mod selector;
 mod status;

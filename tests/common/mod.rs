@@ -19,15 +19,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub mod mirror;
 
-/// Fixtures directory of the real-apiserver recordings (`shared/` beside the repository).
-pub fn fixtures_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/kube-apiserver-v1.28")
-}
-
-/// A fixture body.
+/// A recorded body of the real apiserver (see `kcache::sim::recordings`).
 pub fn fixture(name: &str) -> Vec<u8> {
-    let p = fixtures_dir().join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    kcache::sim::recordings::read(name)
 }
 
 /// Logs of kcache in tests, when `KCACHE_TEST_LOG` is set (e.g. `info`).

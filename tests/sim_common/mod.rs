@@ -5,29 +5,15 @@
 use kcache::sim::{ResourceType, Sim, SimConfig};
 use serde_json::Value;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
 
-pub fn fixture_dir() -> PathBuf {
-    let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/kube-apiserver-v1.28"),
-        PathBuf::from("/work/shared/fixtures/kube-apiserver-v1.28"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| candidates[1].clone())
-}
-
+/// A recorded file of the real apiserver as text (see `kcache::sim::recordings`).
 pub fn fixture(name: &str) -> String {
-    std::fs::read_to_string(fixture_dir().join(name))
-        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+    kcache::sim::recordings::read_string(name)
 }
 
 /// The request line of a fixture's `.http` sidecar: (method, path-and-query).
