@@ -1577,7 +1577,7 @@ mod tests {
     const NAME_PART_REGEX: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
     const LABEL_VALUE_REGEX: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
-    // ----- recorded kube-apiserver v1.28.7 messages (shared/fixtures/kube-apiserver-v1.28) -----
+    // ----- recorded kube-apiserver v1.28.7 messages (tests/fixtures/kube-apiserver-v1.28) -----
 
     #[test]
     fn fixture_err_list_cm_malformed_field_selector() {
@@ -2439,22 +2439,13 @@ mod tests {
     }
 
     #[test]
-    fn fixture_files_agree_when_present() {
-        // Cross-checks against the recorded bodies when the shared fixtures are reachable from
-        // the crate (they are beside the main checkout, not inside this crate).
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let Some(dir) = ["../shared", "../../shared"]
-            .iter()
-            .map(|p| base.join(p).join("fixtures/kube-apiserver-v1.28"))
-            .find(|d| d.is_dir())
-        else {
-            eprintln!("shared fixtures not found; skipping file cross-check");
-            return;
-        };
-        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-        let status_message = |name: &str| -> Option<String> {
-            let v: serde_json::Value = serde_json::from_str(&read(name)?).ok()?;
-            v.get("message")?.as_str().map(str::to_string)
+    fn recorded_messages_and_pod_fields_agree() {
+        // Cross-checks against the recorded bodies of the real apiserver (a missing recording
+        // fails the test).
+        use crate::sim::recordings::read_string as read;
+        let status_message = |name: &str| -> String {
+            let v: serde_json::Value = serde_json::from_str(&read(name)).unwrap();
+            v["message"].as_str().unwrap().to_string()
         };
         let checks: [(&str, Result<(), SelectorError>); 6] = [
             (
@@ -2501,12 +2492,11 @@ mod tests {
             ),
         ];
         for (name, got) in checks {
-            if let Some(want) = status_message(name) {
-                assert_eq!(got.unwrap_err().message, want, "{name}");
-            }
+            assert_eq!(got.unwrap_err().message, status_message(name), "{name}");
         }
         // Pod field selectors against the recorded pod list.
-        if let Some(body) = read("list-pods-ns-a.json") {
+        {
+            let body = read("list-pods-ns-a.json");
             let list: serde_json::Value = serde_json::from_str(&body).unwrap();
             let items = list["items"].as_array().cloned().unwrap_or_default();
             let select = |s: &str| -> Vec<String> {
