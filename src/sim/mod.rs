@@ -22,6 +22,7 @@ pub mod seed;
 mod selector;
 mod status;
 mod store;
+pub mod table_columns;
 mod types;
 mod watch;
 
