@@ -217,7 +217,7 @@ async fn main() -> ExitCode {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
             .map_err(|e| e.to_string())
-            .and_then(|c| serde_yaml::to_string(&c).map_err(|e| e.to_string()))
+            .and_then(|c| yaml_serde::to_string(&c).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
         Command::Demo {
             listen,
