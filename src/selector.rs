@@ -1309,13 +1309,9 @@ pub fn convert_fields(
     custom: bool,
 ) -> Result<FieldSelector, SelectorError> {
     let spec = field_spec(group, resource, custom);
-    let namespace_ok = spec.metadata_namespace && (namespaced || !custom);
     let mut requirements = Vec::with_capacity(sel.requirements.len());
     for r in &sel.requirements {
-        let supported = r.field == "metadata.name"
-            || (r.field == "metadata.namespace" && namespace_ok)
-            || spec.extra.contains(&r.field.as_str());
-        if !supported {
+        if !known_field(&r.field, group, resource, namespaced, custom) {
             return Err(SelectorError::new(spec.unsupported.message(&r.field)));
         }
         let field = spec
@@ -1330,6 +1326,22 @@ pub fn convert_fields(
         });
     }
     Ok(FieldSelector { requirements })
+}
+
+/// Whether kcache knows `field` as selectable for the resource (v1.28's field-label
+/// conversions, see [`field_spec`]). Newer apiservers select on more fields, so an unknown
+/// field is not necessarily an error upstream.
+pub fn known_field(
+    field: &str,
+    group: &str,
+    resource: &str,
+    namespaced: bool,
+    custom: bool,
+) -> bool {
+    let spec = field_spec(group, resource, custom);
+    field == "metadata.name"
+        || (field == "metadata.namespace" && spec.metadata_namespace && (namespaced || !custom))
+        || spec.extra.contains(&field)
 }
 
 /// Validates every requirement's field against the resource; the error has the apiserver's
