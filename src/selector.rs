@@ -2226,6 +2226,35 @@ mod tests {
     }
 
     #[test]
+    fn known_fields_are_v128s() {
+        let k = |f: &str, g: &str, r: &str, namespaced: bool, custom: bool| {
+            known_field(f, g, r, namespaced, custom)
+        };
+        assert!(k("spec.nodeName", "", "pods", true, false));
+        assert!(k("spec.host", "", "pods", true, false));
+        assert!(k("metadata.namespace", "", "configmaps", true, false));
+        // Service selects on spec.type only from v1.30: not kcache's to answer.
+        assert!(!k("spec.type", "", "services", true, false));
+        assert!(!k("metadata.namespace", "", "nodes", false, false));
+        assert!(k(
+            "metadata.namespace",
+            "example.com",
+            "widgets",
+            true,
+            true
+        ));
+        assert!(!k(
+            "metadata.namespace",
+            "example.com",
+            "clusterwidgets",
+            false,
+            true
+        ));
+        assert!(!k("spec.color", "example.com", "widgets", true, true));
+        assert!(!k("", "", "configmaps", true, false));
+    }
+
+    #[test]
     fn convert_fields_renames_aliases() {
         let sel = FieldSelector::parse("spec.host=n1").unwrap();
         let conv = convert_fields(&sel, "", "pods", true, false).unwrap();
