@@ -1309,13 +1309,9 @@ pub fn convert_fields(
     custom: bool,
 ) -> Result<FieldSelector, SelectorError> {
     let spec = field_spec(group, resource, custom);
-    let namespace_ok = spec.metadata_namespace && (namespaced || !custom);
     let mut requirements = Vec::with_capacity(sel.requirements.len());
     for r in &sel.requirements {
-        let supported = r.field == "metadata.name"
-            || (r.field == "metadata.namespace" && namespace_ok)
-            || spec.extra.contains(&r.field.as_str());
-        if !supported {
+        if !known_field(&r.field, group, resource, namespaced, custom) {
             return Err(SelectorError::new(spec.unsupported.message(&r.field)));
         }
         let field = spec
@@ -1330,6 +1326,22 @@ pub fn convert_fields(
         });
     }
     Ok(FieldSelector { requirements })
+}
+
+/// Whether kcache knows `field` as selectable for the resource (v1.28's field-label
+/// conversions, see [`field_spec`]). Newer apiservers select on more fields, so an unknown
+/// field is not necessarily an error upstream.
+pub fn known_field(
+    field: &str,
+    group: &str,
+    resource: &str,
+    namespaced: bool,
+    custom: bool,
+) -> bool {
+    let spec = field_spec(group, resource, custom);
+    field == "metadata.name"
+        || (field == "metadata.namespace" && spec.metadata_namespace && (namespaced || !custom))
+        || spec.extra.contains(&field)
 }
 
 /// Validates every requirement's field against the resource; the error has the apiserver's
@@ -2211,6 +2223,35 @@ mod tests {
         assert!(!field_spec("", "configmaps", false).custom_conversion);
         assert!(field_spec("", "pods", false).custom_conversion);
         assert!(field_spec("x.io", "widgets", true).custom_conversion);
+    }
+
+    #[test]
+    fn known_fields_are_v128s() {
+        let k = |f: &str, g: &str, r: &str, namespaced: bool, custom: bool| {
+            known_field(f, g, r, namespaced, custom)
+        };
+        assert!(k("spec.nodeName", "", "pods", true, false));
+        assert!(k("spec.host", "", "pods", true, false));
+        assert!(k("metadata.namespace", "", "configmaps", true, false));
+        // Service selects on spec.type only from v1.30: not kcache's to answer.
+        assert!(!k("spec.type", "", "services", true, false));
+        assert!(!k("metadata.namespace", "", "nodes", false, false));
+        assert!(k(
+            "metadata.namespace",
+            "example.com",
+            "widgets",
+            true,
+            true
+        ));
+        assert!(!k(
+            "metadata.namespace",
+            "example.com",
+            "clusterwidgets",
+            false,
+            true
+        ));
+        assert!(!k("spec.color", "example.com", "widgets", true, true));
+        assert!(!k("", "", "configmaps", true, false));
     }
 
     #[test]

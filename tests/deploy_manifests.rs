@@ -1920,6 +1920,10 @@ fn the_helm_chart_parses_and_its_references_resolve() {
         // Impersonation only where client certificates are verified.
         "{{- if include \"kcache.clientCA\" . }}",
         "- apiGroups: [\"\"]\n    resources: [users, groups]\n    verbs: [impersonate]",
+        // The CRDs of cached custom resources, by name, read-only: their selectableFields.
+        "{{- if contains \".\" (get . \"group\" | default \"\") }}",
+        "- apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames:",
+        "      - {{ . | quote }}\n      {{- end }}\n    verbs: [get]",
     ] {
         assert!(role.contains(needle), "clusterrole.yaml: {needle}");
     }

@@ -141,10 +141,13 @@ impl ListOptions {
             Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::BadRequest(e.message))?,
             None => FieldSelector::everything(),
         };
-        // Terms naming a configured field-path index (by path without `[*]`, or by name) are
-        // kcache's own; every other term is checked as the apiserver checks it.
+        // Terms naming a CRD selectable field, or a configured field-path index (by path
+        // without `[*]`, or by name; kcache's own), are matched on the index values; every
+        // other term is checked as the apiserver checks it.
         let (field, indexed) = field.partition(|r| {
-            let (index, slot) = indexes.by_selector_field(&r.field)?;
+            let (index, slot) = indexes
+                .by_selectable_field(&r.field)
+                .or_else(|| indexes.by_selector_field(&r.field))?;
             Some(IndexRequirement {
                 index,
                 slot,
