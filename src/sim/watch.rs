@@ -29,6 +29,9 @@ pub struct WatchEnv {
     pub drop_rx: watch::Receiver<u64>,
     /// Answer with an ERROR 410 at once (injected fault).
     pub fail_410: bool,
+    /// How far the serving replica's watch cache lags etcd: it starts from the state it held
+    /// that long ago and delivers each event that long after it happened.
+    pub lag: Duration,
 }
 
 /// The object of a BOOKMARK event in the apiserver's form for the type.
@@ -131,8 +134,15 @@ pub async fn start(
     }
     let streaming = opts.send_initial_events == Some(true);
     let mut initial_rv_wait_failed = None;
-    if let Some(n) = rv.filter(|n| *n > 0 && streaming) {
-        if !store.wait_for_rv(n, env.too_large_wait).await {
+    // A WatchList with resourceVersion unset is a consistent read: the watch cache first
+    // catches up with etcd's revision of now.
+    let catch_up = match rv {
+        None if streaming && !env.lag.is_zero() => Some(store.current_rv()),
+        Some(n) if n > 0 && streaming => Some(n),
+        _ => None,
+    };
+    if let Some(n) = catch_up {
+        if !store.wait_for_lagged(n, env.lag, env.too_large_wait).await {
             initial_rv_wait_failed = Some(SimError::TooLargeResourceVersion {
                 requested: n,
                 current: store.current_rv(),
@@ -150,7 +160,11 @@ pub async fn start(
         None => matches!(rv, None | Some(0)),
     };
     let replay_after = rv.filter(|n| *n > 0 && !initial_state);
-    let sub = store.subscribe(&group, &resource, replay_after)?;
+    let sub = if env.lag.is_zero() {
+        store.subscribe(&group, &resource, replay_after)?
+    } else {
+        store.subscribe_lagged(&group, &resource, env.lag, replay_after)?
+    };
     let mut frames = Vec::new();
     let start_rv;
     if initial_state {
@@ -188,12 +202,6 @@ pub async fn start(
             return Ok(rx);
         }
         start_rv = n;
-        frames.extend(
-            sub.replay
-                .iter()
-                .filter(|ev| ev.rv > n)
-                .filter_map(|ev| filter.frame_for(ev)),
-        );
     }
     let seen_rv = sub.snapshot.type_rv;
     let timeout = match filter.opts.timeout_seconds {
@@ -211,8 +219,9 @@ pub async fn start(
         seen_rv,
         deadline: Instant::now() + timeout,
         interval: env.bookmark_interval,
+        lag: env.lag,
     };
-    tokio::spawn(w.run(frames));
+    tokio::spawn(w.run(frames, sub.replay));
     Ok(rx)
 }
 
@@ -236,6 +245,7 @@ struct Watcher {
     seen_rv: u64,
     deadline: Instant,
     interval: Duration,
+    lag: Duration,
 }
 
 enum Flow {
@@ -269,11 +279,17 @@ impl Watcher {
         let _ = self.tx.try_send(Err(err));
     }
 
-    async fn run(mut self, initial: Vec<Bytes>) {
+    /// `replay`: the history events after the start, delivered before the live ones.
+    async fn run(mut self, initial: Vec<Bytes>, replay: Vec<Arc<Event>>) {
         // Mark the current drop epoch as seen so only later drops end this watch.
         self.drop_rx.borrow_and_update();
         for f in initial {
             if let Flow::Stop = self.emit(f).await {
+                return;
+            }
+        }
+        for ev in replay {
+            if let Flow::Stop = self.on_event(&ev).await {
                 return;
             }
         }
@@ -311,6 +327,15 @@ impl Watcher {
     }
 
     async fn on_event(&mut self, ev: &Event) -> Flow {
+        if !self.lag.is_zero() {
+            // A lagging watch cache hears of the write only `lag` after it happened.
+            let due = Instant::from_std(ev.at + self.lag);
+            tokio::select! {
+                _ = sleep_until(due) => {}
+                _ = self.drop_rx.changed() => { self.abort().await; return Flow::Stop; }
+                _ = sleep_until(self.deadline) => return Flow::Stop,
+            }
+        }
         self.seen_rv = self.seen_rv.max(ev.rv);
         if ev.rv <= self.start_rv {
             return Flow::Continue;
