@@ -39,7 +39,7 @@ use crate::resource::{json_str, ResourceInfo};
 use crate::selector::{FieldOp, LabelOp};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::RvProbe;
+use crate::upstream::RevisionProbe;
 
 /// Initial events are sent in chunks of about this size. The chunks are the watcher's own
 /// (live events are shared lines), so a client that stops reading during its initial events
@@ -99,7 +99,7 @@ enum Start {
 /// Open a watch on `cache`.
 pub async fn watch(
     cache: Arc<ResourceCache>,
-    probe: Option<&Arc<RvProbe>>,
+    probe: Option<&Arc<RevisionProbe>>,
     filter: Filter,
     opts: &ListOptions,
     cfg: &WatchConfig,

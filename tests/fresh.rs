@@ -1,0 +1,184 @@
+//! Consistent reads are never stale, and cheap for the upstream, in front of an upstream whose
+//! watch cache lags its store (etcd) and in front of two replicas with different lags behind
+//! one address: a write the upstream acknowledged before a read (resourceVersion unset) is in
+//! the answer every time, and kcache never learns freshness from a `resourceVersion=0` list (a
+//! lagging replica answers that, with the whole collection: rule L2 of
+//! tests/fixtures/kube-apiserver-v1.28/INDEX.md).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{get, resource, Env, EnvBuilder};
+use kcache::sim::SimConfig;
+use serde_json::{json, Value};
+
+const NS: &str = "default";
+
+async fn start(lags: Vec<Duration>) -> Env {
+    EnvBuilder {
+        sim: SimConfig {
+            bookmark_interval: Duration::from_secs(1),
+            watch_cache_lags: lags,
+            ..SimConfig::default()
+        },
+        ..EnvBuilder::default()
+    }
+    .resources(vec![
+        resource("", "v1", "configmaps"),
+        resource("", "v1", "secrets"),
+    ])
+    .start()
+    .await
+}
+
+fn object(kind: &str, name: &str, i: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": kind,
+        "metadata": {"name": name, "namespace": NS}, "data": {"i": i.to_string()}})
+}
+
+fn rv_of(v: &Value) -> String {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_string()
+}
+
+/// A consistent GET and LIST of `resource` through kcache show `name` at `rv`.
+async fn assert_reads_see(env: &Env, resource: &str, name: &str, rv: &str, round: usize) {
+    let r = get(
+        &env.url(),
+        &format!("/api/v1/namespaces/{NS}/{resource}/{name}"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "round {round}: GET {name}: {}", r.text());
+    assert_eq!(rv_of(&r.json()), rv, "round {round}: GET {name}");
+    let r = get(&env.url(), &format!("/api/v1/namespaces/{NS}/{resource}")).await;
+    assert_eq!(r.status, 200, "round {round}: LIST: {}", r.text());
+    let list = r.json();
+    let item = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|o| o["metadata"]["name"] == name);
+    assert!(item.is_some(), "round {round}: LIST misses {name}");
+    assert_eq!(rv_of(item.unwrap()), rv, "round {round}: LIST item {name}");
+    let list_rv: u64 = rv_of(&list).parse().expect("list RV");
+    assert!(
+        list_rv >= rv.parse::<u64>().unwrap(),
+        "round {round}: list RV"
+    );
+}
+
+/// Writes then reads, `rounds` times, alternating creates and updates of a ConfigMap.
+async fn read_your_writes(env: &Env, rounds: usize) {
+    for i in 0..rounds {
+        let name = format!("ryw-{}", i / 2);
+        let written = if i % 2 == 0 {
+            env.sim
+                .create("", "configmaps", object("ConfigMap", &name, i))
+        } else {
+            env.sim
+                .update("", "configmaps", object("ConfigMap", &name, i))
+        }
+        .expect("write");
+        assert_reads_see(env, "configmaps", &name, &rv_of(&written), i).await;
+    }
+}
+
+/// One apiserver whose watch cache lags etcd by 200 ms: what it acknowledged is read back
+/// through kcache at once, every time.
+#[tokio::test]
+async fn read_your_writes_with_a_lagging_watch_cache() {
+    let env = start(vec![Duration::from_millis(200)]).await;
+    read_your_writes(&env, 20).await;
+}
+
+/// Two apiservers behind one address, one without lag and one 400 ms behind: requests take
+/// turns, so kcache's probes and its watch meet both.
+#[tokio::test]
+async fn read_your_writes_with_two_replicas() {
+    let env = start(vec![Duration::ZERO, Duration::from_millis(400)]).await;
+    read_your_writes(&env, 20).await;
+}
+
+/// A type nobody writes cannot reach the upstream's revision (other types' writes move it):
+/// its consistent reads are forwarded, and a write to it the cache has not heard of yet (the
+/// watch cache lags) is in the answer. Once a read of the type has been found unprovable,
+/// later ones are forwarded at once, without a probe.
+#[tokio::test]
+async fn quiet_type_is_forwarded_not_stale() {
+    let env = start(vec![Duration::from_millis(500)]).await;
+    let seeded = env
+        .sim
+        .create("", "secrets", object("Secret", "quiet-0", 0))
+        .unwrap();
+    env.settle("", "secrets").await;
+    for round in 1..=5 {
+        // The busy type moves the upstream's revision past the quiet type's.
+        env.sim
+            .create(
+                "",
+                "configmaps",
+                object("ConfigMap", &format!("busy-{round}"), round),
+            )
+            .unwrap();
+        assert_reads_see(&env, "secrets", "quiet-0", &rv_of(&seeded), round).await;
+    }
+    // Nothing of the type has happened since: the next read is forwarded without a probe.
+    let (lists, gets, _, _) = env.sim.request_counts();
+    let r = get(
+        &env.url(),
+        &format!("/api/v1/namespaces/{NS}/secrets/quiet-0"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let (lists_after, gets_after, _, _) = env.sim.request_counts();
+    assert_eq!(
+        (lists_after - lists, gets_after - gets),
+        (0, 1),
+        "one forwarded GET, no probe"
+    );
+    // A write of the quiet type that kcache has not seen yet (the watch cache lags by 500 ms)
+    // must be in the next consistent reads.
+    for round in 0..5 {
+        let name = format!("quiet-{}", round + 1);
+        let written = env
+            .sim
+            .create("", "secrets", object("Secret", &name, round))
+            .unwrap();
+        assert_reads_see(&env, "secrets", &name, &rv_of(&written), round).await;
+    }
+}
+
+/// Freshness is never learnt from a `resourceVersion=0` list, for a busy type or a quiet one.
+#[tokio::test]
+async fn probe_never_lists_a_collection_at_rv0() {
+    let env = start(vec![Duration::from_millis(100)]).await;
+    env.sim
+        .create("", "secrets", object("Secret", "quiet", 0))
+        .unwrap();
+    env.settle("", "secrets").await;
+    let before = env.sim.rv0_lists();
+    for i in 0..10 {
+        let name = format!("busy-{i}");
+        let written = env
+            .sim
+            .create("", "configmaps", object("ConfigMap", &name, i))
+            .unwrap();
+        assert_reads_see(&env, "configmaps", &name, &rv_of(&written), i).await;
+        let r = get(
+            &env.url(),
+            &format!("/api/v1/namespaces/{NS}/secrets/quiet"),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let r = get(&env.url(), &format!("/api/v1/namespaces/{NS}/secrets")).await;
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(
+        env.sim.rv0_lists() - before,
+        0,
+        "resourceVersion=0 lists sent"
+    );
+}
