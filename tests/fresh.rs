@@ -94,11 +94,20 @@ async fn read_your_writes_with_a_lagging_watch_cache() {
     read_your_writes(&env, 20).await;
 }
 
-/// Two apiservers behind one address, one without lag and one 400 ms behind: requests take
-/// turns, so kcache's probes and its watch meet both.
+/// Two apiservers behind one address, one without lag and one 400 ms behind. kcache's watch
+/// is on the lagging one (pinned while it re-watches); then requests take turns again, so
+/// kcache's reads of the upstream meet both replicas.
 #[tokio::test]
 async fn read_your_writes_with_two_replicas() {
     let env = start(vec![Duration::ZERO, Duration::from_millis(400)]).await;
+    env.sim.pin_replica(Some(1));
+    env.sim.faults().drop_watches();
+    // kcache has re-watched (on the lagging replica) once it sees a write made after the drop.
+    env.sim
+        .create("", "configmaps", object("ConfigMap", "pinned", 0))
+        .unwrap();
+    env.settle("", "configmaps").await;
+    env.sim.pin_replica(None);
     read_your_writes(&env, 20).await;
 }
 
