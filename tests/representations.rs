@@ -155,8 +155,13 @@ async fn tables_from_the_cache() {
         g["rows"][0]["object"]["metadata"]["resourceVersion"]
     );
     // Custom resources: columns from the CRD's additionalPrinterColumns.
-    env.last_write_of("fixtures.example.com", "widgets", "fixtures.example.com/v1", "Widget")
-        .await;
+    env.last_write_of(
+        "fixtures.example.com",
+        "widgets",
+        "fixtures.example.com/v1",
+        "Widget",
+    )
+    .await;
     let w = get_with(
         &base,
         "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets",

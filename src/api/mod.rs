@@ -150,8 +150,9 @@ impl App {
         };
         // A type that could not be proven fresh at the RV it is still at cannot be now either
         // (nothing of it has happened since): forward at once, without a probe or a wait. With
-        // `fallback` off the read gets its full wait before the 504 instead.
-        if self.consistent.fallback && probe.is_unprovable(cache) {
+        // `fallback` off the read gets its full wait before the 504 instead, and while the
+        // reflector cannot reach the upstream the probe decides (stale while down, below).
+        if self.consistent.fallback && cache.upstream_reachable() && probe.is_unprovable(cache) {
             outcome("forwarded");
             return Ok(false);
         }
