@@ -191,3 +191,130 @@ async fn probe_never_lists_a_collection_at_rv0() {
         "resourceVersion=0 lists sent"
     );
 }
+
+/// What a downstream watcher of ConfigMaps in `default` holds: name → resourceVersion.
+type Mirror = std::collections::BTreeMap<String, String>;
+
+fn upstream_mirror(env: &Env) -> Mirror {
+    env.sim
+        .list("", "configmaps")
+        .iter()
+        .filter(|o| o["metadata"]["namespace"] == NS)
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                rv_of(o),
+            )
+        })
+        .collect()
+}
+
+/// Apply watch events to `m` until it equals the upstream; panics on an ERROR event (a 410
+/// would tell the client to relist) or when the stream ends first.
+async fn follow_until_equal(env: &Env, w: &mut common::Watch, m: &mut Mirror) {
+    // Generous: only a broken kcache gets near it (events arrive within the sim's lags).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if *m == upstream_mirror(env) {
+            return;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let ev = w
+            .next_json(left)
+            .await
+            .unwrap_or_else(|| panic!("watch ended or stalled; mirror {m:?}"));
+        let name = ev["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        match ev["type"].as_str().unwrap() {
+            "ADDED" | "MODIFIED" => {
+                m.insert(name, rv_of(&ev["object"]));
+            }
+            "DELETED" => {
+                m.remove(&name);
+            }
+            "BOOKMARK" => {}
+            other => panic!("{other} event to a downstream watcher: {ev}"),
+        }
+    }
+}
+
+/// A relist answered by a replica whose watch cache lags is not an upstream restore: the
+/// upstream's history is compacted and kcache's watch gets a 410 while the relist (a streaming
+/// list at resourceVersion=0) meets a replica 3 s behind. Downstream watchers are not told to
+/// relist (no 410) and end equal to the upstream, through writes before and after.
+#[tokio::test]
+async fn relist_from_a_lagging_replica_does_not_reset_watchers() {
+    let env = start(vec![Duration::ZERO, Duration::from_secs(3)]).await;
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    // A downstream watcher from a consistent starting point.
+    let list = get(
+        &env.url(),
+        &format!("/api/v1/namespaces/{NS}/configmaps?resourceVersion=0"),
+    )
+    .await
+    .json();
+    let mut mirror: Mirror = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                rv_of(o),
+            )
+        })
+        .collect();
+    let mut w = common::Watch::open(
+        &env.url(),
+        &format!(
+            "/api/v1/namespaces/{NS}/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={}",
+            rv_of(&list)
+        ),
+    )
+    .await;
+    assert_eq!(w.status, 200);
+    // Writes kcache sees through the replica without lag; the lagging one has not got them.
+    env.sim.pin_replica(Some(0));
+    env.sim.faults().drop_watches();
+    for i in 0..20 {
+        env.sim
+            .create(
+                "",
+                "configmaps",
+                object("ConfigMap", &format!("before-{i}"), i),
+            )
+            .unwrap();
+    }
+    env.settle("", "configmaps").await;
+    follow_until_equal(&env, &mut w, &mut mirror).await;
+    // History compacted, kcache's watch expired; its relist goes to the lagging replica.
+    let relists = cache.relists();
+    env.sim.pin_replica(Some(1));
+    env.sim.compact();
+    env.sim.faults().fail_watches_with_410(1);
+    env.sim.faults().drop_watches();
+    while cache.relists() == relists {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.sim.pin_replica(None);
+    for i in 0..20 {
+        let name = format!("before-{i}");
+        if i % 2 == 0 {
+            env.sim.delete("", "configmaps", Some(NS), &name).unwrap();
+        } else {
+            env.sim
+                .update("", "configmaps", object("ConfigMap", &name, 100 + i))
+                .unwrap();
+        }
+        env.sim
+            .create(
+                "",
+                "configmaps",
+                object("ConfigMap", &format!("after-{i}"), i),
+            )
+            .unwrap();
+    }
+    follow_until_equal(&env, &mut w, &mut mirror).await;
+}
