@@ -295,7 +295,12 @@ async fn relist_from_a_lagging_replica_does_not_reset_watchers() {
     env.sim.compact();
     env.sim.faults().fail_watches_with_410(1);
     env.sim.faults().drop_watches();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while cache.relists() == relists {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "kcache did not relist"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     env.sim.pin_replica(None);
