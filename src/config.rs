@@ -335,7 +335,7 @@ impl Config {
 
     /// Parse and validate YAML text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+        let config: Config = yaml_serde::from_str(text).map_err(|e| ConfigError::Parse {
             path: "config".into(),
             message: e.to_string(),
         })?;

@@ -9,7 +9,7 @@ use crate::auth::AuthMode;
 use crate::config::Config;
 use crate::server;
 use crate::sim::seed::{self, Churn, ChurnOp, DemoSpec, SeedObject};
-use crate::sim::{Sim, SimConfig};
+use crate::sim::{table_columns, Sim, SimConfig};
 use crate::upstream::Upstream;
 
 /// Options of the demo.
@@ -62,6 +62,14 @@ pub fn apply_churn(sim: &Sim, op: ChurnOp) {
     }
 }
 
+/// Let the simulated cluster hand out the Table columns of the built-in kinds, so `kubectl get`
+/// through kcache prints the apiserver's columns (READY, STATUS, RESTARTS, AGE for pods).
+pub fn serve_table_columns(sim: &Sim) {
+    for (group, resource, columns) in table_columns::builtin() {
+        sim.serve_table_columns(group, resource, columns);
+    }
+}
+
 /// Run the demo until SIGINT/SIGTERM.
 pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
     let sim_addr = opts
@@ -71,6 +79,7 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
     let sim = Sim::start_on(sim_addr, SimConfig::default())
         .await
         .map_err(|e| format!("starting the simulated cluster: {e}"))?;
+    serve_table_columns(&sim);
     let initial = seed::demo_cluster(&DemoSpec::default());
     let mut churn = Churn::new(7, &initial);
     seed_sim(&sim, initial)?;
@@ -119,7 +128,7 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
          \x20 kubectl --server {k} get configmaps -A --chunk-size=2\n\
          \x20 kubectl --server {k} get pods -A -w\n\
          \x20 curl '{k}/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName=node-1'\n\
-         Compare with the simulated cluster directly: kubectl --server {sim} get pods -A\n\
+         Compare with the simulated cluster directly: kubectl --server {sim} get pods -A -o yaml\n\
          Or use a kubeconfig: kubectl config set-cluster kcache --server={k} && \
 kubectl config set-context kcache --cluster=kcache && kubectl config use-context kcache\n\n\
          Ctrl-C stops both.",

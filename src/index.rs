@@ -151,6 +151,10 @@ pub enum Source {
     Label(String),
     /// A configured field path; its values are extracted once into the object's `slot`.
     Path { path: FieldPath, slot: u16 },
+    /// A field a CRD declares in `selectableFields` (named by its jsonPath without the leading
+    /// `.`): one value per object, extracted into `slot`, `""` when absent, so that the index's
+    /// `=`/`!=` are the apiserver's.
+    Selectable { path: FieldPath, slot: u16 },
 }
 
 /// One index of a resource.
@@ -205,6 +209,38 @@ impl IndexSet {
         IndexSet { defs }
     }
 
+    /// The same set plus a custom resource's `selectableFields` (jsonPaths as the CRD writes
+    /// them, `.spec.color`). A path kcache cannot read (array notation, quoting) is left out:
+    /// selectors on it then go to the upstream.
+    pub fn with_selectable_fields(mut self, json_paths: &[String]) -> IndexSet {
+        let mut slot = self
+            .defs
+            .iter()
+            .filter_map(|d| match &d.source {
+                Source::Path { slot, .. } | Source::Selectable { slot, .. } => Some(slot + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        for p in json_paths {
+            let Some(name) = p.strip_prefix('.') else {
+                continue;
+            };
+            let Ok(path) = FieldPath::parse(name) else {
+                continue;
+            };
+            if path.steps.iter().any(|s| s.each) || self.by_selectable_field(name).is_some() {
+                continue;
+            }
+            self.defs.push(IndexDef {
+                name: name.to_string(),
+                source: Source::Selectable { path, slot },
+            });
+            slot += 1;
+        }
+        self
+    }
+
     pub fn defs(&self) -> &[IndexDef] {
         &self.defs
     }
@@ -245,21 +281,45 @@ impl IndexSet {
             })
     }
 
+    /// The index on a CRD selectable field a field selector names.
+    pub fn by_selectable_field(&self, field: &str) -> Option<(usize, u16)> {
+        self.defs
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| match &d.source {
+                Source::Selectable { slot, .. } if d.name == field => Some((i, *slot)),
+                _ => None,
+            })
+    }
+
     /// The index called `name`.
     pub fn by_name(&self, name: &str) -> Option<usize> {
         self.defs.iter().position(|d| d.name == name)
     }
 
-    /// The configured field-path values of one object, as stored on it: (slot, value) sorted,
+    /// The configured field-path and selectable-field values of one object, as stored on it: (slot, value) sorted,
     /// without duplicates. Empty (no allocation) when the resource has no such index.
     pub fn extract(&self, obj: &Value) -> Box<[(u16, Box<str>)]> {
         let mut out: Vec<(u16, Box<str>)> = Vec::new();
         let mut buf = Vec::new();
         for d in &self.defs {
-            if let Source::Path { path, slot } = &d.source {
-                buf.clear();
-                path.values(obj, &mut buf);
-                out.extend(buf.drain(..).map(|v| (*slot, v.into_boxed_str())));
+            match &d.source {
+                Source::Path { path, slot } => {
+                    buf.clear();
+                    path.values(obj, &mut buf);
+                    out.extend(buf.drain(..).map(|v| (*slot, v.into_boxed_str())));
+                }
+                Source::Selectable { path, slot } => {
+                    buf.clear();
+                    path.values(obj, &mut buf);
+                    // The schema makes it one scalar; anything else reads as absent.
+                    let v = match buf.as_slice() {
+                        [one] => one.as_str(),
+                        _ => "",
+                    };
+                    out.push((*slot, v.into()));
+                }
+                _ => {}
             }
         }
         out.sort();
@@ -276,7 +336,9 @@ impl IndexSet {
                     f(v)
                 }
             }
-            Source::Path { slot, .. } => o.index_values(*slot).for_each(f),
+            Source::Path { slot, .. } | Source::Selectable { slot, .. } => {
+                o.index_values(*slot).for_each(f)
+            }
         }
     }
 
@@ -286,7 +348,9 @@ impl IndexSet {
         match &self.defs[i].source {
             Source::Field(name) => a.field(name) == b.field(name),
             Source::Label(key) => a.labels.get(key) == b.labels.get(key),
-            Source::Path { slot, .. } => a.index_values(*slot).eq(b.index_values(*slot)),
+            Source::Path { slot, .. } | Source::Selectable { slot, .. } => {
+                a.index_values(*slot).eq(b.index_values(*slot))
+            }
         }
     }
 }
@@ -563,6 +627,34 @@ mod tests {
             .map(|x| x.to_string())
             .collect();
         assert_eq!(mid, ["ns/k036", "ns/k037"]);
+    }
+
+    #[test]
+    fn selectable_fields_have_one_value() {
+        let configured = [IndexConfig {
+            name: "byTag".into(),
+            field: Some("spec.tags[*]".into()),
+            label: None,
+        }];
+        let s =
+            IndexSet::new("example.com", "widgets", true, &configured).with_selectable_fields(&[
+                ".spec.color".into(),
+                ".spec.size".into(),
+                ".spec.on".into(),
+                "spec.nodot".into(),
+                ".spec.list[*].x".into(),
+            ]);
+        assert_eq!(s.len(), 4);
+        assert!(s.by_selectable_field("spec.nodot").is_none());
+        assert!(s.by_selector_field("spec.color").is_none());
+        let (color, cs) = s.by_selectable_field("spec.color").unwrap();
+        let (_, ss) = s.by_selectable_field("spec.size").unwrap();
+        let (_, os) = s.by_selectable_field("spec.on").unwrap();
+        assert_eq!((color, cs, ss, os), (1, 1, 2, 3));
+        let obj = json!({"spec": {"size": 3, "on": true, "tags": ["a", "b"]}});
+        let v = s.extract(&obj);
+        let got: Vec<(u16, &str)> = v.iter().map(|(s, v)| (*s, v.as_ref())).collect();
+        assert_eq!(got, [(0, "a"), (0, "b"), (1, ""), (2, "3"), (3, "true")]);
     }
 
     #[test]

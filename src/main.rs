@@ -147,13 +147,23 @@ fn init_logs(format: LogFormat, bench: bool) {
     let default_level = if bench { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KCACHE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let writer = if bench {
-        tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr)
+    // Colour codes only where a person reads them: a file, a pipe or a log collector gets
+    // plain text.
+    use std::io::IsTerminal;
+    let (writer, terminal) = if bench {
+        (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+            std::io::stderr().is_terminal(),
+        )
     } else {
-        tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout)
+        (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout),
+            std::io::stdout().is_terminal(),
+        )
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(terminal)
         .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
@@ -207,7 +217,7 @@ async fn main() -> ExitCode {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
             .map_err(|e| e.to_string())
-            .and_then(|c| serde_yaml::to_string(&c).map_err(|e| e.to_string()))
+            .and_then(|c| yaml_serde::to_string(&c).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
         Command::Demo {
             listen,

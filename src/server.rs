@@ -158,8 +158,24 @@ pub async fn start(
                 source,
             })?;
         crate::metrics::metrics().init_resource(&info.resource);
+        // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
+        // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
+        let selectable = if info.custom {
+            upstream
+                .crd_selectable_fields(&info.group, &info.resource, &info.version)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::info!(resource = %info, error = %e,
+                        "CRD not readable; field selectors beyond metadata go upstream");
+                    Vec::new()
+                })
+        } else {
+            Vec::new()
+        };
         let cache = Arc::new(
-            ResourceCache::new(info, r.scope(), config.cache_config()).with_indexes(&r.indexes),
+            ResourceCache::new(info, r.scope(), config.cache_config())
+                .with_indexes(&r.indexes)
+                .with_selectable_fields(&selectable),
         );
         registry.insert(cache.clone());
         caches.push(cache);

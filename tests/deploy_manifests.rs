@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kcache::config::{Config, ResourceConfig};
 use serde::Deserialize;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -54,7 +54,7 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The documents of a (multi-document) YAML text; empty documents are skipped.
 fn documents_of(text: &str, origin: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    yaml_serde::Deserializer::from_str(text)
         .map(|doc| {
             Value::deserialize(doc).unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"))
         })
@@ -86,7 +86,7 @@ fn strings(v: &Value, path: &[&str]) -> Vec<String> {
         .iter()
         .map(|x| match x {
             Value::String(s) => s.clone(),
-            other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+            other => yaml_serde::to_string(other).unwrap().trim().to_string(),
         })
         .collect()
 }
@@ -106,7 +106,7 @@ fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
                 .map(|(k, v)| {
                     let v = match v {
                         Value::String(s) => s.clone(),
-                        other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+                        other => yaml_serde::to_string(other).unwrap().trim().to_string(),
                     };
                     (k.as_str().unwrap_or_default().to_string(), v)
                 })
@@ -502,7 +502,7 @@ impl KcachePod<'_> {
             return m.to_string();
         }
         let text = self.config_text();
-        let doc: Value = serde_yaml::from_str(&text).unwrap_or(Value::Null);
+        let doc: Value = yaml_serde::from_str(&text).unwrap_or(Value::Null);
         s(&doc, &["auth", "mode"]).unwrap_or("none").to_string()
     }
 
@@ -1283,18 +1283,18 @@ fn the_deployed_default_resources_are_the_documented_ones() {
     assert_eq!(base.resources, documented.resources, "kustomize base");
     let values = helm_values();
     let helm: Vec<ResourceConfig> =
-        serde_yaml::from_value(values["resources"].clone()).expect("helm values: resources");
+        yaml_serde::from_value(values["resources"].clone()).expect("helm values: resources");
     assert_eq!(helm, documented.resources, "helm values.yaml");
 }
 
 #[test]
 fn assert_can_cache_rejects_a_missing_verb() {
-    let rules: Vec<Value> = serde_yaml::from_str(
+    let rules: Vec<Value> = yaml_serde::from_str(
         "- {apiGroups: [apps], resources: [deployments], verbs: [get, list]}\n",
     )
     .unwrap();
     let r: Vec<ResourceConfig> =
-        serde_yaml::from_str("- {group: apps, version: v1, resource: deployments}\n").unwrap();
+        yaml_serde::from_str("- {group: apps, version: v1, resource: deployments}\n").unwrap();
     let caught = std::panic::catch_unwind(|| assert_can_cache(&rules, &r, "test"));
     assert!(caught.is_err(), "a role without watch must be rejected");
 }
@@ -1920,6 +1920,10 @@ fn the_helm_chart_parses_and_its_references_resolve() {
         // Impersonation only where client certificates are verified.
         "{{- if include \"kcache.clientCA\" . }}",
         "- apiGroups: [\"\"]\n    resources: [users, groups]\n    verbs: [impersonate]",
+        // The CRDs of cached custom resources, by name, read-only: their selectableFields.
+        "{{- if contains \".\" (get . \"group\" | default \"\") }}",
+        "- apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames:",
+        "      - {{ . | quote }}\n      {{- end }}\n    verbs: [get]",
     ] {
         assert!(role.contains(needle), "clusterrole.yaml: {needle}");
     }
@@ -2000,7 +2004,7 @@ fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
     }
     // What the template renders with the default values: those keys, then `config`'s.
     let values = helm_values();
-    let mut doc = serde_yaml::Mapping::new();
+    let mut doc = yaml_serde::Mapping::new();
     for key in ["resources", "dropManagedFields", "limits"] {
         doc.insert(key.into(), values[key].clone());
     }
@@ -2011,19 +2015,19 @@ fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
         );
         doc.insert(k.clone(), v.clone());
     }
-    let text = serde_yaml::to_string(&doc).unwrap();
+    let text = yaml_serde::to_string(&doc).unwrap();
     let config =
         Config::parse(&text).unwrap_or_else(|e| panic!("the chart's kcache.yaml: {e}\n{text}"));
     let limits: kcache::limits::LimitConfig =
-        serde_yaml::from_value(values["limits"].clone()).expect("values: limits");
+        yaml_serde::from_value(values["limits"].clone()).expect("values: limits");
     assert_eq!(
-        serde_yaml::to_value(&config.limits).unwrap(),
-        serde_yaml::to_value(&limits).unwrap()
+        yaml_serde::to_value(&config.limits).unwrap(),
+        yaml_serde::to_value(&limits).unwrap()
     );
     // The defaults are kcache's own.
     assert_eq!(
-        serde_yaml::to_value(&limits).unwrap(),
-        serde_yaml::to_value(kcache::limits::LimitConfig::default()).unwrap(),
+        yaml_serde::to_value(&limits).unwrap(),
+        yaml_serde::to_value(kcache::limits::LimitConfig::default()).unwrap(),
         "values: limits are kcache's defaults"
     );
 }

@@ -48,6 +48,7 @@ async fn env() -> Env {
         namespaced: false,
         short_names: vec!["crd".into()],
         custom: false,
+        selectable_fields: Vec::new(),
     });
     let mut crd: Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
     for k in [

@@ -1,10 +1,12 @@
 //! Query string → ListOptions / GetOptions: never panics, errors are 400 or 422, and parsed
-//! selectors and continue tokens obey their own invariants.
+//! selectors, continue tokens, resourceVersions and watch timeouts obey their own invariants.
 #![no_main]
 
 use std::sync::OnceLock;
 
-use kcache::api::fuzzing::{parse_query, GetOptions, ListOptions};
+use std::time::Duration;
+
+use kcache::api::fuzzing::{parse_query, parse_rv, GetOptions, ListOptions};
 use kcache::api::ContinueToken;
 use kcache::index::{IndexConfig, IndexSet};
 use kcache::resource::ResourceInfo;
@@ -44,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let q = parse_query(Some(s));
-    let _ = GetOptions::parse(&q);
+    let get = GetOptions::parse(&q);
+    check_rv(get.resource_version.as_deref());
     let (info, indexes) = pods();
     for legacy_watch in [false, true] {
         match ListOptions::parse(&q, info, indexes, legacy_watch) {
@@ -52,6 +55,10 @@ fuzz_target!(|data: &[u8]| {
                 assert!(opts.watch || !legacy_watch);
                 let printed = opts.label.to_string();
                 assert_eq!(LabelSelector::parse(&printed).as_ref(), Ok(&opts.label));
+                // The numbers a watch turns into time: a deadline for any timeoutSeconds.
+                let now = tokio::time::Instant::now();
+                assert!(opts.timeout.deadline(now, Duration::from_secs(1800)) >= now);
+                check_rv(opts.resource_version.as_deref());
                 if let Some(token) = &opts.continue_token {
                     if let Err(e) = ContinueToken::decode(token) {
                         assert_eq!(e.code(), 400, "{e:?}");
@@ -66,3 +73,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// A resourceVersion is a number or the apiserver's 500 (L7), never a panic.
+fn check_rv(rv: Option<&str>) {
+    if let Some(Err(e)) = rv.map(parse_rv) {
+        assert_eq!(e.code(), 500, "{rv:?}: {e:?}");
+    }
+}

@@ -3,5 +3,5 @@
 //! interface.
 
 pub use super::continue_token::ContinueToken;
-pub use super::params::{parse_query, GetOptions, ListOptions};
+pub use super::params::{parse_query, parse_rv, GetOptions, ListOptions, WatchTimeout};
 pub use super::route::{parse as parse_path, ResourcePath};

@@ -69,6 +69,10 @@ pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response
                     Source::Field(f) => json!({"name": d.name, "field": f, "builtin": true}),
                     Source::Path { path, .. } => json!({"name": d.name, "field": path.as_str()}),
                     Source::Label(l) => json!({"name": d.name, "label": l}),
+                    // A CRD's selectableFields: the upstream's own, like the built-in ones.
+                    Source::Selectable { .. } => {
+                        json!({"name": d.name, "field": d.name, "builtin": true})
+                    }
                 })
                 .collect();
             json!({

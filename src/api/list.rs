@@ -296,7 +296,10 @@ fn select_with(
                 Some(ns) => k.strip_prefix(&format!("{ns}/")).unwrap_or(k),
                 None => k,
             };
-            Some(ContinueToken::after(snap.rv as i64, rel).encode())
+            // Tokens carry an int64 RV, as etcd's revisions are; an RV beyond that (no etcd
+            // has one) continues at the latest state rather than wrapping around.
+            let rv = i64::try_from(snap.rv).unwrap_or(-1);
+            Some(ContinueToken::after(rv, rel).encode())
         }
         _ => None,
     };

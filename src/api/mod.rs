@@ -423,6 +423,19 @@ async fn from_cache(
         || q.iter()
             .find(|(k, _)| k == "watch")
             .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
+    // A selector on a configured index field is kcache's own: the upstream would answer 400, so
+    // such a request is never forwarded; where the cache cannot answer it, it gets an error.
+    let local = names_index_field(&q, cache);
+    // Never stricter than the upstream: what kcache cannot answer exactly (a field it does not
+    // know for this kind, a parameter it does not know) is the upstream's to answer or refuse.
+    // Before authorization: the upstream authorizes what it answers.
+    if !local {
+        let selects = path.name.is_none() || is_watch;
+        if let Some(why) = upstream_only(&q, cache, selects) {
+            tracing::debug!(resource = %info, %why, "forwarded: not answerable from the cache");
+            return Ok(Answer::Upstream);
+        }
+    }
     // The cache holds what kcache may read; the caller may read only what the upstream's
     // authorizer allows them, asked before anything of the cache is looked at.
     let verb = match (&path.name, is_watch) {
@@ -444,9 +457,6 @@ async fn from_cache(
         )
         .await?;
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
-    // A selector on a configured index field is kcache's own: the upstream would answer 400, so
-    // such a request is never forwarded; where the cache cannot answer it, it gets an error.
-    let local = names_index_field(&q, cache);
     let forward = |why: &str| {
         if local {
             Err(ApiError::BadRequest(format!(
@@ -579,14 +589,66 @@ async fn from_cache(
     .await
 }
 
-/// Whether the request's field selector names a configured field-path index of `cache`.
+/// Whether the request's field selector names a configured field-path index of `cache` (a CRD
+/// selectable field of the same name is the upstream's, not kcache's own).
 fn names_index_field(q: &[(String, String)], cache: &ResourceCache) -> bool {
     q.iter()
         .find(|(k, _)| k == "fieldSelector")
         .and_then(|(_, v)| FieldSelector::parse(v).ok())
         .is_some_and(|s| {
-            s.requirements()
-                .iter()
-                .any(|r| cache.indexes.by_selector_field(&r.field).is_some())
+            s.requirements().iter().any(|r| {
+                cache.indexes.by_selectable_field(&r.field).is_none()
+                    && cache.indexes.by_selector_field(&r.field).is_some()
+            })
         })
+}
+
+/// The query parameters kcache answers GET, LIST and WATCH with exactly: kube-apiserver
+/// v1.28's ListOptions and GetOptions, `includeObject` of Table requests, `pretty`, and
+/// `timeout`, which only bounds how long the server may work on the request.
+const KNOWN_PARAMS: &[&str] = &[
+    "allowWatchBookmarks",
+    "continue",
+    "fieldSelector",
+    "includeObject",
+    "labelSelector",
+    "limit",
+    "pretty",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "sendInitialEvents",
+    "timeout",
+    "timeoutSeconds",
+    "watch",
+];
+
+/// Why the cache cannot answer a request exactly, if it cannot: a parameter kcache does not
+/// know (a newer apiserver may honour it), or, when the request selects (`selects`: a list or
+/// watch), a field selector on a field kcache does not know for the kind (a newer apiserver
+/// may select on it: Service `spec.type` since 1.30; or the CRD could not be read). A field
+/// selector that does not parse stays kcache's 400: its syntax is the same on every version.
+fn upstream_only(q: &[(String, String)], cache: &ResourceCache, selects: bool) -> Option<String> {
+    if let Some((k, _)) = q.iter().find(|(k, _)| !KNOWN_PARAMS.contains(&k.as_str())) {
+        return Some(format!("parameter {k:?}"));
+    }
+    if !selects {
+        return None;
+    }
+    let sel = q
+        .iter()
+        .find(|(k, _)| k == "fieldSelector")
+        .and_then(|(_, v)| FieldSelector::parse(v).ok())?;
+    let info = &cache.info;
+    sel.requirements()
+        .iter()
+        .find(|r| {
+            !crate::selector::known_field(
+                &r.field,
+                &info.group,
+                &info.resource,
+                info.namespaced,
+                info.custom,
+            ) && cache.indexes.by_selectable_field(&r.field).is_none()
+        })
+        .map(|r| format!("field selector on {:?}", r.field))
 }

@@ -1,7 +1,10 @@
 //! Query parameters of list, get and watch requests, parsed and validated with the
 //! apiserver's rules and messages (INDEX.md L2, L4, L7, L8).
 
+use std::time::Duration;
+
 use percent_encoding::percent_decode_str;
+use tokio::time::Instant;
 
 use super::filter::IndexRequirement;
 use crate::index::IndexSet;
@@ -38,8 +41,10 @@ fn boolean(v: Option<&str>) -> Option<bool> {
     v.map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
 }
 
+/// A number parameter as Go's `strconv.ParseInt` reads it: an optional sign, then digits,
+/// nothing else (no spaces: a `+` in a query is a space). Empty counts as unset.
 fn int(v: Option<&str>) -> Result<Option<i64>, ApiError> {
-    match v.map(str::trim) {
+    match v {
         None | Some("") => Ok(None),
         Some(s) => s.parse::<i64>().map(Some).map_err(|e| {
             let why = match e.kind() {
@@ -50,6 +55,49 @@ fn int(v: Option<&str>) -> Result<Option<i64>, ApiError> {
             };
             ApiError::BadRequest(format!("strconv.ParseInt: parsing {s:?}: {why}"))
         }),
+    }
+}
+
+/// How long a watch served from the cache stays open, from its `timeoutSeconds`.
+///
+/// The apiserver multiplies the seconds into a Go `time.Duration` (nanoseconds in an i64):
+/// zero or unset picks a random time between its minimum request timeout and twice that; a
+/// negative value is a timer that has already fired, so the stream ends at once. Beyond about
+/// 292 years Go's multiplication wraps around to an arbitrary duration; kcache takes such a
+/// value for what the client meant, "never", instead of copying the accident (and instead of
+/// overflowing an `Instant`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatchTimeout {
+    /// Unset or zero: the server chooses.
+    #[default]
+    ServerChosen,
+    /// Negative: the stream ends as soon as it is opened.
+    Elapsed,
+    /// Positive: that many seconds, however large.
+    Seconds(u64),
+}
+
+impl WatchTimeout {
+    pub fn from_seconds(seconds: Option<i64>) -> WatchTimeout {
+        match seconds {
+            None | Some(0) => WatchTimeout::ServerChosen,
+            Some(s) if s < 0 => WatchTimeout::Elapsed,
+            Some(s) => WatchTimeout::Seconds(s.unsigned_abs()),
+        }
+    }
+
+    /// The deadline of a watch opened at `now`, with `server_chosen` for the unset case.
+    /// A deadline past what the clock can represent is a century away: no watch lives that long.
+    pub fn deadline(self, now: Instant, server_chosen: Duration) -> Instant {
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        let after = match self {
+            WatchTimeout::ServerChosen => server_chosen,
+            WatchTimeout::Elapsed => Duration::ZERO,
+            WatchTimeout::Seconds(s) => Duration::from_secs(s).min(CENTURY),
+        };
+        now.checked_add(after)
+            .or_else(|| now.checked_add(CENTURY))
+            .unwrap_or(now)
     }
 }
 
@@ -65,7 +113,8 @@ pub struct ListOptions {
     /// `limit`; zero or negative means no limit (L2).
     pub limit: i64,
     pub continue_token: Option<String>,
-    pub timeout_seconds: Option<i64>,
+    /// `timeoutSeconds` of a watch, bounded: see [`WatchTimeout`].
+    pub timeout: WatchTimeout,
     pub allow_bookmarks: bool,
     /// `sendInitialEvents`; `Some(false)` is "provided" for validation.
     pub send_initial_events: Option<bool>,
@@ -92,10 +141,13 @@ impl ListOptions {
             Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::BadRequest(e.message))?,
             None => FieldSelector::everything(),
         };
-        // Terms naming a configured field-path index (by path without `[*]`, or by name) are
-        // kcache's own; every other term is checked as the apiserver checks it.
+        // Terms naming a CRD selectable field, or a configured field-path index (by path
+        // without `[*]`, or by name; kcache's own), are matched on the index values; every
+        // other term is checked as the apiserver checks it.
         let (field, indexed) = field.partition(|r| {
-            let (index, slot) = indexes.by_selector_field(&r.field)?;
+            let (index, slot) = indexes
+                .by_selectable_field(&r.field)
+                .or_else(|| indexes.by_selector_field(&r.field))?;
             Some(IndexRequirement {
                 index,
                 slot,
@@ -112,7 +164,7 @@ impl ListOptions {
             resource_version_match: get(q, "resourceVersionMatch")
                 .filter(|s| !s.is_empty())
                 .map(String::from),
-            timeout_seconds: int(get(q, "timeoutSeconds"))?,
+            timeout: WatchTimeout::from_seconds(int(get(q, "timeoutSeconds"))?),
             limit: int(get(q, "limit"))?.unwrap_or(0),
             continue_token: get(q, "continue")
                 .filter(|s| !s.is_empty())
@@ -210,13 +262,20 @@ impl ListOptions {
     }
 }
 
-/// Parse a resourceVersion the way the storage layer does; a non-number is a 500 (L7).
+/// Parse a resourceVersion the way the storage layer does, with Go's `strconv.ParseUint`
+/// (digits only: no sign, no spaces); a non-number is a 500 (L7).
 pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
-    rv.parse::<u64>().map_err(|_| {
-        ApiError::Internal(format!(
-            "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
-        ))
-    })
+    let why = if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        "invalid syntax"
+    } else {
+        match rv.parse::<u64>() {
+            Ok(n) => return Ok(n),
+            Err(_) => "value out of range",
+        }
+    };
+    Err(ApiError::Internal(format!(
+        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}"
+    )))
 }
 
 /// Options of a GET: only `resourceVersion` and `pretty` matter.
@@ -254,6 +313,26 @@ mod tests {
 
     fn opts(q: &str) -> Result<ListOptions, ApiError> {
         ListOptions::parse(&parse_query(Some(q)), &cm(), &IndexSet::default(), false)
+    }
+
+    #[test]
+    fn watch_timeouts_are_bounded() {
+        let now = Instant::now();
+        let chosen = Duration::from_secs(1800);
+        let deadline = |v: &str| {
+            let o = opts(&format!("watch=1&timeoutSeconds={v}")).map_err(|e| e.code());
+            o.map(|o| o.timeout.deadline(now, chosen) - now)
+        };
+        assert_eq!(deadline("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(deadline("0"), Ok(chosen));
+        assert_eq!(deadline(""), Ok(chosen));
+        assert_eq!(deadline("-1"), Ok(Duration::ZERO));
+        assert_eq!(deadline("-9223372036854775808"), Ok(Duration::ZERO));
+        assert!(deadline("9223372036854775807").unwrap() > Duration::from_secs(50 * 365 * 86400));
+        assert_eq!(deadline("9223372036854775808"), Err(400));
+        // A `+` in a query is a space, which Go's ParseInt refuses.
+        assert_eq!(deadline("+5"), Err(400));
+        assert_eq!(deadline("%2B5"), Ok(Duration::from_secs(5)));
     }
 
     #[test]
@@ -303,5 +382,11 @@ mod tests {
     fn rv_not_a_number_is_500() {
         assert_eq!(parse_rv("abc").unwrap_err().code(), 500);
         assert_eq!(parse_rv("17").unwrap(), 17);
+        // Go's ParseUint takes digits only, where Rust's parser also takes a sign.
+        assert_eq!(parse_rv("+17").unwrap_err().code(), 500);
+        assert!(parse_rv("18446744073709551616")
+            .unwrap_err()
+            .to_string()
+            .contains("value out of range"));
     }
 }

@@ -180,11 +180,10 @@ pub async fn watch(
         }
         (false, Some(rv)) => Start::After { rv: parse_rv(rv)? },
     };
-    let timeout = match opts.timeout_seconds {
-        Some(t) if t > 0 => Duration::from_secs(t as u64),
-        // The apiserver picks between its min request timeout and twice that.
-        _ => Duration::from_secs(rand::rng().random_range(1800..=3600)),
-    };
+    // When the client leaves it open, the apiserver picks between its minimum request timeout
+    // and twice that.
+    let server_chosen = Duration::from_secs(rand::rng().random_range(1800..=3600));
+    let deadline = opts.timeout.deadline(Instant::now(), server_chosen);
     let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
     let resource = cache.info.resource.clone();
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
@@ -195,7 +194,7 @@ pub async fn watch(
         cache,
         filter,
         tx,
-        deadline: Instant::now() + timeout,
+        deadline,
         allow_bookmarks: opts.allow_bookmarks,
         bookmark_interval: cfg.bookmark_interval,
         consistent_wait: cfg.consistent_wait,

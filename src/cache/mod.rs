@@ -201,6 +201,16 @@ impl ResourceCache {
         self
     }
 
+    /// Add a custom resource's `selectableFields` (jsonPaths, from its CRD) as indexes,
+    /// before anything is cached: field selectors on them are then answered from the cache.
+    pub fn with_selectable_fields(mut self, json_paths: &[String]) -> ResourceCache {
+        let set = Arc::new((*self.indexes).clone().with_selectable_fields(json_paths));
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        st.postings = Postings::build(&set, st.objects.iter());
+        self.indexes = set;
+        self
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, State> {
         // A panic while holding the lock cannot leave the state half-updated in a way readers
         // could misuse (updates are single assignments), so a poisoned lock is still usable.

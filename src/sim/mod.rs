@@ -29,6 +29,7 @@ pub mod seed;
 mod selector;
 mod status;
 mod store;
+pub mod table_columns;
 mod types;
 mod watch;
 
@@ -203,9 +204,45 @@ impl Sim {
         format!("http://{}", self.addr())
     }
 
-    /// Serves another type (e.g. a CRD). Built-ins are pre-registered.
+    /// Serves another type (e.g. a CRD), or serves a registered one differently (e.g. a
+    /// built-in with extra selectable fields). Built-ins are pre-registered. A custom type with
+    /// selectable fields is also given its CustomResourceDefinition object, which lists them
+    /// under its version's `selectableFields` (kcache reads them from there).
     pub fn register(&self, rt: ResourceType) {
+        let crd = (rt.custom && !rt.selectable_fields.is_empty()).then(|| crd_object(&rt));
         self.store().register(rt);
+        if let Some(crd) = crd {
+            const CRDS: (&str, &str) = ("apiextensions.k8s.io", "customresourcedefinitions");
+            if self.resource_type(CRDS.0, CRDS.1).is_none() {
+                self.store().register(ResourceType {
+                    group: CRDS.0.into(),
+                    version: "v1".into(),
+                    resource: CRDS.1.into(),
+                    singular: "customresourcedefinition".into(),
+                    kind: "CustomResourceDefinition".into(),
+                    namespaced: false,
+                    short_names: vec!["crd".into()],
+                    ..ResourceType::default()
+                });
+            }
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let _ = self.store().delete(CRDS.0, CRDS.1, None, &name, None, None);
+            if let Err(e) = self.store().create(CRDS.0, CRDS.1, None, crd) {
+                tracing::warn!(error = ?e, "sim: CRD object not created");
+            }
+        }
+    }
+
+    /// The type served as `group`/`resource`, if any.
+    pub fn resource_type(&self, group: &str, resource: &str) -> Option<ResourceType> {
+        self.store()
+            .types()
+            .into_iter()
+            .find(|t| t.group == group && t.resource == resource)
+            .map(|t| (*t).clone())
     }
 
     /// Creates an object as POST does: sets uid, resourceVersion, creationTimestamp,
@@ -298,4 +335,43 @@ impl Sim {
             let _ = h.await;
         }
     }
+}
+
+/// A minimal CustomResourceDefinition for a custom type: names, scope, and one served and
+/// stored version with its `selectableFields` (jsonPaths are the field names with a leading
+/// `.`).
+fn crd_object(rt: &ResourceType) -> Value {
+    let fields: Vec<Value> = rt
+        .selectable_fields
+        .iter()
+        .map(|f| serde_json::json!({ "jsonPath": format!(".{f}") }))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{}.{}", rt.resource, rt.group) },
+        "spec": {
+            "group": rt.group,
+            "names": {
+                "plural": rt.resource,
+                "singular": rt.singular,
+                "kind": rt.kind,
+                "listKind": format!("{}List", rt.kind),
+                "shortNames": rt.short_names,
+            },
+            "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
+            "versions": [{
+                "name": rt.version,
+                "served": true,
+                "storage": true,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                    }
+                },
+                "selectableFields": fields,
+            }],
+        },
+    })
 }

@@ -239,13 +239,20 @@ fn validate_watch(o: &ListOptions, rvm: &str, watchlist: bool) -> Vec<Cause> {
     c
 }
 
-/// Parses a `resourceVersion` value the way storage does (a bad one is a 500 without reason).
+/// Parses a `resourceVersion` value the way storage does, with Go's `strconv.ParseUint`
+/// (digits only); a bad one is a 500 without reason.
 pub fn parse_rv(rv: &str) -> Result<u64, SimError> {
-    rv.parse::<u64>().map_err(|_| {
-        SimError::Internal(format!(
-            "resourceVersion: Invalid value: \"{rv}\": strconv.ParseUint: parsing \"{rv}\": invalid syntax"
-        ))
-    })
+    let why = if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        "invalid syntax"
+    } else {
+        match rv.parse::<u64>() {
+            Ok(n) => return Ok(n),
+            Err(_) => "value out of range",
+        }
+    };
+    Err(SimError::Internal(format!(
+        "resourceVersion: Invalid value: \"{rv}\": strconv.ParseUint: parsing \"{rv}\": {why}"
+    )))
 }
 
 #[cfg(test)]

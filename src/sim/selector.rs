@@ -538,6 +538,26 @@ mod tests {
             FieldSelector::parse("spec.containers.image=x", pods).unwrap_err(),
             "field label not supported: spec.containers.image"
         );
+        // v1.28: Service has no field-label conversion; a newer apiserver selects spec.type.
+        let svc = types.iter().find(|t| t.resource == "services").unwrap();
+        assert_eq!(
+            FieldSelector::parse("spec.type=ClusterIP", svc).unwrap_err(),
+            "\"spec.type\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        let newer = svc
+            .clone()
+            .with_selectable_fields(&["spec.type", "spec.clusterIP"]);
+        let s = json!({"metadata": {"name": "a"}, "spec": {"type": "ClusterIP"}});
+        assert!(FieldSelector::parse("spec.type=ClusterIP", &newer)
+            .unwrap()
+            .matches(&s));
+        assert!(FieldSelector::parse("spec.clusterIP=", &newer)
+            .unwrap()
+            .matches(&s));
+        assert_eq!(
+            FieldSelector::parse("spec.ports=1", &newer).unwrap_err(),
+            "field label not supported: spec.ports"
+        );
         assert_eq!(
             FieldSelector::parse("metadata.name", cms).unwrap_err(),
             "invalid selector: 'metadata.name'; can't understand 'metadata.name'"

@@ -21,6 +21,11 @@ pub struct ResourceType {
     /// Served by a CRD: JSON keys sorted recursively, the custom-resource list form,
     /// the object returned on DELETE, text/plain 404s under its group.
     pub custom: bool,
+    /// Field-selector names selectable beyond what kube-apiserver v1.28 has for the type, to
+    /// model a newer apiserver: `spec.type`/`spec.clusterIP` of a Service (1.30+), or a CRD's
+    /// `selectableFields` (GA in 1.32), named by their jsonPath without the leading `.`. A
+    /// custom type with any is served with a CRD object listing them (see `Sim::register`).
+    pub selectable_fields: Vec<String>,
 }
 
 impl ResourceType {
@@ -43,7 +48,15 @@ impl ResourceType {
             namespaced,
             short_names: short_names.iter().map(|s| s.to_string()).collect(),
             custom: true,
+            selectable_fields: Vec::new(),
         }
+    }
+
+    /// The same type with these extra selectable fields (see
+    /// [`ResourceType::selectable_fields`]).
+    pub fn with_selectable_fields(mut self, fields: &[&str]) -> Self {
+        self.selectable_fields = fields.iter().map(|s| s.to_string()).collect();
+        self
     }
 
     /// `v1` for the core group, `group/version` otherwise.
@@ -224,10 +237,6 @@ impl ResourceType {
                 path: "type".into(),
                 default: "",
             }),
-            ("", "Service", l @ ("spec.clusterIP" | "spec.type")) => Some(FieldPath {
-                path: l.to_string(),
-                default: "",
-            }),
             (
                 "",
                 "Event",
@@ -253,6 +262,12 @@ impl ResourceType {
                 path: "status.succeeded".into(),
                 default: "0",
             }),
+            // A newer apiserver's extra fields: the value at the path, "" when absent (as the
+            // CRD `selectableFields` documentation says, and Service's two are strings).
+            (_, _, l) if self.selectable_fields.iter().any(|f| f == l) => Some(FieldPath {
+                path: l.to_string(),
+                default: "",
+            }),
             _ => None,
         };
         match found {
@@ -266,12 +281,15 @@ impl ResourceType {
 
     /// Types with their own field-label conversion answer "field label not supported: X";
     /// the rest use the default conversion and its "is not a known field selector" message.
+    /// Service has none in v1.28 (it gained one with its two fields in a later version, which
+    /// extra selectable fields model).
     fn has_field_conversion(&self) -> bool {
         self.custom
+            || !self.selectable_fields.is_empty()
             || (self.group.is_empty()
                 && matches!(
                     self.kind.as_str(),
-                    "Pod" | "Node" | "Namespace" | "Secret" | "Service" | "Event"
+                    "Pod" | "Node" | "Namespace" | "Secret" | "Event"
                 ))
             || (self.group == "batch" && self.kind == "Job")
     }
@@ -303,6 +321,7 @@ fn builtin(
         namespaced,
         short_names: short.iter().map(|s| s.to_string()).collect(),
         custom: false,
+        selectable_fields: Vec::new(),
     }
 }
 

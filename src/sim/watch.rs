@@ -204,10 +204,18 @@ pub async fn start(
         start_rv = n;
     }
     let seen_rv = sub.snapshot.type_rv;
-    let timeout = match filter.opts.timeout_seconds {
-        Some(t) if t > 0 => Duration::from_secs(t as u64),
-        // The apiserver picks a random timeout between 30 and 60 minutes.
-        _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
+    // The apiserver turns the seconds into a Go time.Duration, nanoseconds in an i64, with
+    // Go's wrapping multiplication: zero picks a random timeout between 30 and 60 minutes, a
+    // negative duration is a timer that has already fired.
+    let nanos = filter
+        .opts
+        .timeout_seconds
+        .unwrap_or(0)
+        .wrapping_mul(1_000_000_000);
+    let timeout = match nanos {
+        0 => Duration::from_secs(1800 + rand::random_range(0..1800)),
+        n if n < 0 => Duration::ZERO,
+        n => Duration::from_nanos(n.unsigned_abs()),
     };
     let w = Watcher {
         rt,
@@ -217,7 +225,9 @@ pub async fn start(
         drop_rx: env.drop_rx,
         start_rv,
         seen_rv,
-        deadline: Instant::now() + timeout,
+        deadline: Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(Instant::now),
         interval: env.bookmark_interval,
         lag: env.lag,
     };

@@ -241,20 +241,49 @@ impl Upstream {
         resource: &str,
         version: &str,
     ) -> Result<serde_json::Value, UpstreamError> {
+        let v = self.crd_version(group, resource, version).await?;
+        Ok(Some(&v["additionalPrinterColumns"])
+            .filter(|c| !c.is_null())
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!([])))
+    }
+
+    /// The `selectableFields` jsonPaths of a custom resource's version (`.spec.color`; none
+    /// when the CRD declares none, as before Kubernetes 1.30).
+    pub async fn crd_selectable_fields(
+        &self,
+        group: &str,
+        resource: &str,
+        version: &str,
+    ) -> Result<Vec<String>, UpstreamError> {
+        let v = self.crd_version(group, resource, version).await?;
+        Ok(v["selectableFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["jsonPath"].as_str().map(String::from))
+            .collect())
+    }
+
+    /// One version entry of a custom resource's CRD (null when the CRD does not list it).
+    async fn crd_version(
+        &self,
+        group: &str,
+        resource: &str,
+        version: &str,
+    ) -> Result<serde_json::Value, UpstreamError> {
         let body = self
             .get(&format!(
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{resource}.{group}"
             ))
             .await?;
-        let crd: serde_json::Value = serde_json::from_slice(&body)
+        let mut crd: serde_json::Value = serde_json::from_slice(&body)
             .map_err(|e| UpstreamError::Decode(format!("CRD {resource}.{group}: {e}")))?;
-        let columns = crd["spec"]["versions"]
-            .as_array()
-            .and_then(|vs| vs.iter().find(|v| v["name"] == version))
-            .map(|v| v["additionalPrinterColumns"].clone())
-            .filter(|c| !c.is_null())
-            .unwrap_or_else(|| serde_json::json!([]));
-        Ok(columns)
+        Ok(crd["spec"]["versions"]
+            .as_array_mut()
+            .and_then(|vs| vs.iter_mut().find(|v| v["name"] == version))
+            .map(serde_json::Value::take)
+            .unwrap_or_default())
     }
 
     /// GET a path and return the response once its status is 2xx (the body still streams);

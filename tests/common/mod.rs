@@ -89,6 +89,7 @@ pub fn widget_type() -> ResourceType {
         namespaced: true,
         short_names: vec!["wg".into()],
         custom: true,
+        selectable_fields: Vec::new(),
     }
 }
 
