@@ -10,6 +10,12 @@
 //!
 //! RVs stay what clients see: a watch is *placed* by RV once (where a client resumes, or where
 //! a snapshot was taken), and from then on moves by sequence number only.
+//!
+//! One exception to "placed once": a client may resume from an RV it got from the upstream
+//! itself (a consistent list kcache forwarded), which can fall inside the range of a relist
+//! whose deletes kcache numbered itself. Such a client has seen the upstream's changes up to its
+//! RV but none of kcache's made-up deletes, so its cursor starts at the relist and skips only
+//! the real changes at or below its RV (`skip_through`).
 
 /// The next event a watcher has not been given, in one epoch of a cache's history (history is
 /// discarded, and the epoch bumped, when the upstream's RVs go backwards; a cursor of an older
@@ -18,6 +24,9 @@
 pub struct Cursor {
     pub(super) epoch: u64,
     pub(super) seq: u64,
+    /// Real (upstream) events at or below this RV are not given: the watcher's state already
+    /// has them. Made-up deletes are always given. Zero when nothing is skipped.
+    pub(super) skip_through: u64,
 }
 
 impl Cursor {
@@ -25,6 +34,11 @@ impl Cursor {
     /// the cursor has been given it.
     pub fn covers(&self, seq: u64) -> bool {
         seq < self.seq
+    }
+
+    /// Whether a watcher at this cursor is given `ev` once it reaches it (see `skip_through`).
+    pub fn wants(&self, ev: &super::Event) -> bool {
+        ev.made_up || ev.rv > self.skip_through
     }
 
     /// Move past everything before `other` (of the same epoch); never backwards.
