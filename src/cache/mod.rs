@@ -662,7 +662,11 @@ impl ResourceCache {
         let start = ((cursor.seq - first) as usize).min(st.history.len());
         let events: Vec<Arc<Event>> = st.history.range(start..).take(max).cloned().collect();
         cursor.seq = first + (start + events.len()) as u64;
-        let events = events.into_iter().filter(|e| cursor.wants(e)).collect();
+        let events = events
+            .into_iter()
+            .filter(|e| cursor.wants(e))
+            .map(|e| cursor.given(e))
+            .collect();
         let caught_up = (cursor.seq == st.next_seq).then_some(st.rv);
         Ok(Batch { events, caught_up })
     }
@@ -935,14 +939,15 @@ mod tests {
             let events = c.read_from(&mut cursor, 100).unwrap().events;
             events
                 .iter()
-                .map(|e| e.object.name().to_string())
+                .map(|e| format!("{}@{}", e.object.name(), e.rv))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(read(11), ["c", "d", "b"]);
-        assert_eq!(read(12), ["c", "b"]);
-        assert_eq!(read(14), ["c"]);
+        assert_eq!(read(11), ["c@11", "d@12", "b@14"]);
+        assert_eq!(read(12), ["c@12", "b@14"]);
+        // Never below the client's own RV.
+        assert_eq!(read(14), ["c@14"]);
         assert!(read(20).is_empty());
-        assert_eq!(read(10), ["c", "d", "b"]);
+        assert_eq!(read(10), ["c@11", "d@12", "b@14"]);
         // The state before the relist is still reachable.
         assert_eq!(names(&c.snapshot_at(10).unwrap()), ["a@5", "b@6", "c@7"]);
     }

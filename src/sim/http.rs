@@ -631,6 +631,7 @@ async fn watch_response(
         drop_rx: ctx.faults.drop_watches.subscribe(),
         fail_410: ctx.faults.take_watch_410(),
         lag: a.lag,
+        progress_bookmarks: ctx.cfg.progress_bookmarks,
     };
     let rx = watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));

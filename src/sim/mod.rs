@@ -51,6 +51,12 @@ use tokio::task::JoinHandle;
 pub struct SimConfig {
     /// Period of watch BOOKMARK events (the apiserver's is about 60 s).
     pub bookmark_interval: Duration,
+    /// Whether bookmarks carry the store's revision rather than the type's newest event: an
+    /// apiserver whose watch caches etcd keeps current with progress notifications (etcd's
+    /// `--experimental-watch-progress-notify-interval`), so that a quiet type's watchers
+    /// learn that nothing of theirs changed up to now. Off by default (the recordings' 1.28
+    /// behaviour); only for replicas without a lag.
+    pub progress_bookmarks: bool,
     /// Events kept per resource type for watch resume and Exact lists before they are
     /// forgotten (older RVs then give 410).
     pub history_limit: usize,
@@ -71,6 +77,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             bookmark_interval: Duration::from_secs(60),
+            progress_bookmarks: false,
             history_limit: 10_000,
             watchlist: true,
             too_large_rv_wait: Duration::from_secs(3),

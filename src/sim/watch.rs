@@ -32,6 +32,8 @@ pub struct WatchEnv {
     /// How far the serving replica's watch cache lags etcd: it starts from the state it held
     /// that long ago and delivers each event that long after it happened.
     pub lag: Duration,
+    /// Bookmarks at the store's revision (see `SimConfig::progress_bookmarks`).
+    pub progress_bookmarks: bool,
 }
 
 /// The object of a BOOKMARK event in the apiserver's form for the type.
@@ -229,6 +231,7 @@ pub async fn start(
             .checked_add(timeout)
             .unwrap_or_else(Instant::now),
         interval: env.bookmark_interval,
+        progress: (env.progress_bookmarks && env.lag.is_zero()).then(|| store.clone()),
         lag: env.lag,
     };
     tokio::spawn(w.run(frames, sub.replay));
@@ -256,6 +259,8 @@ struct Watcher {
     deadline: Instant,
     interval: Duration,
     lag: Duration,
+    /// The store, when bookmarks carry its revision.
+    progress: Option<Arc<Store>>,
 }
 
 enum Flow {
@@ -315,6 +320,9 @@ impl Watcher {
                     Err(_) => return,
                 },
                 _ = sleep_until(bm_at), if next_bm.is_some() => {
+                    // Read before draining: the store broadcasts an event before its revision
+                    // is visible, so everything up to `store_rv` is queued by now.
+                    let store_rv = self.progress.as_ref().map_or(0, |s| s.current_rv());
                     // Deliver anything already queued first, so a bookmark never overtakes an event.
                     loop {
                         match self.rx.try_recv() {
@@ -323,6 +331,7 @@ impl Watcher {
                             Err(_) => return,
                         }
                     }
+                    self.seen_rv = self.seen_rv.max(store_rv);
                     if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
                         let f = bookmark(&self.rt, self.seen_rv, false);
                         if let Flow::Stop = self.emit(f).await { return; }
