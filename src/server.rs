@@ -11,10 +11,10 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, App};
 use crate::auth::ConnInfo;
-use crate::cache::{ByResource, Registry, ResourceCache};
+use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
 use crate::tls::{TlsError, TlsServer};
-use crate::upstream::{collection_path, Reflector, RvProbe, Upstream, UpstreamError};
+use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start.
 #[derive(Debug, thiserror::Error)]
@@ -180,11 +180,12 @@ pub async fn start(
         registry.insert(cache.clone());
         caches.push(cache);
     }
-    let mut probes = ByResource::default();
+    // One probe for all: the upstream's revision is global (see upstream::probe).
+    let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
+    let probe =
+        (!collections.is_empty()).then(|| RevisionProbe::new(upstream.clone(), collections));
     let mut reflectors = Vec::new();
     for cache in caches {
-        let probe = RvProbe::new(upstream.clone(), cache.clone(), collection_path(&cache));
-        probes.insert(&cache.info.group, &cache.info.resource, probe);
         let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
         reflectors.push(tokio::spawn(r.run()));
     }
@@ -193,7 +194,7 @@ pub async fn start(
         stopping: stop.clone(),
         registry,
         upstream: upstream.clone(),
-        probes,
+        probe,
         printers: Default::default(),
         watch: config.watch_config(),
         consistent: config.consistent_reads(),

@@ -22,6 +22,7 @@ fn names(table: &serde_json::Value) -> Vec<String> {
 #[tokio::test]
 async fn kubectl_get_prints_the_apiservers_columns_on_the_demo() {
     let env = EnvBuilder {
+        sim: kcache::demo::sim_config(),
         seed: seed::demo_cluster(&seed::DemoSpec::default()),
         ..EnvBuilder::default()
     }

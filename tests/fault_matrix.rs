@@ -528,6 +528,8 @@ async fn cache_age_header_on_cached_answers_only() {
     let (env, _) = start_env(|_| {}).await;
     let base = env.url();
     let h = kcache::api::CACHE_AGE_HEADER;
+    // Consistent reads are the cache's once it can prove them fresh.
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     let name = env
         .sim
         .list("", "configmaps")
@@ -586,6 +588,8 @@ async fn consistent_reads_get_504_once_older_than_the_limit() {
         start_env(|b| b.config.staleness.max_consistent_read_staleness_seconds = 2).await;
     let base = env.url();
     let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    // Consistent reads are the cache's once it can prove them fresh (also after recovery).
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     // Fresh: the contact before going down is at most a bookmark interval (1 s) old.
     while cache.age() > Duration::from_millis(300) {
         tokio::time::sleep(Duration::from_millis(20)).await;

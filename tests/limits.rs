@@ -84,6 +84,8 @@ async fn large_lists_are_paginated_and_the_pages_add_up() {
     b.config.limits.max_list_items = 2;
     let env = b.start().await;
     let url = env.url();
+    // Consistent reads are the cache's (and so paginated by kcache) once it can prove them.
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     // The whole list, straight from the upstream.
     let want = get(&env.sim.url(), "/api/v1/configmaps").await.json();
     let want: Vec<String> = want["items"]

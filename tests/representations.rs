@@ -74,6 +74,9 @@ fn from_cache(r: &common::Resp) -> bool {
 async fn tables_from_the_cache() {
     let env = env().await;
     let base = env.url();
+    // Consistent reads are the cache's once it can prove them: the upstream's last write is
+    // of the type read (in a namespace the reads do not show).
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     let r = get_with(
         &base,
         "/api/v1/namespaces/fixtures-a/configmaps?limit=500",
@@ -137,6 +140,7 @@ async fn tables_from_the_cache() {
         bad.text()
     );
     // A GET: one row, the object's RV.
+    env.last_write_of("", "pods", "v1", "Pod").await;
     let g = get_with(
         &base,
         "/api/v1/namespaces/fixtures-a/pods/pod-1a",
@@ -152,6 +156,13 @@ async fn tables_from_the_cache() {
         g["rows"][0]["object"]["metadata"]["resourceVersion"]
     );
     // Custom resources: columns from the CRD's additionalPrinterColumns.
+    env.last_write_of(
+        "fixtures.example.com",
+        "widgets",
+        "fixtures.example.com/v1",
+        "Widget",
+    )
+    .await;
     let w = get_with(
         &base,
         "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets",
@@ -229,6 +240,7 @@ async fn partial_object_metadata_from_the_cache() {
         empty["items"].is_null(),
         "empty PartialObjectMetadataList has items: null"
     );
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     let g = get_with(
         &base,
         "/api/v1/namespaces/fixtures-a/configmaps/cm-03",

@@ -26,8 +26,9 @@ use serde_json::{json, Value};
 /// L1: `resourceVersion=0` is answered from the cache with the same items and bytes as the
 /// consistent read (only the list RV differs: the type's last RV, not the global one); typed
 /// built-in items carry no kind/apiVersion, CR lists have sorted keys and `"continue":""`;
-/// items are sorted by namespace/name. RV unset is a consistent read, also answered from the
-/// cache once it has caught up with the upstream.
+/// items are sorted by namespace/name. RV unset is a consistent read: answered from the cache
+/// when its RV has reached the upstream's revision, by the upstream otherwise, with the same
+/// items and bytes either way.
 #[tokio::test]
 async fn l1_rv0_and_consistent_lists_from_cache() {
     let env = pre_patch_env().await;
@@ -56,7 +57,7 @@ async fn l1_rv0_and_consistent_lists_from_cache() {
         "list-widgets-ns-c-empty",
     ] {
         let r = check(&env, name).await;
-        assert_from_cache(&r, name);
+        assert_consistent_fixture(&env, &r, name);
         let (_, path) = raw::fixture_request(name);
         let r = check_path(&env, name, &with_param(&path, "resourceVersion=0")).await;
         assert_from_cache(&r, name);
@@ -78,7 +79,7 @@ async fn l1_rv0_and_consistent_lists_from_cache() {
         let consistent = send(&env, path).await;
         assert_eq!((cached.status, consistent.status), (200, 200), "{path}");
         assert_from_cache(&cached, path);
-        assert_from_cache(&consistent, path);
+        assert_consistent_source(&env, &consistent, path, path);
         let cached_rv = rv_of(&cached.json());
         assert_eq!(
             cached_rv,
@@ -185,7 +186,7 @@ async fn l2_limit_ignored_at_rv0_negative_ignored_abc_400() {
     assert_eq!(w.json()["metadata"]["continue"], "");
     // limit=-1, forwarded and from the cache.
     let r = check(&env, "list-cm-ns-a-limit-negative-ignored").await;
-    assert_from_cache(&r, "limit=-1");
+    assert_consistent_fixture(&env, &r, "list-cm-ns-a-limit-negative-ignored");
     let r = check_path(
         &env,
         "list-cm-ns-a-limit-negative-ignored",
@@ -652,7 +653,7 @@ async fn l8_query_booleans() {
     }
     for name in ["list-cm-ns-b-watch-0", "list-cm-ns-b-watch-false"] {
         let r = check(&env, name).await;
-        assert_from_cache(&r, name);
+        assert_consistent_fixture(&env, &r, name);
         let (_, path) = raw::fixture_request(name);
         let r = check_path(&env, name, &with_param(&path, "resourceVersion=0")).await;
         assert_from_cache(&r, name);
@@ -686,7 +687,7 @@ async fn l9_label_selectors() {
         "list-widgets-ns-a-label-app-web",
     ] {
         let r = check(&env, name).await;
-        assert_from_cache(&r, name);
+        assert_consistent_fixture(&env, &r, name);
         let (_, path) = raw::fixture_request(name);
         let r = check_path(&env, name, &with_param(&path, "resourceVersion=0")).await;
         assert_from_cache(&r, name);
@@ -847,7 +848,7 @@ async fn l9_field_selectors() {
         "list-pods-ns-a-field-schedulername",
     ] {
         let r = check(&env, name).await;
-        assert_from_cache(&r, name);
+        assert_consistent_fixture(&env, &r, name);
         let (_, path) = raw::fixture_request(name);
         let r = check_path(&env, name, &with_param(&path, "resourceVersion=0")).await;
         assert_from_cache(&r, name);
@@ -984,7 +985,7 @@ async fn l10_missing_namespace_and_trailing_slash() {
     let env = fixtures_env().await;
     let name = "list-cm-missing-namespace-empty";
     let r = check(&env, name).await;
-    assert_from_cache(&r, name);
+    assert_consistent_fixture(&env, &r, name);
     let (_, path) = raw::fixture_request(name);
     let r = check_path(&env, name, &with_param(&path, "resourceVersion=0")).await;
     assert_from_cache(&r, name);
@@ -1001,14 +1002,14 @@ async fn l10_missing_namespace_and_trailing_slash() {
     );
     let name = "err-get-cm-missing-namespace";
     let r = check_verbatim(&env, name).await;
-    assert_from_cache(&r, name);
+    assert_consistent_fixture(&env, &r, name);
     let (_, path) = raw::fixture_request(name);
     let r = send(&env, &with_param(&path, "resourceVersion=0")).await;
     assert_from_cache(&r, name);
     assert_eq!((r.status, r.text()), (404, recorded(name).body));
     let name = "list-cm-ns-a-trailing-slash";
     let r = check(&env, name).await;
-    assert_from_cache(&r, name);
+    assert_consistent_fixture(&env, &r, name);
     let r = check_path(&env, name, &format!("{CMS_A}/?resourceVersion=0")).await;
     assert_from_cache(&r, name);
     let r = send(&env, &format!("{WIDGETS_A}/?resourceVersion=0")).await;
@@ -1046,7 +1047,7 @@ async fn g1_get_rv0_identical_to_rv_unset() {
         if name.ends_with("-subresource") {
             assert_forwarded(&r, name);
         } else {
-            assert_from_cache(&r, name);
+            assert_consistent_fixture(&env, &r, name);
         }
         let (_, path) = raw::fixture_request(name);
         if path.ends_with("/status") {
@@ -1083,10 +1084,10 @@ async fn g2_three_kinds_of_404() {
     let r = check_verbatim(&env, "err-get-cm-missing-rv0").await;
     assert_from_cache(&r, "err-get-cm-missing-rv0");
     let r = check_verbatim(&env, "err-get-cm-missing").await;
-    assert_from_cache(&r, "err-get-cm-missing");
+    assert_consistent_fixture(&env, &r, "err-get-cm-missing");
     assert_eq!(r.text(), recorded("err-get-cm-missing-rv0").body);
     let r = check_verbatim(&env, "err-get-widget-missing").await;
-    assert_from_cache(&r, "err-get-widget-missing");
+    assert_consistent_fixture(&env, &r, "err-get-widget-missing");
     let (_, path) = raw::fixture_request("err-get-widget-missing");
     let cached = send(&env, &with_param(&path, "resourceVersion=0")).await;
     assert_from_cache(&cached, "widget missing RV=0");

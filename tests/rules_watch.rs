@@ -532,12 +532,14 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     );
     // RV="": the end bookmark waits for the cache to reach what the upstream had at request
     // time. The recorded apiserver waited for the upstream's *global* RV, so on a quiet type
-    // only a later widget write released it (Surprise 1). kcache also asks the upstream's watch
-    // cache for the type's newest RV and needs only that: nothing newer exists for this type,
-    // so the bookmark follows the initial events at once, at the widget type's RV, and live
-    // events and a periodic bookmark follow as recorded. (Another type's write first: the
-    // upstream's global RV is then ahead of the widget cache, as in the recording.)
+    // only a later widget write released it (Surprise 1). kcache waits for that revision too,
+    // at most its bounded wait; once a read of the type has waited in vain at the type's
+    // current RV (here a consistent LIST, which the upstream then answered), kcache knows it
+    // cannot prove more and sends the bookmark right after the initial events, at the widget
+    // type's RV; live events and a periodic bookmark follow as recorded. (Another type's write
+    // first: the upstream's global RV is then ahead of the widget cache, as in the recording.)
     create_cm(&env, "fixtures-b", "moves-global", json!({}));
+    found_quiet(&env, WIDGETS).await;
     let (_, rv_empty) = raw::fixture_request("watchlist-widgets-rv-empty-unblocked-by-write");
     let unblocked = spawn_watch(
         &env,
@@ -609,16 +611,27 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     assert_eq!(norm(&r.text()), norm(&want));
 }
 
+/// A consistent read of a quiet type (one the upstream's later writes of other types put
+/// behind the upstream's revision) waits in vain and is forwarded, and kcache remembers the type
+/// as unprovable at its current RV.
+async fn found_quiet(env: &Env, collection: &str) {
+    let r = send(env, collection).await;
+    assert_eq!(r.status, 200, "{collection}: {}", r.text());
+    assert!(!from_cache(&r), "{collection}: forwarded");
+}
+
 /// W6b, W7 and Surprise 1, where kcache deliberately differs: on a type nobody writes, the
 /// recorded apiserver never sent the end bookmark of an RV="" WatchList or of a reflector-style
 /// RV-unset watch (none in 90 s; only a write of the type released it), leaving such clients
-/// hanging. kcache learns from the upstream's watch cache that nothing newer exists for the type
-/// and sends the initial events followed at once by the end bookmark, at the type's RV.
+/// hanging. kcache waits for the upstream's revision at most its bounded wait; once a read of
+/// the type has waited in vain at the type's current RV, it sends the initial events followed
+/// at once by the end bookmark, at the type's RV.
 #[tokio::test]
 async fn w6_w7_rv_unset_end_bookmark_on_a_quiet_type_is_prompt() {
     let env = fixtures_env().await;
     // Another type's write: the upstream's global RV is ahead of the widget cache, as recorded.
     create_cm(&env, "fixtures-b", "moves-global", json!({}));
+    found_quiet(&env, WIDGETS).await;
     let widget_rv = cache_rv(&env, WIDGET_GROUP, "widgets");
     let names = [
         "watchlist-widgets-rv-empty",

@@ -36,21 +36,22 @@ use axum::Router;
 use http::{header, Method};
 
 use crate::auth::{Attributes, Auth, Caller, Forward};
-use crate::cache::{ByResource, Registry, ResourceCache};
+use crate::cache::{Registry, ResourceCache};
 use crate::limits::Limits;
 use crate::metrics::{self, metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::{collection_path, RvProbe, Upstream};
+use crate::upstream::{collection_path, RevisionProbe, Upstream};
 use params::{GetOptions, ListOptions};
 
 /// Everything a request handler needs.
 pub struct App {
     pub registry: Registry,
     pub upstream: Upstream,
-    /// Consistent-read probes, by (group, resource).
-    pub probes: ByResource<Arc<RvProbe>>,
+    /// The upstream's current revision, for consistent reads of every resource (None when
+    /// nothing is cached).
+    pub probe: Option<Arc<RevisionProbe>>,
     /// Table printers, built on first use from the upstream's column definitions.
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
@@ -127,20 +128,16 @@ impl App {
         printer.supported().then_some(printer)
     }
 
-    fn probe(&self, cache: &ResourceCache) -> Option<&Arc<RvProbe>> {
-        self.probes.get(&cache.info.group, &cache.info.resource)
-    }
-
-    /// Make the cache fit for a consistent read: Ok(true) once it has reached everything the
-    /// upstream had when the read arrived; Ok(false) when the upstream must answer instead.
+    /// Make the cache fit for a consistent read: Ok(true) once it has reached the upstream's
+    /// revision as of after the read arrived (see [`RevisionProbe`] for why that is never
+    /// stale); Ok(false) when the upstream must answer instead.
     async fn consistent(&self, cache: &ResourceCache) -> Result<bool, ApiError> {
         if !self.consistent.from_cache || !cache.is_synced() {
             return Ok(false);
         }
-        let Some(probe) = self.probe(cache) else {
+        let Some(probe) = &self.probe else {
             return Ok(false);
         };
-        let started = std::time::Instant::now();
         let resource = cache.info.resource.clone();
         let outcome = |o: &'static str| {
             metrics()
@@ -151,6 +148,15 @@ impl App {
                 })
                 .inc()
         };
+        // A type that could not be proven fresh at the RV it is still at cannot be now either
+        // (nothing of it has happened since): forward at once, without a probe or a wait. With
+        // `fallback` off the read gets its full wait before the 504 instead, and while the
+        // reflector cannot reach the upstream the probe decides (stale while down, below).
+        if self.consistent.fallback && cache.upstream_reachable() && probe.is_unprovable(cache) {
+            outcome("forwarded");
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
         let target = match probe.target().await {
             Ok(t) => t,
             // The upstream cannot say what is current, so it could not answer the read
@@ -180,10 +186,12 @@ impl App {
                 Ok(true)
             }
             Err(current) => {
-                outcome("timeout");
+                probe.mark_unprovable(cache, current);
                 if self.consistent.fallback {
+                    outcome("forwarded");
                     Ok(false)
                 } else {
+                    outcome("timeout");
                     Err(ApiError::TooLargeResourceVersion {
                         requested: target,
                         current,
@@ -554,7 +562,7 @@ async fn from_cache(
         };
         let resp = watch::watch(
             cache.clone(),
-            app.probe(cache),
+            app.probe.as_ref(),
             filter,
             &opts,
             &app.watch,

@@ -39,7 +39,7 @@ use crate::resource::{json_str, ResourceInfo};
 use crate::selector::{FieldOp, LabelOp};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::RvProbe;
+use crate::upstream::RevisionProbe;
 
 /// Initial events are sent in chunks of about this size. The chunks are the watcher's own
 /// (live events are shared lines), so a client that stops reading during its initial events
@@ -99,7 +99,7 @@ enum Start {
 /// Open a watch on `cache`.
 pub async fn watch(
     cache: Arc<ResourceCache>,
-    probe: Option<&Arc<RvProbe>>,
+    probe: Option<&Arc<RevisionProbe>>,
     filter: Filter,
     opts: &ListOptions,
     cfg: &WatchConfig,
@@ -129,7 +129,12 @@ pub async fn watch(
         (true, None) => {
             // "Most recent": initial events at once, the end bookmark once the cache has
             // caught up with what the upstream has now.
+            // The upstream's revision, unless the type was already found unable to reach it
+            // at the RV it is still at: then the bookmark comes at once, at the cache's RV,
+            // rather than after the wait (the 1.28 apiserver itself would hang here until the
+            // type's next write: Surprise 1).
             let target = match (end_bookmark, probe) {
+                (true, Some(p)) if p.is_unprovable(&cache) => None,
                 (true, Some(p)) => p.target().await.ok(),
                 _ => None,
             };
@@ -199,6 +204,7 @@ pub async fn watch(
         encoding,
         first_table: true,
         routed,
+        probe: probe.cloned(),
     };
     tokio::spawn(watcher.run(start));
     Ok(resp)
@@ -322,6 +328,8 @@ struct Watcher {
     /// Set when the watcher receives its events through index dispatch rather than by reading
     /// every event of the history.
     routed: Option<Registration>,
+    /// Told when the end bookmark's target could not be reached within the wait.
+    probe: Option<Arc<RevisionProbe>>,
 }
 
 impl Watcher {
@@ -385,6 +393,11 @@ impl Watcher {
             }
             if let Some(target) = end_at {
                 if rv >= target || Instant::now() >= end_deadline {
+                    if rv < target {
+                        if let Some(p) = &self.probe {
+                            p.mark_unprovable(&self.cache, rv);
+                        }
+                    }
                     end_at = None;
                     last_bookmark = rv;
                     let line = self.bookmark(rv, true);

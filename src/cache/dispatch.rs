@@ -73,7 +73,11 @@ impl Subscriber {
             return Err(Overflowed);
         }
         let n = q.events.partition_point(|e| end.covers(e.seq));
-        Ok(q.events.drain(..n).collect())
+        Ok(q.events
+            .drain(..n)
+            .filter(|e| end.wants(e))
+            .map(|e| end.given(e))
+            .collect())
     }
 
     /// Resolves once something was pushed since the last call (a push while nobody waits is
@@ -176,7 +180,11 @@ mod tests {
 
     /// The position before the event with sequence number `seq`.
     fn at(seq: u64) -> Cursor {
-        Cursor { epoch: 0, seq }
+        Cursor {
+            epoch: 0,
+            seq,
+            skip_through: 0,
+        }
     }
 
     #[test]

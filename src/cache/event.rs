@@ -39,6 +39,9 @@ pub struct Event {
     /// RV, which it may share with other events). Watches resuming *at* that RV get it again:
     /// a repeated delete is harmless to informers, a missed one is not.
     pub synthetic: bool,
+    /// A DELETED made up by a relist (its deletion RV is kcache's choice, see
+    /// `made_up_deletes`); clients that never saw it are always given it (see `Cursor`).
+    pub made_up: bool,
     /// Its place in the cache's history, given when it is appended (see `cache::Cursor`).
     pub seq: u64,
     pub(crate) at: Instant,
@@ -61,6 +64,7 @@ impl Event {
             object,
             prev,
             synthetic,
+            made_up: false,
             seq: 0,
             at: Instant::now(),
             entered: OnceLock::new(),

@@ -127,7 +127,17 @@ struct State {
     history_start: u64,
     /// Bumped when history is discarded (upstream RVs went backwards): older watches must end.
     epoch: u64,
+    /// The relists whose events are (or were) in `history`, oldest first.
+    relists: VecDeque<Relist>,
     snapshots: VecDeque<(Instant, Snapshot)>,
+}
+
+/// Where a relist's events start in the history, and the RV range they fill: the cache was
+/// at `floor`, the relist at `rv`.
+struct Relist {
+    floor: u64,
+    rv: u64,
+    first_seq: u64,
 }
 
 /// The cache of one resource type.
@@ -173,6 +183,7 @@ impl ResourceCache {
                 next_seq: 0,
                 history_start: 0,
                 epoch: 0,
+                relists: VecDeque::new(),
                 snapshots: VecDeque::new(),
             }),
             rv_tx,
@@ -286,6 +297,7 @@ impl ResourceCache {
                 self.dispatch.overflow_all();
             }
             st.history.clear();
+            st.relists.clear();
             st.snapshots.clear();
             st.history_start = rv;
             st.postings = Postings::build(&self.indexes, new_map.iter());
@@ -334,6 +346,14 @@ impl ResourceCache {
             // Stable: at a shared RV (only when there was no room, see `made_up_deletes`) the
             // real changes come before the made-up deletes, as resume expects.
             events.sort_by_key(|e| e.rv);
+            if !events.is_empty() {
+                let first_seq = st.next_seq;
+                st.relists.push_back(Relist {
+                    floor,
+                    rv,
+                    first_seq,
+                });
+            }
             for ev in events {
                 self.append(&mut st, ev);
             }
@@ -428,6 +448,11 @@ impl ResourceCache {
             }
             st.history_start = front.rv;
             st.history.pop_front();
+        }
+        // A relist is forgotten once no resume RV can fall inside its range any more.
+        let start = st.history_start;
+        while st.relists.front().is_some_and(|r| r.rv <= start) {
+            st.relists.pop_front();
         }
         while let Some((at, snap)) = st.snapshots.front() {
             if st.snapshots.len() > self.cfg.max_snapshots
@@ -572,6 +597,7 @@ impl ResourceCache {
         Cursor {
             epoch: st.epoch,
             seq: st.next_seq,
+            skip_through: 0,
         }
     }
 
@@ -597,9 +623,27 @@ impl ResourceCache {
                 e.rv <= rv
             }
         });
+        let first = st.next_seq - st.history.len() as u64;
+        // An RV strictly inside a relist's range was not issued by kcache for this type (its
+        // made-up deletes may sit at or below it): start at the relist, skip the real changes
+        // the client has (see `Cursor`).
+        if let Some(relist) = st.relists.iter().find(|r| r.floor < rv && rv < r.rv) {
+            if relist.first_seq < first {
+                return Err(AtError::TooOld {
+                    oldest: st.history_start,
+                });
+            }
+            let at_index = first + index as u64;
+            return Ok(Cursor {
+                epoch: st.epoch,
+                seq: relist.first_seq.min(at_index),
+                skip_through: rv,
+            });
+        }
         Ok(Cursor {
             epoch: st.epoch,
-            seq: st.next_seq - (st.history.len() - index) as u64,
+            seq: first + index as u64,
+            skip_through: 0,
         })
     }
 
@@ -618,6 +662,11 @@ impl ResourceCache {
         let start = ((cursor.seq - first) as usize).min(st.history.len());
         let events: Vec<Arc<Event>> = st.history.range(start..).take(max).cloned().collect();
         cursor.seq = first + (start + events.len()) as u64;
+        let events = events
+            .into_iter()
+            .filter(|e| cursor.wants(e))
+            .map(|e| cursor.given(e))
+            .collect();
         let caught_up = (cursor.seq == st.next_seq).then_some(st.rv);
         Ok(Batch { events, caught_up })
     }
@@ -662,9 +711,9 @@ impl ResourceCache {
 /// DELETED events for the objects a relist at `rv` no longer finds, the cache having been at
 /// `floor`. Their real deletion RVs are unknown, but each delete took a revision of its own in
 /// `(floor, rv]` that no surviving object of the type carries, so there are at least as many
-/// such free RVs as deletes: each made-up delete gets one, in order. With every event of the
-/// relist at an RV of its own, a client resuming from any of them gets exactly what it has not
-/// seen. Should there be too few free RVs (an upstream breaking that rule), the rest share
+/// such free RVs as deletes: each made-up delete gets one, in order. Those RVs are free for
+/// this type only: a client may hold one of them from the upstream, so a resume from inside
+/// the relist's range gets every made-up delete (see `Cursor`). Should there be too few free RVs (an upstream breaking that rule), the rest share
 /// `rv` and are marked [`Event::synthetic`]: a client resuming at `rv` gets them again, since a
 /// repeated delete is harmless to informers and a missed one is not.
 fn made_up_deletes(
@@ -694,12 +743,14 @@ fn made_up_deletes(
             (rv, true)
         };
         next += 1;
-        out.push(Event::new(
+        let mut ev = Event::new(
             EventType::Deleted,
             Arc::new(old.with_rv(at)),
             Some(old),
             synthetic,
-        ));
+        );
+        ev.made_up = true;
+        out.push(ev);
     }
     out
 }
@@ -879,12 +930,24 @@ mod tests {
                 (EventType::Modified, "b".into(), 14),
             ]
         );
-        // Each event has an RV of its own: a client resuming from any gets just the rest.
+        // A client resuming from inside the relist's range gets the real changes above its RV
+        // and every made-up delete: it may hold that RV from the upstream (a forwarded list),
+        // whose state can still have objects kcache numbered a delete for below it. A delete
+        // given twice is harmless to informers; a missed one is not.
         let read = |rv| {
             let mut cursor = c.cursor_after(rv, true, c.epoch()).unwrap();
-            c.read_from(&mut cursor, 100).unwrap().events.len()
+            let events = c.read_from(&mut cursor, 100).unwrap().events;
+            events
+                .iter()
+                .map(|e| format!("{}@{}", e.object.name(), e.rv))
+                .collect::<Vec<_>>()
         };
-        assert_eq!([read(11), read(12), read(14), read(20)], [2, 1, 0, 0]);
+        assert_eq!(read(11), ["c@11", "d@12", "b@14"]);
+        assert_eq!(read(12), ["c@12", "b@14"]);
+        // Never below the client's own RV.
+        assert_eq!(read(14), ["c@14"]);
+        assert!(read(20).is_empty());
+        assert_eq!(read(10), ["c@11", "d@12", "b@14"]);
         // The state before the relist is still reachable.
         assert_eq!(names(&c.snapshot_at(10).unwrap()), ["a@5", "b@6", "c@7"]);
     }

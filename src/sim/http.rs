@@ -44,7 +44,53 @@ pub struct Ctx {
     pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
     /// Token authentication and RBAC, when a test turned them on.
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
+    /// The apiserver replicas behind the address.
+    pub replicas: Replicas,
 }
+
+/// Apiserver replicas sharing the one store ("etcd"), each with its own watch cache lagging it
+/// by its own delay; requests go to them in turn, or all to a pinned one.
+#[derive(Debug, Default)]
+pub struct Replicas {
+    /// Watch-cache lag of each replica (empty: one replica without lag).
+    pub lags: Vec<std::time::Duration>,
+    next: std::sync::atomic::AtomicUsize,
+    /// `usize::MAX`: none pinned.
+    pinned: std::sync::atomic::AtomicUsize,
+}
+
+impl Replicas {
+    pub fn new(lags: Vec<std::time::Duration>) -> Replicas {
+        Replicas {
+            lags,
+            next: Default::default(),
+            pinned: std::sync::atomic::AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// Send every request to replica `i` (None: round-robin again).
+    pub fn pin(&self, i: Option<usize>) {
+        self.pinned
+            .store(i.unwrap_or(usize::MAX), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The watch-cache lag of the replica that takes the next request.
+    fn pick(&self) -> std::time::Duration {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.lags.is_empty() {
+            return std::time::Duration::ZERO;
+        }
+        let i = match self.pinned.load(SeqCst) {
+            usize::MAX => self.next.fetch_add(1, SeqCst),
+            i => i,
+        };
+        self.lags[i % self.lags.len()]
+    }
+}
+
+/// The watch-cache lag of the replica serving a request.
+#[derive(Clone, Copy)]
+struct Lag(std::time::Duration);
 
 /// Counters of what reached the sim.
 #[derive(Debug, Default)]
@@ -53,6 +99,10 @@ pub struct RequestCounts {
     pub gets: std::sync::atomic::AtomicU64,
     pub watches: std::sync::atomic::AtomicU64,
     pub other: std::sync::atomic::AtomicU64,
+    /// Lists of a collection at resourceVersion=0 (whole collections: limit is ignored there).
+    pub lists_rv0: std::sync::atomic::AtomicU64,
+    /// Bytes of the non-watch response bodies.
+    pub bytes: std::sync::atomic::AtomicU64,
 }
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB for objects; leave room).
@@ -79,6 +129,9 @@ fn count(c: &RequestCounts, method: &http::Method, path: &str, query: &Query) {
     } else if query.flag("watch") || path.contains("/watch/") {
         &c.watches
     } else if collection {
+        if query.get("resourceVersion") == Some("0") {
+            c.lists_rv0.fetch_add(1, Relaxed);
+        }
         &c.lists
     } else {
         &c.gets
@@ -99,6 +152,7 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
             .iter()
             .any(|p| ua.starts_with(p));
     count(&ctx.counts, req.method(), &path, &query);
+    req.extensions_mut().insert(Lag(ctx.replicas.pick()));
     if let Some(a) = super::health::answer(&ctx.store, &path, req.uri().query()) {
         let mut b = base(&ctx, a.code, a.content_type);
         if a.nosniff {
@@ -173,6 +227,9 @@ fn finish(builder: http::response::Builder, body: Body) -> Response {
 
 fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, pretty: bool) -> Response {
     let body = if pretty { indent(&body) } else { body };
+    ctx.counts
+        .bytes
+        .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
     finish(base(ctx, code, "application/json"), sized_body(body))
 }
 
@@ -305,6 +362,8 @@ struct Addressed {
     /// `pods/NAME/exec`: a protocol upgrade (the sim echoes what it is sent).
     exec: bool,
     watch_path: bool,
+    /// The watch-cache lag of the replica serving the request.
+    lag: std::time::Duration,
 }
 
 fn address(
@@ -365,6 +424,7 @@ fn address(
         status,
         exec,
         watch_path,
+        lag: std::time::Duration::ZERO,
     })
 }
 
@@ -442,7 +502,10 @@ async fn resource(
     query: &Query,
     pretty: bool,
 ) -> Result<Response, SimError> {
-    let a = address(types, group, version, rest)?;
+    let mut a = address(types, group, version, rest)?;
+    if let Some(Lag(lag)) = req.extensions().get::<Lag>() {
+        a.lag = *lag;
+    }
     if let Some(allowed) = req.extensions().get::<Allowed>() {
         authorize(allowed, &a, req.method(), query)?;
     }
@@ -553,7 +616,7 @@ async fn collection_get(
         rt: &a.rt,
         ns: a.ns.as_deref(),
     };
-    let body = list::list(&ctx.store, &scope, &opts, ctx.cfg.too_large_rv_wait).await?;
+    let body = list::list(&ctx.store, &scope, &opts, ctx.cfg.too_large_rv_wait, a.lag).await?;
     Ok(json(ctx, StatusCode::OK, body, pretty))
 }
 
@@ -567,6 +630,8 @@ async fn watch_response(
         too_large_wait: ctx.cfg.too_large_rv_wait,
         drop_rx: ctx.faults.drop_watches.subscribe(),
         fail_410: ctx.faults.take_watch_410(),
+        lag: a.lag,
+        progress_bookmarks: ctx.cfg.progress_bookmarks,
     };
     let rx = watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
@@ -580,13 +645,39 @@ async fn get(
     query: &Query,
     pretty: bool,
 ) -> Result<Response, SimError> {
+    // A resourceVersion (0 included) is served by the watch cache, none by etcd.
     if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty()) {
         let rv = parse_rv(rv)?;
-        if rv > 0 && !ctx.store.wait_for_rv(rv, ctx.cfg.too_large_rv_wait).await {
+        if rv > 0
+            && !ctx
+                .store
+                .wait_for_lagged(rv, a.lag, ctx.cfg.too_large_rv_wait)
+                .await
+        {
             return Err(SimError::TooLargeResourceVersion {
                 requested: rv,
                 current: ctx.store.current_rv(),
             });
+        }
+        if !a.lag.is_zero() {
+            let snap = ctx.store.lagged(&a.rt.group, &a.rt.resource, a.lag)?;
+            let ns = if a.rt.namespaced {
+                a.ns.as_deref()
+            } else {
+                None
+            };
+            let obj = snap
+                .objects
+                .get(&super::store::obj_key(ns, name))
+                .cloned()
+                .ok_or_else(|| {
+                    SimError::NotFound(Target {
+                        group: a.rt.group.clone(),
+                        resource: a.rt.resource.clone(),
+                        name: name.to_string(),
+                    })
+                })?;
+            return Ok(object_response(ctx, StatusCode::OK, &obj, pretty));
         }
     }
     let obj = ctx

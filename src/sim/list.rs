@@ -208,6 +208,7 @@ pub async fn list(
     scope: &Scope<'_>,
     opts: &ListOptions,
     too_large_wait: Duration,
+    lag: Duration,
 ) -> Result<Vec<u8>, SimError> {
     let rt = scope.rt;
     let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
@@ -241,8 +242,8 @@ pub async fn list(
     };
     let rv = parse_rv(rv_raw)?;
     if rv == 0 {
-        // Served from the "cache": everything, limit ignored, list RV = the type's RV.
-        let snap = store.snapshot(group, resource)?;
+        // Served from the "cache": everything, limit ignored (L2), list RV = the type's RV.
+        let snap = store.lagged(group, resource, lag)?;
         let page = select(&snap, scope, opts, None, None);
         return Ok(body(rt, snap.type_rv, &page, 0));
     }
@@ -266,13 +267,13 @@ pub async fn list(
         }
         (_, None) => {
             // "Cache" path: wait for the RV, then the current state.
-            if !store.wait_for_rv(rv, too_large_wait).await {
+            if !store.wait_for_lagged(rv, lag, too_large_wait).await {
                 return Err(SimError::TooLargeResourceVersion {
                     requested: rv,
                     current: store.current_rv(),
                 });
             }
-            let snap = store.snapshot(group, resource)?;
+            let snap = store.lagged(group, resource, lag)?;
             let page = select(&snap, scope, opts, None, None);
             Ok(body(rt, snap.type_rv.max(rv), &page, 0))
         }

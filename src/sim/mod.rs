@@ -4,8 +4,15 @@
 //! talk to it exactly as to a real cluster. Behaviour follows the recordings in
 //! `tests/fixtures/kube-apiserver-v1.28` (LIST/GET/WATCH semantics, Status bodies, bytes).
 //!
-//! The sim is one consistent store: there is no lagging watch cache, so "cache" answers
-//! (RV=0 lists, watches) always reflect every completed write.
+//! The sim is one store ("etcd") behind one or more apiserver replicas. By default there is one
+//! replica whose watch cache never lags, so "cache" answers (RV=0 lists and GETs, NotOlderThan
+//! lists, watches) reflect every completed write. `SimConfig::watch_cache_lags` gives the
+//! replicas behind the address instead, each with a watch cache that lags the store by its
+//! delay: such a replica answers "cache" reads from the state the store had that long ago and
+//! delivers every watch event that long after the write, while reads the apiserver serves from
+//! etcd (resourceVersion unset, `limit` with a resourceVersion, continuations, writes) see the
+//! store as it is. Requests go to the replicas in turn, as through a Service, unless
+//! `Sim::pin_replica` sends them all to one.
 
 mod discovery;
 mod encode;
@@ -44,6 +51,12 @@ use tokio::task::JoinHandle;
 pub struct SimConfig {
     /// Period of watch BOOKMARK events (the apiserver's is about 60 s).
     pub bookmark_interval: Duration,
+    /// Whether bookmarks carry the store's revision rather than the type's newest event: an
+    /// apiserver whose watch caches etcd keeps current with progress notifications (etcd's
+    /// `--experimental-watch-progress-notify-interval`), so that a quiet type's watchers
+    /// learn that nothing of theirs changed up to now. Off by default (the recordings' 1.28
+    /// behaviour); only for replicas without a lag.
+    pub progress_bookmarks: bool,
     /// Events kept per resource type for watch resume and Exact lists before they are
     /// forgotten (older RVs then give 410).
     pub history_limit: usize,
@@ -55,16 +68,21 @@ pub struct SimConfig {
     pub too_large_rv_wait: Duration,
     /// Events a watcher may fall behind before it is closed (per resource type).
     pub watch_buffer: usize,
+    /// The apiserver replicas behind the address, by how far each one's watch cache lags the
+    /// store (at most five minutes). Empty: one replica whose watch cache never lags.
+    pub watch_cache_lags: Vec<Duration>,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             bookmark_interval: Duration::from_secs(60),
+            progress_bookmarks: false,
             history_limit: 10_000,
             watchlist: true,
             too_large_rv_wait: Duration::from_secs(3),
             watch_buffer: 10_000,
+            watch_cache_lags: Vec::new(),
         }
     }
 }
@@ -92,7 +110,9 @@ impl Sim {
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer));
         let faults = Arc::new(FaultState::new());
+        let replicas = http::Replicas::new(cfg.watch_cache_lags.clone());
         let ctx = Arc::new(http::Ctx {
+            replicas,
             store,
             faults: faults.clone(),
             cfg,
@@ -140,6 +160,30 @@ impl Sim {
             c.watches.load(Relaxed),
             c.other.load(Relaxed),
         )
+    }
+
+    /// Lists of a collection at resourceVersion=0 served so far (each returns the whole
+    /// collection, whatever its limit: rule L2).
+    pub fn rv0_lists(&self) -> u64 {
+        self.inner
+            .ctx
+            .counts
+            .lists_rv0
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of the non-watch response bodies sent so far.
+    pub fn bytes_sent(&self) -> u64 {
+        self.inner
+            .ctx
+            .counts
+            .bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Send every request to replica `i` of `SimConfig::watch_cache_lags` (None: in turn).
+    pub fn pin_replica(&self, i: Option<usize>) {
+        self.inner.ctx.replicas.pin(i);
     }
 
     /// Turn on token authentication and RBAC with this table (None: everything allowed, as

@@ -12,11 +12,15 @@ use imbl::OrdMap;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 
 /// The first resourceVersion a fresh sim reports. Greater than 1 so that `resourceVersion=1`
 /// is "too old" once history has been compacted.
 pub const INITIAL_RV: u64 = 100;
+
+/// The longest watch-cache lag the store can rebuild.
+pub const MAX_LAG: Duration = Duration::from_secs(300);
 
 /// An object as stored: its JSON value and its encoding (done once).
 #[derive(Debug)]
@@ -109,6 +113,8 @@ pub struct Event {
     pub obj: Arc<StoredObj>,
     /// The state before the write (updates and deletes).
     pub prev: Option<Arc<StoredObj>>,
+    /// When the write happened (a lagging watch cache delivers it that much later).
+    pub at: Instant,
     rt: Arc<ResourceType>,
     frames: [OnceLock<Bytes>; 3],
     leave: OnceLock<Bytes>,
@@ -150,8 +156,11 @@ struct TypeState {
     rt: Arc<ResourceType>,
     objects: OrdMap<String, Arc<StoredObj>>,
     history: VecDeque<Arc<Event>>,
-    /// Every event with rv > floor is in `history`.
+    /// The oldest RV a watch can resume from or an Exact list can read (compaction moves it).
     floor: u64,
+    /// Every event with rv > kept_from is in `history` (kept past a compaction so a lagging
+    /// watch cache can still be rebuilt as it was).
+    kept_from: u64,
     /// RV of the type's last event (the watch cache's RV in the apiserver).
     last_event_rv: u64,
     tx: broadcast::Sender<Arc<Event>>,
@@ -159,6 +168,8 @@ struct TypeState {
 
 struct State {
     rv: u64,
+    /// When each recent global RV was written, oldest first (for lagging watch caches).
+    writes: VecDeque<(Instant, u64)>,
     types: BTreeMap<(String, String), TypeState>,
     /// Registration order, for discovery.
     order: Vec<(String, String)>,
@@ -206,6 +217,28 @@ pub struct Store {
     watch_buffer: usize,
 }
 
+/// Undoes the events after `rv`: the objects then, and the RV of the type's last event up to
+/// `rv` (history must reach back to `rv`).
+fn rewind(ts: &TypeState, rv: u64) -> (OrdMap<String, Arc<StoredObj>>, u64) {
+    let mut objects = ts.objects.clone();
+    let mut type_rv = ts.last_event_rv.min(rv);
+    for ev in ts.history.iter().rev() {
+        if ev.rv <= rv {
+            type_rv = ev.rv;
+            break;
+        }
+        match (&ev.kind, &ev.prev) {
+            (EventKind::Added, _) | (_, None) => {
+                objects.remove(&ev.obj.key);
+            }
+            (_, Some(prev)) => {
+                objects.insert(prev.key.clone(), prev.clone());
+            }
+        }
+    }
+    (objects, type_rv)
+}
+
 /// Store key of an object.
 pub fn obj_key(ns: Option<&str>, name: &str) -> String {
     match ns {
@@ -251,6 +284,7 @@ impl Store {
         let store = Store {
             state: Mutex::new(State {
                 rv: INITIAL_RV,
+                writes: VecDeque::from([(Instant::now(), INITIAL_RV)]),
                 types: BTreeMap::new(),
                 order: Vec::new(),
             }),
@@ -286,6 +320,7 @@ impl Store {
                 objects: OrdMap::new(),
                 history: VecDeque::new(),
                 floor: 0,
+                kept_from: 0,
                 last_event_rv: rv,
                 tx,
             },
@@ -348,21 +383,110 @@ impl Store {
                 continue_token: None,
             });
         }
-        let mut objects = ts.objects.clone();
-        for ev in ts.history.iter().rev().take_while(|ev| ev.rv > rv) {
-            match (&ev.kind, &ev.prev) {
-                (EventKind::Added, _) | (_, None) => {
-                    objects.remove(&ev.obj.key);
-                }
-                (_, Some(prev)) => {
-                    objects.insert(prev.key.clone(), prev.clone());
-                }
-            }
-        }
+        let (objects, _) = rewind(ts, rv);
         Ok(Snapshot {
             objects,
             rv,
             type_rv: ts.last_event_rv,
+        })
+    }
+
+    /// The global RV a watch cache `lag` behind etcd has reached: that of the last write at
+    /// least `lag` old.
+    fn rv_ago(st: &State, lag: Duration) -> u64 {
+        if lag.is_zero() {
+            return st.rv;
+        }
+        let Some(cut) = Instant::now().checked_sub(lag) else {
+            return st.writes.front().map_or(st.rv, |w| w.1);
+        };
+        match st.writes.partition_point(|(at, _)| *at <= cut) {
+            0 => st.writes.front().map_or(st.rv, |w| w.1),
+            i => st.writes[i - 1].1,
+        }
+    }
+
+    /// One type as a watch cache that reached global RV `view` holds it (`rv` = `view`,
+    /// `type_rv` the type's last event up to it); the current state when history no longer
+    /// reaches back that far.
+    fn view_locked(st: &State, ts: &TypeState, view: u64) -> Snapshot {
+        if view >= st.rv || view < ts.kept_from {
+            return Snapshot {
+                objects: ts.objects.clone(),
+                rv: st.rv,
+                type_rv: ts.last_event_rv,
+            };
+        }
+        let (objects, type_rv) = rewind(ts, view);
+        Snapshot {
+            objects,
+            rv: view,
+            type_rv,
+        }
+    }
+
+    /// One type as a watch cache lagging `lag` behind etcd serves it.
+    pub fn lagged(&self, group: &str, resource: &str, lag: Duration) -> Result<Snapshot, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        Ok(Self::view_locked(&st, ts, Self::rv_ago(&st, lag)))
+    }
+
+    /// Waits until a watch cache lagging `lag` behind etcd has reached `rv`; false on timeout.
+    pub async fn wait_for_lagged(&self, rv: u64, lag: Duration, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        if !self.wait_for_rv(rv, timeout).await {
+            return false;
+        }
+        if lag.is_zero() {
+            return true;
+        }
+        let written = {
+            let st = self.lock();
+            let i = st.writes.partition_point(|(_, w)| *w < rv);
+            st.writes.get(i).map_or_else(Instant::now, |w| w.0)
+        };
+        let ready = written + lag;
+        tokio::time::sleep_until(ready.min(deadline).into()).await;
+        ready <= deadline
+    }
+
+    /// A watcher of a watch cache lagging `lag` behind etcd: the state it holds, and the
+    /// history after `replay_after` (when given and not compacted) or else after the state it
+    /// holds, which the watcher delivers `lag` after each event happened.
+    pub fn subscribe_lagged(
+        &self,
+        group: &str,
+        resource: &str,
+        lag: Duration,
+        replay_after: Option<u64>,
+    ) -> Result<Subscription, SimError> {
+        let st = self.lock();
+        let ts = st
+            .types
+            .get(&(group.to_string(), resource.to_string()))
+            .ok_or(SimError::NoSuchResource)?;
+        let snapshot = Self::view_locked(&st, ts, Self::rv_ago(&st, lag));
+        let after = match replay_after {
+            Some(after) if after >= ts.floor => Some(after),
+            Some(_) => None,
+            None => Some(snapshot.rv),
+        };
+        let replay = match after {
+            Some(after) => {
+                let start = ts.history.partition_point(|ev| ev.rv <= after);
+                ts.history.range(start..).cloned().collect()
+            }
+            None => Vec::new(),
+        };
+        Ok(Subscription {
+            snapshot,
+            rx: ts.tx.subscribe(),
+            replay,
+            floor: ts.floor,
         })
     }
 
@@ -397,12 +521,12 @@ impl Store {
         })
     }
 
-    /// Forgets all history: watches and Exact lists from older RVs get 410.
+    /// Forgets all history: watches and Exact lists from older RVs get 410. (The events stay
+    /// in memory, up to the history limit, only to rebuild what a lagging watch cache holds.)
     pub fn compact(&self) {
         let mut st = self.lock();
         let rv = st.rv;
         for ts in st.types.values_mut() {
-            ts.history.clear();
             ts.floor = rv;
         }
     }
@@ -418,11 +542,18 @@ impl Store {
             ts.history.push_back(ev.clone());
             while ts.history.len() > limit {
                 if let Some(old) = ts.history.pop_front() {
-                    ts.floor = old.rv;
+                    ts.kept_from = old.rv;
+                    ts.floor = ts.floor.max(old.rv);
                 }
             }
             // No receivers is fine: nobody is watching.
             let _ = ts.tx.send(ev);
+        }
+        let now = Instant::now();
+        st.writes.push_back((now, st.rv));
+        // Keep what the longest lag could look back to, and at least one write before it.
+        while st.writes.len() > 2 && st.writes[1].0 + MAX_LAG < now {
+            st.writes.pop_front();
         }
         self.rv_tx.send_replace(st.rv);
     }
@@ -550,6 +681,7 @@ impl Store {
             kind: EventKind::Added,
             obj: stored.clone(),
             prev: None,
+            at: Instant::now(),
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),
@@ -721,6 +853,7 @@ impl Store {
             kind: EventKind::Modified,
             obj: stored.clone(),
             prev: Some(old),
+            at: Instant::now(),
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),
@@ -770,6 +903,7 @@ impl Store {
             kind: EventKind::Deleted,
             obj: gone.clone(),
             prev: Some(old),
+            at: Instant::now(),
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),

@@ -29,6 +29,11 @@ pub struct WatchEnv {
     pub drop_rx: watch::Receiver<u64>,
     /// Answer with an ERROR 410 at once (injected fault).
     pub fail_410: bool,
+    /// How far the serving replica's watch cache lags etcd: it starts from the state it held
+    /// that long ago and delivers each event that long after it happened.
+    pub lag: Duration,
+    /// Bookmarks at the store's revision (see `SimConfig::progress_bookmarks`).
+    pub progress_bookmarks: bool,
 }
 
 /// The object of a BOOKMARK event in the apiserver's form for the type.
@@ -131,8 +136,15 @@ pub async fn start(
     }
     let streaming = opts.send_initial_events == Some(true);
     let mut initial_rv_wait_failed = None;
-    if let Some(n) = rv.filter(|n| *n > 0 && streaming) {
-        if !store.wait_for_rv(n, env.too_large_wait).await {
+    // A WatchList with resourceVersion unset is a consistent read: the watch cache first
+    // catches up with etcd's revision of now.
+    let catch_up = match rv {
+        None if streaming && !env.lag.is_zero() => Some(store.current_rv()),
+        Some(n) if n > 0 && streaming => Some(n),
+        _ => None,
+    };
+    if let Some(n) = catch_up {
+        if !store.wait_for_lagged(n, env.lag, env.too_large_wait).await {
             initial_rv_wait_failed = Some(SimError::TooLargeResourceVersion {
                 requested: n,
                 current: store.current_rv(),
@@ -150,7 +162,11 @@ pub async fn start(
         None => matches!(rv, None | Some(0)),
     };
     let replay_after = rv.filter(|n| *n > 0 && !initial_state);
-    let sub = store.subscribe(&group, &resource, replay_after)?;
+    let sub = if env.lag.is_zero() {
+        store.subscribe(&group, &resource, replay_after)?
+    } else {
+        store.subscribe_lagged(&group, &resource, env.lag, replay_after)?
+    };
     let mut frames = Vec::new();
     let start_rv;
     if initial_state {
@@ -188,12 +204,6 @@ pub async fn start(
             return Ok(rx);
         }
         start_rv = n;
-        frames.extend(
-            sub.replay
-                .iter()
-                .filter(|ev| ev.rv > n)
-                .filter_map(|ev| filter.frame_for(ev)),
-        );
     }
     let seen_rv = sub.snapshot.type_rv;
     // The apiserver turns the seconds into a Go time.Duration, nanoseconds in an i64, with
@@ -221,8 +231,10 @@ pub async fn start(
             .checked_add(timeout)
             .unwrap_or_else(Instant::now),
         interval: env.bookmark_interval,
+        progress: (env.progress_bookmarks && env.lag.is_zero()).then(|| store.clone()),
+        lag: env.lag,
     };
-    tokio::spawn(w.run(frames));
+    tokio::spawn(w.run(frames, sub.replay));
     Ok(rx)
 }
 
@@ -246,6 +258,9 @@ struct Watcher {
     seen_rv: u64,
     deadline: Instant,
     interval: Duration,
+    lag: Duration,
+    /// The store, when bookmarks carry its revision.
+    progress: Option<Arc<Store>>,
 }
 
 enum Flow {
@@ -279,11 +294,17 @@ impl Watcher {
         let _ = self.tx.try_send(Err(err));
     }
 
-    async fn run(mut self, initial: Vec<Bytes>) {
+    /// `replay`: the history events after the start, delivered before the live ones.
+    async fn run(mut self, initial: Vec<Bytes>, replay: Vec<Arc<Event>>) {
         // Mark the current drop epoch as seen so only later drops end this watch.
         self.drop_rx.borrow_and_update();
         for f in initial {
             if let Flow::Stop = self.emit(f).await {
+                return;
+            }
+        }
+        for ev in replay {
+            if let Flow::Stop = self.on_event(&ev).await {
                 return;
             }
         }
@@ -299,6 +320,9 @@ impl Watcher {
                     Err(_) => return,
                 },
                 _ = sleep_until(bm_at), if next_bm.is_some() => {
+                    // Read before draining: the store broadcasts an event before its revision
+                    // is visible, so everything up to `store_rv` is queued by now.
+                    let store_rv = self.progress.as_ref().map_or(0, |s| s.current_rv());
                     // Deliver anything already queued first, so a bookmark never overtakes an event.
                     loop {
                         match self.rx.try_recv() {
@@ -307,6 +331,7 @@ impl Watcher {
                             Err(_) => return,
                         }
                     }
+                    self.seen_rv = self.seen_rv.max(store_rv);
                     if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
                         let f = bookmark(&self.rt, self.seen_rv, false);
                         if let Flow::Stop = self.emit(f).await { return; }
@@ -321,6 +346,15 @@ impl Watcher {
     }
 
     async fn on_event(&mut self, ev: &Event) -> Flow {
+        if !self.lag.is_zero() {
+            // A lagging watch cache hears of the write only `lag` after it happened.
+            let due = Instant::from_std(ev.at + self.lag);
+            tokio::select! {
+                _ = sleep_until(due) => {}
+                _ = self.drop_rx.changed() => { self.abort().await; return Flow::Stop; }
+                _ = sleep_until(self.deadline) => return Flow::Stop,
+            }
+        }
         self.seen_rv = self.seen_rv.max(ev.rv);
         if ev.rv <= self.start_rv {
             return Flow::Continue;

@@ -6,7 +6,7 @@ mod probe;
 mod reflector;
 mod stream;
 
-pub use probe::RvProbe;
+pub use probe::RevisionProbe;
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
 pub use stream::{LineStream, WatchLine};
 

@@ -1,17 +1,37 @@
-//! What resourceVersion a consistent read must see, learnt cheaply and once for many readers.
+//! What resourceVersion a consistent read must see, learnt cheaply and once for every reader.
 //!
 //! A consistent read (LIST/GET with resourceVersion unset) must reflect every write the upstream
-//! completed before it. kcache learns the upstream's current revision `P` with the cheapest
-//! consistent request there is (a one-item list, answered from etcd). A cache RV at or above `P`
-//! is then enough. The cache RV only moves with events of its own type, though, and `P` moves
-//! with writes to any type, so a quiet resource would never reach it: in that case kcache also
-//! asks the upstream's watch cache for the type's newest RV `T` (a `resourceVersion=0` one-item
-//! list) and needs only `min(P, T)` — there is nothing of this type newer than `T` to wait for.
+//! acknowledged before the read began. The upstream's resourceVersion is etcd's revision, one
+//! counter for every resource, so a single number answers "what is current" for all of them:
+//! kcache learns it, `P`, from a one-item consistent list (`limit=1`, resourceVersion unset) of
+//! one collection its reflectors read. The apiserver answers that list from etcd, never from its
+//! watch cache (rule L2 in tests/fixtures/kube-apiserver-v1.28/INDEX.md: `limit` is honoured only
+//! on the etcd path), so it costs one object, not a collection.
 //!
-//! Probes are coalesced: at most one is in flight per resource, and every read that arrives
-//! while it runs joins the next one, which is sent when the current one returns. Under load
-//! that is one probe per upstream round trip, whatever the read rate.
+//! A cache may answer the read once its RV is at least `P`. Why that is never stale:
+//! - `P` is read after the read arrived (a reader only joins a probe that has not been sent
+//!   yet, below) and comes from etcd, so `P` is at least the revision of every write
+//!   acknowledged before the read began. That holds on one apiserver whose watch cache lags
+//!   and with several apiservers behind one address alike: every replica reads the same etcd.
+//! - A cache's RV is that of the last event (or bookmark) its reflector applied from the
+//!   upstream's watch, which delivers a type's events in revision order. At RV `r ≥ P` the
+//!   cache has therefore applied every change of its type up to `P`, whichever replica's watch
+//!   cache fed it and however far that one lags.
+//!
+//! kcache never uses a `resourceVersion=0` list for freshness: it is answered by a watch cache,
+//! possibly a lagging one (so its RV may be below an acknowledged write), and the 1.28 apiserver
+//! sends the whole collection for it whatever the limit (L2).
+//!
+//! A type nobody writes never reaches a `P` that other types' writes moved, so such reads wait
+//! for the bounded wait and are then forwarded. kcache remembers that a type could not be proven
+//! fresh at its cache RV `r` ([`RevisionProbe::mark_unprovable`]); until an event moves the
+//! type's RV, its consistent reads are forwarded at once, without a probe or a wait.
+//!
+//! Probes are coalesced: at most one is in flight, and every reader that arrives while it runs
+//! joins the next one, which is sent when the current one returns. Under load that is one
+//! probe per upstream round trip, whatever the read rate and however many types are read.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -28,26 +48,32 @@ struct State {
     waiting: Vec<Waiter>,
 }
 
-/// The consistent-read probe of one cached resource.
-pub struct RvProbe {
+/// The upstream's current revision, probed for every cached resource at once.
+pub struct RevisionProbe {
     upstream: Upstream,
-    cache: Arc<ResourceCache>,
-    /// The collection URL the reflector lists (namespaced when the cache is).
-    collection: String,
+    /// Collection URLs the reflectors list (namespaced when a cache is); the probe lists the
+    /// first one that answers.
+    collections: Vec<String>,
+    /// Index into `collections` of the one that answered last.
+    current: AtomicUsize,
     state: Mutex<State>,
+    /// Per (group, resource): the cache RV at which a consistent read could not be proven
+    /// fresh within the wait.
+    unprovable: dashmap::DashMap<(String, String), u64>,
 }
 
-impl RvProbe {
-    pub fn new(upstream: Upstream, cache: Arc<ResourceCache>, collection: String) -> Arc<RvProbe> {
-        Arc::new(RvProbe {
+impl RevisionProbe {
+    pub fn new(upstream: Upstream, collections: Vec<String>) -> Arc<RevisionProbe> {
+        Arc::new(RevisionProbe {
             upstream,
-            cache,
-            collection,
+            collections,
+            current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
+            unprovable: Default::default(),
         })
     }
 
-    /// The RV the cache must reach before it may answer a consistent read that starts now.
+    /// The RV a cache must reach before it may answer a consistent read that starts now.
     pub async fn target(self: &Arc<Self>) -> Result<u64, String> {
         let (tx, rx) = oneshot::channel();
         let start = {
@@ -59,6 +85,20 @@ impl RvProbe {
             tokio::spawn(self.clone().run());
         }
         rx.await.unwrap_or_else(|_| Err("probe task ended".into()))
+    }
+
+    /// Whether `cache` was found unprovable at the RV it is still at.
+    pub fn is_unprovable(&self, cache: &ResourceCache) -> bool {
+        let key = (cache.info.group.clone(), cache.info.resource.clone());
+        self.unprovable
+            .get(&key)
+            .is_some_and(|rv| *rv == cache.rv())
+    }
+
+    /// Remember that `cache`, at `rv`, could not reach the upstream's revision in time.
+    pub fn mark_unprovable(&self, cache: &ResourceCache, rv: u64) {
+        let key = (cache.info.group.clone(), cache.info.resource.clone());
+        self.unprovable.insert(key, rv);
     }
 
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
@@ -80,26 +120,40 @@ impl RvProbe {
         }
     }
 
+    /// One `limit=1` consistent list; when the upstream refuses it (a 403 or 404: one
+    /// collection it no longer serves or lets kcache read must not blind every consistent
+    /// read) the next collection is tried. Other errors end the probe at once: the upstream is
+    /// not answering, and trying every collection would only multiply the wait.
     async fn probe(&self) -> Result<u64, UpstreamError> {
-        let p = self.list_rv("limit=1").await?;
-        if self.cache.rv() >= p {
-            return Ok(p);
+        let n = self.collections.len();
+        let first = self.current.load(Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..n {
+            let at = (first + i) % n;
+            match self.list_rv(&self.collections[at]).await {
+                Ok(rv) => {
+                    self.current.store(at, Ordering::Relaxed);
+                    return Ok(rv);
+                }
+                Err(e) if matches!(e.code(), Some(403 | 404)) => last = Some(e),
+                Err(e) => return Err(e),
+            }
         }
-        let t = self.list_rv("limit=1&resourceVersion=0").await?;
-        Ok(p.min(t))
+        Err(last.unwrap_or_else(|| UpstreamError::Decode("no collection to probe".into())))
     }
 
-    async fn list_rv(&self, query: &str) -> Result<u64, UpstreamError> {
+    async fn list_rv(&self, collection: &str) -> Result<u64, UpstreamError> {
         #[derive(Deserialize)]
         struct Head {
             metadata: super::ListMeta,
         }
-        let url = format!("{}?{query}", self.collection);
+        let url = format!("{collection}?limit=1");
         let body = self.upstream.get(&url).await?;
         let head: Head = serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(format!("list of {}: {e}", self.collection)))?;
-        head.metadata.resource_version.parse().map_err(|_| {
-            UpstreamError::Decode(format!("list of {}: resourceVersion", self.collection))
-        })
+            .map_err(|e| UpstreamError::Decode(format!("list of {collection}: {e}")))?;
+        head.metadata
+            .resource_version
+            .parse()
+            .map_err(|_| UpstreamError::Decode(format!("list of {collection}: resourceVersion")))
     }
 }

@@ -15,7 +15,10 @@
 //! Sync uses the streaming-list form (`sendInitialEvents`) when the upstream supports it and
 //! falls back to a paged consistent list when it rejects the parameter. After the first sync a
 //! relist does not drop the cache: `ResourceCache::replace` turns the difference into ordinary
-//! events, so downstream watchers stay exact across upstream 410s.
+//! events, so downstream watchers stay exact across upstream 410s. A streaming relist (at
+//! resourceVersion 0, from a watch cache) that ends older than the cache was answered by a
+//! lagging watch cache, not by a restored upstream: kcache then lists consistently (etcd) instead,
+//! and only a consistent list older than the cache is taken for a restore.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +85,9 @@ enum WatchEnd {
     Closed { rv: u64 },
     /// 410 or an event kcache could not take: the cache must relist.
     Relist,
+    /// A streaming relist's initial events ended at an RV older than the cache's: answered by
+    /// a watch cache that lags (another replica's, or this one's behind etcd), not installed.
+    Behind { rv: u64 },
 }
 
 /// Keeps one cache in step with the upstream.
@@ -162,7 +168,7 @@ impl Reflector {
                 };
                 match result {
                     Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
-                    Ok(WatchEnd::Relist) => self.relist_state(),
+                    Ok(WatchEnd::Relist | WatchEnd::Behind { .. }) => self.relist_state(),
                     // A streaming list that failed after its initial events were installed is
                     // an ordinary watch failure: resume from the cache RV, do not relist.
                     Err(e) if self.installs > installs => {
@@ -187,7 +193,7 @@ impl Reflector {
             }
             State::Watching { rv } => match self.watch(rv, false).await {
                 Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
-                Ok(WatchEnd::Relist) => {
+                Ok(WatchEnd::Relist | WatchEnd::Behind { .. }) => {
                     tracing::info!(resource = %name, rv, "upstream watch expired; relisting");
                     self.relist_state()
                 }
@@ -355,6 +361,15 @@ impl Reflector {
             Ok(WatchEnd::Relist) if self.installs == installs => {
                 self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
             }
+            // A lagging watch cache answered: going back to its state would look like an
+            // upstream restore (history dropped, every downstream watch ended with 410). A
+            // consistent paged list is answered from etcd, so it is at least as new as
+            // anything the cache saw; only if even that is older was the upstream restored.
+            Ok(WatchEnd::Behind { rv }) => {
+                tracing::info!(resource = %self.cache.info, rv, cache_rv = self.cache.rv(),
+                    "streaming relist answered by a lagging watch cache; listing consistently");
+                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+            }
             other => other,
         }
     }
@@ -435,6 +450,9 @@ impl Reflector {
                         .is_some_and(|v| v == "true");
                     if end {
                         if let Some(objects) = gathering.take() {
+                            if self.cache.is_synced() && brv < self.cache.rv() {
+                                return Ok(WatchEnd::Behind { rv: brv });
+                            }
                             self.install(objects, brv);
                         }
                     }

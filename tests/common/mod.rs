@@ -164,6 +164,23 @@ impl Env {
         self.kcache.admin_url()
     }
 
+    /// Make the upstream's last write one of a (namespaced) type, in namespace `provable`, and
+    /// wait for kcache to see it: kcache answers a consistent read (resourceVersion unset) from
+    /// its cache only once the type's cache RV has reached the upstream's revision, and forwards
+    /// it otherwise, so tests of what the cache serves read a type it can prove fresh.
+    pub async fn last_write_of(&self, group: &str, resource: &str, api_version: &str, kind: &str) {
+        let name = format!("provable-{}", self.sim.current_rv() + 1);
+        self.sim
+            .create(
+                group,
+                resource,
+                serde_json::json!({"apiVersion": api_version, "kind": kind,
+                    "metadata": {"name": name, "namespace": "provable"}}),
+            )
+            .expect("write");
+        self.settle(group, resource).await;
+    }
+
     /// Wait until kcache's cache of a resource has reached the sim's current RV.
     pub async fn settle(&self, group: &str, resource: &str) {
         let want = self.sim.current_rv();

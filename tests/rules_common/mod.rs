@@ -149,6 +149,43 @@ pub fn assert_forwarded(r: &Resp, what: &str) {
     assert!(!from_cache(r), "{what}: expected the upstream's answer");
 }
 
+/// The cached (group, resource) a request path names.
+fn type_of_path(path: &str) -> (String, String) {
+    let path = path.split('?').next().unwrap_or("");
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["api", _, rest @ ..] => ("", rest),
+        ["apis", group, _, rest @ ..] => (*group, rest),
+        _ => panic!("not a resource path: {path}"),
+    };
+    let resource = match rest {
+        ["namespaces", _, res, ..] => res,
+        [res, ..] => res,
+        [] => panic!("not a resource path: {path}"),
+    };
+    (group.to_string(), resource.to_string())
+}
+
+/// Who answers a consistent read (resourceVersion unset): the cache when kcache can prove it
+/// has every write the upstream acknowledged — the type's cache RV has reached the upstream's
+/// revision, which with no write in flight is the sim's current RV — and the upstream
+/// otherwise (kcache waits, then forwards). Either way the client gets the upstream's status
+/// and bytes, which the callers compare with the recording.
+pub fn assert_consistent_source(env: &Env, r: &Resp, path: &str, what: &str) {
+    let (group, resource) = type_of_path(path);
+    if cache_rv(env, &group, &resource) >= env.sim.current_rv() {
+        assert_from_cache(r, what);
+    } else {
+        assert_forwarded(r, what);
+    }
+}
+
+/// [`assert_consistent_source`] for the request of fixture `name`.
+pub fn assert_consistent_fixture(env: &Env, r: &Resp, name: &str) {
+    let (_, path) = raw::fixture_request(name);
+    assert_consistent_source(env, r, &path, name);
+}
+
 /// The recorded response of a fixture: status line and headers.
 pub struct Recorded {
     pub status: u16,
