@@ -225,7 +225,7 @@ pub enum Answer {
 }
 
 /// The API router: the index endpoints, and everything else through [`handle`]; all API
-/// handlers start with [`admission::admit`]. kcache's own health and metrics are on the
+/// handlers start with `admission::admit`. kcache's own health and metrics are on the
 /// [`admin::router`]; here `/livez`, `/readyz`, `/healthz` and `/metrics` are the upstream's.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()

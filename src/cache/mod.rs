@@ -672,7 +672,7 @@ impl ResourceCache {
     }
 
     /// Receive the events whose old or new object has `value` for index `index` (see
-    /// [`dispatch`]); undo with [`ResourceCache::unregister`].
+    /// the `dispatch` module); undo with [`ResourceCache::unregister`].
     pub fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
         self.dispatch.register(index, value)
     }
