@@ -219,6 +219,8 @@ fn extreme_numbers_get_the_apiservers_answers() {
                 "{list}?resourceVersion={v}&resourceVersionMatch=Exact"
             ));
             paths.push(format!("{list}/cm-01?resourceVersion={v}"));
+            // Passed through (a parameter kcache does not know): the upstream's answer, as is.
+            paths.push(format!("{list}/cm-01?resourceVersion={v}&newerParameter=1"));
             paths.push(format!(
                 "{list}?watch=1&timeoutSeconds={v}&resourceVersion={v}"
             ));

@@ -139,6 +139,10 @@ impl Upstream {
     fn from_config(mut config: Config) -> Result<Upstream, UpstreamError> {
         // Watches are long-lived; the reflector bounds them with timeoutSeconds itself.
         config.read_timeout = None;
+        // No retries inside the client: a pass-through must hand the caller the upstream's
+        // 429/503/504 (with its Retry-After) as it came, not hold the request while retrying
+        // up to 15 times; kcache's own requests have their own bounds and backoff.
+        config.default_retry = false;
         let url = config.cluster_url.to_string();
         let mut bare = config.clone();
         bare.auth_info = Default::default();
