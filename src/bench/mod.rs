@@ -16,6 +16,9 @@
 //! - `node`: node-scoped pod watchers (field selector): CPU per upstream event;
 //! - `memory`: kcache's RSS per cached JSON byte;
 //! - `stalled`: watchers that never read, during a fan-out.
+//!
+//! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
+//! the bench's own (an older build, for a before/after comparison).
 
 mod fanout;
 mod fresh;
@@ -365,6 +368,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         machine: machine(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         ..Report::default()
+    };
+    // Another kcache build as the target (e.g. an older one, for a before/after comparison);
+    // it must take the same `serve` options and configuration.
+    let exe = match std::env::var_os("KCACHE_BENCH_TARGET_EXE") {
+        Some(other) => {
+            let other = PathBuf::from(other);
+            report.notes.push(format!(
+                "kcache under test: {} (KCACHE_BENCH_TARGET_EXE), not the bench's own build",
+                other.display()
+            ));
+            other
+        }
+        None => exe,
     };
     if cfg!(debug_assertions) {
         let msg = "built without optimisations (debug): numbers are not representative; use `cargo run --release -- bench`";
