@@ -13,12 +13,14 @@
 
 use super::*;
 
-/// Targets of each (workload, read): the sim directly and kcache in its two modes.
-const TARGETS: [&str; 3] = [
-    "sim (upstream)",
-    "kcache (freshness probe)",
-    "kcache forwarding all",
-];
+/// Targets of each (workload, read): the sim directly, kcache with its freshness probe (its
+/// watch through the replica that does not lag, and through the one that lags most), and
+/// kcache forwarding every consistent read.
+const SIM: &str = "sim (upstream)";
+const PROBE: &str = "kcache (probe), watch via unlagged replica";
+const PROBE_LAGGING: &str = "kcache (probe), watch via lagging replica";
+const FORWARDING: &str = "kcache forwarding all";
+const TARGETS: [&str; 4] = [SIM, PROBE, PROBE_LAGGING, FORWARDING];
 
 /// A background writer at a steady rate until stopped; returns its failed writes.
 struct Writer {
@@ -119,9 +121,21 @@ impl Bench {
             .map_err(|e| format!("creating the Secret: {e}"))?;
         let secrets = Arc::new(vec![secret]);
 
-        let probing = self
-            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS]))
-            .await?;
+        // Each kcache lists and watches through the replica it starts on (pinned), and reads
+        // alternate between the replicas afterwards.
+        let lagging_replica = (0..lags.len()).max_by_key(|&i| lags[i]).unwrap_or(0);
+        let unlagged_replica = (0..lags.len()).min_by_key(|&i| lags[i]).unwrap_or(0);
+        let caching = ChildConfig::caching(&[CONFIGMAPS]);
+        // A moment after readiness too, for the watch that follows the initial list.
+        let settle = Duration::from_millis(500);
+        sim.pin_replica(Some(unlagged_replica));
+        let probing = self.kcache(&sim, &caching).await;
+        tokio::time::sleep(settle).await;
+        sim.pin_replica(Some(lagging_replica));
+        let probing_lagging = self.kcache(&sim, &caching).await;
+        tokio::time::sleep(settle).await;
+        sim.pin_replica(None);
+        let (probing, probing_lagging) = (probing?, probing_lagging?);
         let mut fwd = ChildConfig::caching(&[CONFIGMAPS]);
         fwd.forward_consistent = true;
         let forwarding = self.kcache(&sim, &fwd).await?;
@@ -166,8 +180,9 @@ impl Bench {
                 for target in TARGETS {
                     progress(format!("fresh: {case}: {target}"));
                     let (addr, pid) = match target {
-                        "sim (upstream)" => (sim.addr(), None),
-                        "kcache forwarding all" => (forwarding.addr, Some(forwarding.pid())),
+                        SIM => (sim.addr(), None),
+                        FORWARDING => (forwarding.addr, Some(forwarding.pid())),
+                        PROBE_LAGGING => (probing_lagging.addr, Some(probing_lagging.pid())),
                         _ => (probing.addr, Some(probing.pid())),
                     };
                     // Warm up: a few reads while the writer runs (the first quiet read through
@@ -210,7 +225,7 @@ impl Bench {
                     if unreadable > 0 {
                         row.note(format!("{unreadable} answers were not readable"));
                     }
-                    if target == "sim (upstream)" {
+                    if target == SIM {
                         row.note("in the bench process");
                     }
                     if stale > 0 {
@@ -237,7 +252,8 @@ impl Bench {
         }
         self.report.notes.push(format!(
             "fresh: {n} ConfigMaps in one namespace; the sim's replicas' watch caches lag {lag_label} \
-             (requests alternate between them); each row is preceded by {} s of warm-up reads \
+             (requests alternate between them; each kcache's list and watch were pinned to one replica \
+             as it started); each row is preceded by {} s of warm-up reads \
              (not counted); upstream columns are the sim's LIST+GET requests and response bytes \
              during the row divided by the reads",
             fmt_num(warmup.as_secs_f64())
@@ -249,6 +265,7 @@ impl Bench {
             Some(all_stale == 0 && all_reads > 0),
         );
         drop(probing);
+        drop(probing_lagging);
         drop(forwarding);
         sim.shutdown().await;
         Ok(())
