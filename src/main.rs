@@ -129,7 +129,7 @@ enum Command {
         /// Small sizes and short phases (about a minute; a smoke run).
         #[arg(long)]
         quick: bool,
-        /// Scenarios to run, comma-separated: list,get,consistent,watch,node,memory,stalled.
+        /// Scenarios to run, comma-separated: list,get,consistent,fresh,watch,node,memory,stalled.
         #[arg(long, value_delimiter = ',')]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.

@@ -203,6 +203,27 @@ fn staleness_checker_finds_a_planted_stale_answer() {
     assert!(checker.first_stale.lock().unwrap().is_some());
     let log = AckLog::default();
     assert!(log.is_empty());
+
+    // A GET's answer is one object, checked against that object's writes only.
+    let object = |name: &str, rv: u64| {
+        json!({"kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": rv.to_string()}})
+            .to_string()
+    };
+    assert_eq!(checker.acks.required_for("b", after), Some(7));
+    assert_eq!(checker.acks.required_for("b", before_any), None);
+    let checker = Checker {
+        acks: checker.acks,
+        ..Checker::default()
+    };
+    checker.check_object(after, 200, object("b", 7).as_bytes());
+    checker.check_object(before_any, 200, object("b", 6).as_bytes());
+    checker.check_object(after, 200, object("c", 1).as_bytes());
+    assert_eq!(checker.stale_reads.load(Ordering::Relaxed), 0);
+    checker.check_object(after, 200, object("b", 6).as_bytes());
+    assert_eq!(checker.stale_reads.load(Ordering::Relaxed), 1);
+    checker.check_object(after, 404, object("b", 7).as_bytes());
+    assert_eq!(checker.unreadable.load(Ordering::Relaxed), 1);
+    assert_eq!(checker.reads.load(Ordering::Relaxed), 5);
 }
 
 #[tokio::test]

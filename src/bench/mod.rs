@@ -9,12 +9,19 @@
 //! - `get`: GET by name, RV=0 and RV unset: kcache vs nginx vs the sim;
 //! - `consistent`: LIST of one namespace with RV unset under writes, with the staleness check:
 //!   kcache answering from its cache vs kcache forwarding to the sim (and the sim itself);
+//! - `fresh`: consistent GET and LIST (RV unset) of one namespace of many ConfigMaps on a sim
+//!   whose watch caches lag, for a type being written and a quiet one: the sim vs kcache with
+//!   its freshness probe vs kcache forwarding, with upstream requests and bytes per read;
 //! - `watch`: watch fan-out over HTTP/1.1 and HTTP/2: delivery delays and kcache's CPU;
 //! - `node`: node-scoped pod watchers (field selector): CPU per upstream event;
 //! - `memory`: kcache's RSS per cached JSON byte;
 //! - `stalled`: watchers that never read, during a fan-out.
+//!
+//! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
+//! the bench's own (an older build, for a before/after comparison).
 
 mod fanout;
+mod fresh;
 pub mod kcache;
 pub mod load;
 mod memory;
@@ -46,6 +53,7 @@ pub const SCENARIOS: &[&str] = &[
     "list",
     "get",
     "consistent",
+    "fresh",
     "watch",
     "node",
     "memory",
@@ -82,6 +90,12 @@ struct Scale {
     consistent_objects: usize,
     consistent_namespaces: usize,
     writes_per_s: f64,
+    /// ConfigMaps in the one namespace of the `fresh` scenario.
+    fresh_objects: usize,
+    /// The sim's replicas in the `fresh` scenario, by how far their watch caches lag.
+    fresh_lags: Vec<Duration>,
+    /// Reads before each measured `fresh` row, not counted.
+    fresh_warmup: Duration,
     watch_objects: usize,
     watch_cases: Vec<(Proto, usize)>,
     watch_rate: f64,
@@ -109,6 +123,9 @@ impl Scale {
             consistent_objects: 10_000,
             consistent_namespaces: 20,
             writes_per_s: 50.0,
+            fresh_objects: 10_000,
+            fresh_lags: vec![Duration::ZERO, Duration::from_millis(50)],
+            fresh_warmup: Duration::from_secs(1),
             watch_objects: 1_000,
             watch_cases: vec![
                 (Proto::H1, 1_000),
@@ -137,6 +154,9 @@ impl Scale {
             consistent_objects: 2_000,
             consistent_namespaces: 4,
             writes_per_s: 50.0,
+            fresh_objects: 1_000,
+            fresh_lags: vec![Duration::ZERO, Duration::from_millis(50)],
+            fresh_warmup: Duration::from_millis(300),
             watch_objects: 200,
             watch_cases: vec![
                 (Proto::H1, 100),
@@ -349,6 +369,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         ..Report::default()
     };
+    // Another kcache build as the target (e.g. an older one, for a before/after comparison);
+    // it must take the same `serve` options and configuration.
+    let exe = match std::env::var_os("KCACHE_BENCH_TARGET_EXE") {
+        Some(other) => {
+            let other = PathBuf::from(other);
+            report.notes.push(format!(
+                "kcache under test: {} (KCACHE_BENCH_TARGET_EXE), not the bench's own build",
+                other.display()
+            ));
+            other
+        }
+        None => exe,
+    };
     if cfg!(debug_assertions) {
         let msg = "built without optimisations (debug): numbers are not representative; use `cargo run --release -- bench`";
         progress(msg);
@@ -402,6 +435,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "list" => bench.list().await,
             "get" => bench.get().await,
             "consistent" => bench.consistent().await,
+            "fresh" => bench.fresh().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,
             "memory" => bench.memory().await,

@@ -38,6 +38,17 @@ impl AckLog {
         req
     }
 
+    /// The resourceVersion of the last write of `name` acknowledged before `t`, if any.
+    pub fn required_for(&self, name: &str, t: Instant) -> Option<u64> {
+        let acks = self.acks.lock().unwrap_or_else(|e| e.into_inner());
+        let end = acks.partition_point(|(at, _, _)| *at < t);
+        acks[..end]
+            .iter()
+            .filter(|(_, n, _)| n == name)
+            .map(|(_, _, rv)| *rv)
+            .max()
+    }
+
     pub fn len(&self) -> usize {
         self.acks.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -50,6 +61,11 @@ impl AckLog {
 #[derive(Deserialize)]
 struct List {
     items: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct Object {
+    metadata: Meta,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +198,26 @@ impl Checker {
             Err(_) => {
                 self.unreadable.fetch_add(1, Relaxed);
             }
+        }
+    }
+
+    /// Check one answer to a GET of a single object sent at `sent`: the object must be at
+    /// the resourceVersion of its last write acknowledged before then, or later.
+    pub fn check_object(&self, sent: Instant, status: u16, body: &[u8]) {
+        self.reads.fetch_add(1, Relaxed);
+        let obj = match serde_json::from_slice::<Object>(body) {
+            Ok(o) if status == 200 => o,
+            _ => {
+                self.unreadable.fetch_add(1, Relaxed);
+                return;
+            }
+        };
+        let got = obj.metadata.resource_version.parse().unwrap_or(0);
+        let name = obj.metadata.name;
+        if let Some(rv) = self.acks.required_for(&name, sent).filter(|&rv| got < rv) {
+            self.stale_reads.fetch_add(1, Relaxed);
+            let mut first = self.first_stale.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert_with(|| format!("{name}: written at {rv}, read {got}"));
         }
     }
 }
