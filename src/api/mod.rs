@@ -152,7 +152,7 @@ impl App {
         // (nothing of it has happened since): forward at once, without a probe or a wait. With
         // `fallback` off the read gets its full wait before the 504 instead, and while the
         // reflector cannot reach the upstream the probe decides (stale while down, below).
-        if self.consistent.fallback && cache.upstream_reachable() && probe.is_unprovable(cache) {
+        if self.consistent.fallback && cache.upstream_reachable() && cache.is_unprovable() {
             outcome("forwarded");
             return Ok(false);
         }
@@ -186,7 +186,7 @@ impl App {
                 Ok(true)
             }
             Err(current) => {
-                probe.mark_unprovable(cache, current);
+                cache.mark_unprovable(current);
                 if self.consistent.fallback {
                     outcome("forwarded");
                     Ok(false)
@@ -425,13 +425,19 @@ async fn from_cache(
             .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
     // A selector on a configured index field is kcache's own: the upstream would answer 400, so
     // such a request is never forwarded; where the cache cannot answer it, it gets an error.
-    let local = names_index_field(&q, cache);
+    // Parsed here once for both checks; a selector that does not parse is left to the
+    // options parser and its 400.
+    let field_selector = q
+        .iter()
+        .find(|(k, _)| k == "fieldSelector")
+        .and_then(|(_, v)| FieldSelector::parse(v).ok());
+    let local = names_index_field(field_selector.as_ref(), cache);
     // Never stricter than the upstream: what kcache cannot answer exactly (a field it does not
     // know for this kind, a parameter it does not know) is the upstream's to answer or refuse.
     // Before authorization: the upstream authorizes what it answers.
     if !local {
         let selects = path.name.is_none() || is_watch;
-        if let Some(why) = upstream_only(&q, cache, selects) {
+        if let Some(why) = upstream_only(&q, field_selector.as_ref(), cache, selects) {
             tracing::debug!(resource = %info, %why, "forwarded: not answerable from the cache");
             return Ok(Answer::Upstream);
         }
@@ -591,16 +597,13 @@ async fn from_cache(
 
 /// Whether the request's field selector names a configured field-path index of `cache` (a CRD
 /// selectable field of the same name is the upstream's, not kcache's own).
-fn names_index_field(q: &[(String, String)], cache: &ResourceCache) -> bool {
-    q.iter()
-        .find(|(k, _)| k == "fieldSelector")
-        .and_then(|(_, v)| FieldSelector::parse(v).ok())
-        .is_some_and(|s| {
-            s.requirements().iter().any(|r| {
-                cache.indexes.by_selectable_field(&r.field).is_none()
-                    && cache.indexes.by_selector_field(&r.field).is_some()
-            })
+fn names_index_field(sel: Option<&FieldSelector>, cache: &ResourceCache) -> bool {
+    sel.is_some_and(|s| {
+        s.requirements().iter().any(|r| {
+            cache.indexes.by_selectable_field(&r.field).is_none()
+                && cache.indexes.by_selector_field(&r.field).is_some()
         })
+    })
 }
 
 /// The query parameters kcache answers GET, LIST and WATCH with exactly: kube-apiserver
@@ -627,17 +630,19 @@ const KNOWN_PARAMS: &[&str] = &[
 /// watch), a field selector on a field kcache does not know for the kind (a newer apiserver
 /// may select on it: Service `spec.type` since 1.30; or the CRD could not be read). A field
 /// selector that does not parse stays kcache's 400: its syntax is the same on every version.
-fn upstream_only(q: &[(String, String)], cache: &ResourceCache, selects: bool) -> Option<String> {
+fn upstream_only(
+    q: &[(String, String)],
+    sel: Option<&FieldSelector>,
+    cache: &ResourceCache,
+    selects: bool,
+) -> Option<String> {
     if let Some((k, _)) = q.iter().find(|(k, _)| !KNOWN_PARAMS.contains(&k.as_str())) {
         return Some(format!("parameter {k:?}"));
     }
     if !selects {
         return None;
     }
-    let sel = q
-        .iter()
-        .find(|(k, _)| k == "fieldSelector")
-        .and_then(|(_, v)| FieldSelector::parse(v).ok())?;
+    let sel = sel?;
     let info = &cache.info;
     sel.requirements()
         .iter()

@@ -134,7 +134,7 @@ pub async fn watch(
             // rather than after the wait (the 1.28 apiserver itself would hang here until the
             // type's next write: Surprise 1).
             let target = match (end_bookmark, probe) {
-                (true, Some(p)) if p.is_unprovable(&cache) => None,
+                (true, Some(_)) if cache.is_unprovable() => None,
                 (true, Some(p)) => p.target().await.ok(),
                 _ => None,
             };
@@ -394,8 +394,8 @@ impl Watcher {
             if let Some(target) = end_at {
                 if rv >= target || Instant::now() >= end_deadline {
                     if rv < target {
-                        if let Some(p) = &self.probe {
-                            p.mark_unprovable(&self.cache, rv);
+                        if self.probe.is_some() {
+                            self.cache.mark_unprovable(rv);
                         }
                     }
                     end_at = None;

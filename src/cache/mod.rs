@@ -157,6 +157,9 @@ pub struct ResourceCache {
     created: Instant,
     /// Whether the reflector's latest request to the upstream got through.
     upstream_reachable: std::sync::atomic::AtomicBool,
+    /// One more than the cache RV at which a consistent read could not be proven fresh
+    /// within the wait (0: never); see `upstream::RevisionProbe`.
+    unprovable_at: std::sync::atomic::AtomicU64,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
     /// Watchers registered under an index value.
@@ -190,6 +193,7 @@ impl ResourceCache {
             last_contact: RwLock::new(None),
             created: Instant::now(),
             upstream_reachable: std::sync::atomic::AtomicBool::new(false),
+            unprovable_at: std::sync::atomic::AtomicU64::new(0),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
             dispatch: Default::default(),
@@ -254,6 +258,20 @@ impl ResourceCache {
     pub fn upstream_reachable(&self) -> bool {
         self.upstream_reachable
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Remember that a consistent read could not be proven fresh with the cache at `rv`.
+    pub fn mark_unprovable(&self, rv: u64) {
+        self.unprovable_at
+            .store(rv.saturating_add(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a consistent read was found unprovable at the RV the cache is still at: nothing
+    /// of this type has happened since, so it cannot be proven now either.
+    pub fn is_unprovable(&self) -> bool {
+        self.unprovable_at
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == self.rv().saturating_add(1)
     }
 
     /// Time since the last upstream event, bookmark, list page or watch opened.

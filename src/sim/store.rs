@@ -217,6 +217,12 @@ pub struct Store {
     watch_buffer: usize,
 }
 
+/// The events of `ts` after `after`, for a watch to replay.
+fn history_after(ts: &TypeState, after: u64) -> Vec<Arc<Event>> {
+    let start = ts.history.partition_point(|ev| ev.rv <= after);
+    ts.history.range(start..).cloned().collect()
+}
+
 /// Undoes the events after `rv`: the objects then, and the RV of the type's last event up to
 /// `rv` (history must reach back to `rv`).
 fn rewind(ts: &TypeState, rv: u64) -> (OrdMap<String, Arc<StoredObj>>, u64) {
@@ -475,13 +481,7 @@ impl Store {
             Some(_) => None,
             None => Some(snapshot.rv),
         };
-        let replay = match after {
-            Some(after) => {
-                let start = ts.history.partition_point(|ev| ev.rv <= after);
-                ts.history.range(start..).cloned().collect()
-            }
-            None => Vec::new(),
-        };
+        let replay = after.map_or_else(Vec::new, |after| history_after(ts, after));
         Ok(Subscription {
             snapshot,
             rx: ts.tx.subscribe(),
@@ -503,10 +503,7 @@ impl Store {
             .get(&(group.to_string(), resource.to_string()))
             .ok_or(SimError::NoSuchResource)?;
         let replay = match replay_after {
-            Some(after) if after >= ts.floor => {
-                let start = ts.history.partition_point(|ev| ev.rv <= after);
-                ts.history.range(start..).cloned().collect()
-            }
+            Some(after) if after >= ts.floor => history_after(ts, after),
             _ => Vec::new(),
         };
         Ok(Subscription {

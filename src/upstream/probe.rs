@@ -24,7 +24,7 @@
 //!
 //! A type nobody writes never reaches a `P` that other types' writes moved, so such reads wait
 //! for the bounded wait and are then forwarded. kcache remembers that a type could not be proven
-//! fresh at its cache RV `r` ([`RevisionProbe::mark_unprovable`]); until an event moves the
+//! fresh at its cache RV `r` (`ResourceCache::mark_unprovable`, kept on the cache itself); until an event moves the
 //! type's RV, its consistent reads are forwarded at once, without a probe or a wait.
 //!
 //! Probes are coalesced: at most one is in flight, and every reader that arrives while it runs
@@ -38,7 +38,6 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 
 use super::{Upstream, UpstreamError};
-use crate::cache::ResourceCache;
 
 type Waiter = oneshot::Sender<Result<u64, String>>;
 
@@ -57,9 +56,6 @@ pub struct RevisionProbe {
     /// Index into `collections` of the one that answered last.
     current: AtomicUsize,
     state: Mutex<State>,
-    /// Per (group, resource): the cache RV at which a consistent read could not be proven
-    /// fresh within the wait.
-    unprovable: dashmap::DashMap<(String, String), u64>,
 }
 
 impl RevisionProbe {
@@ -69,7 +65,6 @@ impl RevisionProbe {
             collections,
             current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
-            unprovable: Default::default(),
         })
     }
 
@@ -85,20 +80,6 @@ impl RevisionProbe {
             tokio::spawn(self.clone().run());
         }
         rx.await.unwrap_or_else(|_| Err("probe task ended".into()))
-    }
-
-    /// Whether `cache` was found unprovable at the RV it is still at.
-    pub fn is_unprovable(&self, cache: &ResourceCache) -> bool {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
-        self.unprovable
-            .get(&key)
-            .is_some_and(|rv| *rv == cache.rv())
-    }
-
-    /// Remember that `cache`, at `rv`, could not reach the upstream's revision in time.
-    pub fn mark_unprovable(&self, cache: &ResourceCache, rv: u64) {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
-        self.unprovable.insert(key, rv);
     }
 
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
