@@ -393,10 +393,8 @@ impl Watcher {
             }
             if let Some(target) = end_at {
                 if rv >= target || Instant::now() >= end_deadline {
-                    if rv < target {
-                        if self.probe.is_some() {
-                            self.cache.mark_unprovable(rv);
-                        }
+                    if rv < target && self.probe.is_some() {
+                        self.cache.mark_unprovable(rv);
                     }
                     end_at = None;
                     last_bookmark = rv;
