@@ -13,6 +13,7 @@ pub mod config;
 pub mod demo;
 pub mod gojson;
 pub mod index;
+pub mod latency;
 pub mod limits;
 pub mod metrics;
 pub mod object;

@@ -119,6 +119,42 @@ async fn read_your_writes_with_two_replicas() {
     read_your_writes(&env, 20).await;
 }
 
+/// A busy type whose watch lags the upstream by 1 s: waiting for the cache would hold every
+/// consistent GET for the lag while the upstream answers in about a millisecond, so once kcache
+/// has measured the lag (the first read waits for it) GETs are forwarded at once, one upstream
+/// GET and no probe each, and each still shows the write acknowledged before it.
+#[tokio::test]
+async fn busy_gets_behind_a_lagging_watch_are_forwarded_at_once() {
+    let env = start(vec![Duration::from_secs(1)]).await;
+    for i in 0..10 {
+        let name = format!("lagging-{i}");
+        let written = env
+            .sim
+            .create("", "configmaps", object("ConfigMap", &name, i))
+            .unwrap();
+        let (lists, gets, _, _) = env.sim.request_counts();
+        let r = get(
+            &env.url(),
+            &format!("/api/v1/namespaces/{NS}/configmaps/{name}"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "read {i}: {}", r.text());
+        assert_eq!(rv_of(&r.json()), rv_of(&written), "read {i}: stale");
+        let (lists_after, gets_after, _, _) = env.sim.request_counts();
+        let upstream = (lists_after - lists, gets_after - gets);
+        if i == 0 {
+            // Nothing measured yet: the read probes and waits out the lag.
+            assert_eq!(
+                upstream,
+                (1, 0),
+                "read {i}: one probe, answered from the cache"
+            );
+        } else {
+            assert_eq!(upstream, (0, 1), "read {i}: one forwarded GET, no probe");
+        }
+    }
+}
+
 /// A type nobody writes cannot reach the upstream's revision (other types' writes move it):
 /// its consistent reads are forwarded, and a write to it the cache has not heard of yet (the
 /// watch cache lags) is in the answer. Once a read of the type has been found unprovable,

@@ -131,7 +131,15 @@ impl App {
     /// Make the cache fit for a consistent read: Ok(true) once it has reached the upstream's
     /// revision as of after the read arrived (see [`RevisionProbe`] for why that is never
     /// stale); Ok(false) when the upstream must answer instead.
-    async fn consistent(&self, cache: &ResourceCache) -> Result<bool, ApiError> {
+    ///
+    /// Waiting is not free: the read waits for a probe (one upstream round trip, more when it
+    /// joins a queue) and then for the cache's watch to deliver the probed revision, which
+    /// takes as long as the upstream's watch cache lags. For a GET, forwarding costs the
+    /// upstream one object, no more than the probe itself, so when the cache's catch-up is
+    /// expected to take longer than a round trip (a lagging watch) the GET is forwarded at once:
+    /// otherwise a 50 ms lag would hold every consistent GET 50 ms against the upstream's ~1 ms.
+    /// A LIST waits: forwarding it costs the upstream the whole collection.
+    async fn consistent(&self, cache: &ResourceCache, read: Read) -> Result<bool, ApiError> {
         if !self.consistent.from_cache || !cache.is_synced() {
             return Ok(false);
         }
@@ -156,6 +164,14 @@ impl App {
             outcome("forwarded");
             return Ok(false);
         }
+        if read == Read::Get
+            && self.consistent.fallback
+            && cache.upstream_reachable()
+            && waiting_is_slower(cache, probe)
+        {
+            outcome("forwarded_lagging");
+            return Ok(false);
+        }
         let started = std::time::Instant::now();
         let target = match probe.target().await {
             Ok(t) => t,
@@ -173,7 +189,9 @@ impl App {
                 return Ok(true);
             }
         };
+        let probed = std::time::Instant::now();
         let waited = cache.wait_for_rv(target, self.consistent.wait).await;
+        cache.record_catch_up(probed.elapsed());
         metrics()
             .consistent_wait
             .get_or_create(&metrics::ResourceLabels {
@@ -200,6 +218,29 @@ impl App {
             }
         }
     }
+}
+
+/// Which kind of consistent read is deciding between the cache and the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Get,
+    List,
+}
+
+/// Reads forwarded because the cache lags still wait, one per this long (or per twenty
+/// catch-ups, when those are longer), to measure the lag again: at most ~5% of the time one
+/// reader pays the lag, and a watch that caught up is noticed within about a second.
+const CATCH_UP_SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// Whether a consistent GET would wait longer for the cache than the upstream takes to answer
+/// it: the cache's expected catch-up exceeds the probe's round trip (both measured, see
+/// [`App::consistent`]). Unknown estimates mean "wait", which measures them.
+fn waiting_is_slower(cache: &ResourceCache, probe: &RevisionProbe) -> bool {
+    let (Some(round_trip), Some(catch_up)) = (probe.round_trip(), cache.expected_catch_up()) else {
+        return false;
+    };
+    catch_up > round_trip
+        && !cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY.max(catch_up.saturating_mul(20)))
 }
 
 /// How an answer from the cache is rendered (from the request's Accept header).
@@ -520,7 +561,8 @@ async fn from_cache(
             return Ok(Answer::Upstream);
         }
         let opts = GetOptions::parse(&q);
-        let consistent = opts.resource_version.is_none() && app.consistent(cache).await?;
+        let consistent =
+            opts.resource_version.is_none() && app.consistent(cache, Read::Get).await?;
         let key = match &ns {
             Some(ns) => format!("{ns}/{name}"),
             None => name.clone(),
@@ -581,7 +623,7 @@ async fn from_cache(
     let pretty = response::wants_pretty(opts.pretty, user_agent);
     let consistent = opts.resource_version.is_none()
         && opts.continue_token.is_none()
-        && app.consistent(cache).await?;
+        && app.consistent(cache, Read::List).await?;
     list::list(
         cache,
         filter,

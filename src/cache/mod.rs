@@ -25,6 +25,7 @@ use imbl::ordmap::DiffItem;
 use tokio::sync::watch;
 
 use crate::index::{IndexConfig, IndexSet, Postings};
+use crate::latency::LatencyEstimate;
 use crate::object::Object;
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -160,6 +161,12 @@ pub struct ResourceCache {
     /// One more than the cache RV at which a consistent read could not be proven fresh
     /// within the wait (0: never); see `upstream::RevisionProbe`.
     unprovable_at: std::sync::atomic::AtomicU64,
+    /// How long the cache takes to reach a revision the upstream has just reported: the lag of
+    /// the watch that feeds it (see `api::App::consistent`).
+    catch_up: LatencyEstimate,
+    /// When a consistent read last waited to measure `catch_up` while reads were being
+    /// forwarded (microseconds since `created`; 0: never).
+    catch_up_sampled: std::sync::atomic::AtomicU64,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
     /// Watchers registered under an index value.
@@ -194,6 +201,8 @@ impl ResourceCache {
             created: Instant::now(),
             upstream_reachable: std::sync::atomic::AtomicBool::new(false),
             unprovable_at: std::sync::atomic::AtomicU64::new(0),
+            catch_up: LatencyEstimate::default(),
+            catch_up_sampled: std::sync::atomic::AtomicU64::new(0),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
             dispatch: Default::default(),
@@ -272,6 +281,33 @@ impl ResourceCache {
         self.unprovable_at
             .load(std::sync::atomic::Ordering::Relaxed)
             == self.rv().saturating_add(1)
+    }
+
+    /// Take one measurement of how long the cache took to reach a revision after it was
+    /// reported (a timed-out wait counts with its full length).
+    pub fn record_catch_up(&self, took: Duration) {
+        self.catch_up.record(took);
+    }
+
+    /// The estimated time this cache takes to reach a revision the upstream just reported
+    /// (None before any consistent read waited).
+    pub fn expected_catch_up(&self) -> Option<Duration> {
+        self.catch_up.get()
+    }
+
+    /// Whether a read should wait anyway, to measure the catch-up again, although waiting
+    /// looks slower than forwarding: true for one caller per `every`. Without it, a type whose
+    /// reads are all forwarded would never notice that its watch stopped lagging.
+    pub fn take_catch_up_sample(&self, every: Duration) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = u64::try_from(self.created.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
+        let last = self.catch_up_sampled.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= every
+            && self
+                .catch_up_sampled
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Time since the last upstream event, bookmark, list page or watch opened.

@@ -30,6 +30,10 @@
 //! Probes are coalesced: at most one is in flight, and every reader that arrives while it runs
 //! joins the next one, which is sent when the current one returns. Under load that is one
 //! probe per upstream round trip, whatever the read rate and however many types are read.
+//!
+//! The probe also keeps an estimate of its round trip ([`RevisionProbe::round_trip`]): a
+//! one-object read from etcd, which is what forwarding a consistent GET costs too, so the read
+//! path can tell when waiting for a lagging cache would take longer than asking the upstream.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +42,7 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 
 use super::{Upstream, UpstreamError};
+use crate::latency::LatencyEstimate;
 
 type Waiter = oneshot::Sender<Result<u64, String>>;
 
@@ -56,6 +61,8 @@ pub struct RevisionProbe {
     /// Index into `collections` of the one that answered last.
     current: AtomicUsize,
     state: Mutex<State>,
+    /// How long a probe takes, from sending to its answer.
+    round_trip: LatencyEstimate,
 }
 
 impl RevisionProbe {
@@ -65,6 +72,7 @@ impl RevisionProbe {
             collections,
             current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
+            round_trip: LatencyEstimate::default(),
         })
     }
 
@@ -82,6 +90,12 @@ impl RevisionProbe {
         rx.await.unwrap_or_else(|_| Err("probe task ended".into()))
     }
 
+    /// The estimated round trip of a probe (None before the first answer): about what the
+    /// upstream takes to answer a consistent one-object read.
+    pub fn round_trip(&self) -> Option<std::time::Duration> {
+        self.round_trip.get()
+    }
+
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
     /// after all of them arrived.
     async fn run(self: Arc<Self>) {
@@ -94,7 +108,11 @@ impl RevisionProbe {
                 }
                 std::mem::take(&mut st.waiting)
             };
+            let sent = std::time::Instant::now();
             let result = self.probe().await.map_err(|e| e.to_string());
+            if result.is_ok() {
+                self.round_trip.record(sent.elapsed());
+            }
             for w in batch {
                 let _ = w.send(result.clone());
             }
