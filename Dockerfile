@@ -5,21 +5,29 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 
-# Dependencies first, against placeholder sources, so that a change under src/ does not rebuild
-# every crate: this layer is reused as long as Cargo.toml and Cargo.lock are unchanged.
+# Dependencies first, against placeholder sources, so that a change to kcache's own code does
+# not rebuild every crate: this layer is reused as long as the manifests and Cargo.lock are
+# unchanged. Every workspace member's manifest must be there for cargo to load the workspace,
+# though the image builds only the binary and the proxy library.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src \
+COPY crates/kcache/Cargo.toml crates/kcache/
+COPY crates/kcache-sim/Cargo.toml crates/kcache-sim/
+COPY crates/kcache-bench/Cargo.toml crates/kcache-bench/
+RUN mkdir -p src crates/kcache/src crates/kcache-sim/src crates/kcache-bench/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
-    && cargo build --release --locked \
-    && rm -rf src
+    && touch crates/kcache/src/lib.rs crates/kcache-sim/src/lib.rs crates/kcache-bench/src/lib.rs \
+    && cargo build --release --locked --no-default-features \
+    && rm -rf src crates
 
-# The real sources. Their modification times may be older than the placeholders', so drop
-# kcache's own build results to make cargo rebuild it from these sources.
+# The real sources. --no-default-features: the production binary has no simulated apiserver
+# (`kcache demo`) and no benchmark, only `serve` and `config check`; the sim's recordings
+# (tests/fixtures) are therefore not needed. The sources' modification times may be older than
+# the placeholders', so drop kcache's own build results to make cargo rebuild them.
 COPY src ./src
-RUN rm -rf target/release/.fingerprint/kcache-* target/release/deps/kcache-* \
-        target/release/deps/libkcache-* target/release/kcache \
-    && cargo build --release --locked
+COPY crates ./crates
+RUN rm -rf target/release/.fingerprint/kcache* target/release/deps/kcache* \
+        target/release/deps/libkcache* target/release/kcache \
+    && cargo build --release --locked --no-default-features
 
 # Runtime stage: glibc and libgcc only, no shell, runs as uid/gid 65532 ("nonroot").
 FROM gcr.io/distroless/cc-debian12:nonroot

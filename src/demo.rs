@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::auth::AuthMode;
-use crate::config::Config;
-use crate::server;
-use crate::sim::seed::{self, Churn, ChurnOp, DemoSpec, SeedObject};
-use crate::sim::{table_columns, Sim, SimConfig};
-use crate::upstream::Upstream;
+use kcache::auth::AuthMode;
+use kcache::config::Config;
+use kcache::server;
+use kcache::upstream::Upstream;
+use kcache_sim::seed::{self, Churn, DemoSpec};
+use kcache_sim::{table_columns, Sim, SimConfig};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -33,68 +33,19 @@ impl Default for DemoOptions {
     }
 }
 
-/// Create seed objects in the simulated cluster.
-pub fn seed_sim(sim: &Sim, objects: Vec<SeedObject>) -> Result<(), String> {
-    for o in objects {
-        let what = format!("{}/{}", o.resource, o.name());
-        sim.create(o.group, o.resource, o.object)
-            .map_err(|e| format!("seeding {what}: {e}"))?;
-    }
-    Ok(())
-}
-
-/// Apply one churn step; failures (e.g. an object deleted meanwhile) are only logged.
-pub fn apply_churn(sim: &Sim, op: ChurnOp) {
-    let result = match op {
-        ChurnOp::Create(o) => sim.create(o.group, o.resource, o.object).map(|_| ()),
-        ChurnOp::Update(o) => sim.update(o.group, o.resource, o.object).map(|_| ()),
-        ChurnOp::Delete {
-            group,
-            resource,
-            namespace,
-            name,
-        } => sim
-            .delete(group, resource, namespace.as_deref(), &name)
-            .map(|_| ()),
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "churn step failed");
-    }
-}
-
-/// The simulated cluster of the demo: its watch caches are kept current (bookmarks every
-/// second carry the store's revision), so kcache can prove a consistent read of a quiet type
-/// fresh within a second and answer `kubectl get` from its cache. With the 1.28 default, a
-/// type without writes of its own is forwarded instead, and the sim's Tables have no rows.
-pub fn sim_config() -> SimConfig {
-    SimConfig {
-        bookmark_interval: Duration::from_secs(1),
-        progress_bookmarks: true,
-        ..SimConfig::default()
-    }
-}
-
-/// Let the simulated cluster hand out the Table columns of the built-in kinds, so `kubectl get`
-/// through kcache prints the apiserver's columns (READY, STATUS, RESTARTS, AGE for pods).
-pub fn serve_table_columns(sim: &Sim) {
-    for (group, resource, columns) in table_columns::builtin() {
-        sim.serve_table_columns(group, resource, columns);
-    }
-}
-
 /// Run the demo until SIGINT/SIGTERM.
 pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
     let sim_addr = opts
         .sim_listen
         .parse()
         .map_err(|e| format!("--sim-listen {}: {e}", opts.sim_listen))?;
-    let sim = Sim::start_on(sim_addr, sim_config())
+    let sim = Sim::start_on(sim_addr, SimConfig::demo())
         .await
         .map_err(|e| format!("starting the simulated cluster: {e}"))?;
-    serve_table_columns(&sim);
+    table_columns::serve_builtin(&sim);
     let initial = seed::demo_cluster(&DemoSpec::default());
     let mut churn = Churn::new(7, &initial);
-    seed_sim(&sim, initial)?;
+    seed::create_all(&sim, initial)?;
     if opts.churn_per_second > 0.0 {
         let sim = sim.clone();
         let period = Duration::from_secs_f64(1.0 / opts.churn_per_second);
@@ -102,7 +53,7 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
             let mut tick = tokio::time::interval(period);
             loop {
                 tick.tick().await;
-                apply_churn(&sim, churn.next_op());
+                seed::apply(&sim, churn.next_op());
             }
         });
     }
@@ -164,8 +115,8 @@ kubectl config set-context kcache --cluster=kcache && kubectl config use-context
 }
 
 /// The simulated cluster's RBAC table when the demo authenticates callers.
-fn demo_rbac() -> crate::sim::rbac::Rbac {
-    use crate::sim::rbac::{Rbac, Subject};
+fn demo_rbac() -> kcache_sim::rbac::Rbac {
+    use kcache_sim::rbac::{Rbac, Subject};
     Rbac::new()
         .proxy("kcache-token", "system:serviceaccount:kcache:kcache")
         .token("admin-token", "admin", &["system:masters"])

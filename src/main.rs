@@ -1,4 +1,13 @@
 //! The `kcache` binary: a thin command line over the library.
+//!
+//! `kcache demo` (cargo feature `demo`, on by default) links the simulated apiserver, so the
+//! README's first command works from a fresh clone; `kcache bench` (feature `bench`, off by
+//! default) links the benchmark. The container image is built with `--no-default-features`:
+//! what runs in production carries neither.
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "demo")]
+mod demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,6 +111,7 @@ enum Command {
         command: ConfigCommand,
     },
     /// Start the built-in simulated cluster with kcache in front of it.
+    #[cfg(feature = "demo")]
     Demo {
         /// Address kcache listens on.
         #[arg(long, env = "KCACHE_LISTEN", default_value = "127.0.0.1:8080")]
@@ -125,6 +135,7 @@ enum Command {
     },
     /// Measure kcache against nginx serving the same bytes and against the simulated
     /// apiserver (build with --release); prints Markdown tables.
+    #[cfg(feature = "bench")]
     Bench {
         /// Small sizes and short phases (about a minute; a smoke run).
         #[arg(long)]
@@ -192,7 +203,11 @@ fn load_config(
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(cli.log_format, matches!(cli.command, Command::Bench { .. }));
+    #[cfg(feature = "bench")]
+    let bench = matches!(cli.command, Command::Bench { .. });
+    #[cfg(not(feature = "bench"))]
+    let bench = false;
+    init_logs(cli.log_format, bench);
     let result = match cli.command {
         Command::Serve {
             kubeconfig,
@@ -219,6 +234,7 @@ async fn main() -> ExitCode {
             .map_err(|e| e.to_string())
             .and_then(|c| yaml_serde::to_string(&c).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
+        #[cfg(feature = "demo")]
         Command::Demo {
             listen,
             admin_listen,
@@ -231,22 +247,23 @@ async fn main() -> ExitCode {
                 if let Some(mode) = auth {
                     config.auth.mode = mode;
                 }
-                let opts = kcache::demo::DemoOptions {
+                let opts = demo::DemoOptions {
                     listen,
                     sim_listen,
                     churn_per_second: churn,
                 };
-                kcache::demo::run(opts, config).await
+                demo::run(opts, config).await
             }
             Err(e) => Err(e),
         },
+        #[cfg(feature = "bench")]
         Command::Bench {
             quick,
             scenarios,
             json,
             install_nginx,
         } => {
-            kcache::bench::run(kcache::bench::Options {
+            kcache_bench::run(kcache_bench::Options {
                 quick,
                 scenarios,
                 json,

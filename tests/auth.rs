@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{fixture, get_with, request, EnvBuilder, Watch};
 use kcache::auth::AuthMode;
-use kcache::sim::rbac::{Rbac, Subject};
+use kcache_sim::rbac::{Rbac, Subject};
 
 const KCACHE: &str = "system:serviceaccount:kcache:kcache";
 const APP: &str = "system:serviceaccount:team-a:app";

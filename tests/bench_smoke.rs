@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{resource, EnvBuilder};
-use kcache::bench::report::{Report, Row};
-use kcache::bench::staleness::{parse_items, scan_items, stale_objects, AckLog, Checker};
-use kcache::bench::watchers::{self, Proto};
-use kcache::bench::{item_bytes, list_rv, load, nginx, procstat};
-use kcache::sim::seed;
+use kcache_bench::report::{Report, Row};
+use kcache_bench::staleness::{parse_items, scan_items, stale_objects, AckLog, Checker};
+use kcache_bench::watchers::{self, Proto};
+use kcache_bench::{item_bytes, list_rv, load, nginx, procstat};
+use kcache_sim::seed;
 use serde_json::json;
 
 fn configmap_env(n: usize) -> EnvBuilder {

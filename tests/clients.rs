@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{resource, EnvBuilder};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kcache::demo::apply_churn;
-use kcache::sim::seed::{self, Churn};
+use kcache_sim::seed::apply as apply_churn;
+use kcache_sim::seed::{self, Churn};
 use kube_client::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube_client::{Client, Config};
 use kube_runtime::{reflector, watcher, WatchStreamExt};
@@ -21,7 +21,7 @@ fn client(url: &str) -> Client {
 }
 
 /// name → resourceVersion of what the sim holds now.
-fn sim_state(sim: &kcache::sim::Sim, group: &str, resource: &str) -> BTreeMap<String, String> {
+fn sim_state(sim: &kcache_sim::Sim, group: &str, resource: &str) -> BTreeMap<String, String> {
     sim.list(group, resource)
         .iter()
         .map(|o| {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{get_with, EnvBuilder};
-use kcache::sim::seed;
+use kcache_sim::seed;
 
 /// What kubectl 1.28 sends for `kubectl get`.
 const KUBECTL_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
@@ -22,13 +22,13 @@ fn names(table: &serde_json::Value) -> Vec<String> {
 #[tokio::test]
 async fn kubectl_get_prints_the_apiservers_columns_on_the_demo() {
     let env = EnvBuilder {
-        sim: kcache::demo::sim_config(),
+        sim: kcache_sim::SimConfig::demo(),
         seed: seed::demo_cluster(&seed::DemoSpec::default()),
         ..EnvBuilder::default()
     }
     .start()
     .await;
-    kcache::demo::serve_table_columns(&env.sim);
+    kcache_sim::table_columns::serve_builtin(&env.sim);
     let cases: [(&str, &[&str]); 4] = [
         (
             "/api/v1/pods",

@@ -26,9 +26,9 @@ use common::mirror::{
     cache_view, converge_within, spawn_mirror_with, upstream_view, Mirror, Start,
 };
 use common::{get, resource, Env, EnvBuilder};
-use kcache::demo::apply_churn;
-use kcache::sim::seed::{self, Churn};
-use kcache::sim::Sim;
+use kcache_sim::seed::apply as apply_churn;
+use kcache_sim::seed::{self, Churn};
+use kcache_sim::Sim;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 

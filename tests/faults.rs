@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use common::mirror::{cache_view, converge, spawn_mirror, upstream_view};
 use common::{resource, EnvBuilder};
-use kcache::demo::apply_churn;
-use kcache::sim::seed::{self, Churn};
+use kcache_sim::seed::apply as apply_churn;
+use kcache_sim::seed::{self, Churn};
 
 /// Run churn while `fault` is injected a few times, then check every mirror. Returns how often
 /// kcache relisted its configmaps.
-async fn fault_scenario(fault: impl Fn(&kcache::sim::Sim, usize)) -> u64 {
+async fn fault_scenario(fault: impl Fn(&kcache_sim::Sim, usize)) -> u64 {
     let seed_objects = seed::demo_cluster(&seed::DemoSpec::default());
     let mut churn = Churn::new(11, &seed_objects);
     let env = EnvBuilder {

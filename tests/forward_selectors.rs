@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{get, resource, Env, EnvBuilder, Watch};
-use kcache::sim::{ResourceType, Sim, SimConfig};
+use kcache_sim::{ResourceType, Sim, SimConfig};
 use kcache::upstream::Upstream;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;

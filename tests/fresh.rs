@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::{get, resource, Env, EnvBuilder};
-use kcache::sim::SimConfig;
+use kcache_sim::SimConfig;
 use serde_json::{json, Value};
 
 const NS: &str = "default";

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{get, get_with, resource, EnvBuilder, Watch};
-use kcache::sim::{Sim, SimConfig};
+use kcache_sim::{Sim, SimConfig};
 
 /// The value of one sample line (`name{labels} value`) whose name and labels contain all of
 /// `parts`; None if absent.
@@ -170,7 +170,7 @@ async fn readyz_reports_each_cache() {
 #[tokio::test]
 async fn sigterm_ends_watches_cleanly_within_grace() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
-    for o in kcache::sim::seed::fixture_dataset()
+    for o in kcache_sim::seed::fixture_dataset()
         .into_iter()
         .filter(|o| o.resource != "widgets")
     {

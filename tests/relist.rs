@@ -16,7 +16,7 @@ use common::{resource, EnvBuilder};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache::index::IndexConfig;
-use kcache::sim::seed;
+use kcache_sim::seed;
 use kube_client::{Api, Client, Config};
 use kube_runtime::{reflector, watcher, WatchStreamExt};
 use serde_json::Value;

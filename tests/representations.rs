@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{fixture, get_with, Env, EnvBuilder, Watch};
-use kcache::sim::ResourceType;
+use kcache_sim::ResourceType;
 use serde_json::Value;
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{resource, Env};
 use kcache::config::Config;
-use kcache::sim::{Sim, SimConfig};
+use kcache_sim::{Sim, SimConfig};
 use kcache::upstream::Upstream;
 use rules_common::*;
 use serde_json::{json, Value};
@@ -1122,7 +1122,7 @@ async fn g2_three_kinds_of_404() {
 #[tokio::test]
 async fn not_synced_is_429_with_retry_after() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
-    for o in kcache::sim::seed::fixture_dataset()
+    for o in kcache_sim::seed::fixture_dataset()
         .into_iter()
         .filter(|o| o.resource == "namespaces" || o.resource == "configmaps")
     {

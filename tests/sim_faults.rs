@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kcache::sim::{Sim, SimConfig};
+use kcache_sim::{Sim, SimConfig};
 use serde_json::json;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Request the fixture's own request line and compare the normalised body.
-async fn check(sim: &kcache::sim::Sim, name: &str) {
+async fn check(sim: &kcache_sim::Sim, name: &str) {
     let (method, path) = fixture_request(name);
     let resp = request(
         sim.addr(),
@@ -358,7 +358,7 @@ async fn error_statuses_match_recorded_bytes() {
     );
 }
 
-async fn send(sim: &kcache::sim::Sim, method: &str, path: &str, ct: &str, body: &str) -> Resp {
+async fn send(sim: &kcache_sim::Sim, method: &str, path: &str, ct: &str, body: &str) -> Resp {
     request(
         sim.addr(),
         method,
@@ -644,9 +644,9 @@ async fn discovery_documents() {
 
 #[tokio::test]
 async fn the_recorded_data_set_seeds_cleanly() {
-    let sim = kcache::sim::Sim::start(fast_cfg()).await.unwrap();
+    let sim = kcache_sim::Sim::start(fast_cfg()).await.unwrap();
     sim.register(widgets());
-    for o in kcache::sim::seed::fixture_dataset() {
+    for o in kcache_sim::seed::fixture_dataset() {
         sim.create(o.group, o.resource, o.object).unwrap();
     }
     // Later recordings (after cm-01 was patched) match the seeded state.

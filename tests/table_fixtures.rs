@@ -12,7 +12,7 @@ use kcache::table::{
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use kcache::sim::recordings::read;
+use kcache_sim::recordings::read;
 
 fn http(name: &str) -> String {
     String::from_utf8(read(&format!("{name}.http"))).unwrap()

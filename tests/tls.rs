@@ -444,7 +444,7 @@ async fn call(
 /// upstream, not kcache's own privileges, decides).
 #[tokio::test]
 async fn client_certificate_callers_are_authorized_and_impersonated() {
-    use kcache::sim::rbac::{Rbac, Subject};
+    use kcache_sim::rbac::{Rbac, Subject};
     let (pki, settings) = setup();
     let kcache_user = "system:serviceaccount:kcache:kcache";
     let rbac = Rbac::new()

@@ -265,7 +265,7 @@ pub fn spawn_mirror_opts(
 
 /// What the sim holds, filtered like a watcher's selector.
 pub fn upstream_view(
-    sim: &kcache::sim::Sim,
+    sim: &kcache_sim::Sim,
     resource: &str,
     keep: &dyn Fn(&Value) -> bool,
 ) -> View {

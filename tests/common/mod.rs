@@ -11,17 +11,17 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kcache::config::{Config, ResourceConfig};
 use kcache::server::{self, Running};
-use kcache::sim::rbac::Rbac;
-use kcache::sim::seed::{self, SeedObject};
-use kcache::sim::{ResourceType, Sim, SimConfig};
+use kcache_sim::rbac::Rbac;
+use kcache_sim::seed::{self, SeedObject};
+use kcache_sim::{ResourceType, Sim, SimConfig};
 use kcache::upstream::Upstream;
 use tokio::net::{TcpListener, TcpStream};
 
 pub mod mirror;
 
-/// A recorded body of the real apiserver (see `kcache::sim::recordings`).
+/// A recorded body of the real apiserver (see `kcache_sim::recordings`).
 pub fn fixture(name: &str) -> Vec<u8> {
-    kcache::sim::recordings::read(name)
+    kcache_sim::recordings::read(name)
 }
 
 /// Logs of kcache in tests, when `KCACHE_TEST_LOG` is set (e.g. `info`).

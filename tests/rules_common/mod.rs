@@ -219,7 +219,7 @@ pub fn recorded(name: &str) -> Recorded {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let dir = kcache::sim::recordings::dir();
+    let dir = kcache_sim::recordings::dir();
     let body = ["json", "txt"]
         .iter()
         .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())

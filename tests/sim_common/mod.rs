@@ -2,7 +2,7 @@
 //! loading and seeding, and byte normalisation for server-assigned fields.
 #![allow(dead_code)]
 
-use kcache::sim::{ResourceType, Sim, SimConfig};
+use kcache_sim::{ResourceType, Sim, SimConfig};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -11,9 +11,9 @@ use tokio::net::TcpStream;
 
 pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
 
-/// A recorded file of the real apiserver as text (see `kcache::sim::recordings`).
+/// A recorded file of the real apiserver as text (see `kcache_sim::recordings`).
 pub fn fixture(name: &str) -> String {
-    kcache::sim::recordings::read_string(name)
+    kcache_sim::recordings::read_string(name)
 }
 
 /// The request line of a fixture's `.http` sidecar: (method, path-and-query).

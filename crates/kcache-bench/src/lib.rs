@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::sim::seed::{self, SeedObject};
-use crate::sim::{Sim, SimConfig};
+use kcache_sim::seed::{self, SeedObject};
+use kcache_sim::{Sim, SimConfig};
 use kcache::{ChildConfig, KcacheChild};
 use load::{LoadResult, LoadSpec};
 use procstat::{CpuMeter, OthersMeter, RssPeak};
@@ -246,7 +246,7 @@ fn upstream_requests(sim: &Sim) -> u64 {
 
 /// Create the seed objects in the sim.
 fn seed_sim(sim: &Sim, objects: Vec<SeedObject>) -> Result<(), String> {
-    crate::demo::seed_sim(sim, objects)
+    seed::create_all(sim, objects)
 }
 
 async fn start_sim() -> Result<Sim, String> {

@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn the_shipped_example_is_valid() {
-        let text = include_str!("../config/kcache.yaml");
+        let text = include_str!("../../../config/kcache.yaml");
         let c = Config::parse(text).unwrap();
         assert!(!c.resources.is_empty());
     }

@@ -272,8 +272,8 @@ impl Bench {
 
 /// The sim's RBAC table for the authenticated GET: kcache's own identity reads everything and
 /// may ask reviews; the bench's client may read the ConfigMaps of its namespace.
-fn bench_rbac() -> crate::sim::rbac::Rbac {
-    use crate::sim::rbac::{Rbac, Subject};
+fn bench_rbac() -> kcache_sim::rbac::Rbac {
+    use kcache_sim::rbac::{Rbac, Subject};
     Rbac::new()
         .proxy("kcache-token", "kcache")
         .token("bench-token", "bench-client", &[])

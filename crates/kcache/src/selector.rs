@@ -2483,7 +2483,7 @@ mod tests {
     fn recorded_messages_and_pod_fields_agree() {
         // Cross-checks against the recorded bodies of the real apiserver (a missing recording
         // fails the test).
-        use crate::sim::recordings::read_string as read;
+        use kcache_sim::recordings::read_string as read;
         let status_message = |name: &str| -> String {
             let v: serde_json::Value = serde_json::from_str(&read(name)).unwrap();
             v["message"].as_str().unwrap().to_string()

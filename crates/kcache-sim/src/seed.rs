@@ -3175,6 +3175,36 @@ fn advance_pod(
 // Tests
 // ---------------------------------------------------------------------------------------------
 
+/// Create `objects` in `sim`, in order (owners before what they own).
+pub fn create_all(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), String> {
+    for o in objects {
+        let what = format!("{}/{}", o.resource, o.name());
+        sim.create(o.group, o.resource, o.object)
+            .map_err(|e| format!("seeding {what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Apply one churn step to `sim`; a failure (an object deleted meanwhile, say) is only logged:
+/// churn is background noise, and the next step goes on.
+pub fn apply(sim: &crate::Sim, op: ChurnOp) {
+    let result = match op {
+        ChurnOp::Create(o) => sim.create(o.group, o.resource, o.object).map(|_| ()),
+        ChurnOp::Update(o) => sim.update(o.group, o.resource, o.object).map(|_| ()),
+        ChurnOp::Delete {
+            group,
+            resource,
+            namespace,
+            name,
+        } => sim
+            .delete(group, resource, namespace.as_deref(), &name)
+            .map(|_| ()),
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "churn step failed");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,7 +202,7 @@ mod tests {
             name: None,
         };
         let e = forbidden("system:anonymous", &a, "");
-        let want = crate::sim::recordings::read_string("err-anonymous-forbidden-403.json");
+        let want = kcache_sim::recordings::read_string("err-anonymous-forbidden-403.json");
         assert_eq!(String::from_utf8(e.body().to_vec()).unwrap(), want);
     }
 

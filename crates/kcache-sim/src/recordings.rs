@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
-/// The folder of the recordings.
+/// The folder of the recordings: the workspace's `tests/fixtures/`, two levels above this
+/// crate, where the integration tests that use them live too.
 pub fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kube-apiserver-v1.28")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kube-apiserver-v1.28")
 }
 
 /// One recorded file (a body, or an `.http` sidecar), as bytes; panics when it is missing.

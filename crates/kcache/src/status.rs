@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn auth_errors_match_the_recordings() {
-        let read = crate::sim::recordings::read_string;
+        let read = kcache_sim::recordings::read_string;
         let forbidden = ApiError::Forbidden {
             group: "".into(),
             resource: "configmaps".into(),

@@ -7,10 +7,8 @@
 
 pub mod api;
 pub mod auth;
-pub mod bench;
 pub mod cache;
 pub mod config;
-pub mod demo;
 pub mod gojson;
 pub mod index;
 pub mod latency;
@@ -20,7 +18,6 @@ pub mod object;
 pub mod resource;
 pub mod selector;
 pub mod server;
-pub mod sim;
 pub mod status;
 pub mod table;
 pub mod tls;
