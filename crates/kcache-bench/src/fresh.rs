@@ -7,6 +7,10 @@
 //! - quiet: no ConfigMap is written, but Secrets are (not cached), so the global revision
 //!   moves past the ConfigMap cache's and kcache has to forward the reads.
 //!
+//! The sim serves reads from etcd (resourceVersion unset: the direct reads, kcache's probes and
+//! forwarded reads) at a bounded rate, `Scale::fresh_storage`, as a real apiserver does; its
+//! watch-cache reads stay free.
+//!
 //! Every row counts the sim's LIST and GET requests and response bytes over its phase (the
 //! reads themselves when loading the sim, kcache's probes and forwarded reads otherwise) and
 //! checks every answer against the writes acknowledged before its request was sent.
@@ -96,6 +100,7 @@ impl Bench {
         ));
         let sim = Sim::start(SimConfig {
             watch_cache_lags: lags.clone(),
+            storage_reads: Some(self.scale.fresh_storage),
             ..SimConfig::default()
         })
         .await

@@ -46,6 +46,19 @@ pub struct Ctx {
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
     /// The apiserver replicas behind the address.
     pub replicas: Replicas,
+    /// Slots of `SimConfig::storage_reads`, when it is set.
+    pub storage: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl Ctx {
+    /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default).
+    async fn storage_read(&self) {
+        if let (Some(slots), Some(model)) = (&self.storage, self.cfg.storage_reads) {
+            if let Ok(_slot) = slots.acquire().await {
+                tokio::time::sleep(model.cost).await;
+            }
+        }
+    }
 }
 
 /// Apiserver replicas sharing the one store ("etcd"), each with its own watch cache lagging it
@@ -616,6 +629,9 @@ async fn collection_get(
         rt: &a.rt,
         ns: a.ns.as_deref(),
     };
+    if query.get("resourceVersion").is_none_or(str::is_empty) {
+        ctx.storage_read().await;
+    }
     let body = list::list(&ctx.store, &scope, &opts, ctx.cfg.too_large_rv_wait, a.lag).await?;
     Ok(json(ctx, StatusCode::OK, body, pretty))
 }
@@ -679,6 +695,8 @@ async fn get(
                 })?;
             return Ok(object_response(ctx, StatusCode::OK, &obj, pretty));
         }
+    } else {
+        ctx.storage_read().await;
     }
     let obj = ctx
         .store
