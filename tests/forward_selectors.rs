@@ -1,4 +1,4 @@
-//! Never stricter than the upstream (issue 10, item 6): a field selector or parameter kcache
+//! Never stricter than the upstream (docs/semantics.md, forwarding): a field selector or parameter kcache
 //! cannot answer exactly from its cache goes to the upstream, which answers or refuses it; a
 //! CRD's `selectableFields`, read from the CRD, are answered from the cache.
 //!

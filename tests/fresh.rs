@@ -3,7 +3,7 @@
 //! one address: a write the upstream acknowledged before a read (resourceVersion unset) is in
 //! the answer every time, and kcache never learns freshness from a `resourceVersion=0` list (a
 //! lagging replica answers that, with the whole collection: rule L2 of
-//! tests/fixtures/kube-apiserver-v1.28/INDEX.md).
+//! docs/semantics.md).
 
 mod common;
 

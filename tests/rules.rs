@@ -1,5 +1,5 @@
 //! Rule-by-rule conformance of kcache's LIST and GET with kube-apiserver v1.28: one test per
-//! rule of `KUBE-API-SEMANTICS.md` and the recordings' INDEX.md (L1–L10, G1–G2, the E-rules of
+//! rule of docs/semantics.md, as the recordings show it (L1–L10, G1–G2, the E-rules of
 //! list and get answers, 429 before sync). Each replays the recorded request against kcache
 //! (the simulated apiserver, seeded with the recorded data set, behind it) and compares the
 //! normalised body and the headers with the recording. Requests with `resourceVersion` set are

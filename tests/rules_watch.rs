@@ -1,5 +1,5 @@
-//! Rule-by-rule conformance of kcache's WATCH with kube-apiserver v1.28 (W1–W7 of INDEX.md and
-//! the WATCH section of KUBE-API-SEMANTICS.md): streams kcache serves from its cache, compared
+//! Rule-by-rule conformance of kcache's WATCH with kube-apiserver v1.28 (W1–W7 of
+//! docs/semantics.md): streams kcache serves from its cache, compared
 //! with the recordings after replaying the recorder's writes against the simulated apiserver.
 //! kcache runs with a 1 s bookmark interval where bookmarks are the subject (W5), and with the
 //! apiserver's 60 s where a recording without bookmarks is replayed.
@@ -532,7 +532,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     );
     // RV="": the end bookmark waits for the cache to reach what the upstream had at request
     // time. The recorded apiserver waited for the upstream's *global* RV, so on a quiet type
-    // only a later widget write released it (Surprise 1). kcache waits for that revision too,
+    // only a later widget write released it (rule W6b of docs/semantics.md). kcache waits for that revision too,
     // at most its bounded wait; once a read of the type has waited in vain at the type's
     // current RV (here a consistent LIST, which the upstream then answered), kcache knows it
     // cannot prove more and sends the bookmark right after the initial events, at the widget
@@ -620,7 +620,7 @@ async fn found_quiet(env: &Env, collection: &str) {
     assert!(!from_cache(&r), "{collection}: forwarded");
 }
 
-/// W6b, W7 and Surprise 1, where kcache deliberately differs: on a type nobody writes, the
+/// W6b and W7 (docs/semantics.md), where kcache deliberately differs: on a type nobody writes, the
 /// recorded apiserver never sent the end bookmark of an RV="" WatchList or of a reflector-style
 /// RV-unset watch (none in 90 s; only a write of the type released it), leaving such clients
 /// hanging. kcache waits for the upstream's revision at most its bounded wait; once a read of

@@ -1,4 +1,4 @@
-//! The benchmark's results: rows of measurements grouped by scenario, the targets with
+//! The benchmark's results: rows of measurements grouped by scenario, the targets each is held to, with
 //! PASS/MISS, rendered as Markdown tables and as JSON.
 
 use serde::Serialize;
@@ -59,7 +59,7 @@ impl Row {
     }
 }
 
-/// One of the targets.
+/// One target a measurement is held to (PASS or MISS).
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     pub target: String,

@@ -3,6 +3,11 @@
 //! One reflector per configured resource ([`upstream`]) keeps an in-memory cache ([`cache`])
 //! equal to the upstream kube-apiserver; the HTTP layer ([`api`]) serves LIST, GET and WATCH
 //! from it exactly as kube-apiserver would and passes everything else through.
+//!
+//! Comments cite the rules of the Kubernetes API that the code relies on by ID (L2, W6b, E10,
+//! …): they are defined in the repository's `docs/semantics.md`, each with the recording of a
+//! real kube-apiserver that shows it (`tests/fixtures/kube-apiserver-v1.28/`). The crates and
+//! the path of one event and one request through them are in `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 
 pub mod api;

@@ -1,7 +1,7 @@
 //! Kubernetes `Status` errors: the one place where every failure kcache answers with is turned
 //! into the exact body kube-apiserver would send.
 //!
-//! Key order, omitted fields and messages follow the v1.28 recordings (INDEX.md rule E10):
+//! Key order, omitted fields and messages follow the v1.28 recordings (rule E10 of docs/semantics.md):
 //! `kind, apiVersion, metadata, status, message, reason, details, code`; `reason` is left out for
 //! the 500s the apiserver sends without one; `details` is left out when empty except for the
 //! generic 404.

@@ -1,5 +1,5 @@
 //! Query parameters of list, get and watch requests, parsed and validated with the
-//! apiserver's rules and messages (INDEX.md L2, L4, L7, L8).
+//! apiserver's rules and messages (rules L2, L4, L7, L8 of docs/semantics.md).
 
 use std::time::Duration;
 

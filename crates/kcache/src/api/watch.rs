@@ -132,7 +132,7 @@ pub async fn watch(
             // The upstream's revision, unless the type was already found unable to reach it
             // at the RV it is still at: then the bookmark comes at once, at the cache's RV,
             // rather than after the wait (the 1.28 apiserver itself would hang here until the
-            // type's next write: Surprise 1).
+            // type's next write: rule W6b of docs/semantics.md).
             let target = match (end_bookmark, probe) {
                 (true, Some(_)) if cache.is_unprovable() => None,
                 (true, Some(p)) => p.target().await.ok(),

@@ -5,7 +5,7 @@
 //! counter for every resource, so a single number answers "what is current" for all of them:
 //! kcache learns it, `P`, from a one-item consistent list (`limit=1`, resourceVersion unset) of
 //! one collection its reflectors read. The apiserver answers that list from etcd, never from its
-//! watch cache (rule L2 in tests/fixtures/kube-apiserver-v1.28/INDEX.md: `limit` is honoured only
+//! watch cache (rule L2 of docs/semantics.md: `limit` is honoured only
 //! on the etcd path), so it costs one object, not a collection.
 //!
 //! A cache may answer the read once its RV is at least `P`. Why that is never stale:
