@@ -4,6 +4,10 @@
 //!
 //! Posting sets are persistent maps, so a snapshot takes them in O(number of indexes) and they
 //! stay consistent with the snapshot's objects without copying.
+//!
+//! Dependencies point one way, `object` → `index`: an `Object` is built by extracting the
+//! values of an [`IndexSet`], so this module does not name `Object`; it reads objects through
+//! the small [`Indexed`] trait, which `object` implements.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -11,8 +15,35 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::object::Object;
 use crate::selector::{self, LabelSelector};
+
+/// What indexing reads of a cached object: its built-in selectable fields, its labels, and the
+/// values of the configured field-path indexes extracted when it was built (by
+/// [`IndexSet::extract`]). Implemented by `crate::object::Object`; keeping it here, rather than
+/// naming `Object`, is what keeps `index` free of a dependency back on `object`.
+pub trait Indexed {
+    /// Value of a built-in selectable field (see `crate::selector::extract_fields`).
+    fn field(&self, name: &str) -> Option<&str>;
+    /// Value of a label.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// Values extracted for the field-path index in `slot`.
+    fn index_values(&self, slot: u16) -> impl Iterator<Item = &str>;
+}
+
+/// Shared objects (the cache holds `Arc<Object>`) are read through the pointer.
+impl<T: Indexed + ?Sized> Indexed for Arc<T> {
+    fn field(&self, name: &str) -> Option<&str> {
+        (**self).field(name)
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        (**self).label(key)
+    }
+
+    fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
+        (**self).index_values(slot)
+    }
+}
 
 /// One index as written in the config: `{name, field}` or `{name, label}`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -328,11 +359,11 @@ impl IndexSet {
     }
 
     /// Call `f` with every value object `o` has for index `i`.
-    pub fn for_each_value<'o>(&self, i: usize, o: &'o Object, mut f: impl FnMut(&'o str)) {
+    pub fn for_each_value<'o, O: Indexed>(&self, i: usize, o: &'o O, mut f: impl FnMut(&'o str)) {
         match &self.defs[i].source {
             Source::Field(name) => f(o.field(name).unwrap_or("")),
             Source::Label(key) => {
-                if let Some(v) = o.labels.get(key) {
+                if let Some(v) = o.label(key) {
                     f(v)
                 }
             }
@@ -344,10 +375,10 @@ impl IndexSet {
 
     /// Whether `a` and `b` have the same values for index `i` (then the posting sets need no
     /// change on an update).
-    fn same_values(&self, i: usize, a: &Object, b: &Object) -> bool {
+    fn same_values<O: Indexed>(&self, i: usize, a: &O, b: &O) -> bool {
         match &self.defs[i].source {
             Source::Field(name) => a.field(name) == b.field(name),
-            Source::Label(key) => a.labels.get(key) == b.labels.get(key),
+            Source::Label(key) => a.label(key) == b.label(key),
             Source::Path { slot, .. } | Source::Selectable { slot, .. } => {
                 a.index_values(*slot).eq(b.index_values(*slot))
             }
@@ -465,9 +496,9 @@ impl Postings {
     }
 
     /// Posting sets built from scratch for a whole collection.
-    pub fn build<'a>(
+    pub fn build<'a, O: Indexed + 'a>(
         set: &IndexSet,
-        objects: impl Iterator<Item = (&'a Arc<str>, &'a Arc<Object>)>,
+        objects: impl Iterator<Item = (&'a Arc<str>, &'a O)>,
     ) -> Postings {
         let mut p = Postings::new(set);
         for (k, o) in objects {
@@ -507,12 +538,12 @@ impl Postings {
     }
 
     /// The object at `key` changed from `old` to `new` (None: absent).
-    pub fn update(
+    pub fn update<O: Indexed>(
         &mut self,
         set: &IndexSet,
         key: &Arc<str>,
-        old: Option<&Object>,
-        new: Option<&Object>,
+        old: Option<&O>,
+        new: Option<&O>,
     ) {
         for (i, map) in self.maps.iter_mut().enumerate() {
             if let (Some(a), Some(b)) = (old, new) {

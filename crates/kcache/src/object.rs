@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
-use crate::index::IndexSet;
+use crate::index::{IndexSet, Indexed};
 use crate::resource::ResourceInfo;
 use crate::selector;
 
@@ -220,6 +220,22 @@ impl Object {
         out.extend_from_slice(rv.to_string().as_bytes());
         out.extend_from_slice(&self.raw[self.rv_range.end..]);
         out.freeze()
+    }
+}
+
+/// How indexing reads an object (the trait lives in `index`, so that `index` need not know
+/// `Object`: the dependency points from `object` to `index` only).
+impl Indexed for Object {
+    fn field(&self, name: &str) -> Option<&str> {
+        Object::field(self, name)
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
+        Object::index_values(self, slot)
     }
 }
 
