@@ -46,18 +46,29 @@ pub struct Ctx {
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
     /// The apiserver replicas behind the address.
     pub replicas: Replicas,
-    /// Slots of `SimConfig::storage_reads`, when it is set.
-    pub storage: Option<Arc<tokio::sync::Semaphore>>,
+    /// When each of `SimConfig::storage_reads`' slots is next free (empty: no cost model).
+    pub storage: std::sync::Mutex<Vec<tokio::time::Instant>>,
 }
 
 impl Ctx {
-    /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default).
+    /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default):
+    /// the read takes the slot that frees first and holds it for `cost` from then. Booking
+    /// slot time rather than sleeping `cost` keeps the capacity exact (`concurrency / cost` per
+    /// second) although the timer wakes reads up to a millisecond late.
     async fn storage_read(&self) {
-        if let (Some(slots), Some(model)) = (&self.storage, self.cfg.storage_reads) {
-            if let Ok(_slot) = slots.acquire().await {
-                tokio::time::sleep(model.cost).await;
-            }
-        }
+        let Some(model) = self.cfg.storage_reads else {
+            return;
+        };
+        let done = {
+            let mut slots = self.storage.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(slot) = slots.iter_mut().min() else {
+                return;
+            };
+            let done = (*slot).max(tokio::time::Instant::now()) + model.cost;
+            *slot = done;
+            done
+        };
+        tokio::time::sleep_until(done).await;
     }
 }
 

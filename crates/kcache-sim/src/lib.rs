@@ -81,9 +81,10 @@ pub struct SimConfig {
     pub storage_reads: Option<StorageReads>,
 }
 
-/// The cost model of reads the apiserver serves from etcd: at most `concurrency` at a time,
-/// each taking `cost` (a capacity of `concurrency / cost` per second). It waits without using
-/// the sim's CPU, so it models the upstream's machine, not the test's.
+/// The cost model of reads the apiserver serves from etcd: `concurrency` of them at a time
+/// (its cores), each taking `cost`, so at most `concurrency / cost` per second, and reads
+/// beyond that queue. It waits without using the sim's CPU, so it models the upstream's
+/// machine, not the test's.
 #[derive(Clone, Copy, Debug)]
 pub struct StorageReads {
     pub cost: Duration,
@@ -144,9 +145,12 @@ impl Sim {
         let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer));
         let faults = Arc::new(FaultState::new());
         let replicas = http::Replicas::new(cfg.watch_cache_lags.clone());
-        let storage = cfg
-            .storage_reads
-            .map(|r| Arc::new(tokio::sync::Semaphore::new(r.concurrency.max(1))));
+        let now = tokio::time::Instant::now();
+        let storage = std::sync::Mutex::new(
+            cfg.storage_reads
+                .map(|r| vec![now; r.concurrency.max(1)])
+                .unwrap_or_default(),
+        );
         let ctx = Arc::new(http::Ctx {
             storage,
             replicas,
