@@ -3293,7 +3293,10 @@ mod tests {
         assert_eq!(rfc3339(-86_400 * 1_000 + 1), "1967-04-07T00:00:01Z");
         assert_eq!(micro_time(EPOCH, 42), "2026-11-22T09:00:00.000042Z");
         assert_eq!(micro_time(EPOCH, 0), "2026-11-22T09:00:00.000000Z");
-        assert_eq!(micro_time(EPOCH - 1, 999_999), "2026-11-22T08:59:59.999999Z");
+        assert_eq!(
+            micro_time(EPOCH - 1, 999_999),
+            "2026-11-22T08:59:59.999999Z"
+        );
     }
 
     #[test]
