@@ -1467,7 +1467,7 @@ fn exported_metrics() -> &'static BTreeSet<String> {
         use kcache::metrics::{AuthzLabels, LimitLabels, ResourceLabels, VerbLabels};
         // A family is rendered only once it has a series: give each one, as a running kcache
         // does (per-resource series at start, the others with the first request).
-        let m = kcache::metrics::metrics();
+        let m = kcache::metrics::Metrics::new();
         m.request("get", "pods", 200, "cache", Duration::ZERO);
         m.init_resource("pods");
         let pods = || ResourceLabels {

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{resource, Env};
 use kcache::config::Config;
-use kcache_sim::{Sim, SimConfig};
 use kcache::upstream::Upstream;
+use kcache_sim::{Sim, SimConfig};
 use rules_common::*;
 use serde_json::{json, Value};
 
@@ -494,8 +494,10 @@ async fn l5_exact_from_history_not_older_than_current() {
     ] {
         let t = Instant::now();
         check_verbatim(&env, name).await;
+        // Immediate: well under the 3 s a cache-path wait would take (a loaded machine's
+        // margin is the rest).
         assert!(
-            t.elapsed() < Duration::from_millis(1500),
+            t.elapsed() < Duration::from_millis(2500),
             "{name}: immediate, took {:?}",
             t.elapsed()
         );
@@ -568,11 +570,24 @@ async fn l6_future_rv_waits_3s_then_504() {
         let p = format!("{CMS_B}?resourceVersion={target}");
         raw::request(addr, "GET", &p, &[], b"", Duration::from_secs(10)).await
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The write once all four reads are waiting (kcache's own in-flight gauge): three lists,
+    // one GET.
+    let inflight = |verb: &'static str| {
+        env.kcache
+            .metrics()
+            .inflight
+            .get_or_create(&kcache::metrics::VerbLabels { verb })
+            .get()
+    };
+    common::wait_until("the reads waiting", || {
+        let waiting = (inflight("list"), inflight("get"));
+        async move { waiting == (3, 1) }
+    })
+    .await;
     create_cm(&env, "fixtures-b", "arrives", json!({}));
     let soon = soon.await.unwrap();
+    // A 200, not the 504 the end of the wait gives: answered once the cache got there.
     assert_eq!(soon.status, 200, "{}", soon.text());
-    assert!(soon.total < Duration::from_millis(2500), "{:?}", soon.total);
     assert!(item_keys(&soon.json()).contains(&("fixtures-b".into(), "arrives".into())));
 
     for (name, req) in names.into_iter().zip(reqs) {
@@ -580,9 +595,9 @@ async fn l6_future_rv_waits_3s_then_504() {
         let rec = recorded(name);
         assert_eq!(r.status, 504, "{name}: {}", r.text());
         assert_from_cache(&r, name);
+        // The 3 s wait is the behaviour: at least that, and (generously) not hanging.
         assert!(
-            r.head_after >= Duration::from_millis(2950)
-                && r.head_after < Duration::from_millis(4500),
+            r.head_after >= Duration::from_millis(2950) && r.head_after < Duration::from_secs(10),
             "{name}: answered after {:?}",
             r.head_after
         );

@@ -19,6 +19,31 @@ use rules_common::*;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
+/// Watches of `resource` kcache has answered from its cache so far (its own
+/// `kcache_requests_total`, counted once a watch is registered and its headers are out).
+fn watches_of(env: &Env, resource: &str) -> u64 {
+    env.kcache
+        .metrics()
+        .requests
+        .get_or_create(&kcache::metrics::RequestLabels {
+            verb: "watch",
+            resource: resource.to_string(),
+            code: 200,
+            source: "cache",
+        })
+        .get()
+}
+
+/// Wait until kcache has answered `n` watches of `resource` (see [`watches_of`]): writes made
+/// after this reach them as live events. Instead of sleeping for the watches to open.
+async fn wait_watches(env: &Env, resource: &str, n: u64) {
+    common::wait_until(&format!("{n} watches of {resource} answered"), || {
+        let got = watches_of(env, resource);
+        async move { got >= n }
+    })
+    .await;
+}
+
 /// Open a watch on kcache in the background, read until the server ends it (or `max`).
 fn spawn_watch(env: &Env, path: String, max: Duration) -> JoinHandle<Resp> {
     let addr: SocketAddr = env.kcache.addr;
@@ -110,7 +135,7 @@ async fn w1_w2_stream_format_selector_transitions_legacy_path() {
         format!("{CMS_A}?allowWatchBookmarks=true&labelSelector=app%3Dweb&resourceVersion={base}&watch=true&timeoutSeconds=2"),
         Duration::from_secs(6),
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_watches(&env, "configmaps", 2).await;
     replay_recorded_writes(&env);
     let all = all.await.unwrap();
     let web = web.await.unwrap();
@@ -119,16 +144,19 @@ async fn w1_w2_stream_format_selector_transitions_legacy_path() {
         (&web, "watch-cm-ns-a-label-app-web-from-list-rv.json"),
     ] {
         assert_watch_response(r, fixture);
+        // The writes came after kcache had answered both watches: the headers were sent
+        // without waiting for an event.
         assert!(
-            r.head_after < Duration::from_millis(250),
+            !r.chunks.is_empty() && r.head_after <= r.chunks[0].0,
             "{fixture}: headers before the first event"
         );
         assert!(
             r.clean_end,
             "{fixture}: timeoutSeconds ends with the zero chunk"
         );
+        // timeoutSeconds=2 is what ends it: not before, and (generously) not much later.
         assert!(
-            r.total >= Duration::from_millis(1900) && r.total < Duration::from_millis(3000),
+            r.total >= Duration::from_millis(1900) && r.total < Duration::from_secs(10),
             "{fixture}: {:?}",
             r.total
         );
@@ -222,6 +250,16 @@ async fn w2_selector_transitions_match_upstream_streams() {
     let sim_addr = env.sim.addr();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
+    let opened: Vec<(&str, u64)> = ["configmaps", "pods", "widgets"]
+        .into_iter()
+        .map(|r| {
+            let n = paths
+                .iter()
+                .filter(|p| p.contains(&format!("/{r}?")))
+                .count() as u64;
+            (r, watches_of(&env, r) + n)
+        })
+        .collect();
     for p in &paths {
         ours.push(spawn_watch(&env, p.clone(), Duration::from_secs(6)));
         let p = p.clone();
@@ -229,7 +267,11 @@ async fn w2_selector_transitions_match_upstream_streams() {
             raw::request(sim_addr, "GET", &p, &[], b"", Duration::from_secs(6)).await
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // kcache's watches are registered before the writes; the upstream's start at `base`, so
+    // they replay any write made before they opened.
+    for (r, n) in opened {
+        wait_watches(&env, r, n).await;
+    }
     let sim = &env.sim;
     let relabel = |ns: &str, name: &str, labels: Value| {
         let mut o = sim.get("", "configmaps", Some(ns), name).unwrap();
@@ -368,19 +410,22 @@ async fn w4_timeout_ends_cleanly_future_rv_silent() {
     let r = timeout1.await.unwrap();
     assert_watch_response(&r, "timeoutSeconds=1");
     assert!((r.status, r.body.len(), r.clean_end) == (200, 0, true));
+    // timeoutSeconds=1 ends it: not before; the upper bound only says "not hanging".
     assert!(
-        r.total >= Duration::from_millis(950) && r.total < Duration::from_millis(1800),
+        r.total >= Duration::from_millis(950) && r.total < Duration::from_secs(10),
         "{:?}",
         r.total
     );
-    assert!(r.head_after < Duration::from_millis(250), "headers at once");
+    // At once, not held like a future RV's 3 s (below): a bound a loaded machine keeps.
+    assert!(r.head_after < Duration::from_secs(2), "headers at once");
     let target = env.sim.current_rv() + 2;
+    let opened = watches_of(&env, "configmaps") + 1;
     let near = spawn_watch(
         &env,
         format!("{CMS_B}?resourceVersion={target}&watch=1&timeoutSeconds=1"),
         Duration::from_secs(6),
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_watches(&env, "configmaps", opened).await;
     for i in 0..3 {
         create_cm(&env, "fixtures-b", &format!("f-{i}"), json!({}));
     }
@@ -407,6 +452,11 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
     let cm_start = cache_rv(&env, "", "configmaps");
     let w_start = cache_rv(&env, WIDGET_GROUP, "widgets");
     let pod_start = cache_rv(&env, "", "pods");
+    let opened = [
+        ("configmaps", watches_of(&env, "configmaps") + 2),
+        ("widgets", watches_of(&env, "widgets") + 1),
+        ("pods", watches_of(&env, "pods") + 1),
+    ];
     let (_, cm_path) = raw::fixture_request("watch-cm-ns-b-periodic-bookmark");
     let cm = spawn_watch(
         &env,
@@ -431,7 +481,9 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
         ),
         Duration::from_secs(7),
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (r, n) in opened {
+        wait_watches(&env, r, n).await;
+    }
     // Writes these watches filter out (other namespace, no app=web label)...
     let cm_rv = create_cm(&env, "fixtures-a", "bm-demo", json!({}));
     let w_rv = create_widget(&env, "fixtures-b", "w-tmp-b", json!({}));
@@ -452,9 +504,10 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
     for l in cm.text().lines() {
         assert_eq!(format!("{l}\n"), want);
     }
+    // Periodic, not at once: the 1 s interval. (That one comes at all is checked above.)
     let first = cm.chunks[0].0;
     assert!(
-        first >= Duration::from_millis(800) && first < Duration::from_millis(2200),
+        first >= Duration::from_millis(800),
         "first bookmark after {first:?} (interval 1 s)"
     );
     let widgets = widgets.await.unwrap();
@@ -541,12 +594,14 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     create_cm(&env, "fixtures-b", "moves-global", json!({}));
     found_quiet(&env, WIDGETS).await;
     let (_, rv_empty) = raw::fixture_request("watchlist-widgets-rv-empty-unblocked-by-write");
+    let opened = watches_of(&env, "widgets") + 1;
     let unblocked = spawn_watch(
         &env,
         with_param(&rv_empty, "timeoutSeconds=3"),
         Duration::from_secs(8),
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Answered (its end bookmark's target fixed) before the write that would release it.
+    wait_watches(&env, "widgets", opened).await;
     let released_by = create_widget(&env, "fixtures-b", "w-tmp-b", json!({}));
     let recorded_lines: Vec<Value> = recorded("watchlist-widgets-rv-empty-unblocked-by-write")
         .body
@@ -599,8 +654,9 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     // An explicit RV the cache has not reached: headers held 3 s, then the 504 as an event.
     let r = explicit.await.unwrap();
     assert_watch_response(&r, "explicit future RV");
+    // The 3 s wait is the behaviour: at least that, and (generously) not hanging.
     assert!(
-        r.head_after >= Duration::from_millis(2950) && r.head_after < Duration::from_millis(4500),
+        r.head_after >= Duration::from_millis(2950) && r.head_after < Duration::from_secs(10),
         "headers held {:?}",
         r.head_after
     );

@@ -11,10 +11,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kcache::config::{Config, ResourceConfig};
 use kcache::server::{self, Running};
+use kcache::upstream::Upstream;
 use kcache_sim::rbac::Rbac;
 use kcache_sim::seed::{self, SeedObject};
 use kcache_sim::{ResourceType, Sim, SimConfig};
-use kcache::upstream::Upstream;
 use tokio::net::{TcpListener, TcpStream};
 
 pub mod mirror;
@@ -216,6 +216,48 @@ impl Env {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// How long [`wait_until`] waits before it gives up: generous, for a loaded 2-core machine.
+pub const EVENTUALLY: Duration = Duration::from_secs(30);
+
+/// Poll `cond` every few ms until it holds; panic naming `what` after [`EVENTUALLY`]. For
+/// tests whose point is that something happens (or in which order), not how fast.
+pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up after {EVENTUALLY:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The value of the first sample line (`name{labels} value`) of an exposition whose name and
+/// labels contain all of `parts`; None if there is none.
+pub fn sample(text: &str, parts: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| parts.iter().all(|p| l.contains(p)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+impl Env {
+    /// This kcache's own `/metrics` (Prometheus text format), from its admin listener.
+    pub async fn metrics(&self) -> String {
+        get(&self.admin_url(), "/metrics").await.text()
+    }
+
+    /// One sample of this kcache's `/metrics` (see [`sample`]).
+    pub async fn metric(&self, parts: &[&str]) -> Option<f64> {
+        sample(&self.metrics().await, parts)
     }
 }
 

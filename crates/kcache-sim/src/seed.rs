@@ -133,51 +133,25 @@ pub enum ChurnOp {
 // Time, hashing and small random helpers
 // ---------------------------------------------------------------------------------------------
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-const fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = (if y >= 0 { y } else { y - 399 }) / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// The wall clock of the generated data: the demo cluster "was created" on this morning,
+/// 2026-11-22T09:00:00Z, the same day the real-apiserver fixtures were recorded, so timestamps
+/// look alike.
+const EPOCH: i64 = 1_795_338_000;
 
-/// Inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = (if z >= 0 { z } else { z - 146_096 }) / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// The instant `secs` (+ `nanos`) after the Unix epoch.
+fn timestamp(secs: i64, nanos: i32) -> jiff::Timestamp {
+    jiff::Timestamp::new(secs, nanos).expect("seed timestamps are within jiff's range")
 }
-
-/// The wall clock of the generated data: the demo cluster "was created" on this morning, the
-/// same day the real-apiserver fixtures were recorded, so timestamps look alike.
-const EPOCH: i64 = days_from_civil(2026, 11, 22) * 86_400 + 9 * 3_600;
 
 /// `metav1.Time` as the apiserver writes it: RFC 3339, second precision, UTC.
 fn rfc3339(secs: i64) -> String {
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    format!("{:.0}", timestamp(secs, 0))
 }
 
 /// `metav1.MicroTime`, used by events written through events.k8s.io.
 fn micro_time(secs: i64, micros: u32) -> String {
-    let t = rfc3339(secs);
-    format!("{}.{:06}Z", &t[..t.len() - 1], micros % 1_000_000)
+    let micros = (micros % 1_000_000) as i32;
+    format!("{:.6}", timestamp(secs, micros * 1_000))
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -219,19 +193,13 @@ fn stable_hex(text: &str, len: usize) -> String {
     s
 }
 
-fn format_uuid(mut b: [u8; 16]) -> String {
-    // Version 4 / RFC 4122 variant bits, so the value parses as the random uids Kubernetes uses.
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = to_hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+/// A version 4 (random) UUID of these bytes, RFC 4122 variant, as the random uids Kubernetes
+/// uses; the same bytes give the same UUID.
+fn format_uuid(b: [u8; 16]) -> String {
+    uuid::Builder::from_random_bytes(b)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 /// The uid seed data uses when it refers to another seed object (ownerReferences,
@@ -3311,16 +3279,35 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(EPOCH, 1_795_338_000);
+    fn timestamps_are_the_apiservers_format() {
+        assert_eq!(
+            EPOCH,
+            "2026-11-22T09:00:00Z"
+                .parse::<jiff::Timestamp>()
+                .unwrap()
+                .as_second()
+        );
         assert_eq!(rfc3339(EPOCH), "2026-11-22T09:00:00Z");
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(-86_400 * 1_000 + 1), "1967-04-07T00:00:01Z");
         assert_eq!(micro_time(EPOCH, 42), "2026-11-22T09:00:00.000042Z");
-        for days in [-1_000, 0, 59, 11_016, 20_000, 30_000] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
+        assert_eq!(micro_time(EPOCH, 0), "2026-11-22T09:00:00.000000Z");
+        assert_eq!(
+            micro_time(EPOCH - 1, 999_999),
+            "2026-11-22T08:59:59.999999Z"
+        );
+    }
+
+    #[test]
+    fn uuids_are_version_4_of_their_bytes() {
+        assert_eq!(format_uuid([0; 16]), "00000000-0000-4000-8000-000000000000");
+        assert_eq!(
+            format_uuid([0xff; 16]),
+            "ffffffff-ffff-4fff-bfff-ffffffffffff"
+        );
+        let b: [u8; 16] = std::array::from_fn(|i| i as u8 * 17);
+        assert_eq!(format_uuid(b), "00112233-4455-4677-8899-aabbccddeeff");
     }
 
     #[test]

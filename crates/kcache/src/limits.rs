@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use crate::metrics::{self, metrics};
+use crate::metrics::{self, Metrics};
 use crate::status::ApiError;
 
 /// The limits (`limits:` in the config, read as is). Zero means no limit.
@@ -58,18 +58,12 @@ pub struct Limits {
     watches: AtomicUsize,
     caller_watches: DashMap<Arc<str>, usize>,
     buckets: DashMap<Arc<str>, Bucket>,
-}
-
-fn limited(limit: &'static str) {
-    metrics()
-        .limited
-        .get_or_create(&metrics::LimitLabels { limit })
-        .inc();
+    metrics: Arc<Metrics>,
 }
 
 impl Limits {
-    pub fn new(config: LimitConfig) -> Arc<Limits> {
-        let m = metrics();
+    pub fn new(config: LimitConfig, metrics: Arc<Metrics>) -> Arc<Limits> {
+        let m = &metrics;
         for (limit, v) in [
             ("request_size", config.max_request_bytes as i64),
             ("watches", config.max_watches as i64),
@@ -86,7 +80,16 @@ impl Limits {
             watches: AtomicUsize::new(0),
             caller_watches: DashMap::new(),
             buckets: DashMap::new(),
+            metrics,
         })
+    }
+
+    /// Count a request refused or cut by `limit` in `kcache_limited_requests_total`.
+    pub fn count_limited(&self, limit: &'static str) {
+        self.metrics
+            .limited
+            .get_or_create(&metrics::LimitLabels { limit })
+            .inc();
     }
 
     pub fn max_request_bytes(&self) -> usize {
@@ -106,7 +109,7 @@ impl Limits {
 
     /// Count a list answer that the list-size limit cut into pages.
     pub fn note_paginated(&self) {
-        limited("list_size");
+        self.count_limited("list_size");
     }
 
     /// A declared body size over the limit is refused before the body is read.
@@ -114,7 +117,7 @@ impl Limits {
         let max = self.config.max_request_bytes;
         match content_length {
             Some(n) if max > 0 && n > max as u64 => {
-                limited("request_size");
+                self.count_limited("request_size");
                 Err(ApiError::TooLarge(format!(
                     "the request body is larger than {max} bytes"
                 )))
@@ -149,7 +152,7 @@ impl Limits {
             b.tokens -= 1.0;
             return Ok(());
         }
-        limited("rate");
+        self.count_limited("rate");
         let wait = ((1.0 - b.tokens) / qps).ceil().max(1.0) as u32;
         Err(ApiError::TooManyRequests {
             message: "Too many requests, please try again later.".into(),
@@ -161,7 +164,7 @@ impl Limits {
     /// response body ends).
     pub fn watch(self: &Arc<Self>, caller: &Arc<str>) -> Result<WatchSlot, ApiError> {
         let too_many = |limit: &'static str, what: String| {
-            limited(limit);
+            self.count_limited(limit);
             ApiError::TooManyRequests {
                 message: format!("Too many requests, please try again later: {what}"),
                 retry_after: 1,
@@ -186,7 +189,7 @@ impl Limits {
             }
             *mine += 1;
         }
-        metrics().open_watches.inc();
+        self.metrics.open_watches.inc();
         Ok(WatchSlot {
             limits: self.clone(),
             caller: caller.clone(),
@@ -208,7 +211,7 @@ pub struct WatchSlot {
 impl Drop for WatchSlot {
     fn drop(&mut self) {
         self.limits.watches.fetch_sub(1, Ordering::SeqCst);
-        metrics().open_watches.dec();
+        self.limits.metrics.open_watches.dec();
         // Remove the caller's entry at zero so the map holds only callers with open watches.
         self.limits
             .caller_watches
@@ -225,11 +228,14 @@ mod tests {
 
     #[test]
     fn watch_slots_are_counted_and_given_back() {
-        let l = Limits::new(LimitConfig {
-            max_watches: 3,
-            max_watches_per_caller: 2,
-            ..Default::default()
-        });
+        let l = Limits::new(
+            LimitConfig {
+                max_watches: 3,
+                max_watches_per_caller: 2,
+                ..Default::default()
+            },
+            Arc::default(),
+        );
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
         let a1 = l.watch(&a).unwrap();
         let _a2 = l.watch(&a).unwrap();
@@ -245,11 +251,14 @@ mod tests {
 
     #[test]
     fn rate_allows_a_burst_then_says_when_to_retry() {
-        let l = Limits::new(LimitConfig {
-            per_caller_qps: 0.5,
-            per_caller_burst: 3,
-            ..Default::default()
-        });
+        let l = Limits::new(
+            LimitConfig {
+                per_caller_qps: 0.5,
+                per_caller_burst: 3,
+                ..Default::default()
+            },
+            Arc::default(),
+        );
         let a: Arc<str> = "a".into();
         for _ in 0..3 {
             l.admit(&a).unwrap();
@@ -263,14 +272,17 @@ mod tests {
 
     #[test]
     fn list_limit_caps_only_above_the_maximum() {
-        let l = Limits::new(LimitConfig {
-            max_list_items: 100,
-            ..Default::default()
-        });
+        let l = Limits::new(
+            LimitConfig {
+                max_list_items: 100,
+                ..Default::default()
+            },
+            Arc::default(),
+        );
         assert_eq!(l.list_limit(0), 100);
         assert_eq!(l.list_limit(500), 100);
         assert_eq!(l.list_limit(20), 20);
-        let none = Limits::new(LimitConfig::default());
+        let none = Limits::new(LimitConfig::default(), Arc::default());
         assert_eq!(none.list_limit(0), 0);
     }
 }

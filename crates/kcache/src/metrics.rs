@@ -3,12 +3,13 @@
 //! without a lookup. The crate encodes OpenMetrics only; scrapers that do not ask for it get
 //! the Prometheus text format 0.0.4, derived from that encoding by [`to_prometheus_text`].
 //!
-//! One kcache process serves one set of caches, so the metrics live in one process-wide
-//! registry ([`metrics()`]) instead of a handle threaded through every layer. Labels are low
-//! cardinality by construction: verbs, cached resource names (`other` for anything else), HTTP
-//! codes and small fixed reason sets — never object names or client identities.
+//! Each running kcache ([`crate::server::start`]) owns one [`Metrics`] registry, shared as an
+//! `Arc` with what records into it (the reflectors, the API, auth, the limits) and rendered by
+//! its admin `/metrics`: several instances in one process (the tests) never see each other's
+//! series. Only the process figures from /proc are process-wide, as they are by nature. Labels
+//! are low cardinality by construction: verbs, cached resource names (`other` for anything
+//! else), HTTP codes and small fixed reason sets — never object names or client identities.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus_client::encoding::{text, EncodeLabelSet};
@@ -118,8 +119,15 @@ pub struct Metrics {
     pub upstream_reachable: Family<ResourceLabels, Gauge>,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Metrics {
+    /// A fresh registry with every family registered and the fixed series at zero.
+    pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("kcache");
         let m = Metrics {
             requests: Family::default(),
@@ -511,12 +519,6 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
         out.push('\n');
     }
     out
-}
-
-/// The process-wide metrics.
-pub fn metrics() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(Metrics::new)
 }
 
 /// Standard process metrics from /proc (Linux); empty elsewhere.

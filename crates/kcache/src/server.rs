@@ -13,6 +13,7 @@ use crate::api::{self, App};
 use crate::auth::ConnInfo;
 use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
 
@@ -75,6 +76,11 @@ impl Running {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// This kcache's metrics (what its admin `/metrics` serves), for tests and diagnostics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.app.metrics
     }
 
     /// The cache of one resource, for tests and diagnostics.
@@ -142,6 +148,8 @@ pub async fn start(
     };
     let staleness = config.staleness();
     let upstream = upstream.with_request_timeout(staleness.upstream_request_timeout);
+    // This instance's metrics: everything below records into them, its admin /metrics shows them.
+    let metrics = Arc::new(Metrics::new());
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {
@@ -157,7 +165,7 @@ pub async fn start(
                 resource: name,
                 source,
             })?;
-        crate::metrics::metrics().init_resource(&info.resource);
+        metrics.init_resource(&info.resource);
         // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
         // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
         let selectable = if info.custom {
@@ -186,7 +194,12 @@ pub async fn start(
         (!collections.is_empty()).then(|| RevisionProbe::new(upstream.clone(), collections));
     let mut reflectors = Vec::new();
     for cache in caches {
-        let r = Reflector::new(upstream.clone(), cache, config.reflector_config());
+        let r = Reflector::new(
+            upstream.clone(),
+            cache,
+            config.reflector_config(),
+            metrics.clone(),
+        );
         reflectors.push(tokio::spawn(r.run()));
     }
     let (stop, _) = watch::channel(false);
@@ -200,8 +213,9 @@ pub async fn start(
         consistent: config.consistent_reads(),
         staleness,
         rv_wait: config.rv_wait(),
-        auth: crate::auth::Auth::new(auth, upstream.clone()),
-        limits: crate::limits::Limits::new(config.limits.clone()),
+        auth: crate::auth::Auth::new(auth, upstream.clone(), metrics.clone()),
+        limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
+        metrics: metrics.clone(),
     });
     let addr = listener.local_addr()?;
     // One summary line once everything has synced (readiness turns green then).
@@ -227,7 +241,14 @@ pub async fn start(
     let router = api::router(app.clone());
     let grace = config.shutdown_grace();
     let tls_enabled = tls.is_some();
-    let server = tokio::spawn(serve(listener, router, tls, stop.subscribe(), grace));
+    let server = tokio::spawn(serve(
+        listener,
+        router,
+        tls,
+        stop.subscribe(),
+        grace,
+        metrics.clone(),
+    ));
     // Same shutdown as the API: stop accepting, let in-flight scrapes and probes finish.
     let admin_addr = admin.local_addr()?;
     let admin = tokio::spawn(serve(
@@ -236,6 +257,7 @@ pub async fn start(
         None,
         stop.subscribe(),
         grace,
+        metrics,
     ));
     tracing::info!(%admin_addr, "kcache's /livez, /readyz, /healthz and /metrics served here");
     Ok(Running {
@@ -264,6 +286,7 @@ async fn serve(
     tls: Option<Arc<TlsServer>>,
     mut stopped: watch::Receiver<bool>,
     grace: Duration,
+    metrics: Arc<Metrics>,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
@@ -310,6 +333,7 @@ async fn serve(
                     builder: builder.clone(),
                     router: router.clone(),
                     watcher: graceful.watcher(),
+                    metrics: metrics.clone(),
                 };
                 tokio::spawn(conn.serve(stream, peer));
             }
@@ -334,6 +358,7 @@ struct TlsConn {
     builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     router: axum::Router,
     watcher: hyper_util::server::graceful::Watcher,
+    metrics: Arc<Metrics>,
 }
 
 impl TlsConn {
@@ -346,7 +371,7 @@ impl TlsConn {
         let (stream, client_cert) = match self.tls.handshake(stream).await {
             Ok(done) => done,
             Err(e) => {
-                crate::metrics::metrics().tls_handshake_errors.inc();
+                self.metrics.tls_handshake_errors.inc();
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                 return;
             }

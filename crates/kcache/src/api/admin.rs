@@ -12,7 +12,7 @@ use axum::Router;
 use http::{header, StatusCode};
 
 use super::{params, staleness, App};
-use crate::metrics::{metrics, Format};
+use crate::metrics::Format;
 
 /// The admin router. Anything else is a plain 404.
 pub fn router(app: Arc<App>) -> Router {
@@ -59,7 +59,7 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
     );
     (
         [(header::CONTENT_TYPE, format.content_type())],
-        metrics().render(&app.registry, format),
+        app.metrics.render(&app.registry, format),
     )
         .into_response()
 }

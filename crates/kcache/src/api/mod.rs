@@ -38,7 +38,7 @@ use http::{header, Method};
 use crate::auth::{Attributes, Auth, Caller, Forward};
 use crate::cache::{Registry, ResourceCache};
 use crate::limits::Limits;
-use crate::metrics::{self, metrics};
+use crate::metrics::{self, Metrics};
 use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
@@ -66,6 +66,8 @@ pub struct App {
     pub stopping: tokio::sync::watch::Sender<bool>,
     pub auth: Auth,
     pub limits: Arc<Limits>,
+    /// This kcache's metrics, served on the admin listener's `/metrics`.
+    pub metrics: Arc<Metrics>,
 }
 
 /// How reads with resourceVersion unset are answered.
@@ -148,7 +150,7 @@ impl App {
         };
         let resource = cache.info.resource.clone();
         let outcome = |o: &'static str| {
-            metrics()
+            self.metrics
                 .consistent_reads
                 .get_or_create(&metrics::OutcomeLabels {
                     resource: resource.clone(),
@@ -192,7 +194,7 @@ impl App {
         let probed = std::time::Instant::now();
         let waited = cache.wait_for_rv(target, self.consistent.wait).await;
         cache.record_catch_up(probed.elapsed());
-        metrics()
+        self.metrics
             .consistent_wait
             .get_or_create(&metrics::ResourceLabels {
                 resource: resource.clone(),
@@ -308,7 +310,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         })
         .map_or("other", |p| p.resource.as_str())
         .to_string();
-    let m = metrics();
+    let m = &app.metrics;
     let inflight = m
         .inflight
         .get_or_create_owned(&metrics::VerbLabels { verb });
@@ -369,7 +371,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                 &app.upstream,
                 Request::from_parts(parts, body),
                 &caller.forward,
-                app.limits.max_request_bytes(),
+                &app.limits,
             )
             .await,
             "upstream",
@@ -616,6 +618,7 @@ async fn from_cache(
             &app.watch,
             stopping,
             encoding,
+            &app.metrics,
         )
         .await?;
         return Ok(Answer::Ready(resp));

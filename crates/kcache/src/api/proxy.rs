@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
 use crate::auth::{Forward, UserInfo};
+use crate::limits::Limits;
 use crate::status::ApiError;
 use crate::upstream::Upstream;
 
@@ -92,8 +93,9 @@ pub async fn forward(
     upstream: &Upstream,
     mut req: Request,
     how: &Forward,
-    max_body: usize,
+    limits: &Limits,
 ) -> Response {
+    let max_body = limits.max_request_bytes();
     let upgrade = req.headers().contains_key(header::UPGRADE);
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -103,12 +105,7 @@ pub async fn forward(
         Err(_) => {
             // A body without Content-Length is caught here, while being read; count it with
             // the ones refused up front.
-            crate::metrics::metrics()
-                .limited
-                .get_or_create(&crate::metrics::LimitLabels {
-                    limit: "request_size",
-                })
-                .inc();
+            limits.count_limited("request_size");
             return ApiError::TooLarge(format!("the request body is larger than {max_body} bytes"))
                 .into_response();
         }

@@ -33,7 +33,7 @@ use crate::cache::{
     write_event, AtError, Cursor, Event, EventType, ResourceCache, Snapshot, Subscriber,
 };
 use crate::index::IndexSet;
-use crate::metrics::{metrics, Metrics};
+use crate::metrics::Metrics;
 use crate::object::Object;
 use crate::resource::{json_str, ResourceInfo};
 use crate::selector::{FieldOp, LabelOp};
@@ -105,6 +105,7 @@ pub async fn watch(
     cfg: &WatchConfig,
     stopping: tokio::sync::watch::Receiver<bool>,
     encoding: Encoding,
+    metrics: &Arc<Metrics>,
 ) -> Result<Response, ApiError> {
     if !cache.is_synced() {
         return Err(ApiError::NotReady);
@@ -189,8 +190,8 @@ pub async fn watch(
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     let resp = response::stream(body);
     let watcher = Watcher {
-        sent: Metrics::counter(&metrics().watch_events_sent, &resource),
-        open: OpenWatch::new(resource),
+        sent: Metrics::counter(&metrics.watch_events_sent, &resource),
+        open: OpenWatch::new(resource, metrics.clone()),
         cache,
         filter,
         tx,
@@ -290,22 +291,24 @@ enum Wake {
 struct OpenWatch {
     resource: String,
     reason: &'static str,
+    metrics: Arc<Metrics>,
 }
 
 impl OpenWatch {
-    fn new(resource: String) -> OpenWatch {
-        Metrics::gauge_add(&metrics().watchers, &resource, 1);
+    fn new(resource: String, metrics: Arc<Metrics>) -> OpenWatch {
+        Metrics::gauge_add(&metrics.watchers, &resource, 1);
         OpenWatch {
             resource,
             reason: "client",
+            metrics,
         }
     }
 }
 
 impl Drop for OpenWatch {
     fn drop(&mut self) {
-        Metrics::gauge_add(&metrics().watchers, &self.resource, -1);
-        Metrics::reason(&metrics().watchers_closed, &self.resource, self.reason);
+        Metrics::gauge_add(&self.metrics.watchers, &self.resource, -1);
+        Metrics::reason(&self.metrics.watchers_closed, &self.resource, self.reason);
     }
 }
 

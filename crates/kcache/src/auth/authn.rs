@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Auth, AuthMode, Caller, ConnInfo, Forward, UserInfo};
-use crate::metrics::{self, metrics};
+use crate::metrics;
 use crate::status::ApiError;
 
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -38,7 +38,7 @@ impl Auth {
     ) -> Result<Caller, ApiError> {
         let peer = conn.map(|c| c.peer);
         let counted = |how: &'static str| {
-            metrics()
+            self.metrics
                 .authentications
                 .get_or_create(&metrics::AuthnLabels { result: how })
                 .inc();

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Auth, Caller};
-use crate::metrics::{self, metrics};
+use crate::metrics;
 use crate::status::ApiError;
 use crate::upstream::UpstreamError;
 
@@ -66,7 +66,7 @@ impl Auth {
             )
             .await;
         let count = |decision: &'static str, source: &'static str| {
-            metrics()
+            self.metrics
                 .authorizations
                 .get_or_create(&metrics::AuthzLabels { decision, source })
                 .inc();

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Metrics;
 use crate::upstream::Upstream;
 
 /// The user named by a verified x509 client certificate, as kube-apiserver reads one: the
@@ -214,14 +215,16 @@ pub struct Auth {
     reviews: memo::Memo<authz::Decision>,
     /// `system:anonymous`, shared by every anonymous request.
     anonymous: Arc<UserInfo>,
+    metrics: Arc<Metrics>,
 }
 
 impl Auth {
-    pub fn new(config: AuthConfig, upstream: Upstream) -> Auth {
+    pub fn new(config: AuthConfig, upstream: Upstream, metrics: Arc<Metrics>) -> Auth {
         let stale = config.stale_if_error;
         Auth {
             config,
             upstream,
+            metrics,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
             reviews: memo::Memo::new(MEMO_CAPACITY, stale),
             anonymous: Arc::new(UserInfo::anonymous()),

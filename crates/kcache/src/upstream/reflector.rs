@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 use super::stream::{LineStream, MetaOnly, WatchLine};
 use super::{Upstream, UpstreamError};
 use crate::cache::{EventType, ResourceCache};
-use crate::metrics::{metrics, Metrics, TypeLabels};
+use crate::metrics::{Metrics, TypeLabels};
 use crate::object::Object;
 
 /// Whether to use the streaming-list form of the initial sync.
@@ -107,10 +107,17 @@ pub struct Reflector {
     relist_streak: u32,
     /// `kcache_upstream_events_total` by event type, looked up once.
     event_counters: [prometheus_client::metrics::counter::Counter; 3],
+    /// The running kcache's metrics.
+    metrics: Arc<Metrics>,
 }
 
 impl Reflector {
-    pub fn new(upstream: Upstream, cache: Arc<ResourceCache>, cfg: ReflectorConfig) -> Reflector {
+    pub fn new(
+        upstream: Upstream,
+        cache: Arc<ResourceCache>,
+        cfg: ReflectorConfig,
+        metrics: Arc<Metrics>,
+    ) -> Reflector {
         let mut scope_query = String::new();
         if !cache.scope.label.is_empty() {
             scope_query.push_str(&format!(
@@ -126,13 +133,14 @@ impl Reflector {
         }
         let event_counters =
             [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
-                metrics().upstream_events.get_or_create_owned(&TypeLabels {
+                metrics.upstream_events.get_or_create_owned(&TypeLabels {
                     resource: cache.info.resource.clone(),
                     r#type: ty.as_str(),
                 })
             });
         Reflector {
             event_counters,
+            metrics,
             streaming_supported: cfg.streaming_list == StreamingList::Auto,
             upstream,
             cache,
@@ -247,7 +255,7 @@ impl Reflector {
             _ => "transport",
         };
         Metrics::reason(
-            &metrics().upstream_errors,
+            &self.metrics.upstream_errors,
             &self.cache.info.resource,
             reason,
         );
@@ -285,7 +293,7 @@ impl Reflector {
                 Ok(b) => b,
                 // The snapshot behind our continue token was compacted: start over.
                 Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
-                    Metrics::counter(&metrics().upstream_expired, &info.resource).inc();
+                    Metrics::counter(&self.metrics.upstream_expired, &info.resource).inc();
                     objects.clear();
                     list_rv = None;
                     cont = None;
@@ -338,7 +346,7 @@ impl Reflector {
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
         } else {
-            Metrics::counter(&metrics().relists, &self.cache.info.resource).inc();
+            Metrics::counter(&self.metrics.relists, &self.cache.info.resource).inc();
             tracing::info!(resource = %name, objects = n, rv, added = summary.added,
                 modified = summary.modified, deleted = summary.deleted, reset = summary.reset, "relisted");
         }
@@ -467,7 +475,7 @@ impl Reflector {
                     let status: MetaOnly = serde_json::from_slice(&ev.object).unwrap_or_default();
                     return match status.code {
                         Some(410) => {
-                            Metrics::counter(&metrics().upstream_expired, &info.resource).inc();
+                            Metrics::counter(&self.metrics.upstream_expired, &info.resource).inc();
                             Ok(WatchEnd::Relist)
                         }
                         code => Err(UpstreamError::Status {
