@@ -2033,31 +2033,17 @@ fn the_helm_configmap_renders_a_configuration_kcache_accepts() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// README.
+// The deployment guide (docs/deployment.md, linked from the README).
 
 #[test]
-fn the_readme_documents_deploying_with_paths_that_exist() {
+fn the_deployment_guide_names_paths_that_exist() {
+    // The README is a front page that points to docs/deployment.md, which holds the guide.
     let readme = read(&root().join("README.md"));
-    let real = readme
-        .find("\n## In front of a real cluster")
-        .expect("section");
-    let deploying = readme.find("\n## Deploying").expect("README: ## Deploying");
     assert!(
-        deploying > real,
-        "## Deploying comes after ## In front of a real cluster"
+        readme.contains("(docs/deployment.md)"),
+        "README links to docs/deployment.md"
     );
-    let next = readme[real + 1..]
-        .find("\n## ")
-        .map(|i| i + real + 1)
-        .unwrap();
-    assert_eq!(
-        next, deploying,
-        "## Deploying directly follows the real-cluster section"
-    );
-    let section_end = readme[deploying + 1..]
-        .find("\n## ")
-        .map_or(readme.len(), |i| i + deploying + 1);
-    let section = &readme[deploying..section_end];
+    let section = read(&root().join("docs/deployment.md"));
     for (i, _) in section.match_indices("deploy/") {
         if i > 0 && section.as_bytes()[i - 1].is_ascii_alphanumeric() {
             continue;
@@ -2069,7 +2055,7 @@ fn the_readme_documents_deploying_with_paths_that_exist() {
         let path = path.trim_end_matches(['.', '/']);
         assert!(
             root().join(path).exists(),
-            "README mentions {path}, which does not exist"
+            "docs/deployment.md mentions {path}, which does not exist"
         );
     }
     for needle in [
@@ -2078,6 +2064,6 @@ fn the_readme_documents_deploying_with_paths_that_exist() {
         "sidecar",
         "NetworkPolicy",
     ] {
-        assert!(section.contains(needle), "## Deploying: {needle}");
+        assert!(section.contains(needle), "docs/deployment.md: {needle}");
     }
 }
