@@ -11,8 +11,8 @@ mod common;
 use std::time::Duration;
 
 use common::{get, resource, Env, EnvBuilder, Watch};
-use kcache_sim::{ResourceType, Sim, SimConfig};
 use kcache::upstream::Upstream;
+use kcache_sim::{ResourceType, Sim, SimConfig};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{resource, Env};
 use kcache::config::Config;
-use kcache_sim::{Sim, SimConfig};
 use kcache::upstream::Upstream;
+use kcache_sim::{Sim, SimConfig};
 use rules_common::*;
 use serde_json::{json, Value};
 

@@ -264,11 +264,7 @@ pub fn spawn_mirror_opts(
 }
 
 /// What the sim holds, filtered like a watcher's selector.
-pub fn upstream_view(
-    sim: &kcache_sim::Sim,
-    resource: &str,
-    keep: &dyn Fn(&Value) -> bool,
-) -> View {
+pub fn upstream_view(sim: &kcache_sim::Sim, resource: &str, keep: &dyn Fn(&Value) -> bool) -> View {
     sim.list("", resource)
         .iter()
         .filter(|o| keep(o))

@@ -11,10 +11,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kcache::config::{Config, ResourceConfig};
 use kcache::server::{self, Running};
+use kcache::upstream::Upstream;
 use kcache_sim::rbac::Rbac;
 use kcache_sim::seed::{self, SeedObject};
 use kcache_sim::{ResourceType, Sim, SimConfig};
-use kcache::upstream::Upstream;
 use tokio::net::{TcpListener, TcpStream};
 
 pub mod mirror;

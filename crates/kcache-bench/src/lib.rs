@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use kcache::{ChildConfig, KcacheChild};
 use kcache_sim::seed::{self, SeedObject};
 use kcache_sim::{Sim, SimConfig};
-use kcache::{ChildConfig, KcacheChild};
 use load::{LoadResult, LoadSpec};
 use procstat::{CpuMeter, OthersMeter, RssPeak};
 use report::{fmt_num, Report, Row};
