@@ -413,6 +413,31 @@ mod tests {
         assert!(text(&named).contains(r#""message":"deployments.apps \"web\" is forbidden: denied","reason":"Forbidden","details":{"name":"web","group":"apps","kind":"deployments"},"code":403"#));
     }
 
+    /// The other modules' errors reach clients with the messages they had when they were
+    /// flattened to text.
+    #[test]
+    fn boundary_errors_keep_their_client_messages() {
+        let e = UpstreamError::Transport(kube_client::Error::Service("boom".into()));
+        assert_eq!(
+            ApiError::from(e),
+            ApiError::Unavailable(
+                "the upstream API server is unavailable: upstream request failed: ServiceError: boom"
+                    .into()
+            )
+        );
+        let cause = || UpstreamError::Timeout(std::time::Duration::from_secs(1));
+        assert_eq!(
+            text(&AuthError::TokenReview(cause()).into()),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the caller's token cannot be checked: the upstream API server is unavailable\",\"reason\":\"ServiceUnavailable\",\"code\":503}\n"
+        );
+        assert_eq!(
+            ApiError::from(AuthError::AccessReview(cause())),
+            ApiError::Unavailable(
+                "the request cannot be authorized: the upstream API server is unavailable".into()
+            )
+        );
+    }
+
     #[test]
     fn internal_has_no_reason() {
         let e = ApiError::Internal("boom".into());
