@@ -12,6 +12,8 @@ use kcache::upstream::Upstream;
 use kcache_sim::seed::{self, Churn, DemoSpec};
 use kcache_sim::{table_columns, Sim, SimConfig};
 
+use crate::CliError;
+
 /// Options of the demo.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -34,14 +36,17 @@ impl Default for DemoOptions {
 }
 
 /// Run the demo until SIGINT/SIGTERM.
-pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
+pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), CliError> {
     let sim_addr = opts
         .sim_listen
         .parse()
-        .map_err(|e| format!("--sim-listen {}: {e}", opts.sim_listen))?;
+        .map_err(|source| CliError::SimListen {
+            addr: opts.sim_listen.clone(),
+            source,
+        })?;
     let sim = Sim::start_on(sim_addr, SimConfig::demo())
         .await
-        .map_err(|e| format!("starting the simulated cluster: {e}"))?;
+        .map_err(CliError::Sim)?;
     table_columns::serve_builtin(&sim);
     let initial = seed::demo_cluster(&DemoSpec::default());
     let mut churn = Churn::new(7, &initial);
@@ -65,19 +70,19 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), String> {
         Upstream::from_url_with_token(&sim.url(), "kcache-token")
     } else {
         Upstream::from_url(&sim.url())
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let listener = TcpListener::bind(&config.listen)
         .await
-        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
-    let admin = server::bind_admin(&config)
-        .await
-        .map_err(|e| e.to_string())?;
-    let running = server::start(&config, upstream, listener, admin)
-        .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| CliError::Listen {
+            addr: config.listen.clone(),
+            source,
+        })?;
+    let admin = server::bind_admin(&config).await?;
+    let running = server::start(&config, upstream, listener, admin).await?;
     if !running.wait_synced(Duration::from_secs(30)).await {
-        return Err("the caches did not sync within 30 s".into());
+        return Err(CliError::Other(
+            "the caches did not sync within 30 s".into(),
+        ));
     }
     let k = running.url();
     let admin = running.admin_url();

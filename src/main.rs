@@ -13,9 +13,49 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kcache::config::Config;
-use kcache::server;
-use kcache::upstream::Upstream;
+use kcache::auth::AuthError;
+use kcache::config::{Config, ConfigError};
+use kcache::server::{self, StartError};
+use kcache::upstream::{Upstream, UpstreamError};
+
+/// Why a command failed. The library's errors are kept whole, so `main` can print their
+/// causes down to the root one.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("listening on {addr}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("printing the configuration")]
+    Print(#[source] yaml_serde::Error),
+    #[cfg(feature = "demo")]
+    #[error("--sim-listen {addr}")]
+    SimListen {
+        addr: String,
+        source: std::net::AddrParseError,
+    },
+    #[cfg(feature = "demo")]
+    #[error("starting the simulated cluster")]
+    Sim(#[source] std::io::Error),
+    /// What the demo's seeding and the bench report as text.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for CliError {
+    fn from(message: String) -> CliError {
+        CliError::Other(message)
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -62,12 +102,12 @@ struct TlsFlags {
 
 impl TlsFlags {
     /// Apply the flags and re-check the section, since a flag can complete or break it.
-    fn apply(self, config: &mut Config) -> Result<(), String> {
+    fn apply(self, config: &mut Config) -> Result<(), ConfigError> {
         let tls = &mut config.tls;
         tls.cert_file = self.tls_cert_file.or(tls.cert_file.take());
         tls.key_file = self.tls_key_file.or(tls.key_file.take());
         tls.client_ca_file = self.client_ca_file.or(tls.client_ca_file.take());
-        config.validate_tls().map_err(|e| e.to_string())
+        config.validate_tls()
     }
 }
 
@@ -186,9 +226,9 @@ fn load_config(
     path: Option<PathBuf>,
     listen: Option<String>,
     admin_listen: Option<String>,
-) -> Result<Config, String> {
+) -> Result<Config, ConfigError> {
     let mut config = match path {
-        Some(p) => Config::load(&p).map_err(|e| e.to_string())?,
+        Some(p) => Config::load(&p)?,
         None => Config::default(),
     };
     if let Some(l) = listen {
@@ -231,8 +271,8 @@ async fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Config::load(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|c| yaml_serde::to_string(&c).map_err(|e| e.to_string()))
+            .map_err(CliError::from)
+            .and_then(|c| yaml_serde::to_string(&c).map_err(CliError::Print))
             .map(|yaml| print!("{yaml}")),
         #[cfg(feature = "demo")]
         Command::Demo {
@@ -254,7 +294,7 @@ async fn main() -> ExitCode {
                 };
                 demo::run(opts, config).await
             }
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         },
         #[cfg(feature = "bench")]
         Command::Bench {
@@ -262,20 +302,26 @@ async fn main() -> ExitCode {
             scenarios,
             json,
             install_nginx,
-        } => {
-            kcache_bench::run(kcache_bench::Options {
-                quick,
-                scenarios,
-                json,
-                install_nginx,
-            })
-            .await
-        }
+        } => kcache_bench::run(kcache_bench::Options {
+            quick,
+            scenarios,
+            json,
+            install_nginx,
+        })
+        .await
+        .map_err(CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kcache: {e}");
+            // The error, then each cause down to the root one: `kcache: resource v1/pods:
+            // caused by: upstream request failed: caused by: … Connection refused`.
+            let mut line = format!("kcache: {e}");
+            for cause in kcache::error::causes(&e) {
+                line.push_str(": caused by: ");
+                line.push_str(&cause);
+            }
+            eprintln!("{line}");
             ExitCode::FAILURE
         }
     }
@@ -288,7 +334,7 @@ async fn serve(
     (listen, admin_listen): (Option<String>, Option<String>),
     auth: Option<kcache::auth::AuthMode>,
     tls: TlsFlags,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let mut config = load_config(config, listen, admin_listen)?;
     tls.apply(&mut config)?;
     if let Some(mode) = auth {
@@ -298,19 +344,16 @@ async fn serve(
     if let Ok(addr) = config.listen.parse() {
         kcache::auth::check_listen(config.auth.mode, &addr)?;
     }
-    let upstream = Upstream::from_kubeconfig(kubeconfig, context)
-        .await
-        .map_err(|e| e.to_string())?;
+    let upstream = Upstream::from_kubeconfig(kubeconfig, context).await?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
-        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
-    let admin = server::bind_admin(&config)
-        .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| CliError::Listen {
+            addr: config.listen.clone(),
+            source,
+        })?;
+    let admin = server::bind_admin(&config).await?;
     tracing::info!(upstream = %upstream.url, "discovering resources");
-    let running = server::start(&config, upstream, listener, admin)
-        .await
-        .map_err(|e| e.to_string())?;
+    let running = server::start(&config, upstream, listener, admin).await?;
     tracing::info!(
         addr = %running.addr,
         admin = %running.admin_addr,

@@ -341,7 +341,9 @@ async fn no_authentication_is_refused_on_a_network_address() {
     let upstream = kcache::upstream::Upstream::from_url("http://127.0.0.1:9").unwrap();
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     match kcache::server::start(&config, upstream, listener, admin).await {
-        Err(kcache::server::StartError::Insecure(m)) => assert!(m.contains("refusing"), "{m}"),
+        Err(kcache::server::StartError::Insecure(e)) => {
+            assert!(e.to_string().contains("refusing"), "{e}")
+        }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("started on 0.0.0.0 without authentication"),
     }

@@ -14,16 +14,23 @@ use crate::limits::LimitConfig;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
 
-/// Why a config file was rejected.
+/// Why a config file was rejected. The file's read and YAML errors are kept as the source
+/// (see [`crate::error::Report`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    /// Not YAML, or not a config: unknown or mistyped fields (`path`: the file, `config` for
+    /// text).
+    #[error("parsing {path}")]
+    Parse {
+        path: String,
+        source: yaml_serde::Error,
+    },
+    /// A value the config may not have.
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
 }
@@ -325,9 +332,9 @@ impl Config {
             source,
         })?;
         Self::parse(&text).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
                 path: path.display().to_string(),
-                message,
+                source,
             },
             other => other,
         })
@@ -335,9 +342,9 @@ impl Config {
 
     /// Parse and validate YAML text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = yaml_serde::from_str(text).map_err(|e| ConfigError::Parse {
+        let config: Config = yaml_serde::from_str(text).map_err(|source| ConfigError::Parse {
             path: "config".into(),
-            message: e.to_string(),
+            source,
         })?;
         config.validate()?;
         Ok(config)
@@ -443,7 +450,7 @@ impl Config {
         }
         if let Ok(addr) = self.listen.parse::<std::net::SocketAddr>() {
             crate::auth::check_listen(self.auth.mode, &addr)
-                .map_err(|m| invalid("auth.mode".into(), m))?;
+                .map_err(|e| invalid("auth.mode".into(), e.to_string()))?;
         }
         let l = &self.limits;
         if !(l.per_caller_qps >= 0.0 && l.per_caller_qps.is_finite()) {
@@ -636,6 +643,11 @@ impl ResourceConfig {
 mod tests {
     use super::*;
 
+    /// The error with its cause (the YAML error of a parse failure).
+    fn text(e: &ConfigError) -> String {
+        crate::error::Report(e).to_string()
+    }
+
     #[test]
     fn the_shipped_example_is_valid() {
         let text = include_str!("../../../config/kcache.yaml");
@@ -649,25 +661,22 @@ mod tests {
             "resources:\n- version: v1\n  resource: pods\n  labelSelector: 'app in (x'\n",
         )
         .unwrap_err();
-        assert!(
-            e.to_string().starts_with("resources[0].labelSelector:"),
-            "{e}"
-        );
+        assert!(text(&e).starts_with("resources[0].labelSelector:"), "{e}");
         let e = Config::parse("resources:\n- resource: pods\n").unwrap_err();
-        assert!(e.to_string().contains("version"), "{e}");
+        assert!(text(&e).contains("version"), "{e}");
         let e = Config::parse(
             "resources:\n- version: v1\n  resource: pods\n  indexes: [{name: ok, label: app}, {name: byImage, field: 'spec.[*]'}]\n",
         )
         .unwrap_err();
-        assert!(e.to_string().starts_with("resources[0].indexes[1]:"), "{e}");
+        assert!(text(&e).starts_with("resources[0].indexes[1]:"), "{e}");
         let e = Config::parse("bogus: 1\n").unwrap_err();
-        assert!(e.to_string().contains("bogus"), "{e}");
+        assert!(text(&e).contains("bogus"), "{e}");
         let e = Config::parse("listen: nowhere\n").unwrap_err();
-        assert!(e.to_string().starts_with("listen:"), "{e}");
+        assert!(text(&e).starts_with("listen:"), "{e}");
         let e = Config::parse("adminListen: nowhere\n").unwrap_err();
-        assert!(e.to_string().starts_with("adminListen:"), "{e}");
+        assert!(text(&e).starts_with("adminListen:"), "{e}");
         let e = Config::parse("listen: 127.0.0.1:9000\nadminListen: 127.0.0.1:9000\n").unwrap_err();
-        assert!(e.to_string().starts_with("adminListen:"), "{e}");
+        assert!(text(&e).starts_with("adminListen:"), "{e}");
         // Any free port for both is fine (tests do that).
         Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
     }
@@ -694,10 +703,10 @@ mod tests {
             ),
         ] {
             let e = Config::parse(yaml).unwrap_err();
-            assert!(e.to_string().starts_with(field), "{yaml}: {e}");
+            assert!(text(&e).starts_with(field), "{yaml}: {e}");
         }
         let e = Config::parse("tls: {certfile: /c.pem}").unwrap_err();
-        assert!(e.to_string().contains("certfile"), "{e}");
+        assert!(text(&e).contains("certfile"), "{e}");
     }
 
     #[test]
@@ -709,12 +718,11 @@ mod tests {
         assert_eq!(Config::default().staleness().max_consistent_read, None);
         let e = Config::parse("staleness:\n  upstreamRequestTimeoutSeconds: 0\n").unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("staleness.upstreamRequestTimeoutSeconds:"),
+            text(&e).starts_with("staleness.upstreamRequestTimeoutSeconds:"),
             "{e}"
         );
         let e = Config::parse("staleness:\n  maxStaleness: 1\n").unwrap_err();
-        assert!(e.to_string().contains("maxStaleness"), "{e}");
+        assert!(text(&e).contains("maxStaleness"), "{e}");
     }
 
     #[test]

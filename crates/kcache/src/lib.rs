@@ -14,6 +14,7 @@ pub mod api;
 pub mod auth;
 pub mod cache;
 pub mod config;
+pub mod error;
 pub mod gojson;
 pub mod index;
 pub mod latency;

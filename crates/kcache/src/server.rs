@@ -10,31 +10,33 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, App};
-use crate::auth::ConnInfo;
+use crate::auth::{AuthError, ConnInfo};
 use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
+use crate::error::Report;
 use crate::metrics::Metrics;
 use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
 
-/// Why kcache could not start.
+/// Why kcache could not start; each keeps the error it comes from as its source (see
+/// [`crate::error::Report`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("resource {resource}: {source}")]
+    #[error("resource {resource}")]
     Discovery {
         resource: String,
         source: UpstreamError,
     },
-    #[error("listening: {0}")]
+    #[error("listening")]
     Listen(#[from] std::io::Error),
-    #[error("listening on {addr} (adminListen): {source}")]
+    #[error("listening on {addr} (adminListen)")]
     AdminListen {
         addr: String,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Insecure(String),
-    #[error("TLS: {0}")]
+    #[error(transparent)]
+    Insecure(#[from] AuthError),
+    #[error("TLS")]
     Tls(#[from] TlsError),
 }
 
@@ -126,7 +128,7 @@ pub async fn start(
     admin: TcpListener,
 ) -> Result<Running, StartError> {
     let auth = config.auth_config();
-    crate::auth::check_listen(auth.mode, &listener.local_addr()?).map_err(StartError::Insecure)?;
+    crate::auth::check_listen(auth.mode, &listener.local_addr()?)?;
     if auth.mode != crate::auth::AuthMode::None {
         tracing::info!(
             mode = auth.mode.as_str(),
@@ -173,7 +175,7 @@ pub async fn start(
                 .crd_selectable_fields(&info.group, &info.resource, &info.version)
                 .await
                 .unwrap_or_else(|e| {
-                    tracing::info!(resource = %info, error = %e,
+                    tracing::info!(resource = %info, error = %Report(&e),
                         "CRD not readable; field selectors beyond metadata go upstream");
                     Vec::new()
                 })
@@ -372,7 +374,7 @@ impl TlsConn {
             Ok(done) => done,
             Err(e) => {
                 self.metrics.tls_handshake_errors.inc();
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                tracing::debug!(%peer, error = %Report(&e), "TLS handshake failed");
                 return;
             }
         };

@@ -9,6 +9,10 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::auth::AuthError;
+use crate::table::InvalidIncludeObject;
+use crate::upstream::UpstreamError;
+
 /// A failure answered to a client, before it is rendered as a Status body.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
@@ -262,6 +266,48 @@ impl ApiError {
     }
 }
 
+// ----- the other boundaries' errors, as a client is told them --------------------------------
+//
+// Every error of another module that reaches a client becomes an ApiError here, and only here;
+// the message a client reads is decided here too (the cause stays in kcache's logs, except
+// for a pass-through, whose caller is told the immediate cause as before).
+
+/// A request kcache had to forward and could not: 503, with the error and its immediate
+/// cause (`the upstream API server is unavailable: upstream request failed: …`).
+impl From<UpstreamError> for ApiError {
+    fn from(e: UpstreamError) -> ApiError {
+        ApiError::Unavailable(format!(
+            "the upstream API server is unavailable: {}",
+            crate::error::with_cause(&e)
+        ))
+    }
+}
+
+/// A caller that could not be authenticated or authorized because the upstream did not
+/// answer: 503 (a rejected token or a denial are not errors but answers: 401 and 403).
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> ApiError {
+        match e {
+            AuthError::TokenReview(_) => ApiError::Unavailable(
+                "the caller's token cannot be checked: the upstream API server is unavailable"
+                    .into(),
+            ),
+            AuthError::AccessReview(_) => ApiError::Unavailable(
+                "the request cannot be authorized: the upstream API server is unavailable".into(),
+            ),
+            // A start-up check; a request never meets it.
+            AuthError::InsecureListen { .. } => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+/// An `includeObject` the Table conversion does not know: the apiserver's 400.
+impl From<InvalidIncludeObject> for ApiError {
+    fn from(e: InvalidIncludeObject) -> ApiError {
+        ApiError::BadRequest(e.to_string())
+    }
+}
+
 /// What an object-level error is about, as the apiserver names it: the subject of its message
 /// (`configmaps "x"`, `deployments.apps`) and its details (`name`, `group`, `kind` = the
 /// resource plural; empty parts left out).
@@ -365,6 +411,31 @@ mod tests {
             message: "denied".into(),
         };
         assert!(text(&named).contains(r#""message":"deployments.apps \"web\" is forbidden: denied","reason":"Forbidden","details":{"name":"web","group":"apps","kind":"deployments"},"code":403"#));
+    }
+
+    /// The other modules' errors reach clients with the messages they had when they were
+    /// flattened to text.
+    #[test]
+    fn boundary_errors_keep_their_client_messages() {
+        let e = UpstreamError::Transport(kube_client::Error::Service("boom".into()));
+        assert_eq!(
+            ApiError::from(e),
+            ApiError::Unavailable(
+                "the upstream API server is unavailable: upstream request failed: ServiceError: boom"
+                    .into()
+            )
+        );
+        let cause = || UpstreamError::Timeout(std::time::Duration::from_secs(1));
+        assert_eq!(
+            text(&AuthError::TokenReview(cause()).into()),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the caller's token cannot be checked: the upstream API server is unavailable\",\"reason\":\"ServiceUnavailable\",\"code\":503}\n"
+        );
+        assert_eq!(
+            ApiError::from(AuthError::AccessReview(cause())),
+            ApiError::Unavailable(
+                "the request cannot be authorized: the upstream API server is unavailable".into()
+            )
+        );
     }
 
     #[test]

@@ -20,34 +20,55 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::CertIdentity;
 use crate::config::TlsSettings;
 
-/// Why TLS files could not be loaded, or a handshake failed.
+/// Why TLS files could not be loaded, or a handshake failed. Each keeps the error it comes
+/// from as its source (see [`crate::error::Report`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Pem { path: PathBuf, message: String },
+    /// A certificate file that is not PEM.
+    #[error("{path}: not a PEM certificate file")]
+    Pem {
+        path: PathBuf,
+        source: rustls_pki_types::pem::Error,
+    },
+    /// A key file without a usable private key.
+    #[error("{path}: no usable private key")]
+    Key {
+        path: PathBuf,
+        source: rustls_pki_types::pem::Error,
+    },
     #[error("{path}: no certificate in the file")]
     NoCertificate { path: PathBuf },
-    #[error("certificate {cert} and key {key}: {source}")]
+    #[error("certificate {cert} and key {key}")]
     CertKey {
         cert: PathBuf,
         key: PathBuf,
         source: rustls::Error,
     },
-    #[error("client CA {path}: {message}")]
-    ClientCa { path: PathBuf, message: String },
+    /// A client CA certificate rustls does not accept as a trust anchor.
+    #[error("client CA {path}")]
+    ClientCa {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    /// No client certificate verifier can be made from the client CA bundle.
+    #[error("client CA {path}")]
+    ClientVerifier {
+        path: PathBuf,
+        source: rustls::server::VerifierBuilderError,
+    },
     #[error("TLS is not configured (tls.certFile and tls.keyFile)")]
     NotConfigured,
     #[error("handshake timed out")]
     HandshakeTimeout,
     #[error("plain HTTP sent to the HTTPS port")]
     PlainHttp,
-    #[error("handshake: {0}")]
-    Handshake(std::io::Error),
+    #[error("handshake")]
+    Handshake(#[source] std::io::Error),
 }
 
 /// A client that neither completes nor abandons its handshake must not hold a task forever.
@@ -155,7 +176,7 @@ impl TlsServer {
                 }
                 Ok(false) => last_warning = None,
                 Err(e) => {
-                    let message = e.to_string();
+                    let message = crate::error::Report(&e).to_string();
                     if last_warning.as_ref() != Some(&message) {
                         tracing::warn!(error = %message, "TLS files changed but cannot be loaded; keeping the previous certificate");
                         last_warning = Some(message);
@@ -264,9 +285,9 @@ fn read(files: &Files) -> Result<Contents, TlsError> {
 fn certificates(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem {
+        .map_err(|source| TlsError::Pem {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            source,
         })?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
@@ -278,9 +299,9 @@ fn certificates(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>,
 
 fn build(files: &Files, contents: &Contents) -> Result<Arc<ServerConfig>, TlsError> {
     let chain = certificates(&files.cert, &contents.cert)?;
-    let key = PrivateKeyDer::from_pem_slice(&contents.key).map_err(|e| TlsError::Pem {
+    let key = PrivateKeyDer::from_pem_slice(&contents.key).map_err(|source| TlsError::Key {
         path: files.key.clone(),
-        message: format!("no usable private key ({e})"),
+        source,
     })?;
     let cert_key = |source| TlsError::CertKey {
         cert: files.cert.clone(),
@@ -293,20 +314,22 @@ fn build(files: &Files, contents: &Contents) -> Result<Arc<ServerConfig>, TlsErr
         .map_err(cert_key)?;
     let builder = match (&files.client_ca, &contents.client_ca) {
         (Some(path), Some(pem)) => {
-            let ca_error = |message: String| TlsError::ClientCa {
-                path: path.clone(),
-                message,
-            };
             let mut roots = RootCertStore::empty();
             for cert in certificates(path, pem)? {
-                roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
+                roots.add(cert).map_err(|source| TlsError::ClientCa {
+                    path: path.clone(),
+                    source,
+                })?;
             }
             // Optional: callers with a bearer token present no certificate; one that is
             // presented must still verify.
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()
-                .map_err(|e| ca_error(e.to_string()))?;
+                .map_err(|source| TlsError::ClientVerifier {
+                    path: path.clone(),
+                    source,
+                })?;
             builder.with_client_cert_verifier(verifier)
         }
         _ => builder.with_no_client_auth(),

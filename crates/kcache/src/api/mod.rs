@@ -37,6 +37,7 @@ use http::{header, Method};
 
 use crate::auth::{Attributes, Auth, Caller, Forward};
 use crate::cache::{Registry, ResourceCache};
+use crate::error::Report;
 use crate::limits::Limits;
 use crate::metrics::{self, Metrics};
 use crate::selector::FieldSelector;
@@ -102,7 +103,7 @@ impl App {
         let columns = match self.upstream.table_columns(&collection_path(cache)).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %e, "no Table columns from upstream");
+                tracing::debug!(resource = %cache.info, error = %Report(&e), "no Table columns from upstream");
                 return None;
             }
         };
@@ -115,7 +116,7 @@ impl App {
             {
                 Ok(c) => Some(c),
                 Err(e) => {
-                    tracing::debug!(resource = %cache.info, error = %e, "no CRD printer columns");
+                    tracing::debug!(resource = %cache.info, error = %Report(&e), "no CRD printer columns");
                     return None;
                 }
             }
@@ -181,7 +182,7 @@ impl App {
             // either: serve what the cache has (stale while down), unless it is older than
             // the policy allows.
             Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %e, age = ?cache.age(),
+                tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.age(),
                     "consistency probe failed; answering from the cache");
                 if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
                     outcome("too_stale");
@@ -549,7 +550,7 @@ async fn from_cache(
         Ok(match (&printer, representation) {
             (Some(printer), _) => Form::Table {
                 printer,
-                include: IncludeObject::parse(include_param).map_err(ApiError::BadRequest)?,
+                include: IncludeObject::parse(include_param)?,
             },
             (None, Representation::Json) => Form::Json { pretty },
             (None, _) => Form::Metadata,

@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
 use crate::auth::{Forward, UserInfo};
+use crate::error::Report;
 use crate::limits::Limits;
 use crate::status::ApiError;
 use crate::upstream::Upstream;
@@ -132,9 +133,8 @@ pub async fn forward(
     let mut resp = match sent {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!(error = %e, %path, "upstream unreachable");
-            return ApiError::Unavailable(format!("the upstream API server is unavailable: {e}"))
-                .into_response();
+            tracing::warn!(error = %Report(&e), %path, "upstream unreachable");
+            return ApiError::from(e).into_response();
         }
     };
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {

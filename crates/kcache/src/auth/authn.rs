@@ -6,7 +6,8 @@ use http::{header, HeaderMap};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Auth, AuthMode, Caller, ConnInfo, Forward, UserInfo};
+use super::{Auth, AuthError, AuthMode, Caller, ConnInfo, Forward, UserInfo};
+use crate::error::Report;
 use crate::metrics;
 use crate::status::ApiError;
 
@@ -70,11 +71,8 @@ impl Auth {
                 }
                 Err(e) => {
                     counted("error");
-                    tracing::warn!(error = %e, "TokenReview failed");
-                    Err(ApiError::Unavailable(
-                        "the caller's token cannot be checked: the upstream API server is unavailable"
-                            .into(),
-                    ))
+                    tracing::warn!(error = %Report(&e), "TokenReview failed");
+                    Err(e.into())
                 }
             };
         }
@@ -98,10 +96,7 @@ impl Auth {
     }
 
     /// The caller a token belongs to (None: not a valid token), remembered briefly.
-    async fn review_token(
-        &self,
-        token: &str,
-    ) -> Result<Option<Caller>, crate::upstream::UpstreamError> {
+    async fn review_token(&self, token: &str) -> Result<Option<Caller>, AuthError> {
         let (ok_ttl, no_ttl) = (self.config.token_ttl, self.config.token_failure_ttl);
         let ttl = move |v: &Option<Caller>| -> Duration {
             if v.is_some() {
@@ -122,9 +117,8 @@ impl Auth {
                     .upstream
                     .post_json(TOKEN_REVIEWS, body.to_string().into_bytes())
                     .await?;
-                let review: TokenReview = serde_json::from_slice(&answer).map_err(|e| {
-                    crate::upstream::UpstreamError::Decode(format!("TokenReview: {e}"))
-                })?;
+                let review: TokenReview = serde_json::from_slice(&answer)
+                    .map_err(crate::upstream::UpstreamError::decode("TokenReview"))?;
                 Ok::<_, crate::upstream::UpstreamError>(
                     review
                         .status
@@ -132,7 +126,8 @@ impl Auth {
                         .then(|| Caller::token(review.status.user)),
                 )
             })
-            .await?;
+            .await
+            .map_err(AuthError::TokenReview)?;
         Ok(user)
     }
 }

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Auth, Caller};
+use super::{Auth, AuthError, Caller};
+use crate::error::Report;
 use crate::metrics;
 use crate::status::ApiError;
 use crate::upstream::UpstreamError;
@@ -82,11 +83,9 @@ impl Auth {
             }
             Err(e) => {
                 count("error", "upstream");
-                tracing::warn!(error = %e, "SubjectAccessReview failed");
-                Err(ApiError::Unavailable(
-                    "the request cannot be authorized: the upstream API server is unavailable"
-                        .into(),
-                ))
+                let e = AuthError::AccessReview(e);
+                tracing::warn!(error = %Report(&e), "SubjectAccessReview failed");
+                Err(e.into())
             }
         }
     }
@@ -129,7 +128,7 @@ impl Auth {
             .post_json(ACCESS_REVIEWS, body.to_string().into_bytes())
             .await?;
         let review: Review = serde_json::from_slice(&answer)
-            .map_err(|e| UpstreamError::Decode(format!("SubjectAccessReview: {e}")))?;
+            .map_err(UpstreamError::decode("SubjectAccessReview"))?;
         Ok(Decision {
             allowed: review.status.allowed,
             reason: review.status.reason,

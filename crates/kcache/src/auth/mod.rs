@@ -21,7 +21,26 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Metrics;
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// Why a caller cannot be authenticated or authorized, or why an auth mode cannot be used.
+/// [`crate::status`] turns the review failures into the 503 a client gets.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// `none` on a network address: every caller would have kcache's privileges.
+    #[error(
+        "refusing to listen on {listen} with auth mode `none`: every caller would read \
+         every cached object with kcache's own privileges. Listen on a loopback address \
+         (127.0.0.1), or set auth.mode (--auth) to `delegated` or `trust-local`"
+    )]
+    InsecureListen { listen: SocketAddr },
+    /// The upstream could not answer a TokenReview (and no answer was remembered).
+    #[error("the caller's token cannot be checked (TokenReview)")]
+    TokenReview(#[source] UpstreamError),
+    /// The upstream could not answer a SubjectAccessReview (and no answer was remembered).
+    #[error("the request cannot be authorized (SubjectAccessReview)")]
+    AccessReview(#[source] UpstreamError),
+}
 
 /// The user named by a verified x509 client certificate, as kube-apiserver reads one: the
 /// subject's CommonName is the user, each Organization a group.
@@ -237,13 +256,9 @@ impl Auth {
 }
 
 /// Why kcache will not start with this auth mode and listen address.
-pub fn check_listen(mode: AuthMode, listen: &SocketAddr) -> Result<(), String> {
+pub fn check_listen(mode: AuthMode, listen: &SocketAddr) -> Result<(), AuthError> {
     if mode == AuthMode::None && !listen.ip().is_loopback() {
-        return Err(format!(
-            "refusing to listen on {listen} with auth mode `none`: every caller would read \
-             every cached object with kcache's own privileges. Listen on a loopback address \
-             (127.0.0.1), or set auth.mode (--auth) to `delegated` or `trust-local`"
-        ));
+        return Err(AuthError::InsecureListen { listen: *listen });
     }
     Ok(())
 }

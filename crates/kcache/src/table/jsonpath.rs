@@ -54,7 +54,8 @@ enum Operand {
 }
 
 /// A JSONPath the printer does not handle (recursive descent, unions, functions, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub(crate) struct Unsupported(pub String);
 
 impl JsonPath {

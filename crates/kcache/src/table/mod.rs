@@ -38,20 +38,40 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    /// Parses the `includeObject` parameter (absent or empty: `Metadata`). The error is the
-    /// message of the apiserver's 400 BadRequest for any other value.
-    pub fn parse(v: Option<&str>) -> Result<Self, String> {
+    /// Parses the `includeObject` parameter (absent or empty: `Metadata`); any other value is
+    /// the apiserver's 400 BadRequest.
+    pub fn parse(v: Option<&str>) -> Result<Self, InvalidIncludeObject> {
         match v.unwrap_or("") {
             "" | "Metadata" => Ok(IncludeObject::Metadata),
             "None" => Ok(IncludeObject::None),
             "Object" => Ok(IncludeObject::Object),
-            other => Err(format!(
-                "Unable to convert to Table as requested: includeObject: Invalid value: {}: \
-                 must be 'Metadata', 'Object', 'None', or empty",
-                crate::selector::go_quote(other)
-            )),
+            other => Err(InvalidIncludeObject(other.to_string())),
         }
     }
+}
+
+/// An `includeObject` value other than `Metadata`, `Object`, `None` or empty; its message is
+/// the apiserver's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Unable to convert to Table as requested: includeObject: Invalid value: {}: \
+     must be 'Metadata', 'Object', 'None', or empty",
+    crate::selector::go_quote(.0)
+)]
+pub struct InvalidIncludeObject(pub String);
+
+/// Why a CRD's `additionalPrinterColumns` cannot be printed by kcache (Table requests for the
+/// type then go upstream).
+#[derive(Debug, thiserror::Error)]
+enum CrdColumnsError {
+    #[error("additionalPrinterColumns is not an array")]
+    NotAnArray,
+    #[error("column {name:?}: unsupported jsonPath")]
+    JsonPath {
+        name: String,
+        #[source]
+        source: jsonpath::Unsupported,
+    },
 }
 
 /// One column of a custom resource, from the CRD version's `additionalPrinterColumns`.
@@ -121,7 +141,10 @@ impl Printer {
         let source = if let Some(cols) = crd_columns {
             match crd_source(cols) {
                 Ok(s) => s,
-                Err(e) => return Printer::unsupported(column_definitions, width, e),
+                Err(e) => {
+                    let reason = crate::error::Report(&e).to_string();
+                    return Printer::unsupported(column_definitions, width, reason);
+                }
             }
         } else if let Some(kind) = Builtin::lookup(group, resource) {
             let known: Vec<&'static str> = cells::row(kind, &Value::Null, 0)
@@ -428,19 +451,21 @@ fn write_list_meta(
 
 // ----- custom resources ----------------------------------------------------------------------
 
-fn crd_source(cols: &Value) -> Result<Source, String> {
+fn crd_source(cols: &Value) -> Result<Source, CrdColumnsError> {
     let list = match cols {
         Value::Null => return Ok(default_crd_source()),
         Value::Array(a) if a.is_empty() => return Ok(default_crd_source()),
         Value::Array(a) => a,
-        _ => return Err("additionalPrinterColumns is not an array".to_string()),
+        _ => return Err(CrdColumnsError::NotAnArray),
     };
     let mut out = Vec::with_capacity(list.len());
     for col in list {
         let field = |k: &str| col.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let json_path = field("jsonPath");
-        let path = JsonPath::parse(&json_path)
-            .map_err(|e| format!("column {:?}: unsupported jsonPath: {}", field("name"), e.0))?;
+        let path = JsonPath::parse(&json_path).map_err(|source| CrdColumnsError::JsonPath {
+            name: field("name"),
+            source,
+        })?;
         out.push(CrdColumn {
             name: field("name"),
             ty: field("type"),
@@ -733,11 +758,14 @@ mod tests {
         );
         assert_eq!(
             IncludeObject::parse(Some("object")),
-            Err(
-                "Unable to convert to Table as requested: includeObject: Invalid value: \
-                 \"object\": must be 'Metadata', 'Object', 'None', or empty"
-                    .to_string()
-            )
+            Err(InvalidIncludeObject("object".into()))
+        );
+        assert_eq!(
+            IncludeObject::parse(Some("object"))
+                .unwrap_err()
+                .to_string(),
+            "Unable to convert to Table as requested: includeObject: Invalid value: \
+             \"object\": must be 'Metadata', 'Object', 'None', or empty"
         );
     }
 

@@ -6,7 +6,7 @@ mod probe;
 mod reflector;
 mod stream;
 
-pub use probe::RevisionProbe;
+pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
 pub use stream::{LineStream, WatchLine};
 
@@ -41,21 +41,63 @@ pub fn collection_path(cache: &ResourceCache) -> String {
     }
 }
 
-/// Failures talking to the upstream.
+/// Failures talking to the upstream. Each keeps the error it comes from as its
+/// [`source`](std::error::Error::source) (see [`crate::error::Report`] to show the chain);
+/// [`crate::status`] decides what a client is told.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
+    /// Neither a kubeconfig file nor an in-cluster service account (the source says why the
+    /// latter is not usable).
     #[error("no kubeconfig found (looked at --kubeconfig, $KUBECONFIG, ~/.kube/config and the in-cluster service account); run `kcache demo` to try kcache against its built-in simulated cluster")]
-    NoKubeconfig,
-    #[error("kubeconfig: {0}")]
-    Config(String),
-    #[error("upstream request failed: {0}")]
+    NoKubeconfig(#[source] kube_client::config::InClusterError),
+    /// A kubeconfig file that cannot be read or parsed.
+    #[error("kubeconfig: {path}")]
+    KubeconfigFile {
+        path: PathBuf,
+        #[source]
+        source: kube_client::config::KubeconfigError,
+    },
+    /// A kubeconfig that cannot be used (no such context, bad cluster entry, …).
+    #[error("kubeconfig")]
+    Kubeconfig(#[source] kube_client::config::KubeconfigError),
+    /// An upstream URL that does not parse.
+    #[error("kubeconfig: {url}")]
+    Url {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The client could not be built, or the request did not get an answer.
+    #[error("upstream request failed")]
     Transport(#[from] kube_client::Error),
-    #[error("reading the upstream response: {0}")]
-    Body(String),
+    /// kcache's own request could not be built.
+    #[error("building the upstream request")]
+    Request(#[source] http::Error),
+    /// The answer's body broke off.
+    #[error("reading the upstream response")]
+    Body(#[source] kube_client::Error),
+    /// A streaming list ended before its initial events did.
+    #[error("reading the upstream response: stream ended before the initial events")]
+    Truncated,
     #[error("upstream answered {code}: {message}")]
     Status { code: u16, message: String },
+    /// JSON that does not have the shape kcache reads (`what`: which answer).
+    #[error("upstream sent something kcache cannot read: {what}")]
+    Decode {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An object kcache cannot cache (`what`: its resource).
+    #[error("upstream sent something kcache cannot read: {what}")]
+    Object {
+        what: String,
+        #[source]
+        source: crate::object::ObjectError,
+    },
+    /// Well-formed JSON that says something kcache cannot use (`0`: what).
     #[error("upstream sent something kcache cannot read: {0}")]
-    Decode(String),
+    Malformed(String),
     #[error("resource {0} is not served by the upstream (discovery)")]
     UnknownResource(String),
     #[error("no answer from the upstream within {0:?}")]
@@ -63,6 +105,12 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// A JSON answer that does not decode, for `map_err`.
+    pub(crate) fn decode(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> Self {
+        let what = what.into();
+        move |source| UpstreamError::Decode { what, source }
+    }
+
     /// The HTTP code the upstream answered with, if it answered.
     pub fn code(&self) -> Option<u16> {
         match self {
@@ -107,30 +155,32 @@ impl Upstream {
         let config = match file {
             Some(file) => {
                 let kc = Kubeconfig::read_from(&file)
-                    .map_err(|e| UpstreamError::Config(format!("{}: {e}", file.display())))?;
+                    .map_err(|source| UpstreamError::KubeconfigFile { path: file, source })?;
                 Config::from_custom_kubeconfig(kc, &options)
                     .await
-                    .map_err(|e| UpstreamError::Config(e.to_string()))?
+                    .map_err(UpstreamError::Kubeconfig)?
             }
-            None => Config::incluster().map_err(|_| UpstreamError::NoKubeconfig)?,
+            None => Config::incluster().map_err(UpstreamError::NoKubeconfig)?,
         };
         Self::from_config(config)
     }
 
     /// Connect to a plain-HTTP API server without credentials (the simulated cluster).
     pub fn from_url(url: &str) -> Result<Upstream, UpstreamError> {
-        let uri = url
-            .parse()
-            .map_err(|e| UpstreamError::Config(format!("{url}: {e}")))?;
+        let uri = url.parse().map_err(|source| UpstreamError::Url {
+            url: url.to_string(),
+            source,
+        })?;
         Self::from_config(Config::new(uri))
     }
 
     /// A plain-HTTP API server, with a bearer token as kcache's identity (the simulated
     /// cluster with its RBAC table on).
     pub fn from_url_with_token(url: &str, token: &str) -> Result<Upstream, UpstreamError> {
-        let uri = url
-            .parse()
-            .map_err(|e| UpstreamError::Config(format!("{url}: {e}")))?;
+        let uri = url.parse().map_err(|source| UpstreamError::Url {
+            url: url.to_string(),
+            source,
+        })?;
         let mut config = Config::new(uri);
         config.auth_info.token = Some(token.to_string().into());
         Self::from_config(config)
@@ -185,7 +235,7 @@ impl Upstream {
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json")
             .body(Body::from(body))
-            .map_err(|e| UpstreamError::Decode(e.to_string()))?;
+            .map_err(UpstreamError::Request)?;
         self.fetch(req).await
     }
 
@@ -206,7 +256,7 @@ impl Upstream {
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| UpstreamError::Body(e.to_string()))?
+                .map_err(UpstreamError::Body)?
                 .to_bytes();
             if code.is_success() {
                 Ok(body)
@@ -233,7 +283,7 @@ impl Upstream {
             columns: &'a serde_json::value::RawValue,
         }
         let t: Table<'_> = serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(format!("Table of {collection}: {e}")))?;
+            .map_err(UpstreamError::decode(format!("Table of {collection}")))?;
         Ok(Bytes::copy_from_slice(t.columns.get().as_bytes()))
     }
 
@@ -282,7 +332,7 @@ impl Upstream {
             ))
             .await?;
         let mut crd: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(format!("CRD {resource}.{group}: {e}")))?;
+            .map_err(UpstreamError::decode(format!("CRD {resource}.{group}")))?;
         Ok(crd["spec"]["versions"]
             .as_array_mut()
             .and_then(|vs| vs.iter_mut().find(|v| v["name"] == version))
@@ -329,8 +379,7 @@ impl Upstream {
             format!("{group}/{version}/{resource}")
         };
         let list: ApiResourceList = match self.get(&gv_path).await {
-            Ok(body) => serde_json::from_slice(&body)
-                .map_err(|e| UpstreamError::Decode(format!("{gv_path}: {e}")))?,
+            Ok(body) => serde_json::from_slice(&body).map_err(UpstreamError::decode(&gv_path))?,
             Err(UpstreamError::Status { code: 404, .. }) => {
                 return Err(UpstreamError::UnknownResource(name))
             }
@@ -359,7 +408,7 @@ fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, Upst
     Request::get(path_and_query)
         .header(http::header::ACCEPT, accept)
         .body(Body::empty())
-        .map_err(|e| UpstreamError::Decode(e.to_string()))
+        .map_err(UpstreamError::Request)
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.

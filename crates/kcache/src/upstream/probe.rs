@@ -44,7 +44,21 @@ use tokio::sync::oneshot;
 use super::{Upstream, UpstreamError};
 use crate::latency::LatencyEstimate;
 
-type Waiter = oneshot::Sender<Result<u64, String>>;
+type Waiter = oneshot::Sender<Result<u64, ProbeError>>;
+
+/// Why the upstream's current revision is not known. Every reader waiting on one probe gets
+/// the same answer, so the upstream's error is shared.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProbeError {
+    #[error(transparent)]
+    Upstream(Arc<UpstreamError>),
+    /// No collection is cached, so there is nothing to list.
+    #[error("no collection to probe")]
+    NoCollection,
+    /// The probe task went away without an answer (the runtime is shutting down).
+    #[error("probe task ended")]
+    Ended,
+}
 
 #[derive(Default)]
 struct State {
@@ -77,7 +91,7 @@ impl RevisionProbe {
     }
 
     /// The RV a cache must reach before it may answer a consistent read that starts now.
-    pub async fn target(self: &Arc<Self>) -> Result<u64, String> {
+    pub async fn target(self: &Arc<Self>) -> Result<u64, ProbeError> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -87,7 +101,7 @@ impl RevisionProbe {
         if start {
             tokio::spawn(self.clone().run());
         }
-        rx.await.unwrap_or_else(|_| Err("probe task ended".into()))
+        rx.await.unwrap_or(Err(ProbeError::Ended))
     }
 
     /// The estimated round trip of a probe (None before the first answer): about what the
@@ -109,7 +123,7 @@ impl RevisionProbe {
                 std::mem::take(&mut st.waiting)
             };
             let sent = std::time::Instant::now();
-            let result = self.probe().await.map_err(|e| e.to_string());
+            let result = self.probe().await;
             if result.is_ok() {
                 self.round_trip.record(sent.elapsed());
             }
@@ -123,7 +137,7 @@ impl RevisionProbe {
     /// collection it no longer serves or lets kcache read must not blind every consistent
     /// read) the next collection is tried. Other errors end the probe at once: the upstream is
     /// not answering, and trying every collection would only multiply the wait.
-    async fn probe(&self) -> Result<u64, UpstreamError> {
+    async fn probe(&self) -> Result<u64, ProbeError> {
         let n = self.collections.len();
         let first = self.current.load(Ordering::Relaxed);
         let mut last = None;
@@ -135,10 +149,12 @@ impl RevisionProbe {
                     return Ok(rv);
                 }
                 Err(e) if matches!(e.code(), Some(403 | 404)) => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e) => return Err(ProbeError::Upstream(Arc::new(e))),
             }
         }
-        Err(last.unwrap_or_else(|| UpstreamError::Decode("no collection to probe".into())))
+        Err(last.map_or(ProbeError::NoCollection, |e| {
+            ProbeError::Upstream(Arc::new(e))
+        }))
     }
 
     async fn list_rv(&self, collection: &str) -> Result<u64, UpstreamError> {
@@ -149,10 +165,10 @@ impl RevisionProbe {
         let url = format!("{collection}?limit=1");
         let body = self.upstream.get(&url).await?;
         let head: Head = serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(format!("list of {collection}: {e}")))?;
+            .map_err(UpstreamError::decode(format!("list of {collection}")))?;
         head.metadata
             .resource_version
             .parse()
-            .map_err(|_| UpstreamError::Decode(format!("list of {collection}: resourceVersion")))
+            .map_err(|_| UpstreamError::Malformed(format!("list of {collection}: resourceVersion")))
     }
 }

@@ -30,6 +30,7 @@ use serde_json::value::RawValue;
 use super::stream::{LineStream, MetaOnly, WatchLine};
 use super::{Upstream, UpstreamError};
 use crate::cache::{EventType, ResourceCache};
+use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
 use crate::object::Object;
 
@@ -181,7 +182,7 @@ impl Reflector {
                     // an ordinary watch failure: resume from the cache RV, do not relist.
                     Err(e) if self.installs > installs => {
                         self.count_error(&e);
-                        tracing::warn!(resource = %name, error = %e, "watch failed");
+                        tracing::warn!(resource = %name, error = %Report(&e), "watch failed");
                         State::Backoff {
                             then: Box::new(State::Watching {
                                 rv: self.cache.rv(),
@@ -191,7 +192,7 @@ impl Reflector {
                     }
                     Err(e) => {
                         self.count_error(&e);
-                        tracing::warn!(resource = %name, error = %e, "sync failed");
+                        tracing::warn!(resource = %name, error = %Report(&e), "sync failed");
                         State::Backoff {
                             then: Box::new(State::Sync),
                             attempt: 1,
@@ -207,7 +208,7 @@ impl Reflector {
                 }
                 Err(e) => {
                     self.count_error(&e);
-                    tracing::warn!(resource = %name, error = %e, "watch failed");
+                    tracing::warn!(resource = %name, error = %Report(&e), "watch failed");
                     State::Backoff {
                         then: Box::new(State::Watching {
                             rv: self.cache.rv().max(rv),
@@ -251,7 +252,9 @@ impl Reflector {
         self.cache.lost_contact();
         let reason = match e {
             UpstreamError::Status { .. } => "status",
-            UpstreamError::Decode(_) => "decode",
+            UpstreamError::Decode { .. }
+            | UpstreamError::Object { .. }
+            | UpstreamError::Malformed(_) => "decode",
             _ => "transport",
         };
         Metrics::reason(
@@ -309,10 +312,10 @@ impl Reflector {
                 items: Option<Vec<&'a RawValue>>,
             }
             let page: Page<'_> = serde_json::from_slice(&body)
-                .map_err(|e| UpstreamError::Decode(format!("list of {info}: {e}")))?;
+                .map_err(UpstreamError::decode(format!("list of {info}")))?;
             if list_rv.is_none() {
                 list_rv = Some(page.metadata.resource_version.parse().map_err(|_| {
-                    UpstreamError::Decode(format!("list of {info}: resourceVersion"))
+                    UpstreamError::Malformed(format!("list of {info}: resourceVersion"))
                 })?);
             }
             for item in page.items.unwrap_or_default() {
@@ -323,7 +326,10 @@ impl Reflector {
                     raw,
                     self.cfg.drop_managed_fields,
                 )
-                .map_err(|e| UpstreamError::Decode(format!("{info}: {e}")))?;
+                .map_err(|source| UpstreamError::Object {
+                    what: info.to_string(),
+                    source,
+                })?;
                 objects.push(o);
             }
             cont = page.metadata.continue_token.filter(|c| !c.is_empty());
@@ -427,9 +433,7 @@ impl Reflector {
             };
             let Some(line) = next? else {
                 return if gathering.is_some() {
-                    Err(UpstreamError::Body(
-                        "stream ended before the initial events".into(),
-                    ))
+                    Err(UpstreamError::Truncated)
                 } else {
                     Ok(WatchEnd::Closed { rv })
                 };
@@ -441,14 +445,14 @@ impl Reflector {
                 "DELETED" => EventType::Deleted,
                 "BOOKMARK" => {
                     let meta: MetaOnly = serde_json::from_slice(&ev.object)
-                        .map_err(|e| UpstreamError::Decode(format!("bookmark: {e}")))?;
+                        .map_err(UpstreamError::decode("bookmark"))?;
                     let brv: u64 = meta
                         .metadata
                         .resource_version
                         .as_deref()
                         .and_then(|s| s.parse().ok())
                         .ok_or_else(|| {
-                            UpstreamError::Decode("bookmark without resourceVersion".into())
+                            UpstreamError::Malformed("bookmark without resourceVersion".into())
                         })?;
                     let end = meta
                         .metadata
@@ -485,7 +489,7 @@ impl Reflector {
                     };
                 }
                 other => {
-                    return Err(UpstreamError::Decode(format!(
+                    return Err(UpstreamError::Malformed(format!(
                         "unknown watch event type {other:?}"
                     )))
                 }

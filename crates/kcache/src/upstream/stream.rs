@@ -48,7 +48,7 @@ impl LineStream {
                         self.buf.extend_from_slice(&data);
                     }
                 }
-                Some(Err(e)) => return Err(UpstreamError::Body(e.to_string())),
+                Some(Err(e)) => return Err(UpstreamError::Body(e)),
                 None => self.done = true,
             }
         }
@@ -71,8 +71,8 @@ impl WatchLine {
             #[serde(borrow)]
             object: &'a RawValue,
         }
-        let raw: Raw<'_> = serde_json::from_slice(line)
-            .map_err(|e| UpstreamError::Decode(format!("watch event: {e}")))?;
+        let raw: Raw<'_> =
+            serde_json::from_slice(line).map_err(UpstreamError::decode("watch event"))?;
         let object = line.slice_ref(raw.object.get().as_bytes());
         Ok(WatchLine { ty: raw.ty, object })
     }
