@@ -47,28 +47,31 @@ pub struct Ctx {
     /// The apiserver replicas behind the address.
     pub replicas: Replicas,
     /// When each of `SimConfig::storage_reads`' slots is next free (empty: no cost model).
-    pub storage: std::sync::Mutex<Vec<tokio::time::Instant>>,
+    pub storage: std::sync::Mutex<Vec<std::time::Instant>>,
 }
 
 impl Ctx {
     /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default):
     /// the read takes the slot that frees first and holds it for `cost` from then. Booking
-    /// slot time rather than sleeping `cost` keeps the capacity exact (`concurrency / cost` per
-    /// second) although the timer wakes reads up to a millisecond late.
+    /// slot time keeps the capacity exact (`concurrency / cost` per second) however late a
+    /// sleeper wakes, and the sleep is a blocking thread's: tokio's timer rounds up to whole
+    /// milliseconds, which would add up to 1 ms to every read the model means to take 0.5 ms.
     async fn storage_read(&self) {
         let Some(model) = self.cfg.storage_reads else {
             return;
         };
+        let now = std::time::Instant::now();
         let done = {
             let mut slots = self.storage.lock().unwrap_or_else(|e| e.into_inner());
             let Some(slot) = slots.iter_mut().min() else {
                 return;
             };
-            let done = (*slot).max(tokio::time::Instant::now()) + model.cost;
+            let done = (*slot).max(now) + model.cost;
             *slot = done;
             done
         };
-        tokio::time::sleep_until(done).await;
+        let wait = done.saturating_duration_since(now);
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(wait)).await;
     }
 }
 

@@ -145,7 +145,7 @@ impl Sim {
         let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer));
         let faults = Arc::new(FaultState::new());
         let replicas = http::Replicas::new(cfg.watch_cache_lags.clone());
-        let now = tokio::time::Instant::now();
+        let now = std::time::Instant::now();
         let storage = std::sync::Mutex::new(
             cfg.storage_reads
                 .map(|r| vec![now; r.concurrency.max(1)])
