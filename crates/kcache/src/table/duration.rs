@@ -117,13 +117,15 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<i128> {
     if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
+    // The calendar (month lengths, leap years) is jiff's; the grammar above and below is Go's,
+    // since what Go's `time.Parse` accepts decides what a Table cell shows.
+    let date = jiff::civil::Date::new(
+        i16::try_from(year).ok()?,
+        i8::try_from(month).ok()?,
+        i8::try_from(day).ok()?,
+    )
+    .ok()?;
+    if hour > 23 || minute > 59 || second > 59 {
         return None;
     }
     let mut i = 19;
@@ -165,59 +167,22 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<i128> {
         }
         _ => return None,
     };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    let midnight = date.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    let secs = midnight.as_second() + hour * 3600 + minute * 60 + second - offset_secs;
     Some(i128::from(secs) * NANOS_PER_SEC + frac)
 }
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if is_leap(y) => 29,
-        _ => 28,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Formats Unix nanoseconds as RFC 3339 in UTC with second precision (`metav1.Time`).
+/// Formats Unix nanoseconds as RFC 3339 in UTC with second precision (`metav1.Time`); a time
+/// outside jiff's years (±9999) is clamped to its ends, which Go would not print either.
 pub(crate) fn format_rfc3339(nanos: i128) -> String {
-    let secs = nanos.div_euclid(NANOS_PER_SEC) as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    let secs = nanos.div_euclid(NANOS_PER_SEC);
+    let secs = i64::try_from(secs).unwrap_or(if secs < 0 { i64::MIN } else { i64::MAX });
+    let t = secs.clamp(
+        jiff::Timestamp::MIN.as_second(),
+        jiff::Timestamp::MAX.as_second(),
+    );
+    let t = jiff::Timestamp::from_second(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    format!("{t:.0}")
 }
 
 #[cfg(test)]
