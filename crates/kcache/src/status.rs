@@ -295,6 +295,18 @@ impl From<AuthError> for ApiError {
             AuthError::AccessReview(_) => ApiError::Unavailable(
                 "the request cannot be authorized: the upstream API server is unavailable".into(),
             ),
+            AuthError::Unauthenticated => ApiError::Unauthorized,
+            AuthError::Forbidden {
+                group,
+                resource,
+                name,
+                message,
+            } => ApiError::Forbidden {
+                group,
+                resource,
+                name,
+                message,
+            },
             // A start-up check; a request never meets it.
             AuthError::InsecureListen { .. } => ApiError::Internal(e.to_string()),
         }

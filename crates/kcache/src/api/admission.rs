@@ -12,6 +12,7 @@ use http::{header, Extensions, HeaderMap};
 
 use super::{response, App};
 use crate::auth::{Caller, ConnInfo};
+use crate::status::ApiError;
 
 /// Authenticate, then apply the per-caller rate and the request-size limit: the caller, or
 /// the error answer to send.
@@ -25,7 +26,7 @@ pub async fn admit(
         .auth
         .authenticate(headers, conn)
         .await
-        .map_err(|e| response::error(&e))?;
+        .map_err(|e| response::error(&ApiError::from(e)))?;
     if let Err(e) = app.limits.admit(&caller.limit_key) {
         tracing::debug!(caller = caller.name(), "rate limited");
         return Err(response::error(&e));

@@ -47,7 +47,7 @@ async fn authorize(
             },
         )
         .await
-        .map_err(|e| response::error(&e))
+        .map_err(|e| response::error(&ApiError::from(e)))
 }
 
 /// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.

@@ -9,7 +9,6 @@ use serde_json::json;
 use super::{Auth, AuthError, AuthMode, Caller, ConnInfo, Forward, UserInfo};
 use crate::error::Report;
 use crate::metrics;
-use crate::status::ApiError;
 
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
@@ -36,7 +35,7 @@ impl Auth {
         &self,
         headers: &HeaderMap,
         conn: Option<&ConnInfo>,
-    ) -> Result<Caller, ApiError> {
+    ) -> Result<Caller, AuthError> {
         let peer = conn.map(|c| c.peer);
         let counted = |how: &'static str| {
             self.metrics
@@ -58,7 +57,7 @@ impl Auth {
                 .filter(|t| !t.is_empty());
             let Some(token) = token else {
                 counted("rejected");
-                return Err(ApiError::Unauthorized);
+                return Err(AuthError::Unauthenticated);
             };
             return match self.review_token(token).await {
                 Ok(Some(caller)) => {
@@ -67,12 +66,12 @@ impl Auth {
                 }
                 Ok(None) => {
                     counted("rejected");
-                    Err(ApiError::Unauthorized)
+                    Err(AuthError::Unauthenticated)
                 }
                 Err(e) => {
                     counted("error");
                     tracing::warn!(error = %Report(&e), "TokenReview failed");
-                    Err(e.into())
+                    Err(e)
                 }
             };
         }

@@ -9,7 +9,6 @@ use serde_json::json;
 use super::{Auth, AuthError, Caller};
 use crate::error::Report;
 use crate::metrics;
-use crate::status::ApiError;
 use crate::upstream::UpstreamError;
 
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
@@ -51,7 +50,11 @@ struct ReviewStatus {
 impl Auth {
     /// Ok when the upstream's authorizer allows `caller` the request; else the 403 the
     /// apiserver would send (or a 503 when it cannot be asked and nothing is remembered).
-    pub async fn authorize(&self, caller: &Caller, attrs: &Attributes<'_>) -> Result<(), ApiError> {
+    pub async fn authorize(
+        &self,
+        caller: &Caller,
+        attrs: &Attributes<'_>,
+    ) -> Result<(), AuthError> {
         let Some(user) = &caller.user else {
             // kcache itself: the cache holds what its own identity may read.
             return Ok(());
@@ -85,7 +88,7 @@ impl Auth {
                 count("error", "upstream");
                 let e = AuthError::AccessReview(e);
                 tracing::warn!(error = %Report(&e), "SubjectAccessReview failed");
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -164,7 +167,7 @@ fn review_key(user: &super::UserInfo, a: &Attributes<'_>) -> String {
 }
 
 /// The apiserver's 403 for a denied resource request.
-fn forbidden(user: &str, a: &Attributes<'_>, reason: &str) -> ApiError {
+fn forbidden(user: &str, a: &Attributes<'_>, reason: &str) -> AuthError {
     let scope = match a.namespace {
         Some(ns) => format!("in the namespace {ns:?}"),
         None => "at the cluster scope".to_string(),
@@ -177,7 +180,7 @@ fn forbidden(user: &str, a: &Attributes<'_>, reason: &str) -> ApiError {
         message.push_str(": ");
         message.push_str(reason);
     }
-    ApiError::Forbidden {
+    AuthError::Forbidden {
         group: a.group.to_string(),
         resource: a.resource.to_string(),
         name: a.name.map(str::to_string),
@@ -200,7 +203,7 @@ mod tests {
             namespace: Some("fixtures-a"),
             name: None,
         };
-        let e = forbidden("system:anonymous", &a, "");
+        let e = crate::status::ApiError::from(forbidden("system:anonymous", &a, ""));
         let want = kcache_sim::recordings::read_string("err-anonymous-forbidden-403.json");
         assert_eq!(String::from_utf8(e.body().to_vec()).unwrap(), want);
     }

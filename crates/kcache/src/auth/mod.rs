@@ -24,7 +24,8 @@ use crate::metrics::Metrics;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// Why a caller cannot be authenticated or authorized, or why an auth mode cannot be used.
-/// [`crate::status`] turns the review failures into the 503 a client gets.
+/// [`crate::status`] turns them into what a client gets (401, 403, or 503 when the upstream
+/// cannot be asked); auth itself does not know Status bodies.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// `none` on a network address: every caller would have kcache's privileges.
@@ -40,6 +41,20 @@ pub enum AuthError {
     /// The upstream could not answer a SubjectAccessReview (and no answer was remembered).
     #[error("the request cannot be authorized (SubjectAccessReview)")]
     AccessReview(#[source] UpstreamError),
+    /// The caller's credentials are not accepted (a malformed Authorization header, or a token
+    /// the upstream's TokenReview rejects): the apiserver's 401.
+    #[error("Unauthorized")]
+    Unauthenticated,
+    /// The upstream's authorizer denies the request: the apiserver's 403, whose `message` is
+    /// its text word for word.
+    #[error("{message}")]
+    Forbidden {
+        group: String,
+        /// With the subresource, if any (`pods/log`).
+        resource: String,
+        name: Option<String>,
+        message: String,
+    },
 }
 
 /// The user named by a verified x509 client certificate, as kube-apiserver reads one: the
