@@ -38,7 +38,13 @@ async fn fault_scenario(fault: impl Fn(&kcache_sim::Sim, usize)) -> u64 {
         "/api/v1/pods".into(),
         "fieldSelector=spec.nodeName%3Dnode-1".into(),
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each mirror has listed; its watch resumes from that list's RV, so churn may start.
+    for m in [&all_cms, &front, &node1] {
+        common::wait_until("the mirror's first list", || async {
+            m.lock().unwrap().starts >= 1
+        })
+        .await;
+    }
 
     for round in 0..6 {
         for _ in 0..40 {
