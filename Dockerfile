@@ -16,18 +16,20 @@ COPY crates/kcache-bench/Cargo.toml crates/kcache-bench/
 RUN mkdir -p src crates/kcache/src crates/kcache-sim/src crates/kcache-bench/src \
     && echo 'fn main() {}' > src/main.rs \
     && touch crates/kcache/src/lib.rs crates/kcache-sim/src/lib.rs crates/kcache-bench/src/lib.rs \
-    && cargo build --release --locked --no-default-features \
+    && cargo build --release --locked --no-default-features -p kcache-cli \
     && rm -rf src crates
 
-# The real sources. --no-default-features: the production binary has no simulated apiserver
-# (`kcache demo`) and no benchmark, only `serve` and `config check`; the sim's recordings
-# (tests/fixtures) are therefore not needed. The sources' modification times may be older than
-# the placeholders', so drop kcache's own build results to make cargo rebuild them.
+# The real sources. `-p kcache-cli --no-default-features`: only the binary and the proxy
+# library are built (a plain `cargo build` would build every workspace member), and the binary
+# has no simulated apiserver (`kcache demo`) and no benchmark, only `serve` and `config check`;
+# the sim's recordings (tests/fixtures) are therefore not needed. The sources' modification
+# times may be older than the placeholders', so drop kcache's own build results to make cargo
+# rebuild them.
 COPY src ./src
 COPY crates ./crates
 RUN rm -rf target/release/.fingerprint/kcache* target/release/deps/kcache* \
         target/release/deps/libkcache* target/release/kcache \
-    && cargo build --release --locked --no-default-features
+    && cargo build --release --locked --no-default-features -p kcache-cli
 
 # Runtime stage: glibc and libgcc only, no shell, runs as uid/gid 65532 ("nonroot").
 FROM gcr.io/distroless/cc-debian12:nonroot
