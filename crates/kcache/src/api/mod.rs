@@ -194,7 +194,12 @@ impl App {
         };
         let probed = std::time::Instant::now();
         let waited = cache.wait_for_rv(target, self.consistent.wait).await;
-        cache.record_catch_up(probed.elapsed());
+        // Only a wait that ended is a catch-up: one that ran out says the type cannot reach
+        // `P` at all (a quiet type, which the unprovable memo below handles), not how far its
+        // watch lags, and counting it would keep the type's GETs forwarded long after.
+        if waited.is_ok() {
+            cache.record_catch_up(probed.elapsed());
+        }
         self.metrics
             .consistent_wait
             .get_or_create(&metrics::ResourceLabels {

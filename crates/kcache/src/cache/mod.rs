@@ -284,7 +284,7 @@ impl ResourceCache {
     }
 
     /// Take one measurement of how long the cache took to reach a revision after it was
-    /// reported (a timed-out wait counts with its full length).
+    /// reported.
     pub fn record_catch_up(&self, took: Duration) {
         self.catch_up.record(took);
     }
