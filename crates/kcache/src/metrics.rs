@@ -60,6 +60,11 @@ pub struct TypeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PurposeLabels {
+    pub purpose: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub resource: String,
     pub outcome: &'static str,
@@ -117,6 +122,9 @@ pub struct Metrics {
     pub tls_handshake_errors: Counter,
     pub cache_age: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub upstream_reachable: Family<ResourceLabels, Gauge>,
+    pub upstream_requests: Family<PurposeLabels, Counter>,
+    pub upstream_sent_bytes: Family<PurposeLabels, Counter>,
+    pub upstream_received_bytes: Family<PurposeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -154,6 +162,9 @@ impl Metrics {
             tls_handshake_errors: Counter::default(),
             cache_age: Family::default(),
             upstream_reachable: Family::default(),
+            upstream_requests: Family::default(),
+            upstream_sent_bytes: Family::default(),
+            upstream_received_bytes: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -213,6 +224,31 @@ impl Metrics {
             "Failed upstream requests, by reason",
             m.upstream_errors.clone(),
         );
+        r.register(
+            "upstream_requests",
+            "Requests kcache sent to the upstream, by purpose (reflector_list, reflector_watch, \
+             probe, token_review, access_review, pass_through, setup)",
+            m.upstream_requests.clone(),
+        );
+        r.register(
+            "upstream_sent_bytes",
+            "Request body bytes kcache sent to the upstream, by purpose",
+            m.upstream_sent_bytes.clone(),
+        );
+        r.register(
+            "upstream_received_bytes",
+            "Response body bytes kcache received from the upstream, by purpose (as sent: \
+             compressed when the upstream compressed them)",
+            m.upstream_received_bytes.clone(),
+        );
+        for purpose in crate::upstream::Purpose::ALL {
+            let labels = PurposeLabels {
+                purpose: purpose.label(),
+            };
+            let _ = m.upstream_requests.get_or_create(&labels);
+            let _ = m.upstream_sent_bytes.get_or_create(&labels);
+            let _ = m.upstream_received_bytes.get_or_create(&labels);
+        }
         r.register(
             "consistent_reads",
             "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait or, since, moved; forwarded_lagging: a GET passed to the upstream at once, the cache's watch lagging by more than an upstream round trip; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed while the upstream did not answer; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",

@@ -149,9 +149,12 @@ pub async fn start(
         None
     };
     let staleness = config.staleness();
-    let upstream = upstream.with_request_timeout(staleness.upstream_request_timeout);
-    // This instance's metrics: everything below records into them, its admin /metrics shows them.
+    // This instance's metrics: everything below records into them, its admin /metrics shows
+    // them; the upstream handle counts every request it sends there too.
     let metrics = Arc::new(Metrics::new());
+    let upstream = upstream
+        .with_request_timeout(staleness.upstream_request_timeout)
+        .with_metrics(metrics.clone());
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {

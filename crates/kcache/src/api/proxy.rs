@@ -14,7 +14,7 @@ use crate::auth::{Forward, UserInfo};
 use crate::error::Report;
 use crate::limits::Limits;
 use crate::status::ApiError;
-use crate::upstream::Upstream;
+use crate::upstream::{Purpose, Upstream};
 
 /// Headers that describe one hop, not the request (RFC 9110 §7.6.1). `authorization` is
 /// handled per [`Forward`] mode.
@@ -127,8 +127,12 @@ pub async fn forward(
         return ApiError::BadRequest("request cannot be forwarded".into()).into_response();
     };
     let sent = match how {
-        Forward::AsKcache | Forward::Impersonate(_) => upstream.send(up_req).await,
-        Forward::OwnToken | Forward::Anonymous => upstream.send_bare(up_req).await,
+        Forward::AsKcache | Forward::Impersonate(_) => {
+            upstream.send(up_req, Purpose::PassThrough).await
+        }
+        Forward::OwnToken | Forward::Anonymous => {
+            upstream.send_bare(up_req, Purpose::PassThrough).await
+        }
     };
     let mut resp = match sent {
         Ok(r) => r,

@@ -9,6 +9,7 @@ use serde_json::json;
 use super::{Auth, AuthError, AuthMode, Caller, ConnInfo, Forward, UserInfo};
 use crate::error::Report;
 use crate::metrics;
+use crate::upstream::Purpose;
 
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
@@ -114,7 +115,11 @@ impl Auth {
                 });
                 let answer = self
                     .upstream
-                    .post_json(TOKEN_REVIEWS, body.to_string().into_bytes())
+                    .post_json(
+                        TOKEN_REVIEWS,
+                        body.to_string().into_bytes(),
+                        Purpose::TokenReview,
+                    )
                     .await?;
                 let review: TokenReview = serde_json::from_slice(&answer)
                     .map_err(crate::upstream::UpstreamError::decode("TokenReview"))?;

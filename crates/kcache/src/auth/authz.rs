@@ -9,6 +9,7 @@ use serde_json::json;
 use super::{Auth, AuthError, Caller};
 use crate::error::Report;
 use crate::metrics;
+use crate::upstream::Purpose;
 use crate::upstream::UpstreamError;
 
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
@@ -128,7 +129,11 @@ impl Auth {
         });
         let answer = self
             .upstream
-            .post_json(ACCESS_REVIEWS, body.to_string().into_bytes())
+            .post_json(
+                ACCESS_REVIEWS,
+                body.to_string().into_bytes(),
+                Purpose::AccessReview,
+            )
             .await?;
         let review: Review = serde_json::from_slice(&answer)
             .map_err(UpstreamError::decode("SubjectAccessReview"))?;

@@ -2,9 +2,12 @@
 //! upstream's bytes, so it never decodes objects into typed structs), discovery of the cached
 //! resource types, and one reflector per type.
 
+mod cost;
 mod probe;
 mod reflector;
 mod stream;
+
+pub use cost::{CountedBody, Purpose};
 
 pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
@@ -21,6 +24,7 @@ use kube_client::{Client, Config};
 use serde::Deserialize;
 
 use crate::cache::ResourceCache;
+use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 
 /// How long kcache waits for the upstream to answer one of its own requests by default.
@@ -134,6 +138,9 @@ pub struct Upstream {
     /// upstream that accepts connections but never answers must not stall a reflector or the
     /// consistent reads waiting on a probe forever.
     request_timeout: std::time::Duration,
+    /// Where requests and bytes are counted by purpose (None until a server owns this
+    /// handle: see [`Upstream::with_metrics`]).
+    metrics: Option<std::sync::Arc<Metrics>>,
 }
 
 impl Upstream {
@@ -203,7 +210,14 @@ impl Upstream {
             bare,
             url,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            metrics: None,
         })
+    }
+
+    /// The same upstream, counting its requests and bytes in `metrics` (the running kcache's).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<Metrics>) -> Upstream {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The same upstream with another bound on kcache's own requests.
@@ -217,40 +231,69 @@ impl Upstream {
         self.request_timeout
     }
 
-    /// Send a request as is (pass-through) as kcache; the response body streams.
-    pub async fn send(&self, req: Request<Body>) -> Result<Response<Body>, UpstreamError> {
-        Ok(self.client.send(req).await?)
+    /// Send a request as is as kcache, counted under `purpose`; the response body streams.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        purpose: Purpose,
+    ) -> Result<Response<CountedBody>, UpstreamError> {
+        self.send_with(&self.client, req, purpose).await
     }
 
     /// Send a request with only the credentials it carries itself (a caller's own bearer
     /// token, or none for an anonymous caller).
-    pub async fn send_bare(&self, req: Request<Body>) -> Result<Response<Body>, UpstreamError> {
-        Ok(self.bare.send(req).await?)
+    pub async fn send_bare(
+        &self,
+        req: Request<Body>,
+        purpose: Purpose,
+    ) -> Result<Response<CountedBody>, UpstreamError> {
+        self.send_with(&self.bare, req, purpose).await
+    }
+
+    async fn send_with(
+        &self,
+        client: &Client,
+        req: Request<Body>,
+        purpose: Purpose,
+    ) -> Result<Response<CountedBody>, UpstreamError> {
+        let sent = http_body::Body::size_hint(req.body()).exact().unwrap_or(0);
+        let received = cost::count_request(self.metrics.as_ref(), purpose, sent as usize);
+        let resp = client.send(req).await?;
+        Ok(resp.map(|body| CountedBody::new(body, received)))
     }
 
     /// POST a JSON body as kcache and read the whole answer within the request timeout;
     /// non-2xx answers are errors (TokenReview and SubjectAccessReview).
-    pub async fn post_json(&self, path: &str, body: Vec<u8>) -> Result<Bytes, UpstreamError> {
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        purpose: Purpose,
+    ) -> Result<Bytes, UpstreamError> {
         let req = Request::post(path)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json")
             .body(Body::from(body))
             .map_err(UpstreamError::Request)?;
-        self.fetch(req).await
+        self.fetch(req, purpose).await
     }
 
     /// GET a path and read the whole body within the request timeout; non-2xx answers are
     /// errors with the Status message.
-    pub async fn get(&self, path_and_query: &str) -> Result<Bytes, UpstreamError> {
-        self.fetch(get_request(path_and_query, "application/json")?)
+    pub async fn get(
+        &self,
+        path_and_query: &str,
+        purpose: Purpose,
+    ) -> Result<Bytes, UpstreamError> {
+        self.fetch(get_request(path_and_query, "application/json")?, purpose)
             .await
     }
 
     /// Send one request as kcache and read its whole answer within the request timeout;
     /// non-2xx answers are errors with the Status message.
-    async fn fetch(&self, req: Request<Body>) -> Result<Bytes, UpstreamError> {
+    async fn fetch(&self, req: Request<Body>, purpose: Purpose) -> Result<Bytes, UpstreamError> {
         let exchange = async {
-            let resp = self.send(req).await?;
+            let resp = self.send(req, purpose).await?;
             let code = resp.status();
             let body = resp
                 .into_body()
@@ -275,7 +318,10 @@ impl Upstream {
     pub async fn table_columns(&self, collection: &str) -> Result<Bytes, UpstreamError> {
         const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
         let body = self
-            .fetch(get_request(&format!("{collection}?limit=1"), TABLE)?)
+            .fetch(
+                get_request(&format!("{collection}?limit=1"), TABLE)?,
+                Purpose::Setup,
+            )
             .await?;
         #[derive(Deserialize)]
         struct Table<'a> {
@@ -327,9 +373,12 @@ impl Upstream {
         version: &str,
     ) -> Result<serde_json::Value, UpstreamError> {
         let body = self
-            .get(&format!(
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{resource}.{group}"
-            ))
+            .get(
+                &format!(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{resource}.{group}"
+                ),
+                Purpose::Setup,
+            )
             .await?;
         let mut crd: serde_json::Value = serde_json::from_slice(&body)
             .map_err(UpstreamError::decode(format!("CRD {resource}.{group}")))?;
@@ -342,9 +391,13 @@ impl Upstream {
 
     /// GET a path and return the response once its status is 2xx (the body still streams);
     /// the response head must come within the request timeout.
-    pub async fn open(&self, path_and_query: &str) -> Result<Response<Body>, UpstreamError> {
+    pub async fn open(
+        &self,
+        path_and_query: &str,
+        purpose: Purpose,
+    ) -> Result<Response<CountedBody>, UpstreamError> {
         let req = get_request(path_and_query, "application/json")?;
-        let resp = tokio::time::timeout(self.request_timeout, self.send(req))
+        let resp = tokio::time::timeout(self.request_timeout, self.send(req, purpose))
             .await
             .map_err(|_| UpstreamError::Timeout(self.request_timeout))??;
         if resp.status().is_success() {
@@ -378,7 +431,7 @@ impl Upstream {
         } else {
             format!("{group}/{version}/{resource}")
         };
-        let list: ApiResourceList = match self.get(&gv_path).await {
+        let list: ApiResourceList = match self.get(&gv_path, Purpose::Setup).await {
             Ok(body) => serde_json::from_slice(&body).map_err(UpstreamError::decode(&gv_path))?,
             Err(UpstreamError::Status { code: 404, .. }) => {
                 return Err(UpstreamError::UnknownResource(name))
@@ -398,7 +451,9 @@ impl Upstream {
             namespaced: entry.namespaced,
             custom: ResourceInfo::guess_custom(group),
         };
-        let probe = self.get(&format!("{gv_path}/{resource}?limit=1")).await?;
+        let probe = self
+            .get(&format!("{gv_path}/{resource}?limit=1"), Purpose::Setup)
+            .await?;
         info.custom = !probe.starts_with(b"{\"kind\"");
         Ok(info)
     }

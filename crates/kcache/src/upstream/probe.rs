@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::{Upstream, UpstreamError};
+use super::{Purpose, Upstream, UpstreamError};
 use crate::latency::LatencyEstimate;
 
 type Waiter = oneshot::Sender<Result<u64, ProbeError>>;
@@ -163,7 +163,7 @@ impl RevisionProbe {
             metadata: super::ListMeta,
         }
         let url = format!("{collection}?limit=1");
-        let body = self.upstream.get(&url).await?;
+        let body = self.upstream.get(&url, Purpose::Probe).await?;
         let head: Head = serde_json::from_slice(&body)
             .map_err(UpstreamError::decode(format!("list of {collection}")))?;
         head.metadata

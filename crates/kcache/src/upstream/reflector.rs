@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::stream::{LineStream, MetaOnly, WatchLine};
-use super::{Upstream, UpstreamError};
+use super::{Purpose, Upstream, UpstreamError};
 use crate::cache::{EventType, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
@@ -292,7 +292,7 @@ impl Reflector {
             if let Some(c) = &cont {
                 url.push_str(&format!("&continue={}", enc(c)));
             }
-            let body = match self.upstream.get(&url).await {
+            let body = match self.upstream.get(&url, Purpose::ReflectorList).await {
                 Ok(b) => b,
                 // The snapshot behind our continue token was compacted: start over.
                 Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
@@ -403,7 +403,7 @@ impl Reflector {
                 self.collection(), self.scope_query)
         };
         self.progressed = false;
-        let resp = self.upstream.open(&url).await?;
+        let resp = self.upstream.open(&url, Purpose::ReflectorWatch).await?;
         self.cache.contact();
         // The upstream ends the stream after timeoutSeconds; one still open well after that
         // is on a connection that died silently (no FIN or RST reached us), so give up on it.

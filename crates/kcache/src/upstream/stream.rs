@@ -2,21 +2,20 @@
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use kube_client::client::Body;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::UpstreamError;
+use super::{CountedBody, UpstreamError};
 
 /// Newline-delimited JSON documents from a streaming response body.
 pub struct LineStream {
-    body: Body,
+    body: CountedBody,
     buf: BytesMut,
     done: bool,
 }
 
 impl LineStream {
-    pub fn new(body: Body) -> LineStream {
+    pub fn new(body: CountedBody) -> LineStream {
         LineStream {
             body,
             buf: BytesMut::new(),

@@ -1,0 +1,121 @@
+//! What kcache costs the upstream: its requests and the bytes both ways, by purpose.
+//!
+//! kcache exists to take load off the apiserver, and it adds some of its own (lists and
+//! watches of every cached type, freshness probes, token and access reviews, the requests it
+//! passes through). Counting each by purpose lets an operator see, next to what kcache
+//! answered from its cache (`kcache_requests_total{source="cache"}`), what the apiserver still
+//! served for it.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use kube_client::client::Body;
+use prometheus_client::metrics::counter::Counter;
+
+use crate::metrics::{Metrics, PurposeLabels};
+
+/// Why kcache sends a request to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A reflector's list (initial, relist, or its pages).
+    ReflectorList,
+    /// A reflector's watch, streaming list included.
+    ReflectorWatch,
+    /// The freshness probe of consistent reads.
+    Probe,
+    /// A TokenReview of a caller's token.
+    TokenReview,
+    /// A SubjectAccessReview of a caller's request.
+    AccessReview,
+    /// A request kcache does not answer from its cache, passed through.
+    PassThrough,
+    /// Start-up and printer set-up: discovery, CRDs, Table column definitions.
+    Setup,
+}
+
+impl Purpose {
+    /// Every purpose, for series that exist at zero from the start.
+    pub const ALL: [Purpose; 7] = [
+        Purpose::ReflectorList,
+        Purpose::ReflectorWatch,
+        Purpose::Probe,
+        Purpose::TokenReview,
+        Purpose::AccessReview,
+        Purpose::PassThrough,
+        Purpose::Setup,
+    ];
+
+    /// The `purpose` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Purpose::ReflectorList => "reflector_list",
+            Purpose::ReflectorWatch => "reflector_watch",
+            Purpose::Probe => "probe",
+            Purpose::TokenReview => "token_review",
+            Purpose::AccessReview => "access_review",
+            Purpose::PassThrough => "pass_through",
+            Purpose::Setup => "setup",
+        }
+    }
+}
+
+/// Count one request of `purpose` with a body of `sent` bytes; the counter of the bytes its
+/// answer will bring (None without metrics).
+pub(super) fn count_request(
+    metrics: Option<&Arc<Metrics>>,
+    purpose: Purpose,
+    sent: usize,
+) -> Option<Counter> {
+    let m = metrics?;
+    let labels = PurposeLabels {
+        purpose: purpose.label(),
+    };
+    m.upstream_requests.get_or_create(&labels).inc();
+    m.upstream_sent_bytes
+        .get_or_create(&labels)
+        .inc_by(sent as u64);
+    Some(m.upstream_received_bytes.get_or_create(&labels).clone())
+}
+
+/// An upstream response body that counts its bytes as they arrive (as sent on the wire's
+/// HTTP layer: a compressed body counts compressed). Counting frame by frame keeps a watch's
+/// bytes visible while it runs, not only when it ends.
+pub struct CountedBody {
+    inner: Body,
+    received: Option<Counter>,
+}
+
+impl CountedBody {
+    pub(super) fn new(inner: Body, received: Option<Counter>) -> CountedBody {
+        CountedBody { inner, received }
+    }
+}
+
+impl HttpBody for CountedBody {
+    type Data = Bytes;
+    type Error = kube_client::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, kube_client::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(counter)) = (&polled, &self.received) {
+            if let Some(data) = frame.data_ref() {
+                counter.inc_by(data.len() as u64);
+            }
+        }
+        polled
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+}
