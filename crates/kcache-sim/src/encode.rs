@@ -7,8 +7,9 @@
 use super::types::ResourceType;
 use serde_json::Value;
 
-/// Key order of `ObjectMeta` in Go.
-const META_ORDER: &[&str] = &[
+/// Key order of `ObjectMeta` in Go (also how the seed keeps metadata readable after churn adds
+/// labels or annotations to an object that had none).
+pub(crate) const META_ORDER: &[&str] = &[
     "name",
     "generateName",
     "namespace",

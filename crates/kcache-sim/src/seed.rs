@@ -25,6 +25,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Map, Value};
 
+use crate::encode::META_ORDER;
+
 // ---------------------------------------------------------------------------------------------
 // Public types
 // ---------------------------------------------------------------------------------------------
@@ -271,26 +273,6 @@ fn fake_pem(rng: &mut StdRng, label: &str, der_len: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Object building blocks
 // ---------------------------------------------------------------------------------------------
-
-/// The order in which the apiserver writes `ObjectMeta` fields; used to keep metadata readable
-/// after churn adds labels or annotations to an object that had none.
-const META_ORDER: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
 
 /// Builder for `metadata`, emitting fields in apiserver order whatever order they were set in.
 #[derive(Default)]
