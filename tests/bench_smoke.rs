@@ -365,3 +365,39 @@ fn report_renders_rows_and_targets() {
     assert_eq!(v["rows"][0]["values"]["req/s"], 1234.5);
     assert_eq!(v["checks"][1]["pass"], false);
 }
+
+/// The bench reads what a kcache child cost its upstream from the child's own metrics: one
+/// passed-through GET is one upstream request and its body's bytes.
+#[tokio::test]
+async fn kcache_child_reports_its_upstream_cost() {
+    use kcache_bench::kcache::{ChildConfig, KcacheChild};
+    let sim = kcache_sim::Sim::start(kcache_sim::SimConfig::default())
+        .await
+        .unwrap();
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kcache"));
+    let config = ChildConfig::caching(&[("", "v1", "configmaps")]);
+    let k = KcacheChild::start(&exe, &sim.url(), &config, Duration::from_secs(60))
+        .await
+        .unwrap();
+    // Settled: the reflector's list and watch have been counted.
+    let mut before = k.upstream_cost().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (lists, gets, watches, other) = sim.request_counts();
+        if before.requests == (lists + gets + watches + other) as f64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "counts never agreed: {before:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        before = k.upstream_cost().await.unwrap();
+    }
+    assert!(before.requests >= 2.0, "{before:?}");
+    // Namespaces are not cached: passed through.
+    let (status, body) = load::fetch(k.addr, "/api/v1/namespaces", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let cost = k.upstream_cost().await.unwrap() - before;
+    assert_eq!(cost.requests, 1.0);
+    assert_eq!(cost.received_bytes, body.len() as f64);
+}

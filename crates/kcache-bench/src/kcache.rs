@@ -140,11 +140,52 @@ impl KcacheChild {
         self.child.id()
     }
 
+    /// What this kcache has cost its upstream so far, from its own metrics
+    /// (`kcache_upstream_requests_total` and `kcache_upstream_received_bytes_total`, summed
+    /// over purposes): what a bench row reports per read, and what works against any upstream,
+    /// not only a sim that counts for itself.
+    pub async fn upstream_cost(&self) -> Result<UpstreamCost, String> {
+        let (status, body) =
+            super::load::fetch(self.admin_addr, "/metrics", Duration::from_secs(5)).await?;
+        if status != 200 {
+            return Err(format!("kcache /metrics answered {status}"));
+        }
+        let text = String::from_utf8_lossy(&body);
+        let sum = |family: &str| -> f64 {
+            text.lines()
+                .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        Ok(UpstreamCost {
+            requests: sum("kcache_upstream_requests_total"),
+            received_bytes: sum("kcache_upstream_received_bytes_total"),
+        })
+    }
+
     /// The last lines kcache logged.
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.dir.path().join("kcache.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+}
+
+/// Upstream requests and response bytes, as kcache counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UpstreamCost {
+    pub requests: f64,
+    pub received_bytes: f64,
+}
+
+impl std::ops::Sub for UpstreamCost {
+    type Output = UpstreamCost;
+
+    fn sub(self, before: UpstreamCost) -> UpstreamCost {
+        UpstreamCost {
+            requests: self.requests - before.requests,
+            received_bytes: self.received_bytes - before.received_bytes,
+        }
     }
 }
 

@@ -336,6 +336,20 @@ fn load_row(scenario: &str, case: &str, target: &str, r: &LoadResult, cores: Opt
     row
 }
 
+/// The upstream columns of a row: requests and KB the upstream served per read.
+fn set_upstream(row: &mut Row, requests: f64, bytes: f64, reads: u64) {
+    let reads = reads.max(1) as f64;
+    row.set("upstream req per read", requests / reads)
+        .set("upstream KB per read", bytes / reads / 1e3);
+}
+
+/// The upstream columns of a row that loads the upstream itself: each read is one request
+/// of `body_bytes`.
+fn set_upstream_direct(row: &mut Row, body_bytes: usize) {
+    row.set("upstream req per read", 1.0)
+        .set("upstream KB per read", body_bytes as f64 / 1e3);
+}
+
 /// Other processes' CPU above which a measurement is flagged as disturbed.
 const DISTURBED: f64 = 0.15;
 
@@ -582,6 +596,20 @@ impl Bench {
         let pids: Vec<u32> = pid.into_iter().collect();
         self.measure_pids(addr, path, &pids, on_response, None)
             .await
+    }
+
+    /// Load a kcache child for the phase duration: the result, its CPU, and what it cost the
+    /// upstream meanwhile by its own count (None when its metrics could not be read).
+    async fn measure_kcache(
+        &self,
+        k: &KcacheChild,
+        path: &str,
+    ) -> (LoadResult, Option<f64>, Option<kcache::UpstreamCost>) {
+        let before = k.upstream_cost().await.ok();
+        let (r, cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
+        let after = k.upstream_cost().await.ok();
+        let cost = before.zip(after).map(|(b, a)| a - b);
+        (r, cpu, cost)
     }
 
     /// Load one target for the phase duration, with the CPU used by `pids` (if any).

@@ -15,15 +15,19 @@ impl Bench {
             if status != 200 {
                 return Err(format!("kcache LIST answered {status}"));
             }
-            let size = format!("{:.1} MB per list", mb(body.len() as u64));
+            let body_len = body.len();
+            let size = format!("{:.1} MB per list", mb(body_len as u64));
             progress(format!("list {case}: kcache ({size})"));
-            let (kc, kc_cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
+            let (kc, kc_cpu, cost) = self.measure_kcache(&k, path).await;
             let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "list.json", &body).await;
             drop(body);
             progress(format!("list {case}: sim"));
             let (sm, _) = self.measure(sim.addr(), path, None, None).await;
 
             let mut row = load_row(S, &case, "kcache", &kc, kc_cpu);
+            if let Some(c) = cost {
+                set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
+            }
             row.note(&size);
             let ratio = nginx_best.map(|b| kc.rps() / b);
             if let Some(r) = ratio {
@@ -35,6 +39,7 @@ impl Bench {
                 self.report.push(r);
             }
             let mut row = load_row(S, &case, "sim (upstream)", &sm, None);
+            set_upstream_direct(&mut row, body_len);
             row.note("in the bench process");
             self.report.push(row);
             self.report.check(
@@ -68,14 +73,11 @@ impl Bench {
         let mut unauthenticated_rps = None;
         for (label, path) in [("RV=0", rv0.as_str()), ("RV unset (consistent)", object)] {
             progress(format!("get: kcache {label}"));
-            let upstream_before = upstream_requests(&sim);
-            let (kc, cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
-            let upstream = upstream_requests(&sim) - upstream_before;
+            let (kc, cpu, cost) = self.measure_kcache(&k, path).await;
             let mut row = load_row(S, &case, &format!("kcache {label}"), &kc, cpu);
-            row.set(
-                "upstream req per read",
-                upstream as f64 / kc.ok.max(1) as f64,
-            );
+            if let Some(c) = cost {
+                set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
+            }
             let ratio = nginx_best.map(|b| kc.rps() / b);
             if let Some(r) = ratio {
                 row.ratio("kcache/best nginx", r);
@@ -95,6 +97,7 @@ impl Bench {
         progress("get: sim");
         let (sm, _) = self.measure(sim.addr(), object, None, None).await;
         let mut row = load_row(S, &case, "sim (upstream), RV unset", &sm, None);
+        set_upstream_direct(&mut row, body.len());
         row.note("in the bench process");
         self.report.push(row);
         drop(k);
@@ -108,10 +111,16 @@ impl Bench {
         let k = self.kcache(&sim, &config).await?;
         progress("get: kcache RV=0, auth delegated");
         let token = http::HeaderValue::from_static("Bearer bench-token");
+        let before = k.upstream_cost().await.ok();
         let (kc, cpu) = self
             .measure_pids(k.addr, &rv0, &[k.pid()], None, Some(token))
             .await;
+        let after = k.upstream_cost().await.ok();
         let mut row = load_row(S, &case, "kcache RV=0, auth delegated", &kc, cpu);
+        // Token and access reviews: one each per verdict TTL, whatever the read rate.
+        if let Some(c) = before.zip(after).map(|(b, a)| a - b) {
+            set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
+        }
         if let Some(b) = nginx_best {
             row.ratio("kcache/best nginx", kc.rps() / b);
         }
