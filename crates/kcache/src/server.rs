@@ -154,7 +154,7 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     let upstream = upstream
         .with_request_timeout(staleness.upstream_request_timeout)
-        .with_metrics(metrics.clone());
+        .with_metrics(&metrics);
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     for r in &config.resources {

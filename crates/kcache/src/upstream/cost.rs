@@ -7,7 +7,6 @@
 //! served for it.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -37,7 +36,8 @@ pub enum Purpose {
 }
 
 impl Purpose {
-    /// Every purpose, for series that exist at zero from the start.
+    /// Every purpose, in declaration order (so `ALL[p as usize] == p`), for series that exist
+    /// at zero from the start.
     pub const ALL: [Purpose; 7] = [
         Purpose::ReflectorList,
         Purpose::ReflectorWatch,
@@ -62,22 +62,37 @@ impl Purpose {
     }
 }
 
-/// Count one request of `purpose` with a body of `sent` bytes; the counter of the bytes its
-/// answer will bring (None without metrics).
-pub(super) fn count_request(
-    metrics: Option<&Arc<Metrics>>,
-    purpose: Purpose,
-    sent: usize,
-) -> Option<Counter> {
-    let m = metrics?;
-    let labels = PurposeLabels {
-        purpose: purpose.label(),
-    };
-    m.upstream_requests.get_or_create(&labels).inc();
-    m.upstream_sent_bytes
-        .get_or_create(&labels)
-        .inc_by(sent as u64);
-    Some(m.upstream_received_bytes.get_or_create(&labels).clone())
+/// The counters of every purpose in one kcache's metrics, looked up once: a pass-through
+/// request must not hash label sets three times to be counted.
+pub(super) struct Counters {
+    /// Requests, sent bytes and received bytes, indexed by `Purpose as usize`.
+    by_purpose: Vec<[Counter; 3]>,
+}
+
+impl Counters {
+    pub(super) fn new(m: &Metrics) -> Counters {
+        let by_purpose = Purpose::ALL
+            .iter()
+            .map(|p| {
+                let labels = PurposeLabels { purpose: p.label() };
+                [
+                    m.upstream_requests.get_or_create(&labels).clone(),
+                    m.upstream_sent_bytes.get_or_create(&labels).clone(),
+                    m.upstream_received_bytes.get_or_create(&labels).clone(),
+                ]
+            })
+            .collect();
+        Counters { by_purpose }
+    }
+
+    /// Count one request of `purpose` with a body of `sent` bytes; the counter of the bytes
+    /// its answer will bring.
+    pub(super) fn count_request(&self, purpose: Purpose, sent: u64) -> Counter {
+        let [requests, sent_bytes, received] = &self.by_purpose[purpose as usize];
+        requests.inc();
+        sent_bytes.inc_by(sent);
+        received.clone()
+    }
 }
 
 /// An upstream response body that counts its bytes as they arrive (as sent on the wire's

@@ -140,7 +140,7 @@ pub struct Upstream {
     request_timeout: std::time::Duration,
     /// Where requests and bytes are counted by purpose (None until a server owns this
     /// handle: see [`Upstream::with_metrics`]).
-    metrics: Option<std::sync::Arc<Metrics>>,
+    cost: Option<std::sync::Arc<cost::Counters>>,
 }
 
 impl Upstream {
@@ -210,13 +210,13 @@ impl Upstream {
             bare,
             url,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            metrics: None,
+            cost: None,
         })
     }
 
     /// The same upstream, counting its requests and bytes in `metrics` (the running kcache's).
-    pub fn with_metrics(mut self, metrics: std::sync::Arc<Metrics>) -> Upstream {
-        self.metrics = Some(metrics);
+    pub fn with_metrics(mut self, metrics: &Metrics) -> Upstream {
+        self.cost = Some(std::sync::Arc::new(cost::Counters::new(metrics)));
         self
     }
 
@@ -257,7 +257,7 @@ impl Upstream {
         purpose: Purpose,
     ) -> Result<Response<CountedBody>, UpstreamError> {
         let sent = http_body::Body::size_hint(req.body()).exact().unwrap_or(0);
-        let received = cost::count_request(self.metrics.as_ref(), purpose, sent as usize);
+        let received = self.cost.as_ref().map(|c| c.count_request(purpose, sent));
         let resp = client.send(req).await?;
         Ok(resp.map(|body| CountedBody::new(body, received)))
     }
