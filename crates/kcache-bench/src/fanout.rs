@@ -52,6 +52,17 @@ impl RssSampler {
     }
 }
 
+impl FanRun {
+    /// kcache's CPU time per event line delivered to a watcher while writing (the deliveries of
+    /// the last writes, which arrive after the clock stopped, are few against the whole run).
+    fn cpu_per_delivery_us(&self) -> f64 {
+        if self.delivery.delivered == 0 {
+            return f64::NAN;
+        }
+        self.cpu_seconds / self.delivery.delivered as f64 * 1e6
+    }
+}
+
 impl Bench {
     /// Open `watches` on `addr`, write at `rate` for `secs` with `write`, wait for the tail,
     /// and measure delivery and the CPU of `pid` while writing.
@@ -119,6 +130,7 @@ impl Bench {
             .set("p99 ms", ms(d.percentile(0.99)))
             .set("max ms", ms(d.max()))
             .set("kcache CPU cores", f.cores)
+            .set("kcache µs per delivery", f.cpu_per_delivery_us())
             .set("bench CPU cores", f.bench_cores)
             .set("others CPU", f.others_cores.0)
             .set("niced CPU", f.others_cores.1)

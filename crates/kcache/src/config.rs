@@ -494,7 +494,6 @@ impl Config {
             bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),
             rv_wait: self.rv_wait(),
             consistent_wait: self.rv_wait(),
-            ..WatchConfig::default()
         }
     }
 

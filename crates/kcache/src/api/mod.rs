@@ -19,6 +19,7 @@ mod response;
 mod route;
 mod staleness;
 mod watch;
+mod watch_body;
 
 pub use continue_token::ContinueToken;
 pub use filter::Filter;

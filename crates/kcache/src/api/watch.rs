@@ -5,30 +5,30 @@
 //! The cursor is placed by resourceVersion once, where the watch starts, and from then on moves
 //! by the history's sequence numbers (`cache::Cursor`), so events that share an RV — the deletes
 //! a relist makes up — are each delivered exactly once however the reads are batched.
-//! A slow client only stalls its own task (its channel to the connection is small and bounded);
-//! if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
+//! The watcher runs inside its response body (see `watch_body`): a slow client stalls only its
+//! own body; if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
 //! the apiserver does after being dropped. Nothing is ever skipped silently.
 //!
 //! A watcher whose selector pins an indexed value is routed instead (see `cache::dispatch`): it
 //! is woken only by events for that value, taken from a small queue, and reads the history as
 //! above only at its start and after the queue overflowed.
 
-use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::FutureExt;
 use rand::Rng;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::time::{Instant, Sleep};
 
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::response;
+use super::watch_body::{Outlet, WatchBody};
 use crate::cache::{
     write_event, AtError, Cursor, Event, EventType, ResourceCache, Snapshot, Subscriber,
 };
@@ -43,13 +43,10 @@ use crate::upstream::RevisionProbe;
 
 /// Initial events are sent in chunks of about this size. The chunks are the watcher's own
 /// (live events are shared lines), so a client that stops reading during its initial events
-/// pins the queued ones (at most INITIAL_IN_FLIGHT) plus hyper's write queue (16 buffers):
-/// with 16 KiB, about 0.45 MiB per stalled watcher (measured with 1,000 watchers stalled at
-/// RV=0: +445 MiB, against +825 MiB with 64 KiB chunks and all 16 channel slots), for four
-/// times as many channel sends (each still carries many events).
+/// pins what hyper has queued of them (at most 16 buffers): with 16 KiB chunks, well under
+/// 0.5 MiB per stalled watcher (with the channel this body replaced, 1,000 watchers stalled
+/// at RV=0 measured +445 MiB with 16 KiB chunks, +825 MiB with 64 KiB).
 const CHUNK: usize = 16 * 1024;
-/// Initial-event chunks queued for a watcher's connection at most (see `send_initial`).
-const INITIAL_IN_FLIGHT: usize = 4;
 /// Events taken from history per lock.
 const BATCH: usize = 256;
 
@@ -63,8 +60,6 @@ pub struct WatchConfig {
     /// How long the initial-events-end bookmark of an RV-unset watch waits for the cache to
     /// reach the upstream's current RV before it is sent at the cache's RV.
     pub consistent_wait: Duration,
-    /// Chunks buffered between a watcher and its connection.
-    pub buffer: usize,
 }
 
 impl Default for WatchConfig {
@@ -73,7 +68,6 @@ impl Default for WatchConfig {
             bookmark_interval: Duration::from_secs(60),
             rv_wait: Duration::from_secs(3),
             consistent_wait: Duration::from_secs(3),
-            buffer: 16,
         }
     }
 }
@@ -185,30 +179,39 @@ pub async fn watch(
     // and twice that.
     let server_chosen = Duration::from_secs(rand::rng().random_range(1800..=3600));
     let deadline = opts.timeout.deadline(Instant::now(), server_chosen);
-    let (tx, rx) = mpsc::channel::<Bytes>(cfg.buffer.max(1));
     let resource = cache.info.resource.clone();
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    let resp = response::stream(body);
-    let watcher = Watcher {
+    let now = Instant::now();
+    let bookmark_interval = cfg.bookmark_interval;
+    let mut watcher = Watcher {
         sent: Metrics::counter(&metrics.watch_events_sent, &resource),
+        unsent_count: 0,
         open: OpenWatch::new(resource, metrics.clone()),
         cache,
         filter,
-        tx,
+        out: None,
         deadline,
+        deadline_sleep: Box::pin(tokio::time::sleep_until(deadline)),
+        bookmark_sleep: Box::pin(tokio::time::sleep_until(now + bookmark_interval)),
         allow_bookmarks: opts.allow_bookmarks,
-        bookmark_interval: cfg.bookmark_interval,
+        bookmark_interval,
         consistent_wait: cfg.consistent_wait,
         epoch,
         subscription,
-        stopping,
+        stopping: (Box::pin(async move {
+            let mut stopping = stopping;
+            let _ = stopping.wait_for(|s| *s).await;
+        }) as BoxedSignal)
+            .fuse(),
         encoding,
         first_table: true,
         routed,
         probe: probe.cloned(),
     };
-    tokio::spawn(watcher.run(start));
-    Ok(resp)
+    let body = WatchBody::new(move |out| {
+        watcher.out = Some(out);
+        watcher.run(start)
+    });
+    Ok(response::stream(Body::from_stream(body)))
 }
 
 /// The (index, value) a watcher can be routed by: an equality its every selected object
@@ -313,18 +316,27 @@ impl Drop for OpenWatch {
 }
 
 struct Watcher {
+    /// `kcache_watch_events_sent_total` of the resource, shared by all its watchers: added to
+    /// once per wait rather than per event, so that watchers on different cores do not take
+    /// turns with one counter's cache line at every delivery.
     sent: prometheus_client::metrics::counter::Counter,
+    unsent_count: u64,
     open: OpenWatch,
     cache: Arc<ResourceCache>,
     filter: Filter,
-    tx: mpsc::Sender<Bytes>,
+    /// Where chunks go (set when the body starts the watcher).
+    out: Option<Outlet>,
     deadline: Instant,
+    /// The timers and the shutdown signal live as long as the watcher, so that waiting between
+    /// two events registers nothing but the cache's change notification.
+    deadline_sleep: Pin<Box<Sleep>>,
+    bookmark_sleep: Pin<Box<Sleep>>,
     allow_bookmarks: bool,
     bookmark_interval: Duration,
     consistent_wait: Duration,
     epoch: u64,
     subscription: tokio::sync::watch::Receiver<u64>,
-    stopping: tokio::sync::watch::Receiver<bool>,
+    stopping: futures::future::Fuse<BoxedSignal>,
     encoding: Encoding,
     /// Whether the next Table sent is this watch's first (only it carries the columns).
     first_table: bool,
@@ -335,26 +347,39 @@ struct Watcher {
     probe: Option<Arc<RevisionProbe>>,
 }
 
+/// The shutdown signal, as a future the watcher keeps.
+type BoxedSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.count_sent();
+    }
+}
+
 impl Watcher {
-    /// Send one chunk; false when the client is gone or the watch's time is up.
+    /// Send one chunk; false when the watch's time is up. (A client that leaves drops the
+    /// body and with it this watcher: the reason stays "client".)
     async fn send(&mut self, chunk: Bytes) -> bool {
-        match tokio::time::timeout_at(self.deadline, self.tx.send(chunk)).await {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => {
-                self.open.reason = "client";
-                false
-            }
-            Err(_) => {
-                self.open.reason = "timeout";
-                false
-            }
+        if Instant::now() >= self.deadline {
+            self.open.reason = "timeout";
+            return false;
         }
+        if let Some(out) = &self.out {
+            out.send(chunk).await;
+        }
+        true
     }
 
     /// Send one event line, counted.
     async fn send_event(&mut self, line: Bytes) -> bool {
-        self.sent.inc();
+        self.unsent_count += 1;
         self.send(line).await
+    }
+
+    fn count_sent(&mut self) {
+        if self.unsent_count > 0 {
+            self.sent.inc_by(std::mem::take(&mut self.unsent_count));
+        }
     }
 
     async fn run(mut self, start: Start) {
@@ -455,9 +480,8 @@ impl Watcher {
                     Ok(()) => continue,
                     Err(_) => "error",
                 },
-                _ = tokio::time::sleep_until(self.deadline) => "timeout",
-                _ = self.tx.closed() => "client",
-                _ = self.stopping.wait_for(|s| *s) => "shutdown",
+                _ = self.deadline_sleep.as_mut() => "timeout",
+                _ = &mut self.stopping => "shutdown",
             };
             self.open.reason = reason;
             return None;
@@ -524,6 +548,10 @@ impl Watcher {
 
     /// Sleep until something needs this watcher's attention.
     async fn wait(&mut self, next_bookmark: Instant, end_wait: Option<Instant>) -> Wake {
+        self.count_sent();
+        if self.allow_bookmarks && self.bookmark_sleep.deadline() != next_bookmark {
+            self.bookmark_sleep.as_mut().reset(next_bookmark);
+        }
         let far = self.deadline;
         let sub = self.routed.as_ref().map(|r| r.sub.clone());
         // A routed watcher wakes for its own events only; every change matters to it just while
@@ -540,13 +568,12 @@ impl Watcher {
                 if changed.is_err() { Wake::End("error") } else { Wake::Changed }
             }
             _ = own => Wake::Changed,
-            _ = tokio::time::sleep_until(next_bookmark), if self.allow_bookmarks => Wake::Bookmark,
+            _ = self.bookmark_sleep.as_mut(), if self.allow_bookmarks => Wake::Bookmark,
             _ = tokio::time::sleep_until(end_wait.unwrap_or(far)), if end_wait.is_some() => Wake::EndWait,
-            _ = tokio::time::sleep_until(self.deadline) => Wake::End("timeout"),
-            _ = self.tx.closed() => Wake::End("client"),
+            _ = self.deadline_sleep.as_mut() => Wake::End("timeout"),
             // Shutting down: end the stream cleanly (no event), so the client re-watches from
             // its last RV against another replica.
-            _ = self.stopping.wait_for(|s| *s) => Wake::End("shutdown"),
+            _ = &mut self.stopping => Wake::End("shutdown"),
         }
     }
 
@@ -567,15 +594,6 @@ impl Watcher {
     /// Synthetic ADDED events for the snapshot, batched into chunks (the client reads them as
     /// a burst; per-event flushing matters for live events only).
     async fn send_initial(&mut self, snap: &Snapshot) -> bool {
-        // Initial chunks are this watcher's own bytes, not shared lines: while they are sent,
-        // hold back all but INITIAL_IN_FLIGHT of the channel's slots, so a client that stops
-        // reading pins few of them. The slots come back when this returns.
-        let holder = self.tx.clone();
-        let _held = holder
-            .max_capacity()
-            .checked_sub(INITIAL_IN_FLIGHT)
-            .filter(|n| *n > 0)
-            .and_then(|n| holder.try_reserve_many(n).ok());
         let mut buf = BytesMut::with_capacity(CHUNK + 4096);
         let range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>) =
             match &self.filter.namespace {
