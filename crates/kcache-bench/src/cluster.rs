@@ -627,7 +627,7 @@ impl ClusterBench<'_> {
             .measure(&self.cluster.target, &self.cluster.path(path), None, None)
             .await;
         let mut row = load_row(scenario, case, DIRECT, &d, None);
-        let body = if d.ok > 0 { d.bytes / d.ok } else { 0 };
+        let body = d.bytes.checked_div(d.ok).unwrap_or(0);
         set_upstream_direct(&mut row, body as usize);
         self.report.push(row);
         progress(format!("{scenario}, {case}: kcache"));
@@ -784,7 +784,7 @@ impl ClusterBench<'_> {
                     row.ratio("kcache/direct", r.rps() / d);
                 }
             } else {
-                let body = if r.ok > 0 { r.bytes / r.ok } else { 0 };
+                let body = r.bytes.checked_div(r.ok).unwrap_or(0);
                 set_upstream_direct(&mut row, body as usize);
                 direct_rps = Some(r.rps());
             }
