@@ -381,6 +381,7 @@ async fn main() -> ExitCode {
             clients,
             watchers,
         } => {
+            // clap refuses them together with --kubeconfig: the cluster bench has its own set.
             let _ = (scenarios, install_nginx);
             bench_cluster(
                 kcache_bench::cluster::ClusterOptions {

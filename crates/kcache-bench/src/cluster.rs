@@ -1033,6 +1033,8 @@ impl<'a> Writes<'a> {
         seq: &AtomicU64,
         acks: Option<&staleness::AckLog>,
     ) -> WriteLog {
+        // A rate of zero (or less) would put every write at infinity.
+        let rate = rate.max(0.1);
         let start = tokio::time::Instant::now();
         let mut log = WriteLog::default();
         for i in 0..count {
