@@ -8,6 +8,8 @@
 
 #[cfg(feature = "demo")]
 mod demo;
+#[cfg(feature = "demo")]
+mod sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -173,22 +175,71 @@ enum Command {
         #[arg(long, value_enum)]
         auth: Option<kcache::auth::AuthMode>,
     },
+    /// Run the simulated apiserver as a process of its own (a stand-in for a real cluster):
+    /// HTTPS with a certificate of its own and a bearer token, written into a kubeconfig.
+    #[cfg(feature = "demo")]
+    Sim {
+        /// Address to serve the API on (port 0: any free port; the kubeconfig says which).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Where to write the kubeconfig (server URL, CA, token), once the server listens.
+        #[arg(long)]
+        kubeconfig_out: PathBuf,
+        /// ConfigMaps to seed (about 1 KB each).
+        #[arg(long, default_value_t = 1000)]
+        configmaps: usize,
+        /// Pods to seed (about 4 KB each, 40 per node).
+        #[arg(long, default_value_t = 200)]
+        pods: usize,
+        /// Namespaces the objects are spread over (bench-1..).
+        #[arg(long, default_value_t = 10)]
+        namespaces: usize,
+        /// Serve plain HTTP without authentication instead of HTTPS with a token.
+        #[arg(long)]
+        plain_http: bool,
+        /// Send watch bookmarks every second with the store's revision (as with etcd progress
+        /// notifications), so kcache can answer consistent reads of quiet types from its cache.
+        #[arg(long)]
+        progress_bookmarks: bool,
+    },
     /// Measure kcache against nginx serving the same bytes and against the simulated
-    /// apiserver (build with --release); prints Markdown tables.
+    /// apiserver (build with --release); prints Markdown tables. With --kubeconfig: against a
+    /// real cluster, direct and through a kcache it starts (see docs/benchmarks.md).
     #[cfg(feature = "bench")]
     Bench {
         /// Small sizes and short phases (about a minute; a smoke run).
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated: list,get,consistent,fresh,watch,node,memory,stalled.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
         /// Install nginx (apt-get install -y nginx-light) if it is missing.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "kubeconfig")]
         install_nginx: bool,
+        /// Bench a real cluster: read it directly and through a kcache started in front of it.
+        /// Read-only unless --writes.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Kubeconfig context to use (with --kubeconfig).
+        #[arg(long, requires = "kubeconfig")]
+        context: Option<String>,
+        /// Namespace of the one-namespace LIST and the GETs (default: the one with the most
+        /// objects).
+        #[arg(long, requires = "kubeconfig")]
+        namespace: Option<String>,
+        /// Create a namespace of the bench's own, write ConfigMaps there (watch delivery and
+        /// consistent reads under writes), and delete it at the end.
+        #[arg(long, requires = "kubeconfig")]
+        writes: bool,
+        /// Load-generator connections per read row (with --kubeconfig; default 8, 4 with --quick).
+        #[arg(long, requires = "kubeconfig")]
+        clients: Option<usize>,
+        /// Watchers per target (with --kubeconfig; default 100, 20 with --quick).
+        #[arg(long, requires = "kubeconfig")]
+        watchers: Option<usize>,
     },
 }
 
@@ -296,12 +347,73 @@ async fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
+        #[cfg(feature = "demo")]
+        Command::Sim {
+            listen,
+            kubeconfig_out,
+            configmaps,
+            pods,
+            namespaces,
+            plain_http,
+            progress_bookmarks,
+        } => {
+            sim::run(sim::SimOptions {
+                listen,
+                kubeconfig_out,
+                configmaps,
+                pods,
+                namespaces: namespaces.max(1),
+                plain_http,
+                progress_bookmarks,
+            })
+            .await
+        }
         #[cfg(feature = "bench")]
         Command::Bench {
             quick,
             scenarios,
             json,
             install_nginx,
+            kubeconfig: Some(kubeconfig),
+            context,
+            namespace,
+            writes,
+            clients,
+            watchers,
+        } => {
+            // clap refuses them together with --kubeconfig: the cluster bench has its own set.
+            let _ = (scenarios, install_nginx);
+            bench_cluster(
+                kcache_bench::cluster::ClusterOptions {
+                    kubeconfig,
+                    context,
+                    namespace,
+                    writes,
+                    // This binary, filled in by bench_cluster.
+                    exe: PathBuf::new(),
+                    scale: {
+                        let mut s = if quick {
+                            kcache_bench::cluster::ClusterScale::quick()
+                        } else {
+                            kcache_bench::cluster::ClusterScale::standard()
+                        };
+                        s.clients = clients.unwrap_or(s.clients).max(1);
+                        s.watchers = watchers.unwrap_or(s.watchers).max(1);
+                        s
+                    },
+                },
+                json,
+            )
+            .await
+        }
+        #[cfg(feature = "bench")]
+        Command::Bench {
+            quick,
+            scenarios,
+            json,
+            install_nginx,
+            kubeconfig: None,
+            ..
         } => kcache_bench::run(kcache_bench::Options {
             quick,
             scenarios,
@@ -325,6 +437,18 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `kcache bench --kubeconfig`: the cluster bench, with this binary as the kcache it starts.
+#[cfg(feature = "bench")]
+async fn bench_cluster(
+    mut opts: kcache_bench::cluster::ClusterOptions,
+    json: Option<PathBuf>,
+) -> Result<(), CliError> {
+    opts.exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    kcache_bench::cluster::run_and_print(&opts, json.as_deref())
+        .await
+        .map_err(CliError::from)
 }
 
 async fn serve(

@@ -2,7 +2,7 @@
 //! its own: the bench process also runs the simulated apiserver and the load generator.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,30 @@ impl KcacheChild {
             ),
         )
         .map_err(|e| e.to_string())?;
+        Self::spawn(exe, dir, &kubeconfig, None, config, ready_timeout).await
+    }
+
+    /// Start `exe serve` in front of the cluster of a kubeconfig (a real one: its server URL,
+    /// CA and credentials, as `kcache serve --kubeconfig` reads them), and wait until ready.
+    pub async fn start_with_kubeconfig(
+        exe: &PathBuf,
+        kubeconfig: &Path,
+        context: Option<&str>,
+        config: &ChildConfig,
+        ready_timeout: Duration,
+    ) -> Result<KcacheChild, String> {
+        let dir = TempDir::new("kcache")?;
+        Self::spawn(exe, dir, kubeconfig, context, config, ready_timeout).await
+    }
+
+    async fn spawn(
+        exe: &PathBuf,
+        dir: TempDir,
+        kubeconfig: &Path,
+        context: Option<&str>,
+        config: &ChildConfig,
+        ready_timeout: Duration,
+    ) -> Result<KcacheChild, String> {
         let config_path = dir.path().join("kcache.yaml");
         std::fs::write(&config_path, config.yaml()).map_err(|e| e.to_string())?;
         let port = super::free_port()?;
@@ -88,10 +112,12 @@ impl KcacheChild {
         let admin_addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()?));
         let log =
             std::fs::File::create(dir.path().join("kcache.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(exe)
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
+        let mut command = Command::new(exe);
+        command.arg("serve").arg("--kubeconfig").arg(kubeconfig);
+        if let Some(c) = context {
+            command.arg("--context").arg(c);
+        }
+        let child = command
             .arg("--config")
             .arg(&config_path)
             .arg("--listen")
@@ -105,6 +131,7 @@ impl KcacheChild {
             .env_remove("KCACHE_CONFIG")
             .env_remove("KCACHE_LISTEN")
             .env_remove("KCACHE_ADMIN_LISTEN")
+            .env_remove("KCACHE_AUTH")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

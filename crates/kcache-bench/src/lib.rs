@@ -20,6 +20,7 @@
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
 
+pub mod cluster;
 mod fanout;
 mod fresh;
 pub mod kcache;

@@ -2,6 +2,9 @@
 //! connection (hyper), sending the same GET back to back for a fixed time. Every request's
 //! latency (send to last body byte) is recorded; the same code measures kcache, nginx and the
 //! simulated apiserver so their numbers compare.
+//!
+//! Plain HTTP by default; [`Tls`] makes the same connections HTTPS (a real apiserver, kcache
+//! serving TLS), and [`Target`] bundles where to connect, how, and with which credentials.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +15,118 @@ use http::Request;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+
+/// HTTPS for the bench's connections: a rustls client config (roots, client certificate) and
+/// the name the server's certificate is checked against (also sent as SNI).
+#[derive(Clone)]
+pub struct Tls {
+    /// ALPN `http/1.1`: the load generator and HTTP/1.1 watchers.
+    h1: Arc<rustls::ClientConfig>,
+    /// ALPN `h2`: HTTP/2 watchers (as client-go connects).
+    h2: Arc<rustls::ClientConfig>,
+    pub server_name: ServerName<'static>,
+}
+
+impl Tls {
+    /// `config`'s own ALPN list is replaced: each connection asks for the protocol it speaks.
+    pub fn new(config: rustls::ClientConfig, server_name: ServerName<'static>) -> Tls {
+        let mut h1 = config.clone();
+        h1.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut h2 = config;
+        h2.alpn_protocols = vec![b"h2".to_vec()];
+        Tls {
+            h1: Arc::new(h1),
+            h2: Arc::new(h2),
+            server_name,
+        }
+    }
+
+    /// The TLS handshake on a connected stream, offering HTTP/2 or HTTP/1.1.
+    pub async fn connect(
+        &self,
+        tcp: TcpStream,
+        http2: bool,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        let config = if http2 { &self.h2 } else { &self.h1 };
+        tokio_rustls::TlsConnector::from(config.clone())
+            .connect(self.server_name.clone(), tcp)
+            .await
+            .map_err(|e| format!("TLS handshake with {:?}: {e}", self.server_name))
+    }
+}
+
+/// Where the bench's requests go: an address, plain HTTP or HTTPS, and the `Authorization`
+/// header every request carries (if any).
+#[derive(Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    /// The `Host` header (HTTP/1.1) or `:authority` (HTTP/2): the server URL's host and port.
+    pub authority: String,
+    pub tls: Option<Tls>,
+    pub authorization: Option<http::HeaderValue>,
+}
+
+impl Target {
+    /// Plain HTTP to `addr`, no credentials: kcache, nginx and the sim in the bench.
+    pub fn plain(addr: SocketAddr) -> Target {
+        Target {
+            addr,
+            authority: addr.to_string(),
+            tls: None,
+            authorization: None,
+        }
+    }
+
+    /// A TCP connection to the target (TLS, if any, is the caller's next step: the stream
+    /// types differ, and the plain path stays free of any indirection).
+    pub async fn tcp(&self) -> Result<TcpStream, String> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| format!("connect {}: {e}", self.addr))?;
+        let _ = tcp.set_nodelay(true);
+        Ok(tcp)
+    }
+
+    /// An HTTP/1.1 connection to the target, over TLS if it has it.
+    pub async fn h1_connect(&self) -> Result<http1::SendRequest<Empty<Bytes>>, String> {
+        let tcp = self.tcp().await?;
+        match &self.tls {
+            None => h1_handshake(tcp, self.addr).await,
+            Some(tls) => h1_handshake(tls.connect(tcp, false).await?, self.addr).await,
+        }
+    }
+
+    /// A GET of `path` as the bench sends it, with the target's `Host` and credentials.
+    pub fn get(&self, path: &str) -> Request<Empty<Bytes>> {
+        let mut req = request(&self.authority, path);
+        if let Some(a) = &self.authorization {
+            req.headers_mut()
+                .insert(http::header::AUTHORIZATION, a.clone());
+        }
+        req
+    }
+}
+
+/// The HTTP/1.1 handshake on a connected stream (TCP or TLS); the connection is driven by a
+/// task of its own.
+async fn h1_handshake<S>(
+    io: S,
+    addr: SocketAddr,
+) -> Result<http1::SendRequest<Empty<Bytes>>, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("handshake {addr}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
 
 /// Called with every complete response: when its request was sent, status, body.
 pub type OnResponse = Arc<dyn Fn(Instant, u16, &Bytes) + Send + Sync>;
@@ -32,6 +146,10 @@ pub struct LoadSpec {
     pub on_response: Option<OnResponse>,
     /// An `Authorization` header for every request (a caller's bearer token).
     pub authorization: Option<http::HeaderValue>,
+    /// HTTPS instead of plain HTTP.
+    pub tls: Option<Tls>,
+    /// The `Host` header (default: `addr`).
+    pub authority: Option<String>,
 }
 
 impl LoadSpec {
@@ -49,6 +167,34 @@ impl LoadSpec {
             max_requests_per_worker: 10_000_000,
             on_response: None,
             authorization: None,
+            tls: None,
+            authority: None,
+        }
+    }
+
+    /// The same load against `target` (its address, TLS and credentials).
+    pub fn to(
+        target: &Target,
+        path: impl Into<String>,
+        concurrency: usize,
+        duration: Duration,
+    ) -> Self {
+        let mut spec = LoadSpec::new(target.addr, path, concurrency, duration);
+        spec.authorization = target.authorization.clone();
+        spec.tls = target.tls.clone();
+        spec.authority = Some(target.authority.clone());
+        spec
+    }
+
+    fn target(&self) -> Target {
+        Target {
+            addr: self.addr,
+            authority: self
+                .authority
+                .clone()
+                .unwrap_or_else(|| self.addr.to_string()),
+            tls: self.tls.clone(),
+            authorization: self.authorization.clone(),
         }
     }
 }
@@ -127,9 +273,10 @@ impl WorkerResult {
 pub async fn run(spec: LoadSpec) -> LoadResult {
     let start = Instant::now();
     let deadline = start + spec.duration;
+    let target = Arc::new(spec.target());
     let spec = Arc::new(spec);
     let workers: Vec<_> = (0..spec.concurrency.max(1))
-        .map(|_| tokio::spawn(worker(spec.clone(), deadline)))
+        .map(|_| tokio::spawn(worker(spec.clone(), target.clone(), deadline)))
         .collect();
     let mut out = LoadResult::default();
     for w in workers {
@@ -154,38 +301,32 @@ pub async fn run(spec: LoadSpec) -> LoadResult {
     out
 }
 
-async fn connect(addr: SocketAddr) -> Result<http1::SendRequest<Empty<Bytes>>, String> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("handshake {addr}: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+async fn connect(target: &Target) -> Result<http1::SendRequest<Empty<Bytes>>, String> {
+    target.h1_connect().await
 }
 
 /// A GET request as the bench sends it (JSON, not a curl User-Agent, so no indentation).
 pub fn get_request(addr: SocketAddr, path: &str) -> Request<Empty<Bytes>> {
+    request(&addr.to_string(), path)
+}
+
+fn request(authority: &str, path: &str) -> Request<Empty<Bytes>> {
     Request::get(path)
-        .header(http::header::HOST, addr.to_string())
+        .header(http::header::HOST, authority)
         .header(http::header::ACCEPT, "application/json")
         .header(http::header::USER_AGENT, "kcache-bench")
         .body(Empty::new())
         .expect("a valid request")
 }
 
-async fn worker(spec: Arc<LoadSpec>, deadline: Instant) -> WorkerResult {
+async fn worker(spec: Arc<LoadSpec>, target: Arc<Target>, deadline: Instant) -> WorkerResult {
     let mut r = WorkerResult::default();
     let mut sender = None;
     let mut sent = 0u64;
     while Instant::now() < deadline && sent < spec.max_requests_per_worker {
         let s = match sender.as_mut() {
             Some(s) => s,
-            None => match connect(spec.addr).await {
+            None => match connect(&target).await {
                 Ok(s) => sender.insert(s),
                 Err(e) => {
                     r.error(e);
@@ -200,15 +341,7 @@ async fn worker(spec: Arc<LoadSpec>, deadline: Instant) -> WorkerResult {
             continue;
         }
         let t0 = Instant::now();
-        match exchange(
-            s,
-            spec.addr,
-            &spec.path,
-            spec.on_response.is_some(),
-            spec.authorization.as_ref(),
-        )
-        .await
-        {
+        match exchange(s, &target, &spec.path, spec.on_response.is_some()).await {
             Ok((status, len, body)) => {
                 let latency = t0.elapsed();
                 if (200..300).contains(&status) {
@@ -234,16 +367,11 @@ async fn worker(spec: Arc<LoadSpec>, deadline: Instant) -> WorkerResult {
 /// One request: (status, body length, body if collected).
 async fn exchange(
     s: &mut http1::SendRequest<Empty<Bytes>>,
-    addr: SocketAddr,
+    target: &Target,
     path: &str,
     collect: bool,
-    authorization: Option<&http::HeaderValue>,
 ) -> Result<(u16, u64, Bytes), String> {
-    let mut req = get_request(addr, path);
-    if let Some(a) = authorization {
-        req.headers_mut()
-            .insert(http::header::AUTHORIZATION, a.clone());
-    }
+    let req = target.get(path);
     let resp = s
         .send_request(req)
         .await
@@ -274,10 +402,19 @@ pub async fn fetch(
     path: &str,
     timeout: Duration,
 ) -> Result<(u16, Bytes), String> {
+    fetch_from(&Target::plain(addr), path, timeout).await
+}
+
+/// [`fetch`] from any target (HTTPS, with credentials).
+pub async fn fetch_from(
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
     let work = async {
-        let mut s = connect(addr).await?;
+        let mut s = connect(target).await?;
         s.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let (status, _, body) = exchange(&mut s, addr, path, true, None).await?;
+        let (status, _, body) = exchange(&mut s, target, path, true).await?;
         Ok((status, body))
     };
     tokio::time::timeout(timeout, work)

@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::load::get_request;
+use super::load::Target;
 
 const RV_FIELD: &[u8] = b"\"resourceVersion\":\"";
 
@@ -183,19 +183,10 @@ impl FanOut {
     }
 }
 
-async fn h1_watch(addr: SocketAddr, path: &str) -> Result<Incoming, String> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
+async fn h1_watch(target: &Target, path: &str) -> Result<Incoming, String> {
+    let mut sender = target.h1_connect().await?;
     let resp = sender
-        .send_request(get_request(addr, path))
+        .send_request(target.get(path))
         .await
         .map_err(|e| format!("watch request: {e}"))?;
     if resp.status() != 200 {
@@ -206,16 +197,21 @@ async fn h1_watch(addr: SocketAddr, path: &str) -> Result<Incoming, String> {
 
 async fn h2_watch(
     mut sender: http2::SendRequest<Empty<Bytes>>,
-    addr: SocketAddr,
+    target: &Target,
     path: &str,
 ) -> Result<Incoming, String> {
     sender
         .ready()
         .await
         .map_err(|e| format!("h2 connection: {e}"))?;
-    let mut req = get_request(addr, path);
+    let mut req = target.get(path);
     // HTTP/2 carries the authority in the URI, not a Host header.
-    *req.uri_mut() = format!("http://{addr}{path}")
+    let scheme = if target.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    *req.uri_mut() = format!("{scheme}://{}{path}", target.authority)
         .parse()
         .map_err(|e| format!("{e}"))?;
     req.headers_mut().remove(http::header::HOST);
@@ -231,14 +227,36 @@ async fn h2_watch(
 
 /// Open an h2c (prior knowledge) connection.
 pub async fn h2_connect(addr: SocketAddr) -> Result<http2::SendRequest<Empty<Bytes>>, String> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
+    h2_connect_to(&Target::plain(addr)).await
+}
+
+/// Open an HTTP/2 connection to `target`: h2c, or h2 negotiated by ALPN over TLS.
+pub async fn h2_connect_to(target: &Target) -> Result<http2::SendRequest<Empty<Bytes>>, String> {
+    let tcp = target.tcp().await?;
+    match &target.tls {
+        None => h2_handshake(tcp).await,
+        Some(tls) => {
+            let stream = tls.connect(tcp, true).await?;
+            // A server without HTTP/2 would take the preface for a broken HTTP/1.1 request.
+            if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(format!(
+                    "{} did not agree to HTTP/2 (ALPN)",
+                    target.authority
+                ));
+            }
+            h2_handshake(stream).await
+        }
+    }
+}
+
+async fn h2_handshake<S>(io: S) -> Result<http2::SendRequest<Empty<Bytes>>, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (sender, conn) = http2::Builder::new(TokioExecutor::new())
         .initial_stream_window_size(1024 * 1024)
         .initial_connection_window_size(16 * 1024 * 1024)
-        .handshake(TokioIo::new(stream))
+        .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("h2 handshake: {e}"))?;
     tokio::spawn(async move {
@@ -258,11 +276,23 @@ pub async fn open(
     until: Instant,
     parallel: usize,
 ) -> FanOut {
+    open_to(&Target::plain(addr), proto, watches, stop, until, parallel).await
+}
+
+/// [`open`] on any target (HTTPS, with credentials).
+pub async fn open_to(
+    target: &Target,
+    proto: Proto,
+    watches: Vec<(Option<usize>, String)>,
+    stop: Stop,
+    until: Instant,
+    parallel: usize,
+) -> FanOut {
     let until = tokio::time::Instant::from_std(until);
     let mut h2 = Vec::new();
     if let Proto::H2 { connections } = proto {
         for _ in 0..connections.max(1) {
-            match h2_connect(addr).await {
+            match h2_connect_to(target).await {
                 Ok(s) => h2.push(s),
                 Err(e) => {
                     return FanOut {
@@ -289,10 +319,11 @@ pub async fn open(
         let sender = (!h2.is_empty()).then(|| h2[i % h2.len()].clone());
         let stop = stop.clone();
         let counter = counter.clone();
+        let target = target.clone();
         opening.push(tokio::spawn(async move {
             let body = match sender {
-                Some(s) => h2_watch(s, addr, &path).await,
-                None => h1_watch(addr, &path).await,
+                Some(s) => h2_watch(s, &target, &path).await,
+                None => h1_watch(&target, &path).await,
             };
             drop(permit);
             body.map(|b| (key, tokio::spawn(read_events(key, b, stop, until, counter))))
