@@ -13,6 +13,7 @@
 pub mod api;
 pub mod auth;
 pub mod cache;
+pub mod coalesce;
 pub mod config;
 pub mod error;
 pub mod gojson;

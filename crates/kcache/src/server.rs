@@ -293,6 +293,7 @@ async fn serve(
     grace: Duration,
     metrics: Arc<Metrics>,
 ) {
+    use crate::coalesce::Coalescing;
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::server::graceful::GracefulShutdown;
@@ -324,7 +325,10 @@ async fn serve(
                 let Some(tls) = &tls else {
                     let info = ConnInfo::new(peer, None);
                     let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn = builder.serve_connection_with_upgrades(
+                        TokioIo::new(Coalescing::new(stream)),
+                        service,
+                    );
                     let conn = graceful.watch(conn.into_owned());
                     tokio::spawn(async move {
                         if let Err(e) = conn.await {
@@ -370,6 +374,7 @@ impl TlsConn {
     /// Handshake, then serve. The handshake runs in the connection's own task so a slow
     /// client cannot stall the accept loop; holding the watcher makes shutdown wait for it.
     async fn serve(self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        use crate::coalesce::Coalescing;
         use hyper_util::rt::TokioIo;
         use hyper_util::service::TowerToHyperService;
 
@@ -385,7 +390,7 @@ impl TlsConn {
         let service = TowerToHyperService::new(with_conn_info(self.router, info));
         let conn = self
             .builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+            .serve_connection_with_upgrades(TokioIo::new(Coalescing::new(stream)), service);
         if let Err(e) = self.watcher.watch(conn.into_owned()).await {
             tracing::debug!(error = %e, "connection ended with an error");
         }
