@@ -135,34 +135,21 @@ fn admin_rbac(token: &str) -> kcache_sim::rbac::Rbac {
 /// A CA made for this run and a serving certificate it signs for the listen address: the CA
 /// (PEM) for the kubeconfig, and the server side of TLS (HTTP/2 and HTTP/1.1 by ALPN).
 fn self_signed(addr: SocketAddr) -> Result<(String, rustls::ServerConfig), CliError> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-    let err = |e: rcgen::Error| CliError::Other(format!("making the sim's certificate: {e}"));
-    let ca_key = KeyPair::generate().map_err(err)?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kcache-sim-ca");
-    let ca = ca_params.self_signed(&ca_key).map_err(err)?;
-    let key = KeyPair::generate().map_err(err)?;
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     let ip = addr.ip().to_string();
     if !names.contains(&ip) {
         names.push(ip);
     }
-    let mut params = CertificateParams::new(names).map_err(err)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "kcache-sim");
-    let leaf = params.signed_by(&key, &ca, &ca_key).map_err(err)?;
-    let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
+    let cert = kcache_sim::certs::ServingCert::new("kcache-sim", &names)
+        .map_err(|e| CliError::Other(format!("making the sim's certificate: {e}")))?;
+    let key_der = rustls::pki_types::PrivateKeyDer::try_from(cert.key_der)
         .map_err(|e| CliError::Other(format!("the sim's key: {e}")))?;
     let mut config = rustls::ServerConfig::builder()
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], key_der)
+        .with_single_cert(vec![cert.cert_der.into()], key_der)
         .map_err(|e| CliError::Other(format!("the sim's TLS config: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok((ca.pem(), config))
+    Ok((cert.ca_pem, config))
 }
 
 /// Write the kubeconfig next to where it goes, then move it in place: whoever waits for the

@@ -23,6 +23,7 @@ mod http;
 mod list;
 mod patch;
 mod query;
+pub mod certs;
 pub mod rbac;
 pub mod recordings;
 pub mod seed;
