@@ -729,7 +729,8 @@ mod tests {
     #[test]
     fn path_values_borrow_unescaped_strings() {
         let p = FieldPath::parse("spec.containers[*].image").unwrap();
-        let text = r#"{"spec":{"containers":[{"image":"plain"},{"image":"a\u002fb"},{"image":1.5}]}}"#;
+        let text =
+            r#"{"spec":{"containers":[{"image":"plain"},{"image":"a\u002fb"},{"image":1.5}]}}"#;
         let mut out = Vec::new();
         p.values(&Members::parse(text).unwrap(), &mut out);
         assert_eq!(out, ["plain", "a/b", "1.5"]);

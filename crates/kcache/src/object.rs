@@ -390,8 +390,7 @@ impl Object {
     }
 
     fn index_entries(&self) -> impl Iterator<Item = usize> + '_ {
-        let first =
-            HEAD_COUNTS + LABEL_WORDS * self.label_count() + FIELD_WORDS * self.word(1);
+        let first = HEAD_COUNTS + LABEL_WORDS * self.label_count() + FIELD_WORDS * self.word(1);
         (0..self.word(2)).map(move |i| first + INDEX_WORDS * i)
     }
 
@@ -402,7 +401,10 @@ impl Object {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let e = self.label_entry(mid);
-            match self.bytes(self.word(e), self.word(e + 1)).cmp(key.as_bytes()) {
+            match self
+                .bytes(self.word(e), self.word(e + 1))
+                .cmp(key.as_bytes())
+            {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => {
@@ -463,7 +465,10 @@ impl Object {
     pub fn with_rv(&self, rv: u64) -> Object {
         let digits = rv.to_string();
         let raw_range = self.raw_range();
-        let (rv_at, rv_end) = (self.rv_at as usize, self.rv_at as usize + usize::from(self.rv_len));
+        let (rv_at, rv_end) = (
+            self.rv_at as usize,
+            self.rv_at as usize + usize::from(self.rv_len),
+        );
         if self.rv_len == 0 || rv_at < raw_range.start || rv_end > raw_range.end {
             // No resourceVersion to replace (cannot happen for an object built here).
             let mut o = self.clone();
@@ -528,7 +533,10 @@ impl Object {
     /// leaves receives the previous state with the new RV (rule W2).
     pub fn raw_with_rv(&self, rv: u64) -> Bytes {
         let raw_range = self.raw_range();
-        let (rv_at, rv_end) = (self.rv_at as usize, self.rv_at as usize + usize::from(self.rv_len));
+        let (rv_at, rv_end) = (
+            self.rv_at as usize,
+            self.rv_at as usize + usize::from(self.rv_len),
+        );
         if self.rv_len == 0 || rv_at < raw_range.start || rv_end > raw_range.end {
             return self.raw_bytes();
         }
@@ -579,10 +587,8 @@ fn labels_of<'a>(meta: &Members<'a>) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
             None => out.push((k.clone(), v)),
         }
     }
-    let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> = out
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, v?)))
-        .collect();
+    let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> =
+        out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
@@ -768,7 +774,8 @@ mod tests {
         assert_eq!(o.line("MODIFIE"), None);
         // An event of the type shares the bytes; one of another type copies them.
         let o = Arc::new(o);
-        let ev = crate::cache::Event::new(crate::cache::EventType::Modified, o.clone(), None, false);
+        let ev =
+            crate::cache::Event::new(crate::cache::EventType::Modified, o.clone(), None, false);
         assert!(inside(ev.line(), &line) && ev.line().len() == line.len());
         let ev = crate::cache::Event::new(crate::cache::EventType::Added, o.clone(), None, false);
         assert!(!o.holds(ev.line()));
@@ -789,7 +796,9 @@ mod tests {
         for line in [None, Some("ADDED")] {
             let o = match line {
                 None => Object::from_upstream_indexed(&pod_info(), &indexes, raw.clone(), false),
-                Some(ty) => Object::from_upstream_event(&pod_info(), &indexes, ty, raw.clone(), false),
+                Some(ty) => {
+                    Object::from_upstream_event(&pod_info(), &indexes, ty, raw.clone(), false)
+                }
             }
             .unwrap();
             // Labels as a serde_json::Value map gives them: strings only, the last one of a
@@ -804,7 +813,10 @@ mod tests {
             assert!(!inside(o.label("app").unwrap().as_bytes(), o.raw()));
             assert_eq!(o.field("spec.nodeName"), Some("node-1"));
             assert_eq!(o.field("spec.host"), Some("node-1"));
-            assert!(inside(o.field("spec.nodeName").unwrap().as_bytes(), o.raw()));
+            assert!(inside(
+                o.field("spec.nodeName").unwrap().as_bytes(),
+                o.raw()
+            ));
             assert_eq!(o.field("spec.schedulerName"), Some("s\"q"));
             assert_eq!(o.field("spec.hostNetwork"), Some("true"));
             assert_eq!(o.field("spec.restartPolicy"), Some(""));
@@ -853,7 +865,9 @@ mod tests {
         assert_eq!(d.index_values(0).collect::<Vec<_>>(), ["7"]);
         let mut item = BytesMut::new();
         d.write_item(&mut item);
-        assert!(item.starts_with(br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"123456""#));
+        assert!(item.starts_with(
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"123456""#
+        ));
         assert_eq!(&d.with_rv(8).raw_with_rv(7)[..], o.raw());
     }
 
@@ -876,7 +890,10 @@ mod tests {
         for (input, want) in cases {
             let o = Object::from_upstream(&cm_info(), Bytes::from(input), true).unwrap();
             assert_eq!(std::str::from_utf8(o.raw()).unwrap(), want);
-            assert_eq!(&o.raw_with_rv(9)[..], want.replace("\"7\"", "\"9\"").as_bytes());
+            assert_eq!(
+                &o.raw_with_rv(9)[..],
+                want.replace("\"7\"", "\"9\"").as_bytes()
+            );
             // Kept when not asked to drop them.
             let kept = Object::from_upstream(&cm_info(), Bytes::from(input), false).unwrap();
             assert!(kept.raw().windows(13).any(|w| w == b"managedFields"));

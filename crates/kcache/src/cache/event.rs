@@ -196,3 +196,72 @@ pub fn write_event(out: &mut BytesMut, ty: &str, raw: &[u8]) {
     out.extend_from_slice(raw);
     out.extend_from_slice(b"}\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::ResourceInfo;
+
+    fn object(rv: u64, label: &str) -> Arc<Object> {
+        let info = ResourceInfo {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+            custom: false,
+        };
+        let raw = format!(
+            r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"a","namespace":"ns","resourceVersion":"{rv}","labels":{{"v":"{label}"}}}},"data":{{"k":"v"}}}}"#
+        );
+        Arc::new(Object::from_upstream(&info, Bytes::from(raw), false).unwrap())
+    }
+
+    #[test]
+    fn metadata_lines_are_built_once_per_event() {
+        let ev = Event::new(
+            EventType::Modified,
+            object(8, "new"),
+            Some(object(7, "old")),
+            false,
+        );
+        let pom = |raw: &[u8]| crate::table::partial_object_metadata(raw);
+        for (kind, ty, raw) in [
+            (LineKind::AsIs, "MODIFIED", ev.object.raw_bytes()),
+            (LineKind::Entered, "ADDED", ev.object.raw_bytes()),
+            (
+                LineKind::Left,
+                "DELETED",
+                ev.prev.as_ref().unwrap().raw_with_rv(8),
+            ),
+        ] {
+            let first = ev.metadata_line(kind);
+            assert_eq!(first, event_line(ty, &pom(&raw)));
+            // Every later watcher gets the same bytes, not a new encoding.
+            let again = ev.metadata_line(kind);
+            assert_eq!(first.as_ptr(), again.as_ptr());
+            let json = ev.json_line(kind);
+            assert_eq!(json, event_line(ty, &raw));
+            assert_eq!(json.as_ptr(), ev.json_line(kind).as_ptr());
+        }
+        assert_eq!(ev.json_line(LineKind::AsIs), ev.line());
+        assert_eq!(ev.entered_line(), ev.json_line(LineKind::Entered));
+        assert_eq!(ev.left_line(), ev.json_line(LineKind::Left));
+    }
+
+    #[test]
+    fn memory_counts_what_the_history_alone_keeps() {
+        let ev = Event::new(
+            EventType::Modified,
+            object(8, "new"),
+            Some(object(7, "old")),
+            false,
+        );
+        let base = ev.memory();
+        // The line is a copy (the object was not built as this event's line) and the previous
+        // version is kept by the event only.
+        assert!(base >= ev.line().len() + ev.prev.as_ref().unwrap().memory().total());
+        let _ = ev.metadata_line(LineKind::AsIs);
+        assert!(ev.memory() > base);
+    }
+}
