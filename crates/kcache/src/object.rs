@@ -857,7 +857,7 @@ mod tests {
         let o = Object::from_upstream_event(&pod_info(), &indexes, "ADDED", raw, false).unwrap();
         let d = o.with_rv(123456);
         assert_eq!(d.rv, 123456);
-        assert_eq!(&d.raw()[..], &o.raw_with_rv(123456)[..]);
+        assert_eq!(d.raw(), &o.raw_with_rv(123456)[..]);
         assert_eq!(d.line("ADDED"), None);
         assert_eq!(d.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "x\ty")]);
         assert_eq!(d.field("spec.nodeName"), Some("n"));
