@@ -12,9 +12,12 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::borrow::Cow;
 
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::json_view::{self, Members};
 use crate::selector::{self, LabelSelector};
 
 /// What indexing reads of a cached object: its built-in selectable fields, its labels, and the
@@ -146,27 +149,35 @@ impl FieldPath {
 
     /// Every scalar value at the path, rendered as the apiserver renders field values
     /// (strings as they are, numbers and booleans as text); null, objects and lists without
-    /// `[*]` give nothing.
-    fn values(&self, obj: &Value, out: &mut Vec<String>) {
-        fn walk(v: &Value, steps: &[Step], out: &mut Vec<String>) {
+    /// `[*]` give nothing. Strings without escapes are slices of the object's text.
+    fn values<'a>(&self, obj: &Members<'a>, out: &mut Vec<Cow<'a, str>>) {
+        fn leaf<'a>(v: &'a RawValue, out: &mut Vec<Cow<'a, str>>) {
+            if let Some(s) = json_view::as_str(v) {
+                out.push(s);
+            } else if let Some(b) = json_view::as_bool(v) {
+                out.push(Cow::Borrowed(if b { "true" } else { "false" }));
+            } else if let Some(n) = json_view::as_number(v) {
+                out.push(Cow::Owned(n.to_string()));
+            }
+        }
+        fn walk<'a>(obj: &Members<'a>, steps: &[Step], out: &mut Vec<Cow<'a, str>>) {
             let Some((step, rest)) = steps.split_first() else {
-                match v {
-                    Value::String(s) => out.push(s.clone()),
-                    Value::Number(n) => out.push(n.to_string()),
-                    Value::Bool(b) => out.push(b.to_string()),
-                    _ => {}
-                }
                 return;
             };
-            let Some(next) = v.get(&step.key) else { return };
-            if step.each {
-                if let Value::Array(items) = next {
-                    for item in items {
-                        walk(item, rest, out);
-                    }
-                }
+            let Some(next) = obj.get(&step.key) else {
+                return;
+            };
+            let items = if step.each {
+                json_view::elements(next)
             } else {
-                walk(next, rest, out);
+                vec![next]
+            };
+            for item in items {
+                if rest.is_empty() {
+                    leaf(item, out);
+                } else {
+                    walk(&Members::of(item), rest, out);
+                }
             }
         }
         walk(obj, &self.steps, out);
@@ -328,34 +339,42 @@ impl IndexSet {
         self.defs.iter().position(|d| d.name == name)
     }
 
-    /// The configured field-path and selectable-field values of one object, as stored on it: (slot, value) sorted,
-    /// without duplicates. Empty (no allocation) when the resource has no such index.
-    pub fn extract(&self, obj: &Value) -> Box<[(u16, Box<str>)]> {
-        let mut out: Vec<(u16, Box<str>)> = Vec::new();
+    /// The configured field-path and selectable-field values of one object, as stored on it:
+    /// (slot, value) sorted, without duplicates. Empty (no allocation) when the resource has
+    /// no such index. Values are slices of the object's text where it has them unescaped.
+    pub fn extract<'a>(&self, obj: &Members<'a>) -> Vec<(u16, Cow<'a, str>)> {
+        let mut out: Vec<(u16, Cow<'a, str>)> = Vec::new();
         let mut buf = Vec::new();
         for d in &self.defs {
             match &d.source {
                 Source::Path { path, slot } => {
                     buf.clear();
                     path.values(obj, &mut buf);
-                    out.extend(buf.drain(..).map(|v| (*slot, v.into_boxed_str())));
+                    out.extend(buf.drain(..).map(|v| (*slot, v)));
                 }
                 Source::Selectable { path, slot } => {
                     buf.clear();
                     path.values(obj, &mut buf);
                     // The schema makes it one scalar; anything else reads as absent.
-                    let v = match buf.as_slice() {
-                        [one] => one.as_str(),
-                        _ => "",
+                    let v = match buf.as_mut_slice() {
+                        [one] => std::mem::take(one),
+                        _ => Cow::Borrowed(""),
                     };
-                    out.push((*slot, v.into()));
+                    out.push((*slot, v));
                 }
                 _ => {}
             }
         }
         out.sort();
         out.dedup();
-        out.into_boxed_slice()
+        out
+    }
+
+    /// Whether any index reads configured paths (then objects are read for them).
+    pub fn has_paths(&self) -> bool {
+        self.defs
+            .iter()
+            .any(|d| matches!(d.source, Source::Path { .. } | Source::Selectable { .. }))
     }
 
     /// Call `f` with every value object `o` has for index `i`.
@@ -537,6 +556,23 @@ impl Postings {
         out
     }
 
+    /// An estimate of the bytes the posting sets hold: per value its text and map entry, per
+    /// key a pointer (small sets) or a persistent-set entry.
+    pub fn memory(&self) -> usize {
+        const ENTRY: usize = std::mem::size_of::<(Arc<str>, KeySet)>() + 16;
+        self.maps
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(value, keys)| {
+                let keys = match keys {
+                    KeySet::Few(k) => 16 + k.len() * std::mem::size_of::<Arc<str>>(),
+                    KeySet::Many(k) => k.len() * 3 / 2 * std::mem::size_of::<Arc<str>>(),
+                };
+                ENTRY + 16 + value.len() + keys
+            })
+            .sum()
+    }
+
     /// The object at `key` changed from `old` to `new` (None: absent).
     pub fn update<O: Indexed>(
         &mut self,
@@ -585,8 +621,10 @@ mod tests {
     fn paths_parse_and_extract() {
         let p = FieldPath::parse("spec.containers[*].image").unwrap();
         assert_eq!(p.plain(), "spec.containers.image");
-        let obj = json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}, {"name": "x"}],
-                         "replicas": 3, "paused": true}});
+        let text = json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}, {"name": "x"}],
+                         "replicas": 3, "paused": true}})
+        .to_string();
+        let obj = Members::parse(&text).unwrap();
         let mut out = Vec::new();
         p.values(&obj, &mut out);
         assert_eq!(out, ["a", "b"]);
@@ -682,10 +720,25 @@ mod tests {
         let (_, ss) = s.by_selectable_field("spec.size").unwrap();
         let (_, os) = s.by_selectable_field("spec.on").unwrap();
         assert_eq!((color, cs, ss, os), (1, 1, 2, 3));
-        let obj = json!({"spec": {"size": 3, "on": true, "tags": ["a", "b"]}});
-        let v = s.extract(&obj);
+        let text = json!({"spec": {"size": 3, "on": true, "tags": ["a", "b"]}}).to_string();
+        let v = s.extract(&Members::parse(&text).unwrap());
         let got: Vec<(u16, &str)> = v.iter().map(|(s, v)| (*s, v.as_ref())).collect();
         assert_eq!(got, [(0, "a"), (0, "b"), (1, ""), (2, "3"), (3, "true")]);
+    }
+
+    #[test]
+    fn path_values_borrow_unescaped_strings() {
+        let p = FieldPath::parse("spec.containers[*].image").unwrap();
+        let text =
+            r#"{"spec":{"containers":[{"image":"plain"},{"image":"a\u002fb"},{"image":1.5}]}}"#;
+        let mut out = Vec::new();
+        p.values(&Members::parse(text).unwrap(), &mut out);
+        assert_eq!(out, ["plain", "a/b", "1.5"]);
+        // The unescaped value is the object's own text; the escaped one is decoded, as
+        // serde_json::Value would give it.
+        assert!(matches!(out[0], Cow::Borrowed(_)));
+        assert_eq!(json_view::offset_in(text, &out[0]), text.find("plain"));
+        assert!(matches!(out[1], Cow::Owned(_)));
     }
 
     #[test]

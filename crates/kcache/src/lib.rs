@@ -18,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod gojson;
 pub mod index;
+pub mod json_view;
 pub mod latency;
 pub mod limits;
 pub mod metrics;

@@ -47,6 +47,14 @@ pub struct ResourceLabels {
     pub resource: String,
 }
 
+/// A part of a cache's memory (see `cache::CacheMemory`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemoryLabels {
+    pub resource: String,
+    /// `json`, `head`, `index` or `history`.
+    pub component: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub resource: String,
@@ -103,6 +111,7 @@ pub struct Metrics {
     pub inflight: Family<VerbLabels, Gauge>,
     pub cached_objects: Family<ResourceLabels, Gauge>,
     pub cached_bytes: Family<ResourceLabels, Gauge>,
+    pub cache_memory: Family<MemoryLabels, Gauge>,
     pub upstream_events: Family<TypeLabels, Counter>,
     pub watch_events_sent: Family<ResourceLabels, Counter>,
     pub watchers: Family<ResourceLabels, Gauge>,
@@ -143,6 +152,7 @@ impl Metrics {
             inflight: Family::default(),
             cached_objects: Family::default(),
             cached_bytes: Family::default(),
+            cache_memory: Family::default(),
             upstream_events: Family::default(),
             watch_events_sent: Family::default(),
             watchers: Family::default(),
@@ -192,6 +202,13 @@ impl Metrics {
             "cached_bytes",
             "JSON bytes of the cached objects",
             m.cached_bytes.clone(),
+        );
+        r.register(
+            "cache_memory_bytes",
+            "Estimated bytes a cache holds, by component: json (the objects' JSON), head (per \
+             object beyond its JSON: struct, key, labels and fields), index (object map and \
+             posting sets), history (events beyond the current objects)",
+            m.cache_memory.clone(),
         );
         r.register(
             "upstream_events",
@@ -453,6 +470,19 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(objects as i64);
             self.cached_bytes.get_or_create(&labels).set(bytes as i64);
+            let memory = c.memory();
+            for (component, n) in [
+                ("json", memory.json),
+                ("head", memory.head),
+                ("index", memory.index),
+                ("history", memory.history),
+            ] {
+                let labels = MemoryLabels {
+                    resource: c.info.resource.clone(),
+                    component,
+                };
+                self.cache_memory.get_or_create(&labels).set(n as i64);
+            }
             self.cache_synced
                 .get_or_create(&labels)
                 .set(i64::from(c.is_synced()));

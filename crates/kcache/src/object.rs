@@ -1,15 +1,29 @@
 //! One cached object: its raw JSON bytes exactly as the upstream sent them, plus the few head
 //! fields kcache needs to index, select and order it. Built once per upstream event and shared by
 //! every reader: list bodies and watch lines are assembled from these bytes, never re-serialised.
+//!
+//! Memory is what limits how much a kcache can hold, so an object is one allocation of bytes
+//! (`buf`) plus its small struct and key:
+//!
+//! ```text
+//! buf: [{"type":"T","object":]  RAW JSON  [}\n]  HEAD
+//!       └ only when built from a watch event: the event's line is then a slice of `buf`
+//! ```
+//!
+//! The head is a table of little-endian `u32` words: the label, selectable-field and index
+//! value counts, then one entry per value giving its position in `buf`. A value points into
+//! the raw JSON when the JSON string had no escapes (the common case), else at its decoded
+//! text appended after the table, as are values the JSON does not spell (Go zero values such
+//! as `"false"`, rendered numbers). Upstream objects are read with a borrowed, metadata-only
+//! parse (`crate::json_view`): no `serde_json::Value` is built per object.
 
-use std::collections::BTreeMap;
-use std::ops::Range;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use serde_json::Value;
 
 use crate::index::{IndexSet, Indexed};
+use crate::json_view::{self, Members};
 use crate::resource::ResourceInfo;
 use crate::selector;
 
@@ -18,11 +32,28 @@ use crate::selector;
 pub enum ObjectError {
     #[error("object is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("object is not valid UTF-8")]
+    Utf8,
     #[error("object has no metadata.name")]
     NoName,
     #[error("object has no numeric metadata.resourceVersion")]
     NoResourceVersion,
+    #[error("object is too large to cache ({0})")]
+    TooLarge(&'static str),
 }
+
+/// The start and end of a watch line around an object: `{"type":"T","object":RAW}\n`.
+const LINE_START: &[u8] = b"{\"type\":\"";
+const LINE_MID: &[u8] = b"\",\"object\":";
+const LINE_END: &[u8] = b"}\n";
+
+/// Words of the head table before its entries: label, field and index value counts.
+const HEAD_COUNTS: usize = 3;
+/// Words per label (key offset, key length, value offset, value length), per selectable field
+/// (name position, offset, length) and per index value (slot, offset, length).
+const LABEL_WORDS: usize = 4;
+const FIELD_WORDS: usize = 3;
+const INDEX_WORDS: usize = 3;
 
 /// A cached object.
 #[derive(Debug, Clone)]
@@ -30,29 +61,52 @@ pub struct Object {
     /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
     /// Shared with the cache map's key, so each object holds its key once.
     pub key: Arc<str>,
-    /// Length of the namespace part of `key` (0 for cluster-scoped).
-    ns_len: usize,
     pub rv: u64,
-    /// Full JSON with `kind`/`apiVersion`, as sent in watch events.
-    pub raw: Bytes,
-    /// Where the fields after `kind`/`apiVersion` start in `raw`, for typed built-ins whose list
-    /// items omit them: the item is `{` + `raw[item_offset..]`. `None` means the item is `raw`.
-    item_offset: Option<usize>,
-    /// Byte range of the resourceVersion value (without quotes) inside `raw`.
-    rv_range: Range<usize>,
-    pub labels: BTreeMap<String, String>,
-    /// The kind's selectable fields other than metadata.name/namespace, with their values.
-    fields: Vec<(&'static str, String)>,
-    /// Values of the resource's configured field-path indexes, (slot, value) sorted; extracted
-    /// once here so the cache never re-parses an object. Empty costs no allocation.
-    index_values: Box<[(u16, Box<str>)]>,
+    /// The one allocation of bytes (see the module comment).
+    buf: Bytes,
+    /// Where the head table starts in `buf` (the raw JSON, and line end if any, are before it).
+    head_at: u32,
+    /// Where the resourceVersion value (without quotes) is in `buf`, and its length.
+    rv_at: u32,
+    rv_len: u8,
+    /// Length of the watch-line start before the raw JSON (0: `buf` holds no line).
+    line_start: u8,
+    /// Where the fields after `kind`/`apiVersion` start in the raw JSON, for typed built-ins
+    /// whose list items omit them: the item is `{` + `raw[item_at..]`. 0 means the item is
+    /// the raw JSON.
+    item_at: u16,
+    /// Length of the namespace part of `key` (0 for cluster-scoped).
+    ns_len: u16,
 }
 
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.rv == other.rv && self.key == other.key && self.raw == other.raw
+        self.rv == other.rv && self.key == other.key && self.raw() == other.raw()
     }
+}
+
+/// Bytes an object costs, by part (estimates of what the allocator holds for it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectMemory {
+    /// The JSON as served (with `kind`/`apiVersion`).
+    pub json: usize,
+    /// Everything else: the struct and its reference count, the key, the head table and its
+    /// text, the watch-line bytes around the JSON.
+    pub head: usize,
+}
+
+impl ObjectMemory {
+    pub fn total(&self) -> usize {
+        self.json + self.head
+    }
+}
+
+/// A string of the head while an object is built: a position in the new `buf`, or text to
+/// append after the table.
+enum Loc<'a> {
+    At(usize, usize),
+    Text(Cow<'a, str>),
 }
 
 impl Object {
@@ -73,94 +127,303 @@ impl Object {
         raw: Bytes,
         drop_managed_fields: bool,
     ) -> Result<Object, ObjectError> {
-        let mut value: Value = serde_json::from_slice(&raw)?;
-        let mut raw = raw;
-        // Whether `raw` is a fresh buffer of this object's own (else it is a slice of a list
-        // page or of the watch stream's read buffer).
-        let mut owned = false;
-        if drop_managed_fields {
-            let removed = value
-                .get_mut("metadata")
-                .and_then(Value::as_object_mut)
-                .and_then(|m| m.remove("managedFields"))
-                .is_some();
-            if removed {
-                raw = Bytes::from(serde_json::to_vec(&value)?);
-                owned = true;
-            }
-        }
-        let meta = value.get("metadata");
-        let name = meta
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .ok_or(ObjectError::NoName)?;
-        let namespace = meta
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let rv_str = meta
-            .and_then(|m| m.get("resourceVersion"))
-            .and_then(Value::as_str)
+        Self::build(info, indexes, &raw, drop_managed_fields, None)
+    }
+
+    /// [`Object::from_upstream_indexed`] for an object that came in a watch event of type
+    /// `ty`: its bytes are laid out as that event's line, which the cache's event then shares
+    /// (see [`Object::line`]) instead of copying the object.
+    pub fn from_upstream_event(
+        info: &ResourceInfo,
+        indexes: &IndexSet,
+        ty: &str,
+        raw: Bytes,
+        drop_managed_fields: bool,
+    ) -> Result<Object, ObjectError> {
+        Self::build(info, indexes, &raw, drop_managed_fields, Some(ty))
+    }
+
+    fn build(
+        info: &ResourceInfo,
+        indexes: &IndexSet,
+        raw: &[u8],
+        drop_managed_fields: bool,
+        line: Option<&str>,
+    ) -> Result<Object, ObjectError> {
+        let text = std::str::from_utf8(raw).map_err(|_| ObjectError::Utf8)?;
+        // Each edit below rebuilds the text of this one object (rare: managedFields kept out of
+        // the cache, a list item with its type fields in another order).
+        let without_managed = if drop_managed_fields {
+            without_managed_fields(text)?
+        } else {
+            None
+        };
+        let text = without_managed.as_deref().unwrap_or(text);
+        let prefix = info.typed_prefix();
+        // `body` is what is parsed; with `prepend`, the raw JSON is `prepend` + `body[1..]`.
+        let mut untyped = None;
+        let (body, prepend): (&str, Option<&str>) =
+            if info.custom || text.starts_with(prefix.as_str()) {
+                (text, None)
+            } else {
+                let top = Members::parse(text)?;
+                if top.get("kind").is_some() || top.get("apiVersion").is_some() {
+                    // Some other key order: drop the type fields; the prefix brings them back.
+                    untyped = Some(without_members(text, &top, |k| {
+                        k == "kind" || k == "apiVersion"
+                    }));
+                }
+                (untyped.as_deref().unwrap_or(text), Some(prefix.as_str()))
+            };
+        let top = Members::parse(body)?;
+        let meta = top.object("metadata");
+        let name = meta.str("name").ok_or(ObjectError::NoName)?;
+        let namespace = meta.str("namespace").unwrap_or_default();
+        let rv_value = meta
+            .get("resourceVersion")
             .ok_or(ObjectError::NoResourceVersion)?;
-        let rv: u64 = rv_str.parse().map_err(|_| ObjectError::NoResourceVersion)?;
-        let labels = meta
-            .and_then(|m| m.get("labels"))
-            .and_then(Value::as_object)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rv: u64 = json_view::as_str(rv_value)
+            .and_then(|s| s.parse().ok())
+            .ok_or(ObjectError::NoResourceVersion)?;
+        let labels = labels_of(&meta);
         // Name and namespace are read from the key; only the kind's other fields are kept.
-        let mut fields = selector::extract_fields(&info.group, &info.resource, &value);
+        let mut fields = selector::object_fields(&info.group, &info.resource, &top);
         fields.retain(|(f, _)| *f != "metadata.name" && *f != "metadata.namespace");
-        fields.shrink_to_fit();
-        let index_values = indexes.extract(&value);
+        let index_values = if indexes.has_paths() {
+            indexes.extract(&top)
+        } else {
+            Vec::new()
+        };
         let (key, ns_len) = if info.namespaced && !namespace.is_empty() {
             (format!("{namespace}/{name}"), namespace.len())
         } else {
             (name.to_string(), 0)
         };
+        let ns_len = u16::try_from(ns_len).map_err(|_| ObjectError::TooLarge("namespace"))?;
 
-        let (raw, item_offset) = if info.custom {
-            (raw, None)
-        } else {
-            let (typed, off, rebuilt) = typed_form(info, raw, &value)?;
-            owned |= rebuilt;
-            (typed, Some(off))
+        // The raw JSON, the body's bytes possibly behind the type prefix.
+        let line_start = line.map_or(0, |ty| LINE_START.len() + ty.len() + LINE_MID.len());
+        let (raw_len, item_at) = match prepend {
+            None if info.custom => (body.len(), 0),
+            None => (body.len(), prefix.len()),
+            Some(p) => {
+                let rest = body.get(1..).unwrap_or_default();
+                if rest.trim_start().starts_with('}') {
+                    // An object with no other fields: no trailing comma after the type fields.
+                    (p.len(), p.len() - 1)
+                } else {
+                    (p.len() - 1 + body.len(), p.len())
+                }
+            }
         };
-        // An object kept for hours must not pin a whole page or read buffer: one memcpy per
-        // upstream event gives it its own allocation.
-        let raw = if owned {
-            raw
-        } else {
-            Bytes::copy_from_slice(&raw)
+        let item_at = u16::try_from(item_at).map_err(|_| ObjectError::TooLarge("type fields"))?;
+        // Position in `buf` of a byte of `body`.
+        let body_at = |o: usize| -> usize {
+            line_start
+                + match prepend {
+                    Some(p) => p.len() - 1 + o,
+                    None => o,
+                }
         };
-        let rv_range = find_rv(&raw, rv_str).unwrap_or(0..0);
+        let locate = |s| locate(s, body, &body_at);
+        let rv_text = rv_value.get();
+        let rv_at = json_view::offset_in(body, rv_text)
+            .map(|o| body_at(o + 1))
+            .unwrap_or(0);
+        let rv_len = u8::try_from(rv_text.len().saturating_sub(2))
+            .map_err(|_| ObjectError::TooLarge("resourceVersion"))?;
+        let labels: Vec<(Loc, Loc)> = labels
+            .into_iter()
+            .map(|(k, v)| (locate(k), locate(v)))
+            .collect();
+        let fields: Vec<(u8, Loc)> = fields
+            .into_iter()
+            .filter_map(|(f, v)| Some((selector::field_name_index(f)?, locate(v))))
+            .collect();
+        let index_values: Vec<(u16, Loc)> = index_values
+            .into_iter()
+            .map(|(slot, v)| (slot, locate(v)))
+            .collect();
+
+        // One memcpy per upstream event into the object's own allocation: an object kept for
+        // hours must not pin a whole list page or read buffer.
+        let line_end = if line.is_some() { LINE_END.len() } else { 0 };
+        let mut buf = Vec::with_capacity(
+            line_start
+                + raw_len
+                + line_end
+                + 4 * (HEAD_COUNTS
+                    + LABEL_WORDS * labels.len()
+                    + FIELD_WORDS * fields.len()
+                    + INDEX_WORDS * index_values.len()),
+        );
+        if let Some(ty) = line {
+            buf.extend_from_slice(LINE_START);
+            buf.extend_from_slice(ty.as_bytes());
+            buf.extend_from_slice(LINE_MID);
+        }
+        match prepend {
+            None => buf.extend_from_slice(body.as_bytes()),
+            Some(p) if raw_len == p.len() => {
+                buf.extend_from_slice(&p.as_bytes()[..p.len() - 1]);
+                buf.push(b'}');
+            }
+            Some(p) => {
+                buf.extend_from_slice(p.as_bytes());
+                buf.extend_from_slice(body.get(1..).unwrap_or_default().as_bytes());
+            }
+        }
+        if line.is_some() {
+            buf.extend_from_slice(LINE_END);
+        }
+        let head_at = buf.len();
+        pack_head(&mut buf, &labels, &fields, &index_values)?;
         Ok(Object {
             key: Arc::from(key),
-            ns_len,
             rv,
-            raw,
-            item_offset,
-            rv_range,
-            labels,
-            fields,
-            index_values,
+            buf: Bytes::from(buf),
+            head_at: u32::try_from(head_at).map_err(|_| ObjectError::TooLarge("object"))?,
+            rv_at: u32::try_from(rv_at).map_err(|_| ObjectError::TooLarge("object"))?,
+            rv_len,
+            line_start: u8::try_from(line_start)
+                .map_err(|_| ObjectError::TooLarge("event type"))?,
+            item_at,
+            ns_len,
         })
     }
 
+    /// Full JSON with `kind`/`apiVersion`, as sent in watch events.
+    pub fn raw(&self) -> &[u8] {
+        self.buf.get(self.raw_range()).unwrap_or_default()
+    }
+
+    /// [`Object::raw`] as shared bytes (no copy).
+    pub fn raw_bytes(&self) -> Bytes {
+        self.buf.slice(self.raw_range())
+    }
+
+    fn raw_range(&self) -> std::ops::Range<usize> {
+        let end = self.head_at as usize;
+        let start = usize::from(self.line_start);
+        if start == 0 {
+            start..end
+        } else {
+            start..end.saturating_sub(LINE_END.len())
+        }
+    }
+
+    /// The watch line `{"type":"TY","object":RAW}\n`, if this object's bytes were laid out as
+    /// that line (built by [`Object::from_upstream_event`] with `ty`): a slice of the same
+    /// allocation as [`Object::raw`], so an event holds no copy of its object.
+    pub fn line(&self, ty: &str) -> Option<Bytes> {
+        let start = self.buf.get(..usize::from(self.line_start))?;
+        let expected = LINE_START.iter().chain(ty.as_bytes()).chain(LINE_MID);
+        (!start.is_empty() && start.iter().eq(expected))
+            .then(|| self.buf.slice(..self.head_at as usize))
+    }
+
+    /// Whether `bytes` lie in this object's own allocation (an event line sharing it).
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        let start = self.buf.as_ptr() as usize;
+        let at = bytes.as_ptr() as usize;
+        at >= start && at + bytes.len() <= start + self.buf.len()
+    }
+
+    /// What this object costs in memory, by part.
+    pub fn memory(&self) -> ObjectMemory {
+        // The struct inside its `Arc` (two counters), the key inside its own `Arc`.
+        let header = std::mem::size_of::<Object>() + 16 + 16 + self.key.len();
+        let json = self.raw().len();
+        ObjectMemory {
+            json,
+            head: header + self.buf.len() - json,
+        }
+    }
+
     pub fn namespace(&self) -> &str {
-        &self.key[..self.ns_len]
+        self.key.get(..usize::from(self.ns_len)).unwrap_or_default()
     }
 
     pub fn name(&self) -> &str {
         if self.ns_len == 0 {
             &self.key
         } else {
-            &self.key[self.ns_len + 1..]
+            self.key
+                .get(usize::from(self.ns_len) + 1..)
+                .unwrap_or_default()
         }
+    }
+
+    /// Word `i` of the head table.
+    fn word(&self, i: usize) -> usize {
+        let at = self.head_at as usize + 4 * i;
+        self.buf
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u32::from_le_bytes(b) as usize)
+    }
+
+    /// The head string at `buf[at..at + len]` (built from `&str`s, so always UTF-8).
+    fn text(&self, at: usize, len: usize) -> &str {
+        self.buf
+            .get(at..at + len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
+    }
+
+    fn bytes(&self, at: usize, len: usize) -> &[u8] {
+        self.buf.get(at..at + len).unwrap_or_default()
+    }
+
+    fn label_count(&self) -> usize {
+        self.word(0)
+    }
+
+    /// First word of label `i`'s entry.
+    fn label_entry(&self, i: usize) -> usize {
+        HEAD_COUNTS + LABEL_WORDS * i
+    }
+
+    fn field_entries(&self) -> impl Iterator<Item = usize> + '_ {
+        let first = HEAD_COUNTS + LABEL_WORDS * self.label_count();
+        (0..self.word(1)).map(move |i| first + FIELD_WORDS * i)
+    }
+
+    fn index_entries(&self) -> impl Iterator<Item = usize> + '_ {
+        let first = HEAD_COUNTS + LABEL_WORDS * self.label_count() + FIELD_WORDS * self.word(1);
+        (0..self.word(2)).map(move |i| first + INDEX_WORDS * i)
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        // Labels are sorted by key.
+        let (mut lo, mut hi) = (0, self.label_count());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let e = self.label_entry(mid);
+            match self
+                .bytes(self.word(e), self.word(e + 1))
+                .cmp(key.as_bytes())
+            {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    return Some(self.text(self.word(e + 2), self.word(e + 3)))
+                }
+            }
+        }
+        None
+    }
+
+    /// Every label, sorted by key.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        (0..self.label_count()).map(|i| {
+            let e = self.label_entry(i);
+            (
+                self.text(self.word(e), self.word(e + 1)),
+                self.text(self.word(e + 2), self.word(e + 3)),
+            )
+        })
     }
 
     /// Value of a selectable field, for field selectors.
@@ -168,57 +431,119 @@ impl Object {
         match name {
             "metadata.name" => Some(self.name()),
             "metadata.namespace" => Some(self.namespace()),
-            _ => self
-                .fields
-                .iter()
-                .find(|(f, _)| *f == name)
-                .map(|(_, v)| v.as_str()),
+            _ => {
+                let index = selector::field_name_index(name)?;
+                self.field_entries()
+                    .find(|e| self.word(*e) == usize::from(index))
+                    .map(|e| self.text(self.word(e + 1), self.word(e + 2)))
+            }
         }
     }
 
     /// Values of the configured field-path index in `slot`.
     pub fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
-        let start = self.index_values.partition_point(|(s, _)| *s < slot);
-        self.index_values[start..]
-            .iter()
-            .take_while(move |(s, _)| *s == slot)
-            .map(|(_, v)| v.as_ref())
+        self.index_entries()
+            .filter(move |e| self.word(*e) == usize::from(slot))
+            .map(|e| self.text(self.word(e + 1), self.word(e + 2)))
     }
 
     /// Append the list-item form of this object to `out`.
     pub fn write_item(&self, out: &mut BytesMut) {
-        match self.item_offset {
-            Some(off) => {
+        let raw = self.raw();
+        match raw.get(usize::from(self.item_at)..) {
+            Some(rest) if self.item_at > 0 => {
                 out.extend_from_slice(b"{");
-                out.extend_from_slice(&self.raw[off..]);
+                out.extend_from_slice(rest);
             }
-            None => out.extend_from_slice(&self.raw),
+            _ => out.extend_from_slice(raw),
         }
     }
 
     /// The same object at another resourceVersion (a delete the cache learnt of by relisting
-    /// carries the relist's RV, since the real deletion RV is unknown).
+    /// carries the relist's RV, since the real deletion RV is unknown). Its bytes hold no
+    /// watch line.
     pub fn with_rv(&self, rv: u64) -> Object {
-        let mut o = self.clone();
-        o.raw = self.raw_with_rv(rv);
-        o.rv = rv;
-        if !self.rv_range.is_empty() {
-            let start = self.rv_range.start;
-            o.rv_range = start..start + rv.to_string().len();
+        let digits = rv.to_string();
+        let raw_range = self.raw_range();
+        let (rv_at, rv_end) = (
+            self.rv_at as usize,
+            self.rv_at as usize + usize::from(self.rv_len),
+        );
+        if self.rv_len == 0 || rv_at < raw_range.start || rv_end > raw_range.end {
+            // No resourceVersion to replace (cannot happen for an object built here).
+            let mut o = self.clone();
+            o.rv = rv;
+            return o;
         }
-        o
+        // Where a byte of the old raw JSON is in the new one; a value overlapping the old
+        // resourceVersion is copied as text.
+        let moved = |at: usize, len: usize| -> Loc<'_> {
+            if at >= raw_range.start && at + len <= rv_at {
+                Loc::At(at - raw_range.start, len)
+            } else if at >= rv_end && at + len <= raw_range.end {
+                Loc::At(at - raw_range.start - (rv_end - rv_at) + digits.len(), len)
+            } else {
+                Loc::Text(Cow::Borrowed(self.text(at, len)))
+            }
+        };
+        let labels: Vec<(Loc, Loc)> = (0..self.label_count())
+            .map(|i| {
+                let e = self.label_entry(i);
+                (
+                    moved(self.word(e), self.word(e + 1)),
+                    moved(self.word(e + 2), self.word(e + 3)),
+                )
+            })
+            .collect();
+        let fields: Vec<(u8, Loc)> = self
+            .field_entries()
+            .map(|e| {
+                let name = u8::try_from(self.word(e)).unwrap_or(u8::MAX);
+                (name, moved(self.word(e + 1), self.word(e + 2)))
+            })
+            .collect();
+        let index_values: Vec<(u16, Loc)> = self
+            .index_entries()
+            .map(|e| {
+                let slot = u16::try_from(self.word(e)).unwrap_or(u16::MAX);
+                (slot, moved(self.word(e + 1), self.word(e + 2)))
+            })
+            .collect();
+        let mut buf = Vec::with_capacity(self.buf.len());
+        buf.extend_from_slice(self.buf.get(raw_range.start..rv_at).unwrap_or_default());
+        buf.extend_from_slice(digits.as_bytes());
+        buf.extend_from_slice(self.buf.get(rv_end..raw_range.end).unwrap_or_default());
+        let head_at = buf.len();
+        // The new head is no larger than the old one, which fitted.
+        let _ = pack_head(&mut buf, &labels, &fields, &index_values);
+        Object {
+            key: self.key.clone(),
+            rv,
+            buf: Bytes::from(buf),
+            head_at: u32::try_from(head_at).unwrap_or(u32::MAX),
+            rv_at: u32::try_from(rv_at - raw_range.start).unwrap_or(0),
+            rv_len: u8::try_from(digits.len()).unwrap_or(0),
+            line_start: 0,
+            item_at: self.item_at,
+            ns_len: self.ns_len,
+        }
     }
 
     /// The object bytes with its resourceVersion replaced: a watcher whose selector the object
     /// leaves receives the previous state with the new RV (rule W2).
     pub fn raw_with_rv(&self, rv: u64) -> Bytes {
-        if self.rv_range.is_empty() {
-            return self.raw.clone();
+        let raw_range = self.raw_range();
+        let (rv_at, rv_end) = (
+            self.rv_at as usize,
+            self.rv_at as usize + usize::from(self.rv_len),
+        );
+        if self.rv_len == 0 || rv_at < raw_range.start || rv_end > raw_range.end {
+            return self.raw_bytes();
         }
-        let mut out = BytesMut::with_capacity(self.raw.len() + 4);
-        out.extend_from_slice(&self.raw[..self.rv_range.start]);
+        let mut out = BytesMut::with_capacity(raw_range.len() + 4);
+        out.extend_from_slice(self.buf.get(raw_range.start..rv_at).unwrap_or_default());
         out.extend_from_slice(rv.to_string().as_bytes());
-        out.extend_from_slice(&self.raw[self.rv_range.end..]);
+        out.extend_from_slice(self.buf.get(rv_end..raw_range.end).unwrap_or_default());
         out.freeze()
     }
 }
@@ -231,7 +556,7 @@ impl Indexed for Object {
     }
 
     fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
+        Object::label(self, key)
     }
 
     fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
@@ -239,61 +564,137 @@ impl Indexed for Object {
     }
 }
 
-/// Bring a typed built-in object to `{"kind":"K","apiVersion":"V",…}` and return the offset
-/// of the fields after that prefix, and whether a new buffer was built. Watch objects already
-/// have it; typed list items have no kind/apiVersion, so the prefix is prepended without
-/// re-serialising.
-fn typed_form(
-    info: &ResourceInfo,
-    raw: Bytes,
-    value: &Value,
-) -> Result<(Bytes, usize, bool), ObjectError> {
-    let prefix = info.typed_prefix();
-    if raw.starts_with(prefix.as_bytes()) {
-        return Ok((raw, prefix.len(), false));
-    }
-    let obj = value.as_object();
-    let has_type = obj.is_some_and(|o| o.contains_key("kind") || o.contains_key("apiVersion"));
-    let body: Bytes = if has_type {
-        // Some other key order: drop the type fields once and re-serialise this object only.
-        let mut v = value.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("kind");
-            o.remove("apiVersion");
+/// Where a head string goes: its place in `buf` if it is a slice of `body` (`body_at` maps a
+/// position in `body` to one in `buf`), else its text.
+fn locate<'a>(s: Cow<'a, str>, body: &str, body_at: &dyn Fn(usize) -> usize) -> Loc<'a> {
+    if let Cow::Borrowed(b) = &s {
+        if let Some(o) = json_view::offset_in(body, b) {
+            return Loc::At(body_at(o), b.len());
         }
-        Bytes::from(serde_json::to_vec(&v)?)
-    } else {
-        raw
-    };
-    let rest = body.get(1..).unwrap_or_default();
-    let mut out = BytesMut::with_capacity(prefix.len() + body.len());
-    if rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}') {
-        // An object with no other fields: no trailing comma after the type fields.
-        out.extend_from_slice(&prefix.as_bytes()[..prefix.len() - 1]);
-        out.extend_from_slice(b"}");
-        let len = out.len();
-        return Ok((out.freeze(), len - 1, true));
     }
-    out.extend_from_slice(prefix.as_bytes());
-    out.extend_from_slice(rest);
-    Ok((out.freeze(), prefix.len(), true))
+    Loc::Text(s)
 }
 
-/// Byte range of the object's own resourceVersion value: the first `"resourceVersion":"N"`,
-/// which is metadata's because metadata precedes every other nested object in both wire forms
-/// (and escaped quotes inside string values cannot match).
-fn find_rv(raw: &[u8], rv: &str) -> Option<Range<usize>> {
-    let needle = format!("\"resourceVersion\":\"{rv}\"");
-    let pos = raw
-        .windows(needle.len())
-        .position(|w| w == needle.as_bytes())?;
-    let start = pos + "\"resourceVersion\":\"".len();
-    Some(start..start + rv.len())
+/// The labels of an object's metadata, sorted by key: string values only, the last of a
+/// repeated key deciding (as a `serde_json::Value` map would).
+fn labels_of<'a>(meta: &Members<'a>) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
+    let labels = meta.object("labels");
+    let mut out: Vec<(Cow<'a, str>, Option<Cow<'a, str>>)> = Vec::new();
+    for (k, v) in labels.entries() {
+        let v = json_view::as_str(v);
+        match out.iter_mut().find(|(have, _)| have == k) {
+            Some(entry) => entry.1 = v,
+            None => out.push((k.clone(), v)),
+        }
+    }
+    let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> =
+        out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Append the head table for these values and the text of those that are not in `buf`.
+fn pack_head(
+    buf: &mut Vec<u8>,
+    labels: &[(Loc, Loc)],
+    fields: &[(u8, Loc)],
+    index_values: &[(u16, Loc)],
+) -> Result<(), ObjectError> {
+    let words = HEAD_COUNTS
+        + LABEL_WORDS * labels.len()
+        + FIELD_WORDS * fields.len()
+        + INDEX_WORDS * index_values.len();
+    let mut text_at = buf.len() + 4 * words;
+    let mut text: Vec<u8> = Vec::new();
+    let mut table: Vec<usize> = Vec::with_capacity(words);
+    let mut place = |loc: &Loc, table: &mut Vec<usize>| match loc {
+        Loc::At(at, len) => table.extend([*at, *len]),
+        Loc::Text(s) => {
+            table.extend([text_at + text.len(), s.len()]);
+            text.extend_from_slice(s.as_bytes());
+        }
+    };
+    table.extend([labels.len(), fields.len(), index_values.len()]);
+    for (k, v) in labels {
+        place(k, &mut table);
+        place(v, &mut table);
+    }
+    for (name, v) in fields {
+        table.push(usize::from(*name));
+        place(v, &mut table);
+    }
+    for (slot, v) in index_values {
+        table.push(usize::from(*slot));
+        place(v, &mut table);
+    }
+    text_at += text.len();
+    if u32::try_from(text_at).is_err() {
+        return Err(ObjectError::TooLarge("object"));
+    }
+    buf.reserve_exact(4 * words + text.len());
+    for w in table {
+        // Every word is a count or a position below `text_at`, which fits (checked above).
+        buf.extend_from_slice(&u32::try_from(w).unwrap_or(u32::MAX).to_le_bytes());
+    }
+    buf.extend_from_slice(&text);
+    Ok(())
+}
+
+/// An object's text without `metadata.managedFields`, if it has them.
+fn without_managed_fields(text: &str) -> Result<Option<String>, ObjectError> {
+    let top = Members::parse(text)?;
+    let Some(meta) = top.get("metadata") else {
+        return Ok(None);
+    };
+    let meta_text = meta.get();
+    let members = Members::of(meta);
+    if members.get("managedFields").is_none() {
+        return Ok(None);
+    }
+    let Some(at) = json_view::offset_in(text, meta_text) else {
+        return Ok(None);
+    };
+    let mut out = String::with_capacity(text.len());
+    out.push_str(text.get(..at).unwrap_or_default());
+    out.push_str(&without_members(meta_text, &members, |k| {
+        k == "managedFields"
+    }));
+    out.push_str(text.get(at + meta_text.len()..).unwrap_or_default());
+    Ok(Some(out))
+}
+
+/// An object's text (`obj`, whose `members` were parsed from it) without the members `drop`
+/// names; the others are kept byte for byte, in order, joined by `,`.
+fn without_members(obj: &str, members: &Members<'_>, drop: impl Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(obj.len());
+    out.push('{');
+    // A member's text runs from the end of the previous value (or the `{`) to the end of its
+    // own value: separators and the key lie in between.
+    let mut from = 1;
+    let mut first = true;
+    for (k, v) in members.iter() {
+        let Some(end) = json_view::offset_in(obj, v.get()).map(|o| o + v.get().len()) else {
+            continue;
+        };
+        let member = obj.get(from..end).unwrap_or_default().trim_start();
+        let member = member.strip_prefix(',').unwrap_or(member).trim_start();
+        if !drop(k) {
+            if !first {
+                out.push(',');
+            }
+            out.push_str(member);
+            first = false;
+        }
+        from = end;
+    }
+    out.push('}');
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::IndexConfig;
 
     fn cm_info() -> ResourceInfo {
         ResourceInfo {
@@ -306,12 +707,26 @@ mod tests {
         }
     }
 
+    fn pod_info() -> ResourceInfo {
+        ResourceInfo {
+            resource: "pods".into(),
+            kind: "Pod".into(),
+            ..cm_info()
+        }
+    }
+
+    /// Whether `part` lies inside `whole` (same allocation).
+    fn inside(part: &[u8], whole: &[u8]) -> bool {
+        let (p, w) = (part.as_ptr() as usize, whole.as_ptr() as usize);
+        p >= w && p + part.len() <= w + whole.len()
+    }
+
     #[test]
     fn list_item_and_watch_object_share_bytes() {
         let item = Bytes::from_static(br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","labels":{"app":"web"}},"data":{"k":"v"}}"#);
         let o = Object::from_upstream(&cm_info(), item.clone(), false).unwrap();
         assert_eq!(
-            &o.raw[..],
+            o.raw(),
             br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","labels":{"app":"web"}},"data":{"k":"v"}}"#
         );
         let mut out = BytesMut::new();
@@ -321,11 +736,103 @@ mod tests {
         assert_eq!(o.namespace(), "ns");
         assert_eq!(o.name(), "a");
         assert_eq!(o.rv, 7);
-        assert_eq!(o.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(o.label("tier"), None);
         assert_eq!(o.field("metadata.name"), Some("a"));
+        // A list item owns no watch line.
+        assert_eq!(o.line("ADDED"), None);
 
-        let w = Object::from_upstream(&cm_info(), o.raw.clone(), false).unwrap();
-        assert_eq!(w.raw, o.raw);
+        let w = Object::from_upstream(&cm_info(), o.raw_bytes(), false).unwrap();
+        assert_eq!(w.raw(), o.raw());
+        let mut out = BytesMut::new();
+        w.write_item(&mut out);
+        assert_eq!(&out[..], &item[..]);
+    }
+
+    #[test]
+    fn an_event_object_is_its_line() {
+        let raw = Bytes::from_static(br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","labels":{"app":"web"}}}"#);
+        let o = Object::from_upstream_event(
+            &cm_info(),
+            &IndexSet::default(),
+            "MODIFIED",
+            raw.clone(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(o.raw(), &raw[..]);
+        let line = o.line("MODIFIED").unwrap();
+        assert_eq!(line, crate::cache::event_line("MODIFIED", &raw));
+        // One allocation: the raw JSON and the head's unescaped label are inside the line's.
+        assert!(inside(o.raw(), &line));
+        assert!(inside(o.raw_bytes().as_ref(), &line));
+        assert!(inside(o.label("app").unwrap().as_bytes(), o.raw()));
+        assert!(o.holds(&line));
+        assert!(!o.holds(&raw));
+        // Another type's line is not there.
+        assert_eq!(o.line("ADDED"), None);
+        assert_eq!(o.line("MODIFIE"), None);
+        // An event of the type shares the bytes; one of another type copies them.
+        let o = Arc::new(o);
+        let ev =
+            crate::cache::Event::new(crate::cache::EventType::Modified, o.clone(), None, false);
+        assert!(inside(ev.line(), &line) && ev.line().len() == line.len());
+        let ev = crate::cache::Event::new(crate::cache::EventType::Added, o.clone(), None, false);
+        assert!(!o.holds(ev.line()));
+        assert_eq!(ev.line(), &crate::cache::event_line("ADDED", &raw));
+    }
+
+    #[test]
+    fn head_values_point_into_the_json_unless_escaped() {
+        let configured = [IndexConfig {
+            name: "byImage".into(),
+            field: Some("spec.containers[*].image".into()),
+            label: None,
+        }];
+        let indexes = IndexSet::new("", "pods", false, &configured);
+        let raw = Bytes::from(
+            r#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"12","labels":{"z":"last","app":"w\u0065b","n":1,"dup":"a","dup":"b","gone":"x","gone":null}},"spec":{"nodeName":"node-1","schedulerName":"s\"q","containers":[{"image":"img:1"},{"image":"a\/b"},{"image":"img:1"}],"hostNetwork":true},"status":{"podIPs":[{"ip":"10.0.0.2"}],"phase":"Running"}}"#,
+        );
+        for line in [None, Some("ADDED")] {
+            let o = match line {
+                None => Object::from_upstream_indexed(&pod_info(), &indexes, raw.clone(), false),
+                Some(ty) => {
+                    Object::from_upstream_event(&pod_info(), &indexes, ty, raw.clone(), false)
+                }
+            }
+            .unwrap();
+            // Labels as a serde_json::Value map gives them: strings only, the last one of a
+            // repeated key, sorted.
+            let labels: Vec<(&str, &str)> = o.labels().collect();
+            assert_eq!(
+                labels,
+                [("app", "web"), ("dup", "b"), ("z", "last")],
+                "{line:?}"
+            );
+            assert!(inside(o.label("z").unwrap().as_bytes(), o.raw()));
+            assert!(!inside(o.label("app").unwrap().as_bytes(), o.raw()));
+            assert_eq!(o.field("spec.nodeName"), Some("node-1"));
+            assert_eq!(o.field("spec.host"), Some("node-1"));
+            assert!(inside(
+                o.field("spec.nodeName").unwrap().as_bytes(),
+                o.raw()
+            ));
+            assert_eq!(o.field("spec.schedulerName"), Some("s\"q"));
+            assert_eq!(o.field("spec.hostNetwork"), Some("true"));
+            assert_eq!(o.field("spec.restartPolicy"), Some(""));
+            assert_eq!(o.field("status.podIP"), Some("10.0.0.2"));
+            assert_eq!(o.field("status.phase"), Some("Running"));
+            assert_eq!(o.field("metadata.namespace"), Some("ns"));
+            assert_eq!(o.field("nope"), None);
+            let images: Vec<&str> = o.index_values(0).collect();
+            assert_eq!(images, ["a/b", "img:1"]);
+            assert_eq!(o.index_values(1).count(), 0);
+            // The same values as the Value-based extraction of the selector module.
+            let value: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+            for (name, v) in selector::extract_fields("", "pods", &value) {
+                assert_eq!(o.field(name), Some(v.as_str()), "{name}");
+            }
+        }
     }
 
     #[test]
@@ -339,15 +846,87 @@ mod tests {
     }
 
     #[test]
-    fn drops_managed_fields_once() {
-        let raw = Bytes::from_static(br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"x"}]}}"#);
-        let o = Object::from_upstream(&cm_info(), raw, true).unwrap();
-        assert!(!o.raw.windows(13).any(|w| w == b"managedFields"));
+    fn with_rv_keeps_the_head() {
+        let configured = [IndexConfig {
+            name: "byRv".into(),
+            field: Some("metadata.resourceVersion".into()),
+            label: None,
+        }];
+        let indexes = IndexSet::new("", "pods", false, &configured);
+        let raw = Bytes::from_static(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"a":"1","b":"x\ty"}},"spec":{"nodeName":"n"}}"#);
+        let o = Object::from_upstream_event(&pod_info(), &indexes, "ADDED", raw, false).unwrap();
+        let d = o.with_rv(123456);
+        assert_eq!(d.rv, 123456);
+        assert_eq!(d.raw(), &o.raw_with_rv(123456)[..]);
+        assert_eq!(d.line("ADDED"), None);
+        assert_eq!(d.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "x\ty")]);
+        assert_eq!(d.field("spec.nodeName"), Some("n"));
+        // The index value read from the old resourceVersion stays what it was.
+        assert_eq!(d.index_values(0).collect::<Vec<_>>(), ["7"]);
+        let mut item = BytesMut::new();
+        d.write_item(&mut item);
+        assert!(item.starts_with(
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"123456""#
+        ));
+        assert_eq!(&d.with_rv(8).raw_with_rv(7)[..], o.raw());
+    }
+
+    #[test]
+    fn drops_managed_fields_exactly() {
+        let cases = [
+            (
+                r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"x"}]}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
+            ),
+            (
+                r#"{"metadata":{"managedFields":[{"manager":"x"}],"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"k":"\u003c"}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"k":"\u003c"}}"#,
+            ),
+            (
+                r#"{"metadata":{"name":"a", "managedFields" : [] , "namespace":"ns","resourceVersion":"7"}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
+            ),
+        ];
+        for (input, want) in cases {
+            let o = Object::from_upstream(&cm_info(), Bytes::from(input), true).unwrap();
+            assert_eq!(std::str::from_utf8(o.raw()).unwrap(), want);
+            assert_eq!(
+                &o.raw_with_rv(9)[..],
+                want.replace("\"7\"", "\"9\"").as_bytes()
+            );
+            // Kept when not asked to drop them.
+            let kept = Object::from_upstream(&cm_info(), Bytes::from(input), false).unwrap();
+            assert!(kept.raw().windows(13).any(|w| w == b"managedFields"));
+        }
+    }
+
+    #[test]
+    fn type_fields_in_another_order_are_moved_to_the_front() {
+        let raw = Bytes::from_static(br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"apiVersion":"v1","data":{},"kind":"ConfigMap"}"#);
+        let o = Object::from_upstream(&cm_info(), raw, false).unwrap();
+        assert_eq!(
+            std::str::from_utf8(o.raw()).unwrap(),
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{}}"#
+        );
+        assert_eq!(o.rv, 7);
     }
 
     #[test]
     fn rejects_objects_without_head() {
-        assert!(Object::from_upstream(&cm_info(), Bytes::from_static(b"{}"), false).is_err());
-        assert!(Object::from_upstream(&cm_info(), Bytes::from_static(b"[1"), false).is_err());
+        for bad in [
+            &b"{}"[..],
+            b"[1",
+            b"[1]",
+            b"{\"metadata\":{\"name\":\"a\"}}",
+            b"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"x\"}}",
+            b"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":7}}",
+            b"{\"metadata\":{\"name\":\"\xff\",\"resourceVersion\":\"7\"}}",
+        ] {
+            assert!(
+                Object::from_upstream(&cm_info(), Bytes::copy_from_slice(bad), false).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -42,7 +42,7 @@ impl Filter {
     /// Whether the selectors match (the namespace is checked separately by key range or
     /// [`Filter::matches`]).
     pub fn selects(&self, o: &Object) -> bool {
-        (self.label.is_empty() || self.label.matches(&o.labels))
+        (self.label.is_empty() || self.label.matches_with(&|k| o.label(k)))
             && (self.field.is_empty() || self.field.matches(&|f| o.field(f)))
             && self.indexed.iter().all(|r| r.matches(o))
     }

@@ -55,7 +55,7 @@ pub async fn get(
     };
     let chunks = match form {
         Form::Json { pretty } => {
-            let chunks = vec![obj.raw.clone(), Bytes::from_static(b"\n")];
+            let chunks = vec![obj.raw_bytes(), Bytes::from_static(b"\n")];
             if pretty {
                 response::prettify(chunks)
             } else {
@@ -63,10 +63,10 @@ pub async fn get(
             }
         }
         Form::Table { printer, include } => {
-            vec![printer.get_table(&obj.raw, include, std::time::SystemTime::now())]
+            vec![printer.get_table(obj.raw(), include, std::time::SystemTime::now())]
         }
         Form::Metadata => vec![
-            table::partial_object_metadata(&obj.raw),
+            table::partial_object_metadata(obj.raw()),
             Bytes::from_static(b"\n"),
         ],
     };

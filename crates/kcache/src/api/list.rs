@@ -371,7 +371,7 @@ pub fn index_page(
 fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Response {
     let token = p.token.as_deref();
     let rv = snap.rv.to_string();
-    let raws = || p.objects.iter().map(|o| &o.raw[..]).collect::<Vec<&[u8]>>();
+    let raws = || p.objects.iter().map(|o| o.raw()).collect::<Vec<&[u8]>>();
     let chunks = match form {
         Form::Json { pretty } => {
             let mut items = BytesMut::new();

@@ -622,9 +622,9 @@ impl Watcher {
                 continue;
             }
             if let Encoding::Json = self.encoding {
-                write_event(&mut buf, "ADDED", &o.raw);
+                write_event(&mut buf, "ADDED", o.raw());
             } else {
-                let line = self.encode("ADDED", &o.raw);
+                let line = self.encode("ADDED", o.raw());
                 buf.extend_from_slice(&line);
             }
             if buf.len() >= CHUNK && !self.send(buf.split().freeze()).await {
@@ -660,27 +660,25 @@ impl Watcher {
         }
     }
 
-    /// The line this watcher receives for an event, if any. JSON lines are the event's shared
-    /// bytes; Table and metadata watches encode per watcher, as the apiserver does (a Table
-    /// row carries the age at send time, and only a watch's first Table its columns).
+    /// The line this watcher receives for an event, if any. JSON and metadata lines are the
+    /// event's shared bytes, built once per event; Table watches encode per watcher, as the
+    /// apiserver does (a Table row carries the age at send time, and only a watch's first
+    /// Table its columns).
     fn line_for(&mut self, ev: &Event) -> Option<Bytes> {
-        let pick = self.pick(ev)?;
-        if let Encoding::Json = self.encoding {
-            return Some(match pick {
-                Pick::AsIs => ev.line().clone(),
-                Pick::Entered => ev.entered_line(),
-                Pick::Left => ev.left_line(),
-            });
-        }
-        let (ty, raw) = match pick {
-            Pick::AsIs => (ev.ty.as_str(), ev.object.raw.clone()),
-            Pick::Entered => ("ADDED", ev.object.raw.clone()),
-            Pick::Left => (
-                "DELETED",
-                ev.prev.as_ref().unwrap_or(&ev.object).raw_with_rv(ev.rv),
-            ),
+        use crate::cache::LineKind;
+        let kind = match self.pick(ev)? {
+            Pick::AsIs => LineKind::AsIs,
+            Pick::Entered => LineKind::Entered,
+            Pick::Left => LineKind::Left,
         };
-        Some(self.encode(ty, &raw))
+        match self.encoding {
+            Encoding::Json => Some(ev.json_line(kind)),
+            Encoding::Metadata => Some(ev.metadata_line(kind)),
+            Encoding::Table { .. } => {
+                let (ty, raw) = ev.state(kind);
+                Some(self.encode(ty, &raw))
+            }
+        }
     }
 
     /// One event line in this watch's encoding.

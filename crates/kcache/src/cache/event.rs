@@ -45,9 +45,32 @@ pub struct Event {
     /// Its place in the cache's history, given when it is appended (see `cache::Cursor`).
     pub seq: u64,
     pub(crate) at: Instant,
+    /// `{"type":"T","object":…}\n`: a slice of the object's own bytes when the object was
+    /// built from the upstream event of the same type (see `Object::line`), else a copy.
     line: Bytes,
-    entered: OnceLock<Bytes>,
-    left: OnceLock<Bytes>,
+    /// The other lines of this event, built on first use by some watcher and then shared by
+    /// every other one; boxed, so an event no such watcher reads costs one pointer for them.
+    other: OnceLock<Box<OtherLines>>,
+}
+
+/// Which of an event's lines a watcher receives (rule W2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// The event as it is.
+    AsIs = 0,
+    /// ADDED with the new state: the object starts matching the watcher's selector.
+    Entered = 1,
+    /// DELETED with the previous state at the new RV: the object stops matching.
+    Left = 2,
+}
+
+/// Lines of an event other than its JSON line as is.
+#[derive(Debug, Default)]
+struct OtherLines {
+    /// JSON lines for [`LineKind::Entered`] and [`LineKind::Left`] (index 0 unused).
+    json: [OnceLock<Bytes>; 3],
+    /// Lines for metadata-only watches (`PartialObjectMetadata`), by [`LineKind`].
+    metadata: [OnceLock<Bytes>; 3],
 }
 
 impl Event {
@@ -57,9 +80,12 @@ impl Event {
         prev: Option<Arc<Object>>,
         synthetic: bool,
     ) -> Event {
+        let line = object
+            .line(ty.as_str())
+            .unwrap_or_else(|| event_line(ty.as_str(), object.raw()));
         Event {
             rv: object.rv,
-            line: event_line(ty.as_str(), &object.raw),
+            line,
             ty,
             object,
             prev,
@@ -67,8 +93,7 @@ impl Event {
             made_up: false,
             seq: 0,
             at: Instant::now(),
-            entered: OnceLock::new(),
-            left: OnceLock::new(),
+            other: OnceLock::new(),
         }
     }
 
@@ -79,20 +104,80 @@ impl Event {
 
     /// For a watcher whose selector the object starts matching: ADDED with the new state (W2).
     pub fn entered_line(&self) -> Bytes {
-        self.entered
-            .get_or_init(|| event_line("ADDED", &self.object.raw))
-            .clone()
+        self.json_line(LineKind::Entered)
     }
 
     /// For a watcher whose selector the object stops matching: DELETED with the previous state
     /// but the new resourceVersion (W2).
     pub fn left_line(&self) -> Bytes {
-        self.left
+        self.json_line(LineKind::Left)
+    }
+
+    /// The JSON line of `kind`, built once per event.
+    pub fn json_line(&self, kind: LineKind) -> Bytes {
+        if kind == LineKind::AsIs {
+            return self.line.clone();
+        }
+        self.others().json[kind as usize]
             .get_or_init(|| {
-                let prev = self.prev.as_ref().unwrap_or(&self.object);
-                event_line("DELETED", &prev.raw_with_rv(self.rv))
+                let (ty, raw) = self.state(kind);
+                event_line(ty, &raw)
             })
             .clone()
+    }
+
+    /// The line of `kind` for metadata-only watches: the object as `PartialObjectMetadata`,
+    /// built once per event and shared by all of them, as JSON lines are.
+    pub fn metadata_line(&self, kind: LineKind) -> Bytes {
+        self.others().metadata[kind as usize]
+            .get_or_init(|| {
+                let (ty, raw) = self.state(kind);
+                event_line(ty, &crate::table::partial_object_metadata(&raw))
+            })
+            .clone()
+    }
+
+    fn others(&self) -> &OtherLines {
+        self.other.get_or_init(Box::default)
+    }
+
+    /// The type and object bytes a line of `kind` carries.
+    pub fn state(&self, kind: LineKind) -> (&'static str, Bytes) {
+        match kind {
+            LineKind::AsIs => (self.ty.as_str(), self.object.raw_bytes()),
+            LineKind::Entered => ("ADDED", self.object.raw_bytes()),
+            LineKind::Left => {
+                let prev = self.prev.as_ref().unwrap_or(&self.object);
+                ("DELETED", prev.raw_with_rv(self.rv))
+            }
+        }
+    }
+
+    /// Bytes this event holds beyond the current objects: its struct, its line unless it
+    /// shares the object's bytes, lines built for watchers, and the versions of the object
+    /// that only the history keeps (the previous state; for a DELETED, the deleted one).
+    pub fn memory(&self) -> usize {
+        let mut n = std::mem::size_of::<Event>() + 16;
+        if !self.object.holds(&self.line) {
+            n += self.line.len();
+        }
+        if let Some(other) = self.other.get() {
+            n += std::mem::size_of::<OtherLines>();
+            n += other
+                .json
+                .iter()
+                .chain(&other.metadata)
+                .filter_map(OnceLock::get)
+                .map(Bytes::len)
+                .sum::<usize>();
+        }
+        if let Some(prev) = &self.prev {
+            n += prev.memory().total();
+        }
+        if self.ty == EventType::Deleted {
+            n += self.object.memory().total();
+        }
+        n
     }
 }
 
@@ -110,4 +195,73 @@ pub fn write_event(out: &mut BytesMut, ty: &str, raw: &[u8]) {
     out.extend_from_slice(b"\",\"object\":");
     out.extend_from_slice(raw);
     out.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::ResourceInfo;
+
+    fn object(rv: u64, label: &str) -> Arc<Object> {
+        let info = ResourceInfo {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+            custom: false,
+        };
+        let raw = format!(
+            r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"a","namespace":"ns","resourceVersion":"{rv}","labels":{{"v":"{label}"}}}},"data":{{"k":"v"}}}}"#
+        );
+        Arc::new(Object::from_upstream(&info, Bytes::from(raw), false).unwrap())
+    }
+
+    #[test]
+    fn metadata_lines_are_built_once_per_event() {
+        let ev = Event::new(
+            EventType::Modified,
+            object(8, "new"),
+            Some(object(7, "old")),
+            false,
+        );
+        let pom = |raw: &[u8]| crate::table::partial_object_metadata(raw);
+        for (kind, ty, raw) in [
+            (LineKind::AsIs, "MODIFIED", ev.object.raw_bytes()),
+            (LineKind::Entered, "ADDED", ev.object.raw_bytes()),
+            (
+                LineKind::Left,
+                "DELETED",
+                ev.prev.as_ref().unwrap().raw_with_rv(8),
+            ),
+        ] {
+            let first = ev.metadata_line(kind);
+            assert_eq!(first, event_line(ty, &pom(&raw)));
+            // Every later watcher gets the same bytes, not a new encoding.
+            let again = ev.metadata_line(kind);
+            assert_eq!(first.as_ptr(), again.as_ptr());
+            let json = ev.json_line(kind);
+            assert_eq!(json, event_line(ty, &raw));
+            assert_eq!(json.as_ptr(), ev.json_line(kind).as_ptr());
+        }
+        assert_eq!(ev.json_line(LineKind::AsIs), ev.line());
+        assert_eq!(ev.entered_line(), ev.json_line(LineKind::Entered));
+        assert_eq!(ev.left_line(), ev.json_line(LineKind::Left));
+    }
+
+    #[test]
+    fn memory_counts_what_the_history_alone_keeps() {
+        let ev = Event::new(
+            EventType::Modified,
+            object(8, "new"),
+            Some(object(7, "old")),
+            false,
+        );
+        let base = ev.memory();
+        // The line is a copy (the object was not built as this event's line) and the previous
+        // version is kept by the event only.
+        assert!(base >= ev.line().len() + ev.prev.as_ref().unwrap().memory().total());
+        let _ = ev.metadata_line(LineKind::AsIs);
+        assert!(ev.memory() > base);
+    }
 }

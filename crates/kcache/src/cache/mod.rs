@@ -15,7 +15,7 @@ mod event;
 
 pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
-pub use event::{event_line, write_event, Event, EventType};
+pub use event::{event_line, write_event, Event, EventType, LineKind};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -335,7 +335,7 @@ impl ResourceCache {
         let mut new_map = ObjectMap::new();
         let mut bytes = 0;
         for o in objects {
-            bytes += o.raw.len();
+            bytes += o.raw().len();
             new_map.insert(o.key.clone(), Arc::new(o));
         }
         let mut st = self.write();
@@ -436,10 +436,10 @@ impl ResourceCache {
         let prev = st.objects.get(&key).cloned();
         let rv = object.rv;
         if let Some(p) = &prev {
-            st.bytes -= p.raw.len();
+            st.bytes -= p.raw().len();
         }
         if ty != EventType::Deleted {
-            st.bytes += object.raw.len();
+            st.bytes += object.raw().len();
         }
         let indexes = &self.indexes;
         let new = (ty != EventType::Deleted).then_some(&*object);
@@ -548,6 +548,30 @@ impl ResourceCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// An estimate of the bytes this cache holds, by part (for `/metrics`): walks every
+    /// object and event, so it is for scrapes, not for request paths.
+    pub fn memory(&self) -> CacheMemory {
+        let (objects, postings, history) = {
+            let st = self.read();
+            let history: usize = st.history.iter().map(|e| e.memory()).sum();
+            (st.objects.clone(), st.postings.clone(), history)
+        };
+        let mut m = CacheMemory {
+            objects: objects.len(),
+            history,
+            index: postings.memory(),
+            ..CacheMemory::default()
+        };
+        for (_, o) in objects.iter() {
+            let om = o.memory();
+            m.json += om.json;
+            m.head += om.head;
+        }
+        // The map's own nodes: a key and an object pointer per entry, nodes about 2/3 full.
+        m.index += objects.len() * 3 / 2 * std::mem::size_of::<(Arc<str>, Arc<Object>)>();
+        m
     }
 
     /// Current state.
@@ -807,6 +831,20 @@ fn made_up_deletes(
         out.push(ev);
     }
     out
+}
+
+/// Bytes a cache holds, by part (estimates: what the allocator holds for each structure).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheMemory {
+    pub objects: usize,
+    /// The objects' JSON as served.
+    pub json: usize,
+    /// Per object beyond its JSON: struct, key, head table, watch-line bytes.
+    pub head: usize,
+    /// The object map's nodes and the posting sets.
+    pub index: usize,
+    /// Events beyond the current objects (see `Event::memory`).
+    pub history: usize,
 }
 
 /// What a relist changed.

@@ -50,7 +50,11 @@ impl LabelRequirement {
     /// Whether a label set satisfies this requirement, with the apiserver's semantics: `!=` and
     /// `notin` match objects lacking the key; `>`/`<` never match a missing or non-integer label.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let actual = labels.get(&self.key);
+        self.matches_value(labels.get(&self.key).map(String::as_str))
+    }
+
+    /// [`LabelRequirement::matches`] given the object's value of this requirement's key.
+    pub fn matches_value(&self, actual: Option<&str>) -> bool {
         match self.op {
             LabelOp::Equals | LabelOp::In => {
                 actual.is_some_and(|v| self.values.iter().any(|x| x == v))
@@ -61,7 +65,7 @@ impl LabelRequirement {
             LabelOp::Exists => actual.is_some(),
             LabelOp::DoesNotExist => actual.is_none(),
             LabelOp::GreaterThan | LabelOp::LessThan => {
-                let Some(have) = actual.and_then(|v| parse_go_int64(v)) else {
+                let Some(have) = actual.and_then(parse_go_int64) else {
                     return false;
                 };
                 let [want] = self.values.as_slice() else {
@@ -143,6 +147,14 @@ impl LabelSelector {
     /// Whether an object with these labels is selected (all requirements hold).
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// [`LabelSelector::matches`] reading the labels through a lookup, for objects that keep
+    /// their labels in their own bytes rather than in a map (see `crate::object`).
+    pub fn matches_with<'v>(&self, label: &dyn Fn(&str) -> Option<&'v str>) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.matches_value(label(&r.key)))
     }
 
     /// The value a matching object must have for `key`, if the selector pins one: the first

@@ -44,7 +44,7 @@ pub use field_support::{
 };
 pub(crate) use go_format::go_quote;
 pub use label::{LabelOp, LabelRequirement, LabelSelector};
-pub use object_fields::extract_fields;
+pub use object_fields::{extract_fields, field_name, field_name_index, object_fields};
 
 /// A selector that the apiserver would reject; `message` is the text of its 400 BadRequest
 /// Status, verbatim.

@@ -5,6 +5,63 @@
 //! Separate because it reads objects, not selectors: it runs once per cached object (see
 //! `crate::object`) and its output is what field selectors are matched against.
 
+use std::borrow::Cow;
+
+use crate::json_view::{self, Members};
+
+/// Every name [`extract_fields`] can give, so that a cached object can keep a field's name as
+/// a one-byte position in this list (see `crate::object`).
+const FIELD_NAMES: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.host",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+    "spec.unschedulable",
+    "type",
+    "status.replicas",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reportingController",
+    "reason",
+    "reportingComponent",
+    "source",
+    "status.successful",
+    "spec.signerName",
+];
+
+/// The position of a field name in the list of selectable field names.
+pub fn field_name_index(name: &str) -> Option<u8> {
+    FIELD_NAMES
+        .iter()
+        .position(|n| *n == name)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+/// The field name at a position given by [`field_name_index`].
+pub fn field_name(index: u8) -> Option<&'static str> {
+    FIELD_NAMES.get(usize::from(index)).copied()
+}
+
 /// The selectable field values of one object (its JSON as the apiserver serves it), rendered
 /// like the apiserver's field set: `metadata.name`, `metadata.namespace` when the object has
 /// one, and the per-kind fields. Missing strings are `""`; booleans and counters render Go's
@@ -18,48 +75,69 @@ pub fn extract_fields(
     resource: &str,
     obj: &serde_json::Value,
 ) -> Vec<(&'static str, String)> {
-    let mut out: Vec<(&'static str, String)> =
-        vec![("metadata.name", text(obj, &["metadata", "name"]))];
-    if let Some(ns) = obj.pointer("/metadata/namespace").and_then(|v| v.as_str()) {
+    let text = obj.to_string();
+    let members = Members::parse(&text).unwrap_or_default();
+    object_fields(group, resource, &members)
+        .into_iter()
+        .map(|(n, v)| (n, v.into_owned()))
+        .collect()
+}
+
+/// [`extract_fields`] over a borrowed view of the object: what the cache runs once per
+/// upstream object. Values are slices of the object's text where it has them unescaped.
+pub fn object_fields<'a>(
+    group: &str,
+    resource: &str,
+    obj: &Members<'a>,
+) -> Vec<(&'static str, Cow<'a, str>)> {
+    let meta = obj.object("metadata");
+    let mut out: Vec<(&'static str, Cow<'a, str>)> = vec![("metadata.name", text(&meta, "name"))];
+    if let Some(ns) = meta.str("namespace") {
         if !ns.is_empty() {
-            out.push(("metadata.namespace", ns.to_string()));
+            out.push(("metadata.namespace", ns));
         }
     }
     match (group, resource) {
         ("", "pods") => {
-            let node_name = text(obj, &["spec", "nodeName"]);
+            let spec = obj.object("spec");
+            let status = obj.object("status");
+            let node_name = text(&spec, "nodeName");
             out.push(("spec.host", node_name.clone()));
             out.push(("spec.nodeName", node_name));
-            out.push(("spec.restartPolicy", text(obj, &["spec", "restartPolicy"])));
-            out.push(("spec.schedulerName", text(obj, &["spec", "schedulerName"])));
+            out.push(("spec.restartPolicy", text(&spec, "restartPolicy")));
+            out.push(("spec.schedulerName", text(&spec, "schedulerName")));
             // The deprecated serviceAccount field stands in when serviceAccountName is unset.
-            let mut sa = text(obj, &["spec", "serviceAccountName"]);
+            let mut sa = text(&spec, "serviceAccountName");
             if sa.is_empty() {
-                sa = text(obj, &["spec", "serviceAccount"]);
+                sa = text(&spec, "serviceAccount");
             }
             out.push(("spec.serviceAccountName", sa));
-            out.push(("spec.hostNetwork", boolean(obj, &["spec", "hostNetwork"])));
-            out.push(("status.phase", text(obj, &["status", "phase"])));
-            out.push(("status.podIP", pod_ip(obj)));
-            out.push(("status.podIPs", String::new()));
+            out.push(("spec.hostNetwork", boolean(&spec, "hostNetwork")));
+            out.push(("status.phase", text(&status, "phase")));
+            out.push(("status.podIP", pod_ip(&status)));
+            out.push(("status.podIPs", Cow::Borrowed("")));
             out.push((
                 "status.nominatedNodeName",
-                text(obj, &["status", "nominatedNodeName"]),
+                text(&status, "nominatedNodeName"),
             ));
         }
         ("", "nodes") => {
             out.push((
                 "spec.unschedulable",
-                boolean(obj, &["spec", "unschedulable"]),
+                boolean(&obj.object("spec"), "unschedulable"),
             ));
         }
-        ("", "namespaces") => out.push(("status.phase", text(obj, &["status", "phase"]))),
-        ("", "secrets") => out.push(("type", text(obj, &["type"]))),
+        ("", "namespaces") => out.push(("status.phase", text(&obj.object("status"), "phase"))),
+        ("", "secrets") => out.push(("type", text(obj, "type"))),
         ("", "replicationcontrollers") => {
-            out.push(("status.replicas", integer(obj, &["status", "replicas"])));
+            out.push((
+                "status.replicas",
+                integer(&obj.object("status"), "replicas"),
+            ));
         }
         ("", "events") => {
-            let involved = |f| text(obj, &["involvedObject", f]);
+            let involved = obj.object("involvedObject");
+            let involved = |f| text(&involved, f);
             push_event_fields(
                 &mut out,
                 [
@@ -71,15 +149,16 @@ pub fn extract_fields(
                     involved("resourceVersion"),
                     involved("fieldPath"),
                 ],
-                text(obj, &["reason"]),
-                text(obj, &["reportingComponent"]),
-                text(obj, &["source", "component"]),
-                text(obj, &["type"]),
+                text(obj, "reason"),
+                text(obj, "reportingComponent"),
+                text(&obj.object("source"), "component"),
+                text(obj, "type"),
                 false,
             );
         }
         ("events.k8s.io", "events") => {
-            let regarding = |f| text(obj, &["regarding", f]);
+            let regarding = obj.object("regarding");
+            let regarding = |f| text(&regarding, f);
             push_event_fields(
                 &mut out,
                 [
@@ -91,18 +170,21 @@ pub fn extract_fields(
                     regarding("resourceVersion"),
                     regarding("fieldPath"),
                 ],
-                text(obj, &["reason"]),
-                text(obj, &["reportingController"]),
-                text(obj, &["deprecatedSource", "component"]),
-                text(obj, &["type"]),
+                text(obj, "reason"),
+                text(obj, "reportingController"),
+                text(&obj.object("deprecatedSource"), "component"),
+                text(obj, "type"),
                 true,
             );
         }
         ("batch", "jobs") => {
-            out.push(("status.successful", integer(obj, &["status", "succeeded"])));
+            out.push((
+                "status.successful",
+                integer(&obj.object("status"), "succeeded"),
+            ));
         }
         ("certificates.k8s.io", "certificatesigningrequests" | "clustertrustbundles") => {
-            out.push(("spec.signerName", text(obj, &["spec", "signerName"])));
+            out.push(("spec.signerName", text(&obj.object("spec"), "signerName")));
         }
         _ => {}
     }
@@ -111,13 +193,13 @@ pub fn extract_fields(
 
 /// Event field set, shared by core/v1 and events.k8s.io/v1 (the latter is converted to the
 /// former inside the apiserver, so both select on `involvedObject.*` names).
-fn push_event_fields(
-    out: &mut Vec<(&'static str, String)>,
-    involved: [String; 7],
-    reason: String,
-    reporting: String,
-    source_component: String,
-    kind: String,
+fn push_event_fields<'a>(
+    out: &mut Vec<(&'static str, Cow<'a, str>)>,
+    involved: [Cow<'a, str>; 7],
+    reason: Cow<'a, str>,
+    reporting: Cow<'a, str>,
+    source_component: Cow<'a, str>,
+    kind: Cow<'a, str>,
     with_events_v1_aliases: bool,
 ) {
     const INTERNAL: [&str; 7] = [
@@ -161,41 +243,36 @@ fn push_event_fields(
 
 /// The apiserver derives the pod IP from its internal list, which v1 conversion fills from
 /// `status.podIP` when set (it wins over a differing `podIPs[0]`), else from `status.podIPs`.
-fn pod_ip(obj: &serde_json::Value) -> String {
-    let ip = text(obj, &["status", "podIP"]);
+fn pod_ip<'a>(status: &Members<'a>) -> Cow<'a, str> {
+    let ip = text(status, "podIP");
     if !ip.is_empty() {
         return ip;
     }
-    obj.pointer("/status/podIPs/0/ip")
-        .and_then(|v| v.as_str())
+    status
+        .get("podIPs")
+        .and_then(|ips| json_view::elements(ips).first().copied())
+        .map(|first| text(&Members::of(first), "ip"))
         .unwrap_or_default()
-        .to_string()
 }
 
-fn lookup<'a>(obj: &'a serde_json::Value, path: &[&str]) -> Option<&'a serde_json::Value> {
-    path.iter().try_fold(obj, |v, key| v.get(key))
+fn text<'a>(obj: &Members<'a>, key: &str) -> Cow<'a, str> {
+    obj.str(key).unwrap_or_default()
 }
 
-fn text(obj: &serde_json::Value, path: &[&str]) -> String {
-    lookup(obj, path)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string()
+fn boolean<'a>(obj: &Members<'a>, key: &str) -> Cow<'a, str> {
+    let b = obj.get(key).and_then(json_view::as_bool).unwrap_or(false);
+    Cow::Borrowed(if b { "true" } else { "false" })
 }
 
-fn boolean(obj: &serde_json::Value, path: &[&str]) -> String {
-    let b = lookup(obj, path).and_then(|v| v.as_bool()).unwrap_or(false);
-    b.to_string()
-}
-
-fn integer(obj: &serde_json::Value, path: &[&str]) -> String {
-    match lookup(obj, path) {
-        Some(v) => v
-            .as_i64()
+fn integer<'a>(obj: &Members<'a>, key: &str) -> Cow<'a, str> {
+    let n = obj.get(key).and_then(json_view::as_number);
+    match n.and_then(|n| {
+        n.as_i64()
             .map(|n| n.to_string())
-            .or_else(|| v.as_u64().map(|n| n.to_string()))
-            .unwrap_or_else(|| "0".to_string()),
-        None => "0".to_string(),
+            .or_else(|| n.as_u64().map(|n| n.to_string()))
+    }) {
+        Some(s) => Cow::Owned(s),
+        None => Cow::Borrowed("0"),
     }
 }
 

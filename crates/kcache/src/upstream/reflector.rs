@@ -494,12 +494,25 @@ impl Reflector {
                     )))
                 }
             };
-            let object = match Object::from_upstream_indexed(
-                &info,
-                &self.cache.indexes,
-                ev.object,
-                self.cfg.drop_managed_fields,
-            ) {
+            // Live events keep their object's bytes laid out as the event's line, which the
+            // cache's history then shares; initial events become no event, so no line.
+            let built = if gathering.is_some() {
+                Object::from_upstream_indexed(
+                    &info,
+                    &self.cache.indexes,
+                    ev.object,
+                    self.cfg.drop_managed_fields,
+                )
+            } else {
+                Object::from_upstream_event(
+                    &info,
+                    &self.cache.indexes,
+                    ty.as_str(),
+                    ev.object,
+                    self.cfg.drop_managed_fields,
+                )
+            };
+            let object = match built {
                 Ok(o) => o,
                 Err(e) => {
                     // Skipping it would leave the cache wrong; a relist repairs it.
