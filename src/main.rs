@@ -210,7 +210,8 @@ enum Command {
         /// Small sizes and short phases (about a minute; a smoke run).
         #[arg(long)]
         quick: bool,
-        /// Scenarios to run, comma-separated: list,get,consistent,fresh,watch,node,memory,stalled.
+        /// Scenarios to run, comma-separated:
+        /// list,get,consistent,fresh,https,watch,node,memory,stalled.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.

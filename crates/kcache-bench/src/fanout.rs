@@ -70,7 +70,7 @@ impl Bench {
     async fn fan_run<F>(
         &self,
         pid: u32,
-        addr: std::net::SocketAddr,
+        target: &load::Target,
         proto: Proto,
         watches: Vec<(Option<usize>, String)>,
         rate: f64,
@@ -85,7 +85,7 @@ impl Bench {
         let t = Instant::now();
         // The hard bound on every watcher, whatever happens.
         let until = t + Duration::from_secs(300) + Duration::from_secs_f64(secs);
-        let fan = watchers::open(addr, proto, watches, stop_rx, until, OPEN_PARALLEL).await;
+        let fan = watchers::open_to(target, proto, watches, stop_rx, until, OPEN_PARALLEL).await;
         let open_secs = t.elapsed().as_secs_f64();
         let (opened, failed, first_error) = (fan.tasks.len(), fan.failed, fan.first_error.clone());
         // Let the server finish setting up before the clock starts.
@@ -155,16 +155,41 @@ impl Bench {
     pub(super) async fn watch(&mut self) -> Result<(), String> {
         const S: &str = "WATCH fan-out (ConfigMaps, all namespaces)";
         let n = self.scale.watch_objects;
-        let (sim, cms, k) = self.configmaps_behind_kcache(n, 4).await?;
+        let (sim, cms, plain) = self.configmaps_behind_kcache(n, 4).await?;
+        // HTTP/2 over TLS, as client-go connects: a second kcache of the same sim serving
+        // HTTPS (callers unauthenticated: authentication costs only when a watch opens).
+        let files = https::HttpsFiles::new()?;
+        let mut config = ChildConfig::caching(&[CONFIGMAPS]);
+        config.tls = Some((files.cert.clone(), files.key.clone()));
+        let secure = if self.scale.watch_cases.iter().any(|c| c.tls) {
+            Some(self.kcache(&sim, &config).await?)
+        } else {
+            None
+        };
         let (rate, secs) = (self.scale.watch_rate, self.scale.watch_secs);
-        for (proto, wanted) in self.scale.watch_cases.clone() {
+        let most = self.scale.watch_cases.iter().map(|c| c.watchers).max();
+        for WatchCase {
+            proto,
+            watchers: wanted,
+            tls,
+        } in self.scale.watch_cases.clone()
+        {
             let count = match proto {
                 Proto::H1 => self.cap_watchers(wanted, "watch"),
                 Proto::H2 { .. } => wanted,
             };
-            let proto_label = match proto {
-                Proto::H1 => "HTTP/1.1, 1 conn each".to_string(),
-                Proto::H2 { connections } => format!("HTTP/2 (h2c), {connections} conns"),
+            let proto_label = match (proto, tls) {
+                (Proto::H1, _) => "HTTP/1.1, 1 conn each".to_string(),
+                (Proto::H2 { connections }, false) => {
+                    format!("HTTP/2 (h2c), {connections} conns")
+                }
+                (Proto::H2 { connections }, true) => {
+                    format!("HTTP/2 over TLS, {connections} conns")
+                }
+            };
+            let (k, target) = match (&secure, tls) {
+                (Some(s), true) => (s, files.target(s.addr, None)),
+                _ => (&plain, load::Target::plain(plain.addr)),
             };
             let case = format!(
                 "{} watchers, {proto_label}, {} updates/s",
@@ -172,12 +197,12 @@ impl Bench {
                 fmt_num(rate)
             );
             progress(format!("watch: {case}"));
-            let rv = list_rv(k.addr, "/api/v1/configmaps").await?;
+            let rv = list_rv(plain.addr, "/api/v1/configmaps").await?;
             let path =
                 format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=900");
             let watches = vec![(None, path); count];
             let f = self
-                .fan_run(k.pid(), k.addr, proto, watches, rate, secs, |i| {
+                .fan_run(k.pid(), &target, proto, watches, rate, secs, |i| {
                     let o = &cms[(i as usize * 7) % cms.len()];
                     bump(&sim, "configmaps", o, self.next_seq()).map(|rv| (rv, 0))
                 })
@@ -185,16 +210,23 @@ impl Bench {
             let mut row = Self::fan_row(S, &case, "kcache", &f);
             row.set("kcache RSS MB", mb(f.rss_peak));
             self.report.push(row);
-            if count >= 1000
-                && wanted
-                    == self
-                        .scale
-                        .watch_cases
-                        .iter()
-                        .map(|c| c.1)
-                        .max()
-                        .unwrap_or(0)
-            {
+            // The targets: CPU per delivery on HTTP/1.1 and on HTTP/2 over TLS, and
+            // the delivery delay of the largest fan-out.
+            let per_delivery = f.cpu_per_delivery_us();
+            let budget = match (proto, tls) {
+                (Proto::H1, _) => Some(4.0),
+                (Proto::H2 { .. }, true) => Some(2.0),
+                (Proto::H2 { .. }, false) => None,
+            };
+            if let Some(budget) = budget.filter(|_| count >= 1000) {
+                self.report.check(
+                    &format!("{case}: kcache CPU per delivered event"),
+                    &format!("≤ {} µs", fmt_num(budget)),
+                    format!("{} µs", fmt_num(per_delivery)),
+                    Some(per_delivery <= budget),
+                );
+            }
+            if count >= 1000 && Some(wanted) == most {
                 let p99 = ms(f.delivery.percentile(0.99));
                 let complete = f.delivery.missing() == 0 && f.failed == 0;
                 self.report.check(
@@ -213,7 +245,8 @@ impl Bench {
             // Let kcache notice the closed connections before the next case.
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
-        drop(k);
+        drop(secure);
+        drop(plain);
         sim.shutdown().await;
         Ok(())
     }
@@ -257,11 +290,19 @@ impl Bench {
         );
         progress(format!("node: {case}"));
         let f = self
-            .fan_run(k.pid(), k.addr, Proto::H1, watches, rate, secs, |i| {
-                // A stride that visits every pod (and so every node) in turn.
-                let (o, node) = &pods[(i as usize * 7919) % pods.len()];
-                bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
-            })
+            .fan_run(
+                k.pid(),
+                &load::Target::plain(k.addr),
+                Proto::H1,
+                watches,
+                rate,
+                secs,
+                |i| {
+                    // A stride that visits every pod (and so every node) in turn.
+                    let (o, node) = &pods[(i as usize * 7919) % pods.len()];
+                    bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
+                },
+            )
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
         let per_event = if f.writes > 0 {
@@ -329,7 +370,7 @@ impl Bench {
             let f = self
                 .fan_run(
                     k.pid(),
-                    k.addr,
+                    &load::Target::plain(k.addr),
                     Proto::H1,
                     vec![(None, path); fanout],
                     rate,

@@ -18,6 +18,8 @@ pub struct ChildConfig {
     /// Authenticate callers (`auth.mode: delegated`), with this bearer token as kcache's own
     /// identity towards the sim.
     pub delegated_with_token: Option<String>,
+    /// Serve HTTPS with this certificate and key (PEM files) instead of plain HTTP.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl ChildConfig {
@@ -26,6 +28,7 @@ impl ChildConfig {
             resources: resources.to_vec(),
             forward_consistent: false,
             delegated_with_token: None,
+            tls: None,
         }
     }
 
@@ -38,6 +41,13 @@ impl ChildConfig {
         }
         if self.delegated_with_token.is_some() {
             y.push_str("auth:\n  mode: delegated\n");
+        }
+        if let Some((cert, key)) = &self.tls {
+            y.push_str(&format!(
+                "tls:\n  certFile: {}\n  keyFile: {}\n",
+                cert.display(),
+                key.display()
+            ));
         }
         if self.forward_consistent {
             y.push_str(

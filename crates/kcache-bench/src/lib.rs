@@ -12,7 +12,9 @@
 //! - `fresh`: consistent GET and LIST (RV unset) of one namespace of many ConfigMaps on a sim
 //!   whose watch caches lag, for a type being written and a quiet one: the sim vs kcache with
 //!   its freshness probe vs kcache forwarding, with upstream requests and bytes per read;
-//! - `watch`: watch fan-out over HTTP/1.1 and HTTP/2: delivery delays and kcache's CPU;
+//! - `https`: LIST and GET over HTTPS with delegated auth vs plain HTTP and vs nginx HTTPS;
+//! - `watch`: watch fan-out over HTTP/1.1, HTTP/2 and HTTP/2 over TLS: delivery delays and
+//!   kcache's CPU per delivered event;
 //! - `node`: node-scoped pod watchers (field selector): CPU per upstream event;
 //! - `memory`: kcache's RSS per cached JSON byte;
 //! - `stalled`: watchers that never read, during a fan-out.
@@ -23,6 +25,7 @@
 pub mod cluster;
 mod fanout;
 mod fresh;
+pub mod https;
 pub mod kcache;
 pub mod load;
 mod memory;
@@ -55,6 +58,7 @@ pub const SCENARIOS: &[&str] = &[
     "get",
     "consistent",
     "fresh",
+    "https",
     "watch",
     "node",
     "memory",
@@ -101,7 +105,7 @@ struct Scale {
     /// consistent reads), so that "direct" is an upstream with a real one's limits.
     fresh_storage: kcache_sim::StorageReads,
     watch_objects: usize,
-    watch_cases: Vec<(Proto, usize)>,
+    watch_cases: Vec<WatchCase>,
     watch_rate: f64,
     watch_secs: f64,
     node_watchers: usize,
@@ -116,6 +120,33 @@ struct Scale {
     stalled_objects: usize,
     stalled_fanout: usize,
     stalled_secs: f64,
+}
+
+/// One fan-out of the `watch` scenario.
+#[derive(Debug, Clone, Copy)]
+struct WatchCase {
+    proto: Proto,
+    watchers: usize,
+    /// Over TLS (HTTP/2 with ALPN, as client-go connects).
+    tls: bool,
+}
+
+impl WatchCase {
+    fn plain(proto: Proto, watchers: usize) -> WatchCase {
+        WatchCase {
+            proto,
+            watchers,
+            tls: false,
+        }
+    }
+
+    fn tls(proto: Proto, watchers: usize) -> WatchCase {
+        WatchCase {
+            proto,
+            watchers,
+            tls: true,
+        }
+    }
 }
 
 /// The `fresh` scenario's upstream capacity for consistent reads: 2 at a time, 0.5 ms each,
@@ -141,9 +172,12 @@ impl Scale {
             fresh_storage: FRESH_STORAGE,
             watch_objects: 1_000,
             watch_cases: vec![
-                (Proto::H1, 1_000),
-                (Proto::H1, 10_000),
-                (Proto::H2 { connections: 10 }, 10_000),
+                WatchCase::plain(Proto::H1, 1_000),
+                WatchCase::plain(Proto::H1, 10_000),
+                WatchCase::plain(Proto::H2 { connections: 10 }, 1_000),
+                WatchCase::plain(Proto::H2 { connections: 10 }, 10_000),
+                WatchCase::tls(Proto::H2 { connections: 10 }, 1_000),
+                WatchCase::tls(Proto::H2 { connections: 10 }, 10_000),
             ],
             watch_rate: 10.0,
             watch_secs: 20.0,
@@ -173,9 +207,10 @@ impl Scale {
             fresh_storage: FRESH_STORAGE,
             watch_objects: 200,
             watch_cases: vec![
-                (Proto::H1, 100),
-                (Proto::H1, 500),
-                (Proto::H2 { connections: 2 }, 500),
+                WatchCase::plain(Proto::H1, 100),
+                WatchCase::plain(Proto::H1, 500),
+                WatchCase::plain(Proto::H2 { connections: 2 }, 500),
+                WatchCase::tls(Proto::H2 { connections: 2 }, 500),
             ],
             watch_rate: 10.0,
             watch_secs: 4.0,
@@ -464,6 +499,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "get" => bench.get().await,
             "consistent" => bench.consistent().await,
             "fresh" => bench.fresh().await,
+            "https" => bench.https().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,
             "memory" => bench.memory().await,
@@ -622,9 +658,22 @@ impl Bench {
         on_response: Option<load::OnResponse>,
         authorization: Option<http::HeaderValue>,
     ) -> (LoadResult, Option<f64>) {
-        let mut spec = LoadSpec::new(addr, path, CLIENTS, self.scale.phase);
+        let mut target = load::Target::plain(addr);
+        target.authorization = authorization;
+        self.measure_on(&target, path, pids, on_response).await
+    }
+
+    /// Load any target (HTTPS, credentials) for the phase duration, with the CPU used by
+    /// `pids` (if any).
+    async fn measure_on(
+        &self,
+        target: &load::Target,
+        path: &str,
+        pids: &[u32],
+        on_response: Option<load::OnResponse>,
+    ) -> (LoadResult, Option<f64>) {
+        let mut spec = LoadSpec::to(target, path, CLIENTS, self.scale.phase);
         spec.on_response = on_response;
-        spec.authorization = authorization;
         let cpu = (!pids.is_empty()).then(|| CpuMeter::start_all(pids));
         let others = OthersMeter::start();
         let mut r = load::run(spec).await;

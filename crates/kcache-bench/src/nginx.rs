@@ -72,6 +72,15 @@ impl Nginx {
     }
 
     pub async fn start_mode(binary: &Path, mode: Mode) -> Result<Nginx, String> {
+        Self::start_with(binary, mode, None).await
+    }
+
+    /// [`Nginx::start_mode`], serving HTTPS with `tls` (certificate and key PEM files) if given.
+    pub async fn start_with(
+        binary: &Path,
+        mode: Mode,
+        tls: Option<(&Path, &Path)>,
+    ) -> Result<Nginx, String> {
         let dir = TempDir::new("nginx")?;
         let root = dir.path().join("www");
         std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
@@ -96,6 +105,18 @@ impl Nginx {
             Mode::Workers(_) => conf.replace(
                 &format!("listen 127.0.0.1:{port};"),
                 &format!("listen 127.0.0.1:{port} reuseport;"),
+            ),
+        };
+        // HTTPS with the protocol versions kcache serves (TLS 1.2 and 1.3).
+        let conf = match tls {
+            None => conf,
+            Some((cert, key)) => conf.replace(
+                &format!("listen 127.0.0.1:{port}"),
+                &format!(
+                    "ssl_certificate {};\n    ssl_certificate_key {};\n    ssl_protocols TLSv1.2 TLSv1.3;\n    listen 127.0.0.1:{port} ssl",
+                    cert.display(),
+                    key.display()
+                ),
             ),
         };
         let conf_path = dir.path().join("nginx.conf");

@@ -281,7 +281,8 @@ impl Bench {
 
 /// The sim's RBAC table for the authenticated GET: kcache's own identity reads everything and
 /// may ask reviews; the bench's client may read the ConfigMaps of its namespace.
-fn bench_rbac() -> kcache_sim::rbac::Rbac {
+/// The bench client may read ConfigMaps everywhere; kcache may review its tokens.
+pub(super) fn bench_rbac() -> kcache_sim::rbac::Rbac {
     use kcache_sim::rbac::{Rbac, Subject};
     Rbac::new()
         .proxy("kcache-token", "kcache")
@@ -291,6 +292,6 @@ fn bench_rbac() -> kcache_sim::rbac::Rbac {
             &["get", "list", "watch"],
             &[""],
             &["configmaps"],
-            Some("bench-1"),
+            None,
         )
 }

@@ -9,6 +9,7 @@ pub struct ServingCert {
     /// The CA certificate, for clients' trust roots (a kubeconfig's
     /// `certificate-authority-data`).
     pub ca_pem: String,
+    pub ca_der: Vec<u8>,
     pub cert_pem: String,
     pub key_pem: String,
     pub cert_der: Vec<u8>,
@@ -33,6 +34,7 @@ impl ServingCert {
         let leaf = params.signed_by(&key, &ca, &ca_key)?;
         Ok(ServingCert {
             ca_pem: ca.pem(),
+            ca_der: ca.der().to_vec(),
             cert_pem: leaf.pem(),
             key_pem: key.serialize_pem(),
             cert_der: leaf.der().to_vec(),

@@ -159,8 +159,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
         Poll::Ready(Ok(total))
     }
 
+    /// Asked once, when the connection starts: HTTP/1.1 asks before anything is read (and
+    /// gets what the transport underneath does), HTTP/2 after the preface.
     fn is_write_vectored(&self) -> bool {
-        true
+        self.mode == Mode::Gathering || self.inner.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
