@@ -180,8 +180,6 @@ pub async fn watch(
     let server_chosen = Duration::from_secs(rand::rng().random_range(1800..=3600));
     let deadline = opts.timeout.deadline(Instant::now(), server_chosen);
     let resource = cache.info.resource.clone();
-    let now = Instant::now();
-    let bookmark_interval = cfg.bookmark_interval;
     let mut watcher = Watcher {
         sent: Metrics::counter(&metrics.watch_events_sent, &resource),
         unsent_count: 0,
@@ -190,10 +188,9 @@ pub async fn watch(
         filter,
         out: None,
         deadline,
-        deadline_sleep: Box::pin(tokio::time::sleep_until(deadline)),
-        bookmark_sleep: Box::pin(tokio::time::sleep_until(now + bookmark_interval)),
+        timer: Box::pin(tokio::time::sleep_until(deadline)),
         allow_bookmarks: opts.allow_bookmarks,
-        bookmark_interval,
+        bookmark_interval: cfg.bookmark_interval,
         consistent_wait: cfg.consistent_wait,
         epoch,
         subscription,
@@ -327,10 +324,10 @@ struct Watcher {
     /// Where chunks go (set when the body starts the watcher).
     out: Option<Outlet>,
     deadline: Instant,
-    /// The timers and the shutdown signal live as long as the watcher, so that waiting between
-    /// two events registers nothing but the cache's change notification.
-    deadline_sleep: Pin<Box<Sleep>>,
-    bookmark_sleep: Pin<Box<Sleep>>,
+    /// One timer, for the earliest of the deadline, the next bookmark and the end of the
+    /// initial-events wait. It and the shutdown signal live as long as the watcher, so that
+    /// waiting between two events registers nothing but the cache's change notification.
+    timer: Pin<Box<Sleep>>,
     allow_bookmarks: bool,
     bookmark_interval: Duration,
     consistent_wait: Duration,
@@ -357,21 +354,26 @@ impl Drop for Watcher {
 }
 
 impl Watcher {
-    /// Send one chunk; false when the watch's time is up. (A client that leaves drops the
-    /// body and with it this watcher: the reason stays "client".)
-    async fn send(&mut self, chunk: Bytes) -> bool {
-        if Instant::now() >= self.deadline {
-            self.open.reason = "timeout";
-            return false;
-        }
+    /// Send one chunk. (A client that leaves drops the body and with it this watcher, at
+    /// whatever await it is: the reason stays "client".)
+    async fn send(&mut self, chunk: Bytes) {
         if let Some(out) = &self.out {
             out.send(chunk).await;
         }
-        true
+    }
+
+    /// Whether the watch's time is up (checked per batch of events, not per event: a clock
+    /// read per delivery is measurable at 10k watchers; the timer ends an idle watch).
+    fn time_is_up(&mut self) -> bool {
+        let up = Instant::now() >= self.deadline;
+        if up {
+            self.open.reason = "timeout";
+        }
+        up
     }
 
     /// Send one event line, counted.
-    async fn send_event(&mut self, line: Bytes) -> bool {
+    async fn send_event(&mut self, line: Bytes) {
         self.unsent_count += 1;
         self.send(line).await
     }
@@ -427,9 +429,7 @@ impl Watcher {
                     end_at = None;
                     last_bookmark = rv;
                     let line = self.bookmark(rv, true);
-                    if !self.send(line).await {
-                        return;
-                    }
+                    self.send(line).await;
                 }
             }
             match self.wait(next_bookmark, end_at.map(|_| end_deadline)).await {
@@ -446,9 +446,7 @@ impl Watcher {
                     if rv > last_bookmark && rv > started_at {
                         last_bookmark = rv;
                         let line = self.bookmark(rv, false);
-                        if !self.send(line).await {
-                            return;
-                        }
+                        self.send(line).await;
                     }
                     next_bookmark = self.next_bookmark_time(Instant::now());
                 }
@@ -480,7 +478,7 @@ impl Watcher {
                     Ok(()) => continue,
                     Err(_) => "error",
                 },
-                _ = self.deadline_sleep.as_mut() => "timeout",
+                _ = self.timer.as_mut() => "timeout",
                 _ = &mut self.stopping => "shutdown",
             };
             self.open.reason = reason;
@@ -500,6 +498,9 @@ impl Watcher {
     ) -> bool {
         if let Some(sub) = self.routed.as_ref().map(|r| r.sub.clone()) {
             if !*from_history {
+                if self.time_is_up() {
+                    return false;
+                }
                 let (end, now) = self.cache.position();
                 if let Ok(events) = sub.take(&end) {
                     for ev in events {
@@ -508,9 +509,7 @@ impl Watcher {
                             continue;
                         }
                         if let Some(line) = self.line_for(&ev) {
-                            if !self.send_event(line).await {
-                                return false;
-                            }
+                            self.send_event(line).await;
                         }
                     }
                     cursor.advance_to(end);
@@ -521,6 +520,9 @@ impl Watcher {
             *from_history = false;
         }
         loop {
+            if self.time_is_up() {
+                return false;
+            }
             match self.cache.read_from(cursor, BATCH) {
                 // History never answers "future" for a cursor; both mean the watch cannot go on:
                 // it fell so far behind that history moved past it, or history was reset.
@@ -532,9 +534,7 @@ impl Watcher {
                 Ok(batch) => {
                     for ev in &batch.events {
                         if let Some(line) = self.line_for(ev) {
-                            if !self.send_event(line).await {
-                                return false;
-                            }
+                            self.send_event(line).await;
                         }
                     }
                     if let Some(now) = batch.caught_up {
@@ -549,10 +549,16 @@ impl Watcher {
     /// Sleep until something needs this watcher's attention.
     async fn wait(&mut self, next_bookmark: Instant, end_wait: Option<Instant>) -> Wake {
         self.count_sent();
-        if self.allow_bookmarks && self.bookmark_sleep.deadline() != next_bookmark {
-            self.bookmark_sleep.as_mut().reset(next_bookmark);
+        let mut due = self.deadline;
+        if self.allow_bookmarks {
+            due = due.min(next_bookmark);
         }
-        let far = self.deadline;
+        if let Some(end) = end_wait {
+            due = due.min(end);
+        }
+        if self.timer.deadline() != due {
+            self.timer.as_mut().reset(due);
+        }
         let sub = self.routed.as_ref().map(|r| r.sub.clone());
         // A routed watcher wakes for its own events only; every change matters to it just while
         // it waits for the cache to reach its initial-events-end target.
@@ -568,9 +574,19 @@ impl Watcher {
                 if changed.is_err() { Wake::End("error") } else { Wake::Changed }
             }
             _ = own => Wake::Changed,
-            _ = self.bookmark_sleep.as_mut(), if self.allow_bookmarks => Wake::Bookmark,
-            _ = tokio::time::sleep_until(end_wait.unwrap_or(far)), if end_wait.is_some() => Wake::EndWait,
-            _ = self.deadline_sleep.as_mut() => Wake::End("timeout"),
+            _ = self.timer.as_mut() => {
+                // What came due: the end first, then the initial-events wait, else a bookmark.
+                let now = Instant::now();
+                if now >= self.deadline {
+                    Wake::End("timeout")
+                } else if end_wait.is_some_and(|e| now >= e) {
+                    Wake::EndWait
+                } else if self.allow_bookmarks {
+                    Wake::Bookmark
+                } else {
+                    Wake::Changed
+                }
+            }
             // Shutting down: end the stream cleanly (no event), so the client re-watches from
             // its last RV against another replica.
             _ = &mut self.stopping => Wake::End("shutdown"),
@@ -627,11 +643,17 @@ impl Watcher {
                 let line = self.encode("ADDED", o.raw());
                 buf.extend_from_slice(&line);
             }
-            if buf.len() >= CHUNK && !self.send(buf.split().freeze()).await {
-                return false;
+            if buf.len() >= CHUNK {
+                if self.time_is_up() {
+                    return false;
+                }
+                self.send(buf.split().freeze()).await;
             }
         }
-        buf.is_empty() || self.send(buf.freeze()).await
+        if !buf.is_empty() {
+            self.send(buf.freeze()).await;
+        }
+        true
     }
 
     /// Whether and how this watcher sees an event: selector transitions per W2.
