@@ -14,6 +14,7 @@
 //! store as it is. Requests go to the replicas in turn, as through a Service, unless
 //! `Sim::pin_replica` sends them all to one.
 
+pub mod certs;
 mod discovery;
 mod encode;
 mod faults;
@@ -23,7 +24,6 @@ mod http;
 mod list;
 mod patch;
 mod query;
-pub mod certs;
 pub mod rbac;
 pub mod recordings;
 pub mod seed;

@@ -71,6 +71,8 @@ pub struct Object {
     rv_len: u8,
     /// Length of the watch-line start before the raw JSON (0: `buf` holds no line).
     line_start: u8,
+    /// Bytes per word of the head table: 2 or 4 (see `pack_head`).
+    word_width: u8,
     /// Where the fields after `kind`/`apiVersion` start in the raw JSON, for typed built-ins
     /// whose list items omit them: the item is `{` + `raw[item_at..]`. 0 means the item is
     /// the raw JSON.
@@ -246,17 +248,12 @@ impl Object {
             .collect();
 
         // One memcpy per upstream event into the object's own allocation: an object kept for
-        // hours must not pin a whole list page or read buffer.
+        // hours must not pin a whole list page or read buffer. Sized exactly, so that `Bytes`
+        // takes the vector over without an allocation of its own.
         let line_end = if line.is_some() { LINE_END.len() } else { 0 };
-        let mut buf = Vec::with_capacity(
-            line_start
-                + raw_len
-                + line_end
-                + 4 * (HEAD_COUNTS
-                    + LABEL_WORDS * labels.len()
-                    + FIELD_WORDS * fields.len()
-                    + INDEX_WORDS * index_values.len()),
-        );
+        let head_at = line_start + raw_len + line_end;
+        let (head, word_width) = pack_head(head_at, &labels, &fields, &index_values)?;
+        let mut buf = Vec::with_capacity(head_at + head.len());
         if let Some(ty) = line {
             buf.extend_from_slice(LINE_START);
             buf.extend_from_slice(ty.as_bytes());
@@ -276,8 +273,8 @@ impl Object {
         if line.is_some() {
             buf.extend_from_slice(LINE_END);
         }
-        let head_at = buf.len();
-        pack_head(&mut buf, &labels, &fields, &index_values)?;
+        debug_assert_eq!(buf.len(), head_at);
+        buf.extend_from_slice(&head);
         Ok(Object {
             key: Arc::from(key),
             rv,
@@ -287,6 +284,7 @@ impl Object {
             rv_len,
             line_start: u8::try_from(line_start)
                 .map_err(|_| ObjectError::TooLarge("event type"))?,
+            word_width,
             item_at,
             ns_len,
         })
@@ -356,11 +354,13 @@ impl Object {
 
     /// Word `i` of the head table.
     fn word(&self, i: usize) -> usize {
-        let at = self.head_at as usize + 4 * i;
-        self.buf
-            .get(at..at + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, |b| u32::from_le_bytes(b) as usize)
+        let width = usize::from(self.word_width);
+        let at = self.head_at as usize + width * i;
+        match self.buf.get(at..at + width) {
+            Some(&[a, b]) => usize::from(u16::from_le_bytes([a, b])),
+            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]) as usize,
+            _ => 0,
+        }
     }
 
     /// The head string at `buf[at..at + len]` (built from `&str`s, so always UTF-8).
@@ -509,13 +509,16 @@ impl Object {
                 (slot, moved(self.word(e + 1), self.word(e + 2)))
             })
             .collect();
-        let mut buf = Vec::with_capacity(self.buf.len());
+        let head_at = raw_range.len() - (rv_end - rv_at) + digits.len();
+        // The new head fits as the old one did (positions move by a few digits at most; a
+        // head that no longer fits 16-bit words takes 32-bit ones).
+        let (head, word_width) =
+            pack_head(head_at, &labels, &fields, &index_values).unwrap_or_default();
+        let mut buf = Vec::with_capacity(head_at + head.len());
         buf.extend_from_slice(self.buf.get(raw_range.start..rv_at).unwrap_or_default());
         buf.extend_from_slice(digits.as_bytes());
         buf.extend_from_slice(self.buf.get(rv_end..raw_range.end).unwrap_or_default());
-        let head_at = buf.len();
-        // The new head is no larger than the old one, which fitted.
-        let _ = pack_head(&mut buf, &labels, &fields, &index_values);
+        buf.extend_from_slice(&head);
         Object {
             key: self.key.clone(),
             rv,
@@ -524,6 +527,7 @@ impl Object {
             rv_at: u32::try_from(rv_at - raw_range.start).unwrap_or(0),
             rv_len: u8::try_from(digits.len()).unwrap_or(0),
             line_start: 0,
+            word_width,
             item_at: self.item_at,
             ns_len: self.ns_len,
         }
@@ -593,24 +597,49 @@ fn labels_of<'a>(meta: &Members<'a>) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
     out
 }
 
-/// Append the head table for these values and the text of those that are not in `buf`.
+/// The head table for these values, followed by the text of those that are not in `buf`,
+/// for a head that starts at `head_at` in `buf`; and the width of its words.
+///
+/// Words are `u16` when every position fits (the head ends below 64 KiB: nearly every object),
+/// else `u32`: a ConfigMap with two labels saves 22 bytes, a Pod with its eight selectable
+/// fields and three labels about 70.
 fn pack_head(
-    buf: &mut Vec<u8>,
+    head_at: usize,
     labels: &[(Loc, Loc)],
     fields: &[(u8, Loc)],
     index_values: &[(u16, Loc)],
-) -> Result<(), ObjectError> {
+) -> Result<(Vec<u8>, u8), ObjectError> {
     let words = HEAD_COUNTS
         + LABEL_WORDS * labels.len()
         + FIELD_WORDS * fields.len()
         + INDEX_WORDS * index_values.len();
-    let mut text_at = buf.len() + 4 * words;
-    let mut text: Vec<u8> = Vec::new();
+    let text_len: usize = labels
+        .iter()
+        .flat_map(|(k, v)| [k, v])
+        .chain(fields.iter().map(|(_, v)| v))
+        .chain(index_values.iter().map(|(_, v)| v))
+        .map(|loc| match loc {
+            Loc::At(..) => 0,
+            Loc::Text(s) => s.len(),
+        })
+        .sum();
+    let width: u8 = if head_at + 2 * words + text_len <= usize::from(u16::MAX) {
+        2
+    } else {
+        4
+    };
+    let end = head_at + usize::from(width) * words + text_len;
+    if u32::try_from(end).is_err() {
+        return Err(ObjectError::TooLarge("object"));
+    }
+    let mut text_at = head_at + usize::from(width) * words;
+    let mut text: Vec<u8> = Vec::with_capacity(text_len);
     let mut table: Vec<usize> = Vec::with_capacity(words);
     let mut place = |loc: &Loc, table: &mut Vec<usize>| match loc {
         Loc::At(at, len) => table.extend([*at, *len]),
         Loc::Text(s) => {
-            table.extend([text_at + text.len(), s.len()]);
+            table.extend([text_at, s.len()]);
+            text_at += s.len();
             text.extend_from_slice(s.as_bytes());
         }
     };
@@ -627,17 +656,18 @@ fn pack_head(
         table.push(usize::from(*slot));
         place(v, &mut table);
     }
-    text_at += text.len();
-    if u32::try_from(text_at).is_err() {
-        return Err(ObjectError::TooLarge("object"));
-    }
-    buf.reserve_exact(4 * words + text.len());
+    let mut head = Vec::with_capacity(usize::from(width) * words + text.len());
     for w in table {
-        // Every word is a count or a position below `text_at`, which fits (checked above).
-        buf.extend_from_slice(&u32::try_from(w).unwrap_or(u32::MAX).to_le_bytes());
+        // Every word is a count or a position below `end`, which fits the width (checked
+        // above).
+        if width == 2 {
+            head.extend_from_slice(&u16::try_from(w).unwrap_or(u16::MAX).to_le_bytes());
+        } else {
+            head.extend_from_slice(&u32::try_from(w).unwrap_or(u32::MAX).to_le_bytes());
+        }
     }
-    buf.extend_from_slice(&text);
-    Ok(())
+    head.extend_from_slice(&text);
+    Ok((head, width))
 }
 
 /// An object's text without `metadata.managedFields`, if it has them.
@@ -833,6 +863,41 @@ mod tests {
                 assert_eq!(o.field(name), Some(v.as_str()), "{name}");
             }
         }
+    }
+
+    /// Heads of objects beyond 64 KiB take 32-bit words; either width reads the same, and
+    /// `with_rv` picks the width again for the new bytes.
+    #[test]
+    fn head_words_widen_for_large_objects() {
+        let object = |pad: usize| {
+            Bytes::from(format!(
+                r#"{{"metadata":{{"name":"p","namespace":"ns","resourceVersion":"7","labels":{{"a":"1","b":"x\ty"}}}},"spec":{{"nodeName":"n","hostNetwork":true}},"data":"{}"}}"#,
+                "z".repeat(pad)
+            ))
+        };
+        let small = Object::from_upstream(&pod_info(), object(10), false).unwrap();
+        assert_eq!(small.word_width, 2);
+        // Just below the limit: the head fits 16-bit words until the RV grows by 5 digits.
+        let edge = u16::MAX as usize - small.buf.len() + 10 - 2;
+        let near = Object::from_upstream(&pod_info(), object(edge), false).unwrap();
+        assert_eq!(near.word_width, 2);
+        let large = Object::from_upstream(&pod_info(), object(70_000), false).unwrap();
+        assert_eq!(large.word_width, 4);
+        for o in [
+            &small,
+            &near,
+            &large,
+            &near.with_rv(123_456),
+            &large.with_rv(8),
+        ] {
+            assert_eq!(o.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "x\ty")]);
+            assert_eq!(o.field("spec.nodeName"), Some("n"));
+            assert_eq!(o.field("spec.hostNetwork"), Some("true"));
+            assert_eq!(o.field("spec.restartPolicy"), Some(""));
+            assert_eq!(o.name(), "p");
+        }
+        assert_eq!(near.with_rv(123_456).word_width, 4);
+        assert_eq!(large.with_rv(8).word_width, 4);
     }
 
     #[test]
