@@ -332,12 +332,24 @@ impl ResourceCache {
     /// watchers stay exact across upstream 410s. If the upstream's RVs went backwards (a restore
     /// or a new cluster), history is discarded and every running watch is ended with 410.
     pub fn replace(&self, objects: Vec<Object>, rv: u64) -> ReplaceSummary {
+        let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Arc::new).collect();
+        // A list comes in key order; sorted all the same (cheap then), since the map is built
+        // in `dense_order` for full nodes. The last of a repeated key is kept, as inserting
+        // one by one would.
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        objects.dedup_by(|later, earlier| {
+            let same = later.key == earlier.key;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        let bytes = objects.iter().map(|o| o.raw().len()).sum();
         let mut new_map = ObjectMap::new();
-        let mut bytes = 0;
-        for o in objects {
-            bytes += o.raw().len();
-            new_map.insert(o.key.clone(), Arc::new(o));
-        }
+        crate::index::dense_order(&objects, |o| {
+            new_map.insert(o.key.clone(), o.clone());
+        });
+        drop(objects);
         let mut st = self.write();
         let mut summary = ReplaceSummary::default();
         if st.synced {
