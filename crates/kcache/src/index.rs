@@ -9,6 +9,7 @@
 //! values of an [`IndexSet`], so this module does not name `Object`; it reads objects through
 //! the small [`Indexed`] trait, which `object` implements.
 
+use std::borrow::Borrow;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -405,23 +406,24 @@ impl IndexSet {
     }
 }
 
-/// Store keys with one index value, in key order.
+/// Store keys with one index value, in key order. `K` is what a set holds per object
+/// (`object::Key` in the cache: one pointer), ordered as its key text.
 ///
 /// Most values of many indexes are held by one or a few objects (pod IPs, event UIDs): a
 /// persistent B-tree node costs hundreds of bytes, so small sets are a shared sorted slice
 /// (an update copies at most `FEW_MAX` pointers) and only larger ones a persistent set.
-#[derive(Clone, Debug)]
-pub enum KeySet {
-    Few(Arc<[Arc<str>]>),
-    Many(imbl::OrdSet<Arc<str>>),
+#[derive(Clone)]
+pub enum KeySet<K> {
+    Few(Arc<[K]>),
+    Many(imbl::OrdSet<K>),
 }
 
 /// Largest slice before a set turns persistent; it turns back below half of it.
 const FEW_MAX: usize = 16;
 
-impl KeySet {
+impl<K: Clone + Ord + Borrow<str>> KeySet<K> {
     /// The set of `keys`, given sorted (they are sorted here should they not be).
-    pub fn from_sorted(mut keys: Vec<Arc<str>>) -> KeySet {
+    pub fn from_sorted(mut keys: Vec<K>) -> KeySet<K> {
         if !keys.is_sorted() {
             keys.sort();
         }
@@ -451,18 +453,25 @@ impl KeySet {
     pub fn range<'a>(
         &'a self,
         range: (Bound<Arc<str>>, Bound<Arc<str>>),
-    ) -> Box<dyn Iterator<Item = &'a Arc<str>> + 'a> {
+    ) -> Box<dyn Iterator<Item = &'a K> + 'a> {
+        let (lower, upper) = (
+            range.0.as_ref().map(|s| &**s),
+            range.1.as_ref().map(|s| &**s),
+        );
         match self {
-            KeySet::Many(k) => Box::new(k.range(range)),
+            KeySet::Many(k) => Box::new(k.range::<_, str>((lower, upper))),
             KeySet::Few(k) => {
-                let start = match &range.0 {
-                    Bound::Included(s) => k.partition_point(|x| x < s),
-                    Bound::Excluded(s) => k.partition_point(|x| x <= s),
+                fn at<K: Borrow<str>>(x: &K) -> &str {
+                    x.borrow()
+                }
+                let start = match lower {
+                    Bound::Included(s) => k.partition_point(|x| at(x) < s),
+                    Bound::Excluded(s) => k.partition_point(|x| at(x) <= s),
                     Bound::Unbounded => 0,
                 };
-                let end = match &range.1 {
-                    Bound::Included(e) => k.partition_point(|x| x <= e),
-                    Bound::Excluded(e) => k.partition_point(|x| x < e),
+                let end = match upper {
+                    Bound::Included(e) => k.partition_point(|x| at(x) <= e),
+                    Bound::Excluded(e) => k.partition_point(|x| at(x) < e),
                     Bound::Unbounded => k.len(),
                 };
                 Box::new(k[start..end.max(start)].iter())
@@ -470,31 +479,36 @@ impl KeySet {
         }
     }
 
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &Arc<str>> + '_> {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
         self.range((Bound::Unbounded, Bound::Unbounded))
     }
 
-    fn insert(&mut self, key: &Arc<str>) {
+    /// Add `key`, or replace the entry with its text: the set then holds the `key` given
+    /// (in the cache, the object's current version; see `object::Key`).
+    fn insert(&mut self, key: &K) {
         match self {
             KeySet::Many(k) => {
                 k.insert(key.clone());
             }
-            KeySet::Few(k) => {
-                let Err(at) = k.binary_search(key) else {
-                    return;
-                };
-                if k.len() < FEW_MAX {
+            KeySet::Few(k) => match k.binary_search(key) {
+                Ok(at) => {
+                    let mut v = k.to_vec();
+                    v[at] = key.clone();
+                    *k = v.into();
+                }
+                Err(at) if k.len() < FEW_MAX => {
                     let mut v = Vec::with_capacity(k.len() + 1);
                     v.extend_from_slice(&k[..at]);
                     v.push(key.clone());
                     v.extend_from_slice(&k[at..]);
                     *k = v.into();
-                } else {
-                    let mut set: imbl::OrdSet<Arc<str>> = k.iter().cloned().collect();
+                }
+                Err(_) => {
+                    let mut set: imbl::OrdSet<K> = k.iter().cloned().collect();
                     set.insert(key.clone());
                     *self = KeySet::Many(set);
                 }
-            }
+            },
         }
     }
 
@@ -507,8 +521,8 @@ impl KeySet {
                 }
             }
             KeySet::Few(k) => {
-                if let Ok(at) = k.binary_search_by(|x| x.as_ref().cmp(key)) {
-                    let v: Vec<Arc<str>> = k[..at].iter().chain(&k[at + 1..]).cloned().collect();
+                if let Ok(at) = k.binary_search_by(|x| x.borrow().cmp(key)) {
+                    let v: Vec<K> = k[..at].iter().chain(&k[at + 1..]).cloned().collect();
                     *k = v.into();
                 }
             }
@@ -531,13 +545,13 @@ pub fn dense_order<T>(sorted: &[T], mut insert: impl FnMut(&T)) {
 
 /// The posting sets of every index of a resource: value → keys, per index in [`IndexSet`]
 /// order.
-#[derive(Clone, Default)]
-pub struct Postings {
-    maps: Vec<imbl::HashMap<Arc<str>, KeySet>>,
+#[derive(Clone)]
+pub struct Postings<K> {
+    maps: Vec<imbl::HashMap<Arc<str>, KeySet<K>>>,
 }
 
-impl Postings {
-    pub fn new(set: &IndexSet) -> Postings {
+impl<K: Clone + Ord + Borrow<str>> Postings<K> {
+    pub fn new(set: &IndexSet) -> Postings<K> {
         Postings {
             maps: vec![imbl::HashMap::new(); set.len()],
         }
@@ -550,9 +564,12 @@ impl Postings {
     /// copied per insert, and large sets get full tree nodes.
     pub fn build<'a, O: Indexed + 'a>(
         set: &IndexSet,
-        objects: impl Iterator<Item = (&'a Arc<str>, &'a O)>,
-    ) -> Postings {
-        let mut gathered: Vec<std::collections::HashMap<&'a str, Vec<Arc<str>>>> =
+        objects: impl Iterator<Item = (&'a K, &'a O)>,
+    ) -> Postings<K>
+    where
+        K: 'a,
+    {
+        let mut gathered: Vec<std::collections::HashMap<&'a str, Vec<K>>> =
             vec![std::collections::HashMap::new(); set.len()];
         for (k, o) in objects {
             for (i, values) in gathered.iter_mut().enumerate() {
@@ -579,12 +596,12 @@ impl Postings {
     }
 
     /// The keys with `value` for index `i`.
-    pub fn get(&self, i: usize, value: &str) -> Option<&KeySet> {
+    pub fn get(&self, i: usize, value: &str) -> Option<&KeySet<K>> {
         self.maps.get(i)?.get(value)
     }
 
     /// Every value of index `i` with its keys.
-    pub fn values(&self, i: usize) -> impl Iterator<Item = (&Arc<str>, &KeySet)> {
+    pub fn values(&self, i: usize) -> impl Iterator<Item = (&Arc<str>, &KeySet<K>)> {
         self.maps.get(i).into_iter().flat_map(|m| m.iter())
     }
 
@@ -599,7 +616,9 @@ impl Postings {
                     (
                         i,
                         v.to_string(),
-                        keys.iter().map(|k| k.to_string()).collect(),
+                        keys.iter()
+                            .map(|k| Borrow::<str>::borrow(k).to_string())
+                            .collect(),
                     )
                 })
             })
@@ -609,40 +628,39 @@ impl Postings {
     }
 
     /// An estimate of the bytes the posting sets hold: per value its text and map entry, per
-    /// key a pointer (small sets) or a persistent-set entry.
+    /// key a pointer (small sets) or a persistent-set entry (nodes full after a build, half
+    /// full where they were split by later inserts).
     pub fn memory(&self) -> usize {
-        const ENTRY: usize = std::mem::size_of::<(Arc<str>, KeySet)>() + 16;
+        let entry = std::mem::size_of::<(Arc<str>, KeySet<K>)>() + 16;
+        let key = std::mem::size_of::<K>();
         self.maps
             .iter()
             .flat_map(|m| m.iter())
             .map(|(value, keys)| {
                 let keys = match keys {
-                    KeySet::Few(k) => 16 + k.len() * std::mem::size_of::<Arc<str>>(),
-                    KeySet::Many(k) => k.len() * 3 / 2 * std::mem::size_of::<Arc<str>>(),
+                    KeySet::Few(k) => 16 + k.len() * key,
+                    KeySet::Many(k) => k.len() * 5 / 4 * key,
                 };
-                ENTRY + 16 + value.len() + keys
+                entry + 16 + value.len() + keys
             })
             .sum()
     }
 
-    /// The object at `key` changed from `old` to `new` (None: absent).
+    /// The object at `key` changed from `old` to `new` (None: absent). Every set holding the
+    /// object afterwards holds the `key` given, even where its values did not change.
     pub fn update<O: Indexed>(
         &mut self,
         set: &IndexSet,
-        key: &Arc<str>,
+        key: &K,
         old: Option<&O>,
         new: Option<&O>,
     ) {
         for (i, map) in self.maps.iter_mut().enumerate() {
-            if let (Some(a), Some(b)) = (old, new) {
-                if set.same_values(i, a, b) {
-                    continue;
-                }
-            }
-            if let Some(o) = old {
+            let same = matches!((old, new), (Some(a), Some(b)) if set.same_values(i, a, b));
+            if let (Some(o), false) = (old, same) {
                 set.for_each_value(i, o, |v| {
                     let emptied = map.get_mut(v).is_some_and(|keys| {
-                        keys.remove(key);
+                        keys.remove(key.borrow());
                         keys.is_empty()
                     });
                     if emptied {
@@ -721,7 +739,7 @@ mod tests {
 
     #[test]
     fn key_sets_grow_and_shrink() {
-        let mut k = KeySet::Few(Arc::from([]));
+        let mut k: KeySet<Arc<str>> = KeySet::Few(Arc::from([]));
         let key = |i: usize| -> Arc<str> { Arc::from(format!("ns/k{i:03}")) };
         for i in (0..40).rev() {
             k.insert(&key(i));
@@ -761,7 +779,7 @@ mod tests {
             dense_order(&keys, |k| seen.push(k.clone()));
             seen.sort();
             assert_eq!(seen, keys);
-            let mut one_by_one = KeySet::Few(Arc::from([]));
+            let mut one_by_one: KeySet<Arc<str>> = KeySet::Few(Arc::from([]));
             for k in &keys {
                 one_by_one.insert(k);
             }

@@ -6,9 +6,12 @@
 //! (`buf`) plus its small struct and key:
 //!
 //! ```text
-//! buf: [{"type":"T","object":]  RAW JSON  [}\n]  HEAD
+//! buf: [{"type":"T","object":]  RAW JSON  [}\n]  KEY  HEAD
 //!       └ only when built from a watch event: the event's line is then a slice of `buf`
 //! ```
+//!
+//! KEY is the store key, `namespace/name`: the cache's map and posting sets hold an object's
+//! key as a pointer to the object itself ([`Key`]), so no key is allocated apart from it.
 //!
 //! The head is a table of little-endian `u32` words: the label, selectable-field and index
 //! value counts, then one entry per value giving its position in `buf`. A value points into
@@ -58,13 +61,11 @@ const INDEX_WORDS: usize = 3;
 /// A cached object.
 #[derive(Debug, Clone)]
 pub struct Object {
-    /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
-    /// Shared with the cache map's key, so each object holds its key once.
-    pub key: Arc<str>,
     pub rv: u64,
     /// The one allocation of bytes (see the module comment).
     buf: Bytes,
-    /// Where the head table starts in `buf` (the raw JSON, and line end if any, are before it).
+    /// Where the head table starts in `buf` (the raw JSON, line end if any, and key are before
+    /// it).
     head_at: u32,
     /// Where the resourceVersion value (without quotes) is in `buf`, and its length.
     rv_at: u32,
@@ -77,14 +78,99 @@ pub struct Object {
     /// whose list items omit them: the item is `{` + `raw[item_at..]`. 0 means the item is
     /// the raw JSON.
     item_at: u16,
-    /// Length of the namespace part of `key` (0 for cluster-scoped).
-    ns_len: u16,
+    /// Length of the store key, which ends where the head table starts.
+    key_len: u16,
+}
+
+/// An object's store key as the cache's map and posting sets hold it: the object itself (one
+/// pointer, no key text of its own), ordered and compared as its key text
+/// ([`Object::key`]), so it can be looked up by a `&str` or an `Arc<str>`.
+///
+/// A posting set keeps the `Key` it was given until the object's entry is replaced: the
+/// posting sets replace the entries of every changed object (see `index::Postings::update`),
+/// so a key never keeps an old version of an object alive longer than the snapshots do.
+#[derive(Debug, Clone)]
+pub struct Key(Arc<Object>);
+
+impl Key {
+    pub fn of(object: &Arc<Object>) -> Key {
+        Key(object.clone())
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.key()
+    }
+
+    /// The version of the object this key was taken from.
+    pub fn object(&self) -> &Arc<Object> {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+/// Key ranges are written with `Arc<str>` bounds (`api::list`, `api::watch`): looked up in
+/// imbl's maps through these.
+impl equivalent::Equivalent<Key> for Arc<str> {
+    fn equivalent(&self, key: &Key) -> bool {
+        **self == *key.as_str()
+    }
+}
+
+impl equivalent::Comparable<Key> for Arc<str> {
+    fn compare(&self, key: &Key) -> std::cmp::Ordering {
+        (**self).cmp(key.as_str())
+    }
 }
 
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.rv == other.rv && self.key == other.key && self.raw() == other.raw()
+        self.rv == other.rv && self.key() == other.key() && self.raw() == other.raw()
     }
 }
 
@@ -196,12 +282,12 @@ impl Object {
         } else {
             Vec::new()
         };
-        let (key, ns_len) = if info.namespaced && !namespace.is_empty() {
-            (format!("{namespace}/{name}"), namespace.len())
+        let key = if info.namespaced && !namespace.is_empty() {
+            format!("{namespace}/{name}")
         } else {
-            (name.to_string(), 0)
+            name.to_string()
         };
-        let ns_len = u16::try_from(ns_len).map_err(|_| ObjectError::TooLarge("namespace"))?;
+        let key_len = u16::try_from(key.len()).map_err(|_| ObjectError::TooLarge("name"))?;
 
         // The raw JSON, the body's bytes possibly behind the type prefix.
         let line_start = line.map_or(0, |ty| LINE_START.len() + ty.len() + LINE_MID.len());
@@ -251,7 +337,8 @@ impl Object {
         // hours must not pin a whole list page or read buffer. Sized exactly, so that `Bytes`
         // takes the vector over without an allocation of its own.
         let line_end = if line.is_some() { LINE_END.len() } else { 0 };
-        let head_at = line_start + raw_len + line_end;
+        let key_at = line_start + raw_len + line_end;
+        let head_at = key_at + key.len();
         let (head, word_width) = pack_head(head_at, &labels, &fields, &index_values)?;
         let mut buf = Vec::with_capacity(head_at + head.len());
         if let Some(ty) = line {
@@ -273,10 +360,10 @@ impl Object {
         if line.is_some() {
             buf.extend_from_slice(LINE_END);
         }
-        debug_assert_eq!(buf.len(), head_at);
+        debug_assert_eq!(buf.len(), key_at);
+        buf.extend_from_slice(key.as_bytes());
         buf.extend_from_slice(&head);
         Ok(Object {
-            key: Arc::from(key),
             rv,
             buf: Bytes::from(buf),
             head_at: u32::try_from(head_at).map_err(|_| ObjectError::TooLarge("object"))?,
@@ -286,7 +373,7 @@ impl Object {
                 .map_err(|_| ObjectError::TooLarge("event type"))?,
             word_width,
             item_at,
-            ns_len,
+            key_len,
         })
     }
 
@@ -301,7 +388,7 @@ impl Object {
     }
 
     fn raw_range(&self) -> std::ops::Range<usize> {
-        let end = self.head_at as usize;
+        let end = self.key_at();
         let start = usize::from(self.line_start);
         if start == 0 {
             start..end
@@ -316,8 +403,7 @@ impl Object {
     pub fn line(&self, ty: &str) -> Option<Bytes> {
         let start = self.buf.get(..usize::from(self.line_start))?;
         let expected = LINE_START.iter().chain(ty.as_bytes()).chain(LINE_MID);
-        (!start.is_empty() && start.iter().eq(expected))
-            .then(|| self.buf.slice(..self.head_at as usize))
+        (!start.is_empty() && start.iter().eq(expected)).then(|| self.buf.slice(..self.key_at()))
     }
 
     /// Whether `bytes` lie in this object's own allocation (an event line sharing it).
@@ -329,8 +415,8 @@ impl Object {
 
     /// What this object costs in memory, by part.
     pub fn memory(&self) -> ObjectMemory {
-        // The struct inside its `Arc` (two counters), the key inside its own `Arc`.
-        let header = std::mem::size_of::<Object>() + 16 + 16 + self.key.len();
+        // The struct inside its `Arc` (two counters).
+        let header = std::mem::size_of::<Object>() + 16;
         let json = self.raw().len();
         ObjectMemory {
             json,
@@ -338,18 +424,23 @@ impl Object {
         }
     }
 
+    fn key_at(&self) -> usize {
+        (self.head_at as usize).saturating_sub(usize::from(self.key_len))
+    }
+
+    /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
+    pub fn key(&self) -> &str {
+        self.text(self.key_at(), usize::from(self.key_len))
+    }
+
     pub fn namespace(&self) -> &str {
-        self.key.get(..usize::from(self.ns_len)).unwrap_or_default()
+        // Neither a namespace nor a name has a '/': the first one ends the namespace.
+        self.key().split_once('/').map_or("", |(ns, _)| ns)
     }
 
     pub fn name(&self) -> &str {
-        if self.ns_len == 0 {
-            &self.key
-        } else {
-            self.key
-                .get(usize::from(self.ns_len) + 1..)
-                .unwrap_or_default()
-        }
+        let key = self.key();
+        key.split_once('/').map_or(key, |(_, name)| name)
     }
 
     /// Word `i` of the head table.
@@ -509,7 +600,8 @@ impl Object {
                 (slot, moved(self.word(e + 1), self.word(e + 2)))
             })
             .collect();
-        let head_at = raw_range.len() - (rv_end - rv_at) + digits.len();
+        let key_at = raw_range.len() - (rv_end - rv_at) + digits.len();
+        let head_at = key_at + usize::from(self.key_len);
         // The new head fits as the old one did (positions move by a few digits at most; a
         // head that no longer fits 16-bit words takes 32-bit ones).
         let (head, word_width) =
@@ -518,9 +610,9 @@ impl Object {
         buf.extend_from_slice(self.buf.get(raw_range.start..rv_at).unwrap_or_default());
         buf.extend_from_slice(digits.as_bytes());
         buf.extend_from_slice(self.buf.get(rv_end..raw_range.end).unwrap_or_default());
+        buf.extend_from_slice(self.key().as_bytes());
         buf.extend_from_slice(&head);
         Object {
-            key: self.key.clone(),
             rv,
             buf: Bytes::from(buf),
             head_at: u32::try_from(head_at).unwrap_or(u32::MAX),
@@ -529,7 +621,7 @@ impl Object {
             line_start: 0,
             word_width,
             item_at: self.item_at,
-            ns_len: self.ns_len,
+            key_len: self.key_len,
         }
     }
 
@@ -762,7 +854,7 @@ mod tests {
         let mut out = BytesMut::new();
         o.write_item(&mut out);
         assert_eq!(&out[..], &item[..]);
-        assert_eq!(o.key.as_ref(), "ns/a");
+        assert_eq!(o.key(), "ns/a");
         assert_eq!(o.namespace(), "ns");
         assert_eq!(o.name(), "a");
         assert_eq!(o.rv, 7);
