@@ -101,8 +101,7 @@ impl Bench {
             } else {
                 format!("/apis/{group}/{version}/{resource}?resourceVersion=0")
             };
-            let (status, body) =
-                load::fetch(k.addr, &collection, Duration::from_secs(300)).await?;
+            let (status, body) = load::fetch(k.addr, &collection, Duration::from_secs(300)).await?;
             if status != 200 {
                 return Err(format!("kcache LIST {collection} answered {status}"));
             }

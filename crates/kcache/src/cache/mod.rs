@@ -335,8 +335,9 @@ impl ResourceCache {
     /// first sync the difference to the previous state becomes ordinary events, so downstream
     /// watchers stay exact across upstream 410s. If the upstream's RVs went backwards (a restore
     /// or a new cluster), history is discarded and every running watch is ended with 410.
-    pub fn replace(&self, objects: Vec<Object>, rv: u64) -> ReplaceSummary {
-        let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Arc::new).collect();
+    pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
+        // Reuses the vector's allocation when the objects come shared (the reflector's).
+        let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Into::into).collect();
         // A list comes in key order; sorted all the same (cheap then), since the map is built
         // in `dense_order` for full nodes. The last of a repeated key is kept, as inserting
         // one by one would.
@@ -1189,7 +1190,7 @@ mod tests {
             ..CacheConfig::default()
         };
         let c = ResourceCache::new(info(), Scope::default(), cfg);
-        c.replace(vec![], 1);
+        c.replace(Vec::<Object>::new(), 1);
         for i in 2..6 {
             c.apply(EventType::Added, cm(&format!("o{i}"), i, "x"));
         }
