@@ -2,75 +2,144 @@
 
 use super::*;
 
+const S: &str = "Memory: kcache RSS per cached JSON byte";
+
+/// The kinds the mixed case caches (those of `seed::demo_cluster`): group, version, resource.
+const MIXED: &[(&str, &str, &str)] = &[
+    ("", "v1", "namespaces"),
+    ("", "v1", "nodes"),
+    ("", "v1", "serviceaccounts"),
+    ("", "v1", "configmaps"),
+    ("", "v1", "secrets"),
+    ("", "v1", "services"),
+    ("", "v1", "pods"),
+    ("", "v1", "events"),
+    ("apps", "v1", "deployments"),
+    ("apps", "v1", "replicasets"),
+    ("apps", "v1", "statefulsets"),
+    ("apps", "v1", "daemonsets"),
+    ("batch", "v1", "jobs"),
+    ("discovery.k8s.io", "v1", "endpointslices"),
+];
+
+/// The mixed case's cluster: about 3,500 objects of 14 kinds, most of them ConfigMaps, Pods,
+/// Secrets, ReplicaSets and Deployments (the same at every scale: small sets are the point).
+fn mixed_cluster() -> Vec<SeedObject> {
+    seed::demo_cluster(&seed::DemoSpec {
+        namespaces: 12,
+        nodes: 10,
+        deployments_per_namespace: 12,
+        replicas: 4,
+        configmaps_per_namespace: 150,
+        secrets_per_namespace: 40,
+        services_per_namespace: 8,
+        seed: 8,
+    })
+}
+
 impl Bench {
     pub(super) async fn memory(&mut self) -> Result<(), String> {
-        const S: &str = "Memory: kcache RSS per cached JSON byte";
         let n = self.scale.memory_objects;
-        for kind in ["ConfigMaps (~1 KB)", "Pods (~4 KB, managedFields)"] {
-            let (resource, objects) = if kind.starts_with("ConfigMaps") {
-                (CONFIGMAPS, seed::configmaps(n, 10, 6))
-            } else {
-                (PODS, seed::pods(n, 1000, 10, 7))
-            };
-            let case = format!("{} {kind}", count_label(n));
-            progress(format!("memory: {case}"));
-            let sim = start_sim().await?;
-            let config = ChildConfig::caching(&[resource]);
-            let empty = {
-                let k = self.kcache(&sim, &config).await?;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                procstat::rss_bytes(k.pid()).unwrap_or(0)
-            };
-            let t = Instant::now();
-            seed_sim(&sim, objects)?;
-            progress(format!(
-                "memory: seeded in {:.0} s",
-                t.elapsed().as_secs_f64()
-            ));
-            let t = Instant::now();
+        let count = count_label(n);
+        self.memory_case(
+            &format!("{count} ConfigMaps (~1 KB)"),
+            &[CONFIGMAPS],
+            seed::configmaps(n, 10, 6),
+        )
+        .await?;
+        self.memory_case(
+            &format!("{count} Pods (~4 KB, managedFields)"),
+            &[PODS],
+            seed::pods(n, 1000, 10, 7),
+        )
+        .await?;
+        let objects = mixed_cluster();
+        let kinds: Vec<(&'static str, &'static str, &'static str)> = MIXED
+            .iter()
+            .filter(|(g, _, r)| objects.iter().any(|o| o.group == *g && o.resource == *r))
+            .copied()
+            .collect();
+        let case = format!(
+            "mixed: {} objects of {} kinds",
+            count_label(objects.len()),
+            kinds.len()
+        );
+        self.memory_case(&case, &kinds, objects).await
+    }
+
+    /// One row: a kcache caching `resources` of a sim seeded with `objects`, its RSS synced
+    /// less its RSS with an empty upstream, per byte of the list items it then serves.
+    async fn memory_case(
+        &mut self,
+        case: &str,
+        resources: &[(&'static str, &'static str, &'static str)],
+        objects: Vec<SeedObject>,
+    ) -> Result<(), String> {
+        progress(format!("memory: {case}"));
+        let sim = start_sim().await?;
+        let config = ChildConfig::caching(resources);
+        let empty = {
             let k = self.kcache(&sim, &config).await?;
-            let sync_secs = t.elapsed().as_secs_f64();
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let full = procstat::rss_bytes(k.pid()).unwrap_or(0);
-            let collection = format!("/api/v1/{}?resourceVersion=0", resource.2);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            procstat::rss_bytes(k.pid()).unwrap_or(0)
+        };
+        let t = Instant::now();
+        seed_sim(&sim, objects)?;
+        progress(format!(
+            "memory: seeded in {:.0} s",
+            t.elapsed().as_secs_f64()
+        ));
+        let t = Instant::now();
+        let k = self.kcache(&sim, &config).await?;
+        let sync_secs = t.elapsed().as_secs_f64();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let full = procstat::rss_bytes(k.pid()).unwrap_or(0);
+        let (mut json_bytes, mut count) = (0u64, 0usize);
+        for (group, version, resource) in resources {
+            let collection = if group.is_empty() {
+                format!("/api/{version}/{resource}?resourceVersion=0")
+            } else {
+                format!("/apis/{group}/{version}/{resource}?resourceVersion=0")
+            };
             let (status, body) = load::fetch(k.addr, &collection, Duration::from_secs(300)).await?;
             if status != 200 {
-                return Err(format!("kcache LIST answered {status}"));
+                return Err(format!("kcache LIST {collection} answered {status}"));
             }
-            let (json_bytes, count) = item_bytes(&body)?;
-            drop(body);
-            let parts = memory_components(&k).await?;
-            let growth = full.saturating_sub(empty);
-            let ratio = growth as f64 / json_bytes.max(1) as f64;
-            let mut row = Row::new(S, &case, "kcache");
-            row.set("objects", count as u64)
-                .set("JSON MB", mb(json_bytes))
-                .set("avg object B", json_bytes as f64 / count.max(1) as f64)
-                .set("RSS empty MB", mb(empty))
-                .set("RSS synced MB", mb(full))
-                .set("RSS B per object", growth as f64 / count.max(1) as f64)
-                .set("sync s", sync_secs);
-            // kcache's own estimate of where the bytes go (`kcache_cache_memory_bytes`).
-            for (component, column) in [
-                ("json", "json B/obj"),
-                ("head", "head B/obj"),
-                ("index", "index B/obj"),
-                ("history", "history B/obj"),
-            ] {
-                let bytes = parts.get(component).copied().unwrap_or(0.0);
-                row.set(column, bytes / count.max(1) as f64);
-            }
-            row.ratio("RSS growth/JSON", ratio);
-            self.report.push(row);
-            self.report.check(
-                &format!("Memory, {case}: RSS growth ≤ 1.2× the JSON bytes"),
-                "≤ 1.2",
-                format!("{}×", fmt_num(ratio)),
-                Some(ratio <= 1.2),
-            );
-            drop(k);
-            sim.shutdown().await;
+            let (bytes, items) = item_bytes(&body)?;
+            json_bytes += bytes;
+            count += items;
         }
+        let parts = memory_components(&k).await?;
+        let growth = full.saturating_sub(empty);
+        let ratio = growth as f64 / json_bytes.max(1) as f64;
+        let mut row = Row::new(S, case, "kcache");
+        row.set("objects", count as u64)
+            .set("JSON MB", mb(json_bytes))
+            .set("avg object B", json_bytes as f64 / count.max(1) as f64)
+            .set("RSS empty MB", mb(empty))
+            .set("RSS synced MB", mb(full))
+            .set("RSS B per object", growth as f64 / count.max(1) as f64)
+            .set("sync s", sync_secs);
+        // kcache's own estimate of where the bytes go (`kcache_cache_memory_bytes`).
+        for (component, column) in [
+            ("json", "json B/obj"),
+            ("head", "head B/obj"),
+            ("index", "index B/obj"),
+            ("history", "history B/obj"),
+        ] {
+            let bytes = parts.get(component).copied().unwrap_or(0.0);
+            row.set(column, bytes / count.max(1) as f64);
+        }
+        row.ratio("RSS growth/JSON", ratio);
+        self.report.push(row);
+        self.report.check(
+            &format!("Memory, {case}: RSS growth ≤ 1.2× the JSON bytes"),
+            "≤ 1.2",
+            format!("{}×", fmt_num(ratio)),
+            Some(ratio <= 1.2),
+        );
+        drop(k);
+        sim.shutdown().await;
         Ok(())
     }
 }

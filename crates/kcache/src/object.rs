@@ -3,14 +3,18 @@
 //! every reader: list bodies and watch lines are assembled from these bytes, never re-serialised.
 //!
 //! Memory is what limits how much a kcache can hold, so an object is one allocation of bytes
-//! (`buf`) plus its small struct and key:
+//! (`buf`) plus its small struct (56 bytes, inside its `Arc`):
 //!
 //! ```text
-//! buf: [{"type":"T","object":]  RAW JSON  [}\n]  HEAD
+//! buf: [{"type":"T","object":]  RAW JSON  [}\n]  KEY  HEAD
 //!       └ only when built from a watch event: the event's line is then a slice of `buf`
 //! ```
 //!
-//! The head is a table of little-endian `u32` words: the label, selectable-field and index
+//! KEY is the store key, `namespace/name`: the cache's map and posting sets hold an object's
+//! key as a pointer to the object itself ([`Key`]), so no key is allocated apart from it.
+//!
+//! The head is a table of little-endian words (`u16`, or `u32` for objects beyond 64 KiB;
+//! see `pack_head`): the label, selectable-field and index
 //! value counts, then one entry per value giving its position in `buf`. A value points into
 //! the raw JSON when the JSON string had no escapes (the common case), else at its decoded
 //! text appended after the table, as are values the JSON does not spell (Go zero values such
@@ -58,31 +62,116 @@ const INDEX_WORDS: usize = 3;
 /// A cached object.
 #[derive(Debug, Clone)]
 pub struct Object {
-    /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
-    /// Shared with the cache map's key, so each object holds its key once.
-    pub key: Arc<str>,
     pub rv: u64,
     /// The one allocation of bytes (see the module comment).
     buf: Bytes,
-    /// Where the head table starts in `buf` (the raw JSON, and line end if any, are before it).
+    /// Where the head table starts in `buf` (the raw JSON, line end if any, and key are before
+    /// it).
     head_at: u32,
     /// Where the resourceVersion value (without quotes) is in `buf`, and its length.
     rv_at: u32,
     rv_len: u8,
     /// Length of the watch-line start before the raw JSON (0: `buf` holds no line).
     line_start: u8,
+    /// Bytes per word of the head table: 2 or 4 (see `pack_head`).
+    word_width: u8,
     /// Where the fields after `kind`/`apiVersion` start in the raw JSON, for typed built-ins
     /// whose list items omit them: the item is `{` + `raw[item_at..]`. 0 means the item is
     /// the raw JSON.
     item_at: u16,
-    /// Length of the namespace part of `key` (0 for cluster-scoped).
-    ns_len: u16,
+    /// Length of the store key, which ends where the head table starts.
+    key_len: u16,
+}
+
+/// An object's store key as the cache's map and posting sets hold it: the object itself (one
+/// pointer, no key text of its own), ordered and compared as its key text
+/// ([`Object::key`]), so it can be looked up by a `&str` or an `Arc<str>`.
+///
+/// A posting set keeps the `Key` it was given until the object's entry is replaced: the
+/// posting sets replace the entries of every changed object (see `index::Postings::update`),
+/// so a key never keeps an old version of an object alive longer than the snapshots do.
+#[derive(Debug, Clone)]
+pub struct Key(Arc<Object>);
+
+impl Key {
+    pub fn of(object: &Arc<Object>) -> Key {
+        Key(object.clone())
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.key()
+    }
+
+    /// The version of the object this key was taken from.
+    pub fn object(&self) -> &Arc<Object> {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+/// Key ranges are written with `Arc<str>` bounds (`api::list`, `api::watch`): looked up in
+/// imbl's maps through these.
+impl equivalent::Equivalent<Key> for Arc<str> {
+    fn equivalent(&self, key: &Key) -> bool {
+        **self == *key.as_str()
+    }
+}
+
+impl equivalent::Comparable<Key> for Arc<str> {
+    fn compare(&self, key: &Key) -> std::cmp::Ordering {
+        (**self).cmp(key.as_str())
+    }
 }
 
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.rv == other.rv && self.key == other.key && self.raw() == other.raw()
+        self.rv == other.rv && self.key() == other.key() && self.raw() == other.raw()
     }
 }
 
@@ -194,12 +283,12 @@ impl Object {
         } else {
             Vec::new()
         };
-        let (key, ns_len) = if info.namespaced && !namespace.is_empty() {
-            (format!("{namespace}/{name}"), namespace.len())
+        let key = if info.namespaced && !namespace.is_empty() {
+            format!("{namespace}/{name}")
         } else {
-            (name.to_string(), 0)
+            name.to_string()
         };
-        let ns_len = u16::try_from(ns_len).map_err(|_| ObjectError::TooLarge("namespace"))?;
+        let key_len = u16::try_from(key.len()).map_err(|_| ObjectError::TooLarge("name"))?;
 
         // The raw JSON, the body's bytes possibly behind the type prefix.
         let line_start = line.map_or(0, |ty| LINE_START.len() + ty.len() + LINE_MID.len());
@@ -246,17 +335,13 @@ impl Object {
             .collect();
 
         // One memcpy per upstream event into the object's own allocation: an object kept for
-        // hours must not pin a whole list page or read buffer.
+        // hours must not pin a whole list page or read buffer. Sized exactly, so that `Bytes`
+        // takes the vector over without an allocation of its own.
         let line_end = if line.is_some() { LINE_END.len() } else { 0 };
-        let mut buf = Vec::with_capacity(
-            line_start
-                + raw_len
-                + line_end
-                + 4 * (HEAD_COUNTS
-                    + LABEL_WORDS * labels.len()
-                    + FIELD_WORDS * fields.len()
-                    + INDEX_WORDS * index_values.len()),
-        );
+        let key_at = line_start + raw_len + line_end;
+        let head_at = key_at + key.len();
+        let (head, word_width) = pack_head(head_at, &labels, &fields, &index_values)?;
+        let mut buf = Vec::with_capacity(head_at + head.len());
         if let Some(ty) = line {
             buf.extend_from_slice(LINE_START);
             buf.extend_from_slice(ty.as_bytes());
@@ -276,10 +361,10 @@ impl Object {
         if line.is_some() {
             buf.extend_from_slice(LINE_END);
         }
-        let head_at = buf.len();
-        pack_head(&mut buf, &labels, &fields, &index_values)?;
+        debug_assert_eq!(buf.len(), key_at);
+        buf.extend_from_slice(key.as_bytes());
+        buf.extend_from_slice(&head);
         Ok(Object {
-            key: Arc::from(key),
             rv,
             buf: Bytes::from(buf),
             head_at: u32::try_from(head_at).map_err(|_| ObjectError::TooLarge("object"))?,
@@ -287,8 +372,9 @@ impl Object {
             rv_len,
             line_start: u8::try_from(line_start)
                 .map_err(|_| ObjectError::TooLarge("event type"))?,
+            word_width,
             item_at,
-            ns_len,
+            key_len,
         })
     }
 
@@ -303,7 +389,7 @@ impl Object {
     }
 
     fn raw_range(&self) -> std::ops::Range<usize> {
-        let end = self.head_at as usize;
+        let end = self.key_at();
         let start = usize::from(self.line_start);
         if start == 0 {
             start..end
@@ -318,8 +404,7 @@ impl Object {
     pub fn line(&self, ty: &str) -> Option<Bytes> {
         let start = self.buf.get(..usize::from(self.line_start))?;
         let expected = LINE_START.iter().chain(ty.as_bytes()).chain(LINE_MID);
-        (!start.is_empty() && start.iter().eq(expected))
-            .then(|| self.buf.slice(..self.head_at as usize))
+        (!start.is_empty() && start.iter().eq(expected)).then(|| self.buf.slice(..self.key_at()))
     }
 
     /// Whether `bytes` lie in this object's own allocation (an event line sharing it).
@@ -331,8 +416,8 @@ impl Object {
 
     /// What this object costs in memory, by part.
     pub fn memory(&self) -> ObjectMemory {
-        // The struct inside its `Arc` (two counters), the key inside its own `Arc`.
-        let header = std::mem::size_of::<Object>() + 16 + 16 + self.key.len();
+        // The struct inside its `Arc` (two counters).
+        let header = std::mem::size_of::<Object>() + 16;
         let json = self.raw().len();
         ObjectMemory {
             json,
@@ -340,27 +425,34 @@ impl Object {
         }
     }
 
+    fn key_at(&self) -> usize {
+        (self.head_at as usize).saturating_sub(usize::from(self.key_len))
+    }
+
+    /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
+    pub fn key(&self) -> &str {
+        self.text(self.key_at(), usize::from(self.key_len))
+    }
+
     pub fn namespace(&self) -> &str {
-        self.key.get(..usize::from(self.ns_len)).unwrap_or_default()
+        // Neither a namespace nor a name has a '/': the first one ends the namespace.
+        self.key().split_once('/').map_or("", |(ns, _)| ns)
     }
 
     pub fn name(&self) -> &str {
-        if self.ns_len == 0 {
-            &self.key
-        } else {
-            self.key
-                .get(usize::from(self.ns_len) + 1..)
-                .unwrap_or_default()
-        }
+        let key = self.key();
+        key.split_once('/').map_or(key, |(_, name)| name)
     }
 
     /// Word `i` of the head table.
     fn word(&self, i: usize) -> usize {
-        let at = self.head_at as usize + 4 * i;
-        self.buf
-            .get(at..at + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, |b| u32::from_le_bytes(b) as usize)
+        let width = usize::from(self.word_width);
+        let at = self.head_at as usize + width * i;
+        match self.buf.get(at..at + width) {
+            Some(&[a, b]) => usize::from(u16::from_le_bytes([a, b])),
+            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]) as usize,
+            _ => 0,
+        }
     }
 
     /// The head string at `buf[at..at + len]` (built from `&str`s, so always UTF-8).
@@ -509,23 +601,28 @@ impl Object {
                 (slot, moved(self.word(e + 1), self.word(e + 2)))
             })
             .collect();
-        let mut buf = Vec::with_capacity(self.buf.len());
+        let key_at = raw_range.len() - (rv_end - rv_at) + digits.len();
+        let head_at = key_at + usize::from(self.key_len);
+        // The new head fits as the old one did (positions move by a few digits at most; a
+        // head that no longer fits 16-bit words takes 32-bit ones).
+        let (head, word_width) =
+            pack_head(head_at, &labels, &fields, &index_values).unwrap_or_default();
+        let mut buf = Vec::with_capacity(head_at + head.len());
         buf.extend_from_slice(self.buf.get(raw_range.start..rv_at).unwrap_or_default());
         buf.extend_from_slice(digits.as_bytes());
         buf.extend_from_slice(self.buf.get(rv_end..raw_range.end).unwrap_or_default());
-        let head_at = buf.len();
-        // The new head is no larger than the old one, which fitted.
-        let _ = pack_head(&mut buf, &labels, &fields, &index_values);
+        buf.extend_from_slice(self.key().as_bytes());
+        buf.extend_from_slice(&head);
         Object {
-            key: self.key.clone(),
             rv,
             buf: Bytes::from(buf),
             head_at: u32::try_from(head_at).unwrap_or(u32::MAX),
             rv_at: u32::try_from(rv_at - raw_range.start).unwrap_or(0),
             rv_len: u8::try_from(digits.len()).unwrap_or(0),
             line_start: 0,
+            word_width,
             item_at: self.item_at,
-            ns_len: self.ns_len,
+            key_len: self.key_len,
         }
     }
 
@@ -593,24 +690,49 @@ fn labels_of<'a>(meta: &Members<'a>) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
     out
 }
 
-/// Append the head table for these values and the text of those that are not in `buf`.
+/// The head table for these values, followed by the text of those that are not in `buf`,
+/// for a head that starts at `head_at` in `buf`; and the width of its words.
+///
+/// Words are `u16` when every position fits (the head ends below 64 KiB: nearly every object),
+/// else `u32`: a ConfigMap with two labels saves 22 bytes, a Pod with its eight selectable
+/// fields and three labels about 70.
 fn pack_head(
-    buf: &mut Vec<u8>,
+    head_at: usize,
     labels: &[(Loc, Loc)],
     fields: &[(u8, Loc)],
     index_values: &[(u16, Loc)],
-) -> Result<(), ObjectError> {
+) -> Result<(Vec<u8>, u8), ObjectError> {
     let words = HEAD_COUNTS
         + LABEL_WORDS * labels.len()
         + FIELD_WORDS * fields.len()
         + INDEX_WORDS * index_values.len();
-    let mut text_at = buf.len() + 4 * words;
-    let mut text: Vec<u8> = Vec::new();
+    let text_len: usize = labels
+        .iter()
+        .flat_map(|(k, v)| [k, v])
+        .chain(fields.iter().map(|(_, v)| v))
+        .chain(index_values.iter().map(|(_, v)| v))
+        .map(|loc| match loc {
+            Loc::At(..) => 0,
+            Loc::Text(s) => s.len(),
+        })
+        .sum();
+    let width: u8 = if head_at + 2 * words + text_len <= usize::from(u16::MAX) {
+        2
+    } else {
+        4
+    };
+    let end = head_at + usize::from(width) * words + text_len;
+    if u32::try_from(end).is_err() {
+        return Err(ObjectError::TooLarge("object"));
+    }
+    let mut text_at = head_at + usize::from(width) * words;
+    let mut text: Vec<u8> = Vec::with_capacity(text_len);
     let mut table: Vec<usize> = Vec::with_capacity(words);
     let mut place = |loc: &Loc, table: &mut Vec<usize>| match loc {
         Loc::At(at, len) => table.extend([*at, *len]),
         Loc::Text(s) => {
-            table.extend([text_at + text.len(), s.len()]);
+            table.extend([text_at, s.len()]);
+            text_at += s.len();
             text.extend_from_slice(s.as_bytes());
         }
     };
@@ -627,17 +749,18 @@ fn pack_head(
         table.push(usize::from(*slot));
         place(v, &mut table);
     }
-    text_at += text.len();
-    if u32::try_from(text_at).is_err() {
-        return Err(ObjectError::TooLarge("object"));
-    }
-    buf.reserve_exact(4 * words + text.len());
+    let mut head = Vec::with_capacity(usize::from(width) * words + text.len());
     for w in table {
-        // Every word is a count or a position below `text_at`, which fits (checked above).
-        buf.extend_from_slice(&u32::try_from(w).unwrap_or(u32::MAX).to_le_bytes());
+        // Every word is a count or a position below `end`, which fits the width (checked
+        // above).
+        if width == 2 {
+            head.extend_from_slice(&u16::try_from(w).unwrap_or(u16::MAX).to_le_bytes());
+        } else {
+            head.extend_from_slice(&u32::try_from(w).unwrap_or(u32::MAX).to_le_bytes());
+        }
     }
-    buf.extend_from_slice(&text);
-    Ok(())
+    head.extend_from_slice(&text);
+    Ok((head, width))
 }
 
 /// An object's text without `metadata.managedFields`, if it has them.
@@ -732,7 +855,7 @@ mod tests {
         let mut out = BytesMut::new();
         o.write_item(&mut out);
         assert_eq!(&out[..], &item[..]);
-        assert_eq!(o.key.as_ref(), "ns/a");
+        assert_eq!(o.key(), "ns/a");
         assert_eq!(o.namespace(), "ns");
         assert_eq!(o.name(), "a");
         assert_eq!(o.rv, 7);
@@ -833,6 +956,49 @@ mod tests {
                 assert_eq!(o.field(name), Some(v.as_str()), "{name}");
             }
         }
+    }
+
+    /// Heads of objects beyond 64 KiB take 32-bit words; either width reads the same, and
+    /// `with_rv` picks the width again for the new bytes.
+    #[test]
+    fn head_words_widen_for_large_objects() {
+        let object = |pad: usize| {
+            Bytes::from(format!(
+                r#"{{"metadata":{{"name":"p","namespace":"ns","resourceVersion":"7","labels":{{"a":"1","b":"x\ty"}}}},"spec":{{"nodeName":"n","hostNetwork":true}},"data":"{}"}}"#,
+                "z".repeat(pad)
+            ))
+        };
+        let small = Object::from_upstream(&pod_info(), object(10), false).unwrap();
+        assert_eq!(small.word_width, 2);
+        // Just below the limit: the head fits 16-bit words until the RV grows by 5 digits.
+        let edge = u16::MAX as usize - small.buf.len() + 10 - 2;
+        let near = Object::from_upstream(&pod_info(), object(edge), false).unwrap();
+        assert_eq!(near.word_width, 2);
+        let large = Object::from_upstream(&pod_info(), object(70_000), false).unwrap();
+        assert_eq!(large.word_width, 4);
+        for o in [
+            &small,
+            &near,
+            &large,
+            &near.with_rv(123_456),
+            &large.with_rv(8),
+        ] {
+            assert_eq!(o.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "x\ty")]);
+            assert_eq!(o.field("spec.nodeName"), Some("n"));
+            assert_eq!(o.field("spec.hostNetwork"), Some("true"));
+            assert_eq!(o.field("spec.restartPolicy"), Some(""));
+            assert_eq!(o.name(), "p");
+        }
+        assert_eq!(near.with_rv(123_456).word_width, 4);
+        assert_eq!(large.with_rv(8).word_width, 4);
+    }
+
+    /// The struct stays within 56 bytes: with its `Arc` counters a 72-byte allocation, which
+    /// glibc serves from an 80-byte chunk (one more word would take a 96-byte one).
+    #[test]
+    fn the_struct_stays_small() {
+        assert!(std::mem::size_of::<Object>() <= 56);
+        assert_eq!(std::mem::size_of::<Key>(), 8);
     }
 
     #[test]

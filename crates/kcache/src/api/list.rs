@@ -17,7 +17,7 @@ use super::plan::{self, Candidates};
 use super::{response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
 use crate::limits::Limits;
-use crate::object::Object;
+use crate::object::{Key, Object};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::table;
@@ -251,11 +251,11 @@ fn select_with(
     candidates: Option<Candidates<'_>>,
 ) -> Page {
     let mut objects = Vec::new();
-    let mut last_key: Option<Arc<str>> = None;
+    let mut last_key: Option<&Key> = None;
     let mut more = false;
     let mut remaining = 0usize;
     let bounds = range(filter, start);
-    let items: Box<dyn Iterator<Item = (&Arc<str>, &Arc<Object>)>> = match &candidates {
+    let items: Box<dyn Iterator<Item = (&Key, &Arc<Object>)>> = match &candidates {
         Some(c) => Box::new(
             c.keys(bounds.clone())
                 .filter_map(|k| snap.objects.get_key_value(k)),
@@ -273,7 +273,7 @@ fn select_with(
         }
         if filter.selects(o) {
             objects.push(o.clone());
-            last_key = Some(key.clone());
+            last_key = Some(key);
         }
     }
     if let (false, true, Some(last)) = (
@@ -285,7 +285,7 @@ fn select_with(
         // matches the selectors: that page may then be empty (L3).
         more = snap
             .objects
-            .range((Bound::Excluded(last.clone()), bounds.1))
+            .range((Bound::Excluded(Arc::<str>::from(last.as_str())), bounds.1))
             .next()
             .is_some();
     }
@@ -428,14 +428,14 @@ impl ListCursor {
         if let Some(h) = self.head.take() {
             buf.extend_from_slice(h.as_bytes());
         }
-        let mut last: Option<Arc<str>> = None;
+        let mut last: Option<&Key> = None;
         let mut exhausted = true;
         for (key, o) in self.objects.range(self.next.clone()) {
             if buf.len() >= CHUNK {
                 exhausted = false;
                 break;
             }
-            last = Some(key.clone());
+            last = Some(key);
             if self.filter.selects(o) {
                 if !self.first {
                     buf.extend_from_slice(b",");
@@ -444,7 +444,7 @@ impl ListCursor {
                 o.write_item(&mut buf);
             }
         }
-        if let Some(k) = last {
+        if let Some(k) = last.map(|k| Arc::<str>::from(k.as_str())) {
             self.next.0 = Bound::Excluded(k);
         }
         if exhausted {
@@ -680,7 +680,7 @@ mod tests {
         loop {
             let candidates = if use_index { indexed(c, snap, f) } else { None };
             let p = select_with(c, snap, f, start.as_deref(), limit, candidates);
-            let keys = p.objects.iter().map(|o| o.key.to_string()).collect();
+            let keys = p.objects.iter().map(|o| o.key().to_string()).collect();
             out.push((keys, p.token.clone(), p.remaining));
             match p.token {
                 Some(t) => start = Some(ContinueToken::decode(&t).unwrap().start),

@@ -11,13 +11,15 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::filter::Filter;
-use crate::index::{IndexSet, KeySet, Postings};
+use crate::cache::Postings;
+use crate::index::{IndexSet, KeySet};
+use crate::object::Key;
 use crate::selector::{FieldOp, LabelOp};
 
 /// The keys an indexed list visits: the union of a few posting sets.
 #[derive(Default)]
 pub struct Candidates<'a> {
-    sets: Vec<&'a KeySet>,
+    sets: Vec<&'a KeySet<Key>>,
 }
 
 impl<'a> Candidates<'a> {
@@ -30,8 +32,8 @@ impl<'a> Candidates<'a> {
     pub fn keys(
         &self,
         range: (Bound<Arc<str>>, Bound<Arc<str>>),
-    ) -> impl Iterator<Item = &'a Arc<str>> + 'a {
-        let iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Arc<str>> + 'a>>> = self
+    ) -> impl Iterator<Item = &'a Key> + 'a {
+        let iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Key> + 'a>>> = self
             .sets
             .iter()
             .map(|s| s.range(range.clone()).peekable())
@@ -42,13 +44,13 @@ impl<'a> Candidates<'a> {
 
 /// A k-way merge of ordered key iterators (k is the number of values of one `in`: small).
 struct Union<'a> {
-    iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Arc<str>> + 'a>>>,
+    iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Key> + 'a>>>,
 }
 
 impl<'a> Iterator for Union<'a> {
-    type Item = &'a Arc<str>;
+    type Item = &'a Key;
 
-    fn next(&mut self) -> Option<&'a Arc<str>> {
+    fn next(&mut self) -> Option<&'a Key> {
         let min = self
             .iters
             .iter_mut()

@@ -24,14 +24,18 @@ use std::time::{Duration, Instant};
 use imbl::ordmap::DiffItem;
 use tokio::sync::watch;
 
-use crate::index::{IndexConfig, IndexSet, Postings};
+use crate::index::{IndexConfig, IndexSet};
 use crate::latency::LatencyEstimate;
-use crate::object::Object;
+use crate::object::{Key, Object};
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 
-/// Objects of one resource by store key.
-pub type ObjectMap = imbl::OrdMap<Arc<str>, Arc<Object>>;
+/// Objects of one resource by store key (the key is a second pointer to the object: see
+/// [`Key`]).
+pub type ObjectMap = imbl::OrdMap<Key, Arc<Object>>;
+
+/// The posting sets of a cache: index value → keys of the objects with it.
+pub type Postings = crate::index::Postings<Key>;
 
 /// Limits on what the cache retains for watch resume and consistent paging.
 #[derive(Debug, Clone)]
@@ -331,13 +335,26 @@ impl ResourceCache {
     /// first sync the difference to the previous state becomes ordinary events, so downstream
     /// watchers stay exact across upstream 410s. If the upstream's RVs went backwards (a restore
     /// or a new cluster), history is discarded and every running watch is ended with 410.
-    pub fn replace(&self, objects: Vec<Object>, rv: u64) -> ReplaceSummary {
+    pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
+        // Reuses the vector's allocation when the objects come shared (the reflector's).
+        let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Into::into).collect();
+        // A list comes in key order; sorted all the same (cheap then), since the map is built
+        // in `dense_order` for full nodes. The last of a repeated key is kept, as inserting
+        // one by one would.
+        objects.sort_by(|a, b| a.key().cmp(b.key()));
+        objects.dedup_by(|later, earlier| {
+            let same = later.key() == earlier.key();
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        let bytes = objects.iter().map(|o| o.raw().len()).sum();
         let mut new_map = ObjectMap::new();
-        let mut bytes = 0;
-        for o in objects {
-            bytes += o.raw().len();
-            new_map.insert(o.key.clone(), Arc::new(o));
-        }
+        crate::index::dense_order(&objects, |o| {
+            new_map.insert(Key::of(o), o.clone());
+        });
+        drop(objects);
         let mut st = self.write();
         let mut summary = ReplaceSummary::default();
         if st.synced {
@@ -431,8 +448,8 @@ impl ResourceCache {
         if object.rv <= st.rv {
             return;
         }
-        let key = object.key.clone();
         let object = Arc::new(object);
+        let key = Key::of(&object);
         let prev = st.objects.get(&key).cloned();
         let rv = object.rv;
         if let Some(p) = &prev {
@@ -569,8 +586,9 @@ impl ResourceCache {
             m.json += om.json;
             m.head += om.head;
         }
-        // The map's own nodes: a key and an object pointer per entry, nodes about 2/3 full.
-        m.index += objects.len() * 3 / 2 * std::mem::size_of::<(Arc<str>, Arc<Object>)>();
+        // The map's own nodes: a key and an object pointer per entry, nodes full after a list
+        // (see `index::dense_order`), half full where later inserts split them.
+        m.index += objects.len() * 5 / 4 * std::mem::size_of::<(Key, Arc<Object>)>();
         m
     }
 
@@ -611,12 +629,13 @@ impl ResourceCache {
         let history = st.history.clone();
         drop(st);
         for ev in history.iter().rev().take_while(|e| e.rv > rv) {
-            let key = ev.object.key.clone();
-            let current = objects.get(&key).cloned();
+            let current = objects.get(ev.object.key()).cloned();
             let before = match (&ev.ty, &ev.prev) {
                 (EventType::Added, _) | (_, None) => None,
                 (_, Some(prev)) => Some(prev.clone()),
             };
+            // The key of the version put back, which the map and posting sets then hold.
+            let key = Key::of(before.as_ref().unwrap_or(&ev.object));
             postings.update(&self.indexes, &key, current.as_deref(), before.as_deref());
             match before {
                 Some(prev) => {
@@ -915,6 +934,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::KeySet;
     use bytes::Bytes;
 
     fn info() -> ResourceInfo {
@@ -976,6 +996,44 @@ mod tests {
         for rv in [10, 11, 12, 13, 20] {
             consistent(&c.snapshot_at(rv).unwrap());
         }
+    }
+
+    /// Keys point at objects: the map and every posting set holding an object hold its
+    /// current version's key, also where its indexed values did not change, so that no key
+    /// keeps an old version alive; states rebuilt by undoing events hold the older versions.
+    #[test]
+    fn keys_follow_the_current_version() {
+        let label = IndexConfig {
+            name: "byV".into(),
+            field: None,
+            label: Some("v".into()),
+        };
+        let c = ResourceCache::new(info(), Scope::default(), CacheConfig::default())
+            .with_indexes(&[label]);
+        // Enough objects with one value for a persistent set, and one alone in a small one.
+        let mut objects: Vec<Object> = (0..40).map(|i| cm(&format!("o{i:02}"), 5, "x")).collect();
+        objects.push(cm("solo", 5, "y"));
+        c.replace(objects, 10);
+        c.apply(EventType::Modified, cm("o07", 11, "x"));
+        c.apply(EventType::Modified, cm("solo", 12, "y"));
+        let versions = |s: &Snapshot, value: &str, key: &str| {
+            let (map_key, o) = s.objects.get_key_value(key).unwrap();
+            let postings = s.postings.as_ref().unwrap();
+            let set = postings.get(0, value).unwrap();
+            let posted = set.iter().find(|k| k.as_str() == key).unwrap();
+            (map_key.object().rv, o.rv, posted.object().rv)
+        };
+        let now = c.snapshot();
+        assert!(matches!(
+            now.postings.as_ref().unwrap().get(0, "x"),
+            Some(KeySet::Many(_))
+        ));
+        assert_eq!(versions(&now, "x", "ns/o07"), (11, 11, 11));
+        assert_eq!(versions(&now, "y", "ns/solo"), (12, 12, 12));
+        assert_eq!(versions(&now, "x", "ns/o08"), (5, 5, 5));
+        let before = c.snapshot_at(10).unwrap();
+        assert_eq!(versions(&before, "x", "ns/o07"), (5, 5, 5));
+        assert_eq!(versions(&before, "y", "ns/solo"), (5, 5, 5));
     }
 
     #[test]
@@ -1132,7 +1190,7 @@ mod tests {
             ..CacheConfig::default()
         };
         let c = ResourceCache::new(info(), Scope::default(), cfg);
-        c.replace(vec![], 1);
+        c.replace(Vec::<Object>::new(), 1);
         for i in 2..6 {
             c.apply(EventType::Added, cm(&format!("o{i}"), i, "x"));
         }
