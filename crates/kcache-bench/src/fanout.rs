@@ -19,6 +19,8 @@ struct FanRun {
     /// CPU of everything else on the machine over the same interval (normal, lower priority).
     others_cores: (f64, f64),
     rss_peak: u64,
+    /// What kcache cost its upstream while writing, by its own count.
+    upstream: Option<kcache::UpstreamCost>,
 }
 
 /// Samples a process's RSS every 200 ms until stopped; returns the peak.
@@ -69,7 +71,7 @@ impl Bench {
     #[allow(clippy::too_many_arguments)]
     async fn fan_run<F>(
         &self,
-        pid: u32,
+        k: &KcacheChild,
         target: &load::Target,
         proto: Proto,
         watches: Vec<(Option<usize>, String)>,
@@ -80,6 +82,7 @@ impl Bench {
     where
         F: FnMut(u64) -> Result<(u64, usize), String>,
     {
+        let pid = k.pid();
         let sampler = RssSampler::start(pid);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let t = Instant::now();
@@ -90,11 +93,13 @@ impl Bench {
         let (opened, failed, first_error) = (fan.tasks.len(), fan.failed, fan.first_error.clone());
         // Let the server finish setting up before the clock starts.
         tokio::time::sleep(Duration::from_secs(1)).await;
+        let cost_before = k.upstream_cost().await.ok();
         let cpu = CpuMeter::start(pid);
         let own_cpu = CpuMeter::start(std::process::id());
         let others = OthersMeter::start();
         let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
         let (cpu_seconds, wall) = cpu.used();
+        let cost_after = k.upstream_cost().await.ok();
         let bench_cores = own_cpu.cores();
         let others_cores = others.cores(cpu_seconds);
         // The last writes' deliveries: until all arrived, 5 s at most.
@@ -117,6 +122,7 @@ impl Bench {
             bench_cores,
             others_cores,
             rss_peak,
+            upstream: cost_before.zip(cost_after).map(|(b, a)| a - b),
         }
     }
 
@@ -135,6 +141,10 @@ impl Bench {
             .set("others CPU", f.others_cores.0)
             .set("niced CPU", f.others_cores.1)
             .set("open s", f.open_secs);
+        // Per delivered event: what the fan-out costs the upstream (its one watch).
+        if let Some(c) = &f.upstream {
+            set_upstream(&mut row, c.requests, c.received_bytes, d.delivered);
+        }
         if f.failed > 0 {
             row.note(format!(
                 "{} watchers failed to open: {}",
@@ -202,7 +212,7 @@ impl Bench {
                 format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=900");
             let watches = vec![(None, path); count];
             let f = self
-                .fan_run(k.pid(), &target, proto, watches, rate, secs, |i| {
+                .fan_run(k, &target, proto, watches, rate, secs, |i| {
                     let o = &cms[(i as usize * 7) % cms.len()];
                     bump(&sim, "configmaps", o, self.next_seq()).map(|rv| (rv, 0))
                 })
@@ -291,7 +301,7 @@ impl Bench {
         progress(format!("node: {case}"));
         let f = self
             .fan_run(
-                k.pid(),
+                &k,
                 &load::Target::plain(k.addr),
                 Proto::H1,
                 watches,
@@ -369,7 +379,7 @@ impl Bench {
                 format!("/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=900");
             let f = self
                 .fan_run(
-                    k.pid(),
+                    &k,
                     &load::Target::plain(k.addr),
                     Proto::H1,
                     vec![(None, path); fanout],
