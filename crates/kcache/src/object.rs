@@ -820,14 +820,7 @@ mod tests {
     use crate::index::IndexConfig;
 
     fn cm_info() -> ResourceInfo {
-        ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            custom: false,
-        }
+        ResourceInfo::core_v1("configmaps", "ConfigMap")
     }
 
     fn pod_info() -> ResourceInfo {

@@ -54,6 +54,22 @@ impl ResourceInfo {
     }
 }
 
+#[cfg(test)]
+impl ResourceInfo {
+    /// A namespaced built-in of the core group (`v1`), as unit tests describe ConfigMaps and
+    /// Pods.
+    pub(crate) fn core_v1(resource: &str, kind: &str) -> ResourceInfo {
+        ResourceInfo {
+            group: "".into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            kind: kind.into(),
+            namespaced: true,
+            custom: false,
+        }
+    }
+}
+
 impl fmt::Display for ResourceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.group.is_empty() {

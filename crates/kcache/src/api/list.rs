@@ -548,14 +548,7 @@ mod tests {
     const IMAGES: [&str; 3] = ["i1", "i2", "i3"];
 
     fn pods() -> ResourceCache {
-        let info = ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "pods".into(),
-            kind: "Pod".into(),
-            namespaced: true,
-            custom: false,
-        };
+        let info = ResourceInfo::core_v1("pods", "Pod");
         ResourceCache::new(info, Scope::default(), CacheConfig::default()).with_indexes(&[
             IndexConfig {
                 name: "byImage".into(),

@@ -301,14 +301,7 @@ mod tests {
     use super::*;
 
     fn cm() -> ResourceInfo {
-        ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            custom: false,
-        }
+        ResourceInfo::core_v1("configmaps", "ConfigMap")
     }
 
     fn opts(q: &str) -> Result<ListOptions, ApiError> {

@@ -779,14 +779,7 @@ mod tests {
 
     #[test]
     fn bookmark_forms_match_the_recordings() {
-        let cm = ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            custom: false,
-        };
+        let cm = ResourceInfo::core_v1("configmaps", "ConfigMap");
         assert_eq!(
             bookmark_line(&cm, 5565, false),
             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5565\",\"creationTimestamp\":null}}}\n"

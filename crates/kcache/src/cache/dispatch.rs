@@ -161,14 +161,7 @@ mod tests {
     use crate::resource::ResourceInfo;
 
     fn event(rv: u64) -> Arc<Event> {
-        let info = ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "pods".into(),
-            kind: "Pod".into(),
-            namespaced: true,
-            custom: false,
-        };
+        let info = ResourceInfo::core_v1("pods", "Pod");
         let raw = format!(
             r#"{{"metadata":{{"name":"p","namespace":"d","resourceVersion":"{rv}"}},"spec":{{"nodeName":"n1"}}}}"#
         );

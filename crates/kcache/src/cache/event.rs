@@ -203,14 +203,7 @@ mod tests {
     use crate::resource::ResourceInfo;
 
     fn object(rv: u64, label: &str) -> Arc<Object> {
-        let info = ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            custom: false,
-        };
+        let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
         let raw = format!(
             r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"a","namespace":"ns","resourceVersion":"{rv}","labels":{{"v":"{label}"}}}},"data":{{"k":"v"}}}}"#
         );

@@ -938,14 +938,7 @@ mod tests {
     use bytes::Bytes;
 
     fn info() -> ResourceInfo {
-        ResourceInfo {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            custom: false,
-        }
+        ResourceInfo::core_v1("configmaps", "ConfigMap")
     }
 
     fn cm(name: &str, rv: u64, label: &str) -> Object {
