@@ -38,7 +38,7 @@ use super::load::{self, LoadResult, LoadSpec, Target, Tls};
 use super::procstat::{CpuMeter, OthersMeter};
 use super::report::{fmt_num, Report, Row};
 use super::watchers::{self, Delivery, Proto, WriteLog};
-use super::{load_row, mb, ms, progress, set_upstream, set_upstream_direct, staleness};
+use super::{list_rv_on, load_row, mb, ms, progress, set_upstream, set_upstream_direct, staleness};
 
 /// The resources the bench reads and kcache caches.
 const RESOURCES: [(&str, &str, &str); 2] = [("", "v1", "configmaps"), ("", "v1", "pods")];
@@ -798,12 +798,7 @@ impl ClusterBench<'_> {
                     log.first_error.as_deref().unwrap_or("?")
                 ));
             }
-            if let Some(first) = checker
-                .first_stale
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
+            if let Some(first) = checker.first_stale_answer() {
                 row.note(format!("first stale answer: {first}"));
             }
             self.report.push(row);
@@ -847,8 +842,8 @@ impl ClusterBench<'_> {
         };
         progress(format!("{scenario}: {case}"));
         let direct_collection = self.cluster.path(&collection);
-        let direct_rv = list_rv(&self.cluster.target, &direct_collection).await?;
-        let kcache_rv = list_rv(kcache, &collection).await?;
+        let direct_rv = list_rv_on(&self.cluster.target, &direct_collection).await?;
+        let kcache_rv = list_rv_on(kcache, &collection).await?;
         let watch = |base: &str, rv: &str| {
             format!(
                 "{base}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800"
@@ -977,31 +972,6 @@ fn trailing(direct: &[watchers::Received], kcache: &[watchers::Received]) -> Vec
         .collect();
     out.sort_unstable();
     out
-}
-
-/// The resourceVersion of a one-item LIST of `collection` on `target`, where watches start.
-async fn list_rv(target: &Target, collection: &str) -> Result<String, String> {
-    #[derive(Deserialize)]
-    struct Head {
-        metadata: Meta,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        resource_version: String,
-    }
-    let (status, body) = load::fetch_from(
-        target,
-        &format!("{collection}?limit=1"),
-        Duration::from_secs(30),
-    )
-    .await?;
-    if status != 200 {
-        return Err(format!("LIST {collection}: status {status}"));
-    }
-    let head: Head =
-        serde_json::from_slice(&body).map_err(|e| format!("LIST {collection}: {e}"))?;
-    Ok(head.metadata.resource_version)
 }
 
 /// The bench's writes: merge patches of its own ConfigMaps, in turn.

@@ -234,13 +234,8 @@ impl Bench {
                         row.note("in the bench process");
                     }
                     if stale > 0 {
-                        if let Some(f) = checker
-                            .first_stale
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .as_ref()
-                        {
-                            row.note(format!("first stale answer: {f}"));
+                        if let Some(first) = checker.first_stale_answer() {
+                            row.note(format!("first stale answer: {first}"));
                         }
                     }
                     self.report.push(row);

@@ -306,6 +306,14 @@ async fn start_sim() -> Result<Sim, String> {
 
 /// The resourceVersion of a (cheap, one-item) list, from which watches start.
 pub async fn list_rv(addr: std::net::SocketAddr, collection: &str) -> Result<u64, String> {
+    list_rv_on(&load::Target::plain(addr), collection)
+        .await?
+        .parse()
+        .map_err(|_| format!("list of {collection}: resourceVersion"))
+}
+
+/// [`list_rv`] on any target (HTTPS, credentials), as the server wrote it.
+pub async fn list_rv_on(target: &load::Target, collection: &str) -> Result<String, String> {
     #[derive(Deserialize)]
     struct Head {
         metadata: Meta,
@@ -315,8 +323,8 @@ pub async fn list_rv(addr: std::net::SocketAddr, collection: &str) -> Result<u64
         #[serde(rename = "resourceVersion")]
         resource_version: String,
     }
-    let (status, body) = load::fetch(
-        addr,
+    let (status, body) = load::fetch_from(
+        target,
         &format!("{collection}?limit=1"),
         Duration::from_secs(30),
     )
@@ -326,10 +334,7 @@ pub async fn list_rv(addr: std::net::SocketAddr, collection: &str) -> Result<u64
     }
     let head: Head =
         serde_json::from_slice(&body).map_err(|e| format!("list of {collection}: {e}"))?;
-    head.metadata
-        .resource_version
-        .parse()
-        .map_err(|_| format!("list of {collection}: resourceVersion"))
+    Ok(head.metadata.resource_version)
 }
 
 /// Sum of the items' JSON bytes of a list body, and their count.

@@ -231,12 +231,7 @@ impl Bench {
             if write_failures > 0 {
                 row.note(format!("{write_failures} writes failed"));
             }
-            if let Some(first) = checker
-                .first_stale
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
+            if let Some(first) = checker.first_stale_answer() {
                 row.note(format!("first stale answer: {first}"));
             }
             if target == "sim (upstream)" {

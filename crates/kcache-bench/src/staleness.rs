@@ -169,6 +169,14 @@ pub struct Checker {
 }
 
 impl Checker {
+    /// The first stale answer found, described (None while none was).
+    pub fn first_stale_answer(&self) -> Option<String> {
+        self.first_stale
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Check one answer to a read sent at `sent`.
     pub fn check(&self, sent: Instant, status: u16, body: &[u8]) {
         self.reads.fetch_add(1, Relaxed);
