@@ -126,13 +126,7 @@ fn demo_rbac() -> kcache_sim::rbac::Rbac {
         .proxy("kcache-token", "system:serviceaccount:kcache:kcache")
         .token("admin-token", "admin", &["system:masters"])
         .token("viewer-token", "viewer", &[])
-        .allow(
-            Subject::Group("system:masters".into()),
-            &["*"],
-            &["*"],
-            &["*"],
-            None,
-        )
+        .allow_masters()
         .allow(
             Subject::User("viewer".into()),
             &["get", "list", "watch"],

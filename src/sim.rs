@@ -120,16 +120,10 @@ fn local_addr(listener: &TcpListener, listen: &str) -> Result<SocketAddr, CliErr
 /// The sim's table: the token's user is in `system:masters`, which may do everything, as a
 /// cluster admin's kubeconfig can.
 fn admin_rbac(token: &str) -> kcache_sim::rbac::Rbac {
-    use kcache_sim::rbac::{Rbac, Subject};
+    use kcache_sim::rbac::Rbac;
     Rbac::new()
         .token(token, "kcache-sim-admin", &["system:masters"])
-        .allow(
-            Subject::Group("system:masters".into()),
-            &["*"],
-            &["*"],
-            &["*"],
-            None,
-        )
+        .allow_masters()
 }
 
 /// A CA made for this run and a serving certificate it signs for the listen address: the CA

@@ -26,13 +26,7 @@ fn table() -> Rbac {
             &["configmaps"],
             Some("fixtures-a"),
         )
-        .allow(
-            Subject::Group("system:masters".into()),
-            &["*"],
-            &["*"],
-            &["*"],
-            None,
-        )
+        .allow_masters()
 }
 
 async fn env(mode: AuthMode, rbac: Rbac) -> common::Env {

@@ -67,6 +67,18 @@ impl Rbac {
         self
     }
 
+    /// Let `system:masters` do everything, as the apiserver's bootstrap policy does for a
+    /// cluster admin.
+    pub fn allow_masters(self) -> Rbac {
+        self.allow(
+            Subject::Group("system:masters".into()),
+            &["*"],
+            &["*"],
+            &["*"],
+            None,
+        )
+    }
+
     /// Allow `subject` the verbs on the resources (`group/resource` style lists).
     pub fn allow(
         mut self,
