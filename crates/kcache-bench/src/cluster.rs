@@ -432,24 +432,21 @@ async fn create_namespace(cluster: &Cluster, ns: &str) -> Result<(), String> {
 /// namespace is gone. The ConfigMaps go first by name so that nothing is left even where
 /// deleting a namespace does not remove its contents at once.
 async fn delete_namespace(cluster: &Cluster, ns: &str, objects: usize) -> Result<String, String> {
-    for name in object_names(objects) {
-        let path = cluster.path(&format!("/api/v1/namespaces/{ns}/configmaps/{name}"));
+    // Gone already is as good as deleted.
+    let delete = |path: String| async move {
         match cluster
             .call(http::Method::DELETE, &path, "application/json", None)
             .await
         {
-            Ok(_) | Err(CallError::Status { code: 404, .. }) => {}
-            Err(e) => return Err(e.into()),
+            Ok(_) | Err(CallError::Status { code: 404, .. }) => Ok(()),
+            Err(e) => Err(String::from(e)),
         }
+    };
+    for name in object_names(objects) {
+        delete(cluster.path(&format!("/api/v1/namespaces/{ns}/configmaps/{name}"))).await?;
     }
     let path = cluster.path(&format!("/api/v1/namespaces/{ns}"));
-    match cluster
-        .call(http::Method::DELETE, &path, "application/json", None)
-        .await
-    {
-        Ok(_) | Err(CallError::Status { code: 404, .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
+    delete(path.clone()).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match cluster

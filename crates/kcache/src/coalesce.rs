@@ -120,8 +120,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Coalescing<T> {
         let before = buf.filled().len();
         let r = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Mode::Undecided(_) = this.mode {
-            let filled = buf.filled()[before..].to_vec();
-            this.classify(&filled);
+            this.classify(&buf.filled()[before..]);
         }
         r
     }
