@@ -180,33 +180,33 @@ pub async fn watch(
     let server_chosen = Duration::from_secs(rand::rng().random_range(1800..=3600));
     let deadline = opts.timeout.deadline(Instant::now(), server_chosen);
     let resource = cache.info.resource.clone();
-    let mut watcher = Watcher {
-        sent: Metrics::counter(&metrics.watch_events_sent, &resource),
-        unsent_count: 0,
-        open: OpenWatch::new(resource, metrics.clone()),
-        cache,
-        filter,
-        out: None,
-        deadline,
-        timer: Box::pin(tokio::time::sleep_until(deadline)),
-        allow_bookmarks: opts.allow_bookmarks,
-        bookmark_interval: cfg.bookmark_interval,
-        consistent_wait: cfg.consistent_wait,
-        epoch,
-        subscription,
-        stopping: (Box::pin(async move {
-            let mut stopping = stopping;
-            let _ = stopping.wait_for(|s| *s).await;
-        }) as BoxedSignal)
-            .fuse(),
-        encoding,
-        first_table: true,
-        routed,
-        probe: probe.cloned(),
-    };
+    // The watcher is built inside the body, around the outlet the body reads from.
     let body = WatchBody::new(move |out| {
-        watcher.out = Some(out);
-        watcher.run(start)
+        Watcher {
+            sent: Metrics::counter(&metrics.watch_events_sent, &resource),
+            unsent_count: 0,
+            open: OpenWatch::new(resource, metrics.clone()),
+            cache,
+            filter,
+            out,
+            deadline,
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            allow_bookmarks: opts.allow_bookmarks,
+            bookmark_interval: cfg.bookmark_interval,
+            consistent_wait: cfg.consistent_wait,
+            epoch,
+            subscription,
+            stopping: (Box::pin(async move {
+                let mut stopping = stopping;
+                let _ = stopping.wait_for(|s| *s).await;
+            }) as BoxedSignal)
+                .fuse(),
+            encoding,
+            first_table: true,
+            routed,
+            probe: probe.cloned(),
+        }
+        .run(start)
     });
     Ok(response::stream(Body::from_stream(body)))
 }
@@ -321,8 +321,8 @@ struct Watcher {
     open: OpenWatch,
     cache: Arc<ResourceCache>,
     filter: Filter,
-    /// Where chunks go (set when the body starts the watcher).
-    out: Option<Outlet>,
+    /// Where chunks go: the response body.
+    out: Outlet,
     deadline: Instant,
     /// One timer, for the earliest of the deadline, the next bookmark and the end of the
     /// initial-events wait. It and the shutdown signal live as long as the watcher, so that
@@ -357,9 +357,7 @@ impl Watcher {
     /// Send one chunk. (A client that leaves drops the body and with it this watcher, at
     /// whatever await it is: the reason stays "client".)
     async fn send(&mut self, chunk: Bytes) {
-        if let Some(out) = &self.out {
-            out.send(chunk).await;
-        }
+        self.out.send(chunk).await
     }
 
     /// Whether the watch's time is up (checked per batch of events, not per event: a clock
