@@ -109,6 +109,9 @@ impl Bench {
             json_bytes += bytes;
             count += items;
         }
+        // What the sync cost the upstream (a LIST or a streamed list, then the watches), by
+        // kcache's own count (the LISTs above are answered from the cache and cost it nothing).
+        let sync_cost = k.upstream_cost().await?;
         let parts = memory_components(&k).await?;
         let growth = full.saturating_sub(empty);
         let ratio = growth as f64 / json_bytes.max(1) as f64;
@@ -119,7 +122,9 @@ impl Bench {
             .set("RSS empty MB", mb(empty))
             .set("RSS synced MB", mb(full))
             .set("RSS B per object", growth as f64 / count.max(1) as f64)
-            .set("sync s", sync_secs);
+            .set("sync s", sync_secs)
+            .set("sync upstream req", sync_cost.requests)
+            .set("sync upstream MB", mb(sync_cost.received_bytes as u64));
         // kcache's own estimate of where the bytes go (`kcache_cache_memory_bytes`).
         for (component, column) in [
             ("json", "json B/obj"),
