@@ -23,6 +23,7 @@ pub mod latency;
 pub mod limits;
 pub mod metrics;
 pub mod object;
+pub mod protobuf;
 pub mod resource;
 pub mod selector;
 pub mod server;

@@ -1,0 +1,444 @@
+//! The protobuf module against the recordings of kube-apiserver v1.28 (byte for byte), and
+//! its output decoded by an independent decoder (k8s-pb's generated types).
+
+use std::io::Read;
+
+use bytes::BytesMut;
+use k8s_pb::api::core::v1::{ConfigMap, ConfigMapList};
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use kcache_sim::recordings::read;
+use prost::Message;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::status::{ApiError, Cause};
+
+/// A gzip-encoded recording, decompressed.
+fn read_gz(name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(&read(name)[..])
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// Every protobuf list recording, decompressed.
+fn list_recordings() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("protobuf-list-cm-ns-b", read("protobuf-list-cm-ns-b.bin")),
+        (
+            "protobuf-list-cm-ns-a-limit5",
+            read("protobuf-list-cm-ns-a-limit5.bin"),
+        ),
+        (
+            "gzip-protobuf-list-cm-ns-c-big",
+            read_gz("gzip-protobuf-list-cm-ns-c-big.bin.gz"),
+        ),
+    ]
+}
+
+/// The items of the limit-5 list (cm-01..cm-05 of fixtures-a: labels, an annotation on
+/// cm-03, binaryData on cm-04, immutable on cm-05), as bare messages.
+fn limit5_items() -> Vec<Vec<u8>> {
+    let body = read("protobuf-list-cm-ns-a-limit5.bin");
+    let env = parse_envelope(&body).unwrap();
+    let (_, items) = parse_list(env.raw).unwrap();
+    items.into_iter().map(<[u8]>::to_vec).collect()
+}
+
+// ----- envelopes and GET ----------------------------------------------------------------
+
+#[test]
+fn get_rebuilds_byte_for_byte_and_decodes() {
+    let body = read("protobuf-get-cm.bin");
+    let env = parse_envelope(&body).unwrap();
+    assert_eq!((env.api_version, env.kind), ("v1", "ConfigMap"));
+    assert_eq!(envelope_len("v1", "ConfigMap", env.raw.len()), body.len());
+    let mut out = BytesMut::new();
+    write_envelope(env.api_version, env.kind, env.raw, &mut out);
+    assert_eq!(out[..], body[..]);
+
+    let cm = ConfigMap::decode(env.raw).unwrap();
+    let m = cm.metadata.as_ref().unwrap();
+    assert_eq!(m.name.as_deref(), Some("cm-04"));
+    assert_eq!(cm.binary_data["blob"], [0, 1, 2, 3, 4, 5, 0xff]);
+    assert_eq!(
+        object_meta(env.raw).unwrap(),
+        ObjectMeta {
+            name: "cm-04",
+            namespace: "fixtures-a",
+            resource_version: m.resource_version.as_deref().unwrap(),
+        }
+    );
+}
+
+// ----- lists ----------------------------------------------------------------------------
+
+#[test]
+fn lists_rebuild_byte_for_byte() {
+    for (name, body) in list_recordings() {
+        let env = parse_envelope(&body).unwrap();
+        assert_eq!(
+            (env.api_version, env.kind),
+            ("v1", "ConfigMapList"),
+            "{name}"
+        );
+        let (meta, items) = parse_list(env.raw).unwrap();
+        let items_len: usize = items.iter().map(|i| list_item_len(i.len())).sum();
+        let meta = meta.as_list_meta();
+        assert_eq!(
+            list_body_len("v1", "ConfigMapList", &meta, items_len),
+            body.len(),
+            "{name}"
+        );
+        // Written in several chunks, as kcache streams it.
+        let mut chunks = vec![BytesMut::new()];
+        write_list_head("v1", "ConfigMapList", &meta, items_len, &mut chunks[0]);
+        for pair in items.chunks(2) {
+            let mut chunk = BytesMut::new();
+            for item in pair {
+                write_list_item(item, &mut chunk);
+            }
+            chunks.push(chunk);
+        }
+        let mut tail = BytesMut::new();
+        write_list_tail(&mut tail);
+        chunks.push(tail);
+        assert_eq!(chunks.concat(), body, "{name}");
+
+        // The same as an independent decoder reads it.
+        let list = ConfigMapList::decode(env.raw).unwrap();
+        let lm = list.metadata.unwrap();
+        assert_eq!(lm.resource_version.as_deref(), Some(meta.resource_version));
+        assert_eq!(lm.r#continue.as_deref(), Some(meta.continue_token));
+        assert_eq!(lm.remaining_item_count, meta.remaining_item_count);
+        assert_eq!(list.items.len(), items.len());
+        for (cm, item) in list.items.iter().zip(&items) {
+            let m = cm.metadata.as_ref().unwrap();
+            let got = object_meta(item).unwrap();
+            assert_eq!(Some(got.name), m.name.as_deref());
+            assert_eq!(Some(got.namespace), m.namespace.as_deref());
+            assert_eq!(Some(got.resource_version), m.resource_version.as_deref());
+        }
+    }
+}
+
+#[test]
+fn list_fixtures_have_the_expected_metadata() {
+    let lists = list_recordings();
+    let meta = |i: usize| parse_list(parse_envelope(&lists[i].1).unwrap().raw).unwrap();
+    let (m, items) = meta(0);
+    assert_eq!(
+        (m.continue_token.as_str(), m.remaining_item_count),
+        ("", None)
+    );
+    assert_eq!(items.len(), 3);
+    let (m, items) = meta(1);
+    assert!(!m.continue_token.is_empty());
+    assert_eq!(m.remaining_item_count, Some(20));
+    assert_eq!(items.len(), 5);
+    let (m, items) = meta(2);
+    assert_eq!(
+        (m.continue_token.as_str(), m.remaining_item_count),
+        ("", None)
+    );
+    assert_eq!(items.len(), 30);
+}
+
+// ----- watch ----------------------------------------------------------------------------
+
+#[test]
+fn watch_frames_reencode_byte_for_byte() {
+    let stream = read("protobuf-watch-cm-ns-a-label-app-web.bin");
+    let mut at = 0;
+    let mut seen = Vec::new();
+    let mut out = BytesMut::new();
+    while at < stream.len() {
+        let (frame, used) = next_frame(&stream[at..]).unwrap().unwrap();
+        let env = frame.envelope;
+        assert_eq!(
+            watch_event_len(frame.event_type, env.api_version, env.kind, env.raw.len()),
+            used
+        );
+        let before = out.len();
+        write_watch_event(
+            frame.event_type,
+            env.api_version,
+            env.kind,
+            env.raw,
+            &mut out,
+        );
+        assert_eq!(out[before..], stream[at..at + used], "frame at {at}");
+        let m = object_meta(env.raw).unwrap();
+        seen.push((
+            frame.event_type.to_string(),
+            m.name.to_string(),
+            m.resource_version.to_string(),
+        ));
+        ConfigMap::decode(env.raw).unwrap();
+        at += used;
+    }
+    assert_eq!(out[..], stream[..]);
+    let want = [
+        ("ADDED", "watch-new-1", "3911"),
+        ("MODIFIED", "watch-new-1", "3913"),
+        ("DELETED", "watch-new-1", "3914"),
+        ("ADDED", "watch-new-2", "3915"),
+        ("DELETED", "watch-new-2", "3917"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(t, n, rv)| (t.to_string(), n.to_string(), rv.to_string()))
+        .collect();
+    assert_eq!(seen, want);
+    // Any prefix of the stream short of a frame's end reads as "not yet".
+    assert_eq!(next_frame(&stream[..341]).unwrap(), None);
+    assert!(next_frame(&stream[..342]).unwrap().is_some());
+}
+
+// ----- Status ---------------------------------------------------------------------------
+
+#[test]
+fn not_found_status_byte_for_byte() {
+    let e = ApiError::NotFound {
+        group: "".into(),
+        resource: "configmaps".into(),
+        name: "does-not-exist".into(),
+    };
+    assert_eq!(
+        status_envelope(&e.to_status()),
+        read("protobuf-err-get-cm-missing.bin")
+    );
+}
+
+#[test]
+fn not_acceptable_status_byte_for_byte() {
+    // The body is protobuf despite the recording's .json name (rule E9).
+    let e = ApiError::NotAcceptable(
+        "only the following media types are accepted: application/json, application/yaml, \
+         application/vnd.kubernetes.protobuf"
+            .into(),
+    );
+    assert_eq!(
+        status_envelope(&e.to_status()),
+        read("err-protobuf-list-widgets-406.json")
+    );
+}
+
+#[test]
+fn expired_watch_error_frame_byte_for_byte() {
+    let e = ApiError::Expired {
+        message: "too old resource version: 1 (1484)".into(),
+        continue_token: None,
+    };
+    let frame = status_watch_event(&e.to_status());
+    assert_eq!(frame, read("err-protobuf-watch-cm-rv1-too-old.bin"));
+    let (f, used) = next_frame(&frame).unwrap().unwrap();
+    assert_eq!(used, frame.len());
+    assert_eq!(
+        (f.event_type, f.envelope.api_version, f.envelope.kind),
+        ("ERROR", "v1", "Status")
+    );
+}
+
+/// Decodes a Status body with k8s-pb and checks it against its JSON form field by field.
+fn assert_status_decodes_to(body: &[u8], json: &Value) {
+    let env = parse_envelope(body).unwrap();
+    assert_eq!((env.api_version, env.kind), ("v1", "Status"));
+    let s = meta::Status::decode(env.raw).unwrap();
+    let text = |v: &Value, k: &str| Some(v[k].as_str().unwrap_or("").to_string());
+    let m = s.metadata.unwrap();
+    assert_eq!(m.r#continue, text(&json["metadata"], "continue"));
+    assert_eq!(m.resource_version, Some(String::new()));
+    assert_eq!(s.status, text(json, "status"));
+    assert_eq!(s.message, text(json, "message"));
+    assert_eq!(s.reason, text(json, "reason"));
+    assert_eq!(s.code, json["code"].as_i64().map(|c| c as i32));
+    match (&s.details, json.get("details")) {
+        (None, None) => {}
+        (Some(d), Some(jd)) => {
+            assert_eq!(d.name, text(jd, "name"));
+            assert_eq!(d.group, text(jd, "group"));
+            assert_eq!(d.kind, text(jd, "kind"));
+            assert_eq!(d.uid, Some(String::new()));
+            assert_eq!(
+                d.retry_after_seconds,
+                Some(jd["retryAfterSeconds"].as_i64().unwrap_or(0) as i32)
+            );
+            let causes = jd["causes"].as_array().cloned().unwrap_or_default();
+            assert_eq!(d.causes.len(), causes.len());
+            for (c, jc) in d.causes.iter().zip(&causes) {
+                assert_eq!(c.reason, text(jc, "reason"));
+                assert_eq!(c.message, text(jc, "message"));
+                assert_eq!(c.field, text(jc, "field"));
+            }
+        }
+        other => panic!("details differ: {other:?}"),
+    }
+}
+
+#[test]
+fn statuses_with_causes_retry_and_continue_decode() {
+    let errors = [
+        ApiError::TooLargeResourceVersion {
+            requested: 99,
+            current: 7,
+        },
+        ApiError::InvalidListOptions(vec![
+            Cause::forbidden("resourceVersionMatch", "a"),
+            Cause::not_supported("sendInitialEvents", "x", &["true", "false"]),
+        ]),
+        ApiError::TooManyRequests {
+            message: "slow down".into(),
+            retry_after: 3,
+        },
+        ApiError::NotReady,
+        ApiError::NotFoundGeneric,
+        ApiError::Internal("no reason <here> & there".into()),
+        ApiError::Expired {
+            message: "The provided continue parameter is too old".into(),
+            continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ".into()),
+        },
+        ApiError::Forbidden {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            name: Some("d".into()),
+            message: "User \"u\" cannot get resource".into(),
+        },
+    ];
+    for e in errors {
+        let json = e.to_status();
+        let body = status_envelope(&json);
+        assert_status_decodes_to(&body, &json);
+        // The ERROR frame carries the same envelope.
+        let frame = status_watch_event(&json);
+        let (f, used) = next_frame(&frame).unwrap().unwrap();
+        assert_eq!(used, frame.len());
+        assert_eq!(f.event_type, "ERROR");
+        assert_eq!(parse_envelope(&body).unwrap(), f.envelope);
+    }
+}
+
+#[test]
+fn status_details_written_as_go_does() {
+    // `details: {}` (the generic 404) is a set pointer: all its fields written empty.
+    let body = status_envelope(&ApiError::NotFoundGeneric.to_status());
+    let raw = parse_envelope(&body).unwrap().raw;
+    let details = [0x2a, 10, 0x0a, 0, 0x12, 0, 0x1a, 0, 0x28, 0, 0x32, 0];
+    assert!(raw.windows(details.len()).any(|w| w == details));
+    // A 500 without reason still writes an empty reason; negative codes sign-extend.
+    let body = status_envelope(
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": "m", "code": -1}),
+    );
+    let raw = parse_envelope(&body).unwrap().raw;
+    assert!(
+        raw.ends_with(&[0x22, 0, 0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])
+    );
+    assert_eq!(meta::Status::decode(raw).unwrap().code, Some(-1));
+}
+
+// ----- changing objects -----------------------------------------------------------------
+
+/// `obj` decoded, and with its resourceVersion and annotations as given.
+fn decoded(obj: &[u8]) -> ConfigMap {
+    ConfigMap::decode(obj).unwrap()
+}
+
+#[test]
+fn with_resource_version_changes_only_the_rv() {
+    let get = read("protobuf-get-cm.bin");
+    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
+    objects.extend(limit5_items());
+    for obj in &objects {
+        for rv in ["", "1", "3914", "18446744073709551615", &"9".repeat(200)] {
+            let out = with_resource_version(obj, rv).unwrap();
+            assert_eq!(object_meta(&out).unwrap().resource_version, rv);
+            let mut want = decoded(obj);
+            want.metadata.as_mut().unwrap().resource_version = Some(rv.to_string());
+            assert_eq!(decoded(&out), want);
+            // prost writes these messages as Go does (no empty map values here), so its
+            // encoding of the changed object is an independent check of the bytes.
+            assert_eq!(out, want.encode_to_vec());
+        }
+        // Setting it back gives the original bytes.
+        let rv = object_meta(obj).unwrap().resource_version.to_string();
+        let there = with_resource_version(obj, "123").unwrap();
+        assert_eq!(with_resource_version(&there, &rv).unwrap(), *obj);
+    }
+}
+
+#[test]
+fn prost_reencodes_the_fixtures_exactly() {
+    // The premise of the prost comparisons: these objects re-encode to the recorded bytes.
+    let get = read("protobuf-get-cm.bin");
+    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
+    objects.extend(limit5_items());
+    for obj in &objects {
+        assert_eq!(decoded(obj).encode_to_vec(), *obj);
+    }
+}
+
+#[test]
+fn with_annotation_adds_in_key_order() {
+    let items = limit5_items();
+    // cm-03 has an annotation already; the others none.
+    let cm03 = decoded(&items[2]);
+    assert_eq!(
+        cm03.metadata.as_ref().unwrap().name.as_deref(),
+        Some("cm-03")
+    );
+    assert!(!cm03.metadata.as_ref().unwrap().annotations.is_empty());
+    let get = read("protobuf-get-cm.bin");
+    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
+    objects.extend(items);
+    for obj in &objects {
+        for (key, value) in [
+            ("k8s.io/initial-events-end", "true"),
+            ("a", "first"),
+            ("zzz", "last"),
+            ("fixtures.example.com/note", "replaced"),
+            ("fixtures.example.com/a", "before it"),
+        ] {
+            let out = with_annotation(obj, key, value).unwrap();
+            let mut want = decoded(obj);
+            let m = want.metadata.as_mut().unwrap();
+            m.annotations.insert(key.into(), value.into());
+            assert_eq!(decoded(&out), want);
+            assert_eq!(out, want.encode_to_vec(), "{key}");
+            assert_eq!(object_meta(&out).unwrap(), object_meta(obj).unwrap());
+        }
+    }
+}
+
+#[test]
+fn bookmark_object_from_an_empty_configmap() {
+    // What the apiserver sends as a bookmark: an empty object at the bookmark's RV, with the
+    // initial-events-end annotation at the end of the initial events.
+    let empty = ConfigMap {
+        metadata: Some(meta::ObjectMeta::default()),
+        ..ConfigMap::default()
+    }
+    .encode_to_vec();
+    let out = with_resource_version(&empty, "3917").unwrap();
+    let out = with_annotation(&out, "k8s.io/initial-events-end", "true").unwrap();
+    let cm = decoded(&out);
+    let m = cm.metadata.unwrap();
+    assert_eq!(m.resource_version.as_deref(), Some("3917"));
+    assert_eq!(m.annotations["k8s.io/initial-events-end"], "true");
+    let mut frame = BytesMut::new();
+    write_watch_event("BOOKMARK", "v1", "ConfigMap", &out, &mut frame);
+    let (f, _) = next_frame(&frame).unwrap().unwrap();
+    assert_eq!(f.envelope.raw, &out[..]);
+}
+
+#[test]
+fn constants() {
+    assert_eq!(MEDIA_TYPE, "application/vnd.kubernetes.protobuf");
+    assert_eq!(WATCH_MEDIA_TYPE, format!("{MEDIA_TYPE};stream=watch"));
+    // The Content-Type of the recordings.
+    let http = kcache_sim::recordings::read_string("protobuf-watch-cm-ns-a-label-app-web.http");
+    assert!(http.contains(&format!("Content-Type: {WATCH_MEDIA_TYPE}\n")));
+    let http = kcache_sim::recordings::read_string("protobuf-get-cm.http");
+    assert!(http.contains(&format!("Content-Type: {MEDIA_TYPE}\n")));
+}
