@@ -99,26 +99,28 @@ fn splice_meta(
 /// and a bookmark an empty object at the bookmark's RV.
 pub fn with_resource_version(obj: &[u8], rv: &str) -> Result<Vec<u8>, ProtoError> {
     let (meta_field, meta) = find_meta(obj)?;
-    let mut cut = None;
+    // Where the field is, else where Go would have written it.
+    let mut found = None;
+    let mut insert_at = None;
     for f in Fields::new(meta, "ObjectMeta") {
         let f = f?;
         match f.number.cmp(&RESOURCE_VERSION) {
             Ordering::Less => {}
             Ordering::Equal => {
-                if cut.is_some() {
+                if found.is_some() {
                     return Err(ProtoError::Malformed(
                         "ObjectMeta with two resourceVersion fields",
                     ));
                 }
                 f.bytes("ObjectMeta.resourceVersion")?;
-                cut = Some((f.start, f.end));
+                found = Some((f.start, f.end));
             }
             Ordering::Greater => {
-                cut.get_or_insert((f.start, f.start));
+                insert_at.get_or_insert((f.start, f.start));
             }
         }
     }
-    let cut = cut.unwrap_or((meta.len(), meta.len()));
+    let cut = found.or(insert_at).unwrap_or((meta.len(), meta.len()));
     let new_len = len_field_len(RESOURCE_VERSION, rv.len());
     Ok(splice_meta(obj, meta_field, meta, cut, new_len, |out| {
         put_bytes_field(out, RESOURCE_VERSION, rv.as_bytes())

@@ -46,6 +46,27 @@ fn limit5_items() -> Vec<Vec<u8>> {
     items.into_iter().map(<[u8]>::to_vec).collect()
 }
 
+/// Every object message of the recordings: the GET, the items of every list and the objects
+/// of the watch, with its name.
+fn recorded_objects() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let get = read("protobuf-get-cm.bin");
+    out.push(parse_envelope(&get).unwrap().raw.to_vec());
+    for (_, body) in list_recordings() {
+        let (_, items) = parse_list(parse_envelope(&body).unwrap().raw).unwrap();
+        out.extend(items.into_iter().map(<[u8]>::to_vec));
+    }
+    let stream = read("protobuf-watch-cm-ns-a-label-app-web.bin");
+    let mut at = 0;
+    while let Some((frame, used)) = next_frame(&stream[at..]).unwrap() {
+        out.push(frame.envelope.raw.to_vec());
+        at += used;
+    }
+    out.into_iter()
+        .map(|o| (object_meta(&o).unwrap().name.to_string(), o))
+        .collect()
+}
+
 // ----- envelopes and GET ----------------------------------------------------------------
 
 #[test]
@@ -347,19 +368,18 @@ fn decoded(obj: &[u8]) -> ConfigMap {
 
 #[test]
 fn with_resource_version_changes_only_the_rv() {
-    let get = read("protobuf-get-cm.bin");
-    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
-    objects.extend(limit5_items());
-    for obj in &objects {
+    let objects = recorded_objects();
+    assert_eq!(objects.len(), 1 + 3 + 5 + 30 + 5);
+    for (name, obj) in &objects {
         for rv in ["", "1", "3914", "18446744073709551615", &"9".repeat(200)] {
             let out = with_resource_version(obj, rv).unwrap();
             assert_eq!(object_meta(&out).unwrap().resource_version, rv);
             let mut want = decoded(obj);
             want.metadata.as_mut().unwrap().resource_version = Some(rv.to_string());
-            assert_eq!(decoded(&out), want);
+            assert_eq!(decoded(&out), want, "{name}");
             // prost writes these messages as Go does (no empty map values here), so its
             // encoding of the changed object is an independent check of the bytes.
-            assert_eq!(out, want.encode_to_vec());
+            assert_eq!(out, want.encode_to_vec(), "{name}");
         }
         // Setting it back gives the original bytes.
         let rv = object_meta(obj).unwrap().resource_version.to_string();
@@ -371,11 +391,8 @@ fn with_resource_version_changes_only_the_rv() {
 #[test]
 fn prost_reencodes_the_fixtures_exactly() {
     // The premise of the prost comparisons: these objects re-encode to the recorded bytes.
-    let get = read("protobuf-get-cm.bin");
-    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
-    objects.extend(limit5_items());
-    for obj in &objects {
-        assert_eq!(decoded(obj).encode_to_vec(), *obj);
+    for (name, obj) in recorded_objects() {
+        assert_eq!(decoded(&obj).encode_to_vec(), obj, "{name}");
     }
 }
 
@@ -389,10 +406,7 @@ fn with_annotation_adds_in_key_order() {
         Some("cm-03")
     );
     assert!(!cm03.metadata.as_ref().unwrap().annotations.is_empty());
-    let get = read("protobuf-get-cm.bin");
-    let mut objects = vec![parse_envelope(&get).unwrap().raw.to_vec()];
-    objects.extend(items);
-    for obj in &objects {
+    for (name, obj) in &recorded_objects() {
         for (key, value) in [
             ("k8s.io/initial-events-end", "true"),
             ("a", "first"),
@@ -404,8 +418,8 @@ fn with_annotation_adds_in_key_order() {
             let mut want = decoded(obj);
             let m = want.metadata.as_mut().unwrap();
             m.annotations.insert(key.into(), value.into());
-            assert_eq!(decoded(&out), want);
-            assert_eq!(out, want.encode_to_vec(), "{key}");
+            assert_eq!(decoded(&out), want, "{name} {key}");
+            assert_eq!(out, want.encode_to_vec(), "{name} {key}");
             assert_eq!(object_meta(&out).unwrap(), object_meta(obj).unwrap());
         }
     }
@@ -441,4 +455,107 @@ fn constants() {
     assert!(http.contains(&format!("Content-Type: {WATCH_MEDIA_TYPE}\n")));
     let http = kcache_sim::recordings::read_string("protobuf-get-cm.http");
     assert!(http.contains(&format!("Content-Type: {MEDIA_TYPE}\n")));
+}
+
+// ----- generated inputs -----------------------------------------------------------------
+
+mod generated {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Map keys and values prost writes as Go does: prost leaves out an entry's empty key or
+    /// value, Go writes both, so the generated ones are never empty.
+    fn entries() -> impl Strategy<Value = BTreeMap<String, String>> {
+        proptest::collection::btree_map("[a-zA-Z0-9./_-]{1,40}", "[ -~]{1,60}", 0..6)
+    }
+
+    prop_compose! {
+        /// A ConfigMap with metadata of varied sizes (lengths cross the one- and two-byte
+        /// varint boundaries) and data.
+        fn config_map()(
+            name in "[a-z0-9-]{1,200}",
+            namespace in "[a-z0-9-]{0,63}",
+            rv in "[0-9]{0,20}",
+            labels in entries(),
+            annotations in entries(),
+            finalizers in proptest::collection::vec("[a-z./]{1,30}", 0..3),
+            data in entries(),
+        ) -> ConfigMap {
+            ConfigMap {
+                metadata: Some(meta::ObjectMeta {
+                    name: Some(name),
+                    generate_name: Some(String::new()),
+                    namespace: Some(namespace),
+                    resource_version: Some(rv),
+                    labels,
+                    annotations,
+                    finalizers,
+                    ..meta::ObjectMeta::default()
+                }),
+                data,
+                ..ConfigMap::default()
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn splices_match_prost(
+            cm in config_map(),
+            rv in "[0-9]{0,300}",
+            key in "[a-zA-Z0-9./_-]{1,40}",
+            value in "[ -~]{1,200}",
+        ) {
+            let obj = cm.encode_to_vec();
+            let m = cm.metadata.as_ref().unwrap();
+            let got = object_meta(&obj).unwrap();
+            prop_assert_eq!(Some(got.name), m.name.as_deref());
+            prop_assert_eq!(Some(got.namespace), m.namespace.as_deref());
+            prop_assert_eq!(Some(got.resource_version), m.resource_version.as_deref());
+
+            let mut want = cm.clone();
+            want.metadata.as_mut().unwrap().resource_version = Some(rv.clone());
+            prop_assert_eq!(with_resource_version(&obj, &rv).unwrap(), want.encode_to_vec());
+
+            let mut want = cm;
+            want.metadata.as_mut().unwrap().annotations.insert(key.clone(), value.clone());
+            prop_assert_eq!(with_annotation(&obj, &key, &value).unwrap(), want.encode_to_vec());
+        }
+
+        #[test]
+        fn lists_and_frames_round_trip(
+            rv in "[0-9]{0,20}",
+            token in "[a-zA-Z0-9]{0,300}",
+            remaining in proptest::option::of(any::<i64>()),
+            items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..400), 0..8),
+            event_type in "[A-Z]{0,10}",
+        ) {
+            let meta = ListMeta { resource_version: &rv, continue_token: &token, remaining_item_count: remaining };
+            let items_len = items.iter().map(|i| list_item_len(i.len())).sum();
+            let mut body = BytesMut::new();
+            write_list_head("v1", "ConfigMapList", &meta, items_len, &mut body);
+            for item in &items {
+                write_list_item(item, &mut body);
+            }
+            write_list_tail(&mut body);
+            prop_assert_eq!(body.len(), list_body_len("v1", "ConfigMapList", &meta, items_len));
+            let env = parse_envelope(&body).unwrap();
+            let (got, got_items) = parse_list(env.raw).unwrap();
+            prop_assert_eq!(got.as_list_meta(), meta);
+            prop_assert_eq!(got_items, items.iter().map(Vec::as_slice).collect::<Vec<_>>());
+
+            for item in &items {
+                let mut frame = BytesMut::new();
+                write_watch_event(&event_type, "apps/v1", "Deployment", item, &mut frame);
+                prop_assert_eq!(frame.len(), watch_event_len(&event_type, "apps/v1", "Deployment", item.len()));
+                let (f, used) = next_frame(&frame).unwrap().unwrap();
+                prop_assert_eq!(used, frame.len());
+                prop_assert_eq!(f.event_type, event_type.as_str());
+                prop_assert_eq!(f.envelope.raw, item.as_slice());
+            }
+        }
+    }
 }

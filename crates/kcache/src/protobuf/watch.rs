@@ -86,7 +86,8 @@ pub fn write_watch_frame(event_type: &str, envelope: &[u8], out: &mut impl BufMu
 /// prefix has arrived. A stream reader can refuse a frame over its limit before buffering it.
 pub fn frame_len(buf: &[u8]) -> Option<usize> {
     let prefix: [u8; PREFIX_LEN] = buf.get(..PREFIX_LEN)?.try_into().ok()?;
-    Some(PREFIX_LEN + u32::from_be_bytes(prefix) as usize)
+    // Saturating: on a 32-bit target a 4 GiB frame must not wrap around to a small one.
+    Some((u32::from_be_bytes(prefix) as usize).saturating_add(PREFIX_LEN))
 }
 
 /// Reads the frame at the start of `buf`: the event and the bytes it took (prefix included),
