@@ -374,6 +374,36 @@ impl Watch {
         }
     }
 
+    /// What has arrived and not been taken yet (for binary streams: protobuf watches).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Take the first `n` buffered bytes.
+    pub fn take_buffered(&mut self, n: usize) -> Vec<u8> {
+        self.buf.drain(..n).collect()
+    }
+
+    /// Read one more chunk before `deadline`; false on timeout or at the end of the stream.
+    pub async fn read_more(&mut self, deadline: tokio::time::Instant) -> bool {
+        if self.ended {
+            return false;
+        }
+        match tokio::time::timeout_at(deadline, self.body.frame()).await {
+            Err(_) => false,
+            Ok(None) | Ok(Some(Err(_))) => {
+                self.ended = true;
+                false
+            }
+            Ok(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    self.buf.extend_from_slice(&d);
+                }
+                true
+            }
+        }
+    }
+
     /// The next event as JSON.
     pub async fn next_json(&mut self, timeout: Duration) -> Option<serde_json::Value> {
         let line = self.next(timeout).await?;

@@ -214,6 +214,15 @@ pub struct CacheSettings {
     pub history_window_seconds: u64,
     /// At most this many events per resource, whatever their age.
     pub history_max_events: usize,
+    /// Answer protobuf reads of built-in types from the cache: the first protobuf read of a
+    /// type starts its protobuf mirror (a second upstream list and watch, in protobuf, whose
+    /// bytes the answers carry). `false`: protobuf reads are passed through.
+    #[serde(default = "default_protobuf")]
+    pub protobuf: bool,
+}
+
+fn default_protobuf() -> bool {
+    true
 }
 
 impl Default for CacheSettings {
@@ -222,6 +231,7 @@ impl Default for CacheSettings {
         CacheSettings {
             history_window_seconds: d.history_window.as_secs(),
             history_max_events: d.history_max_events,
+            protobuf: true,
         }
     }
 }
@@ -520,6 +530,11 @@ impl Config {
 
     pub fn rv_wait(&self) -> Duration {
         Duration::from_secs(self.watch.resource_version_wait_seconds)
+    }
+
+    /// Whether protobuf reads are answered from the cache (see [`CacheSettings::protobuf`]).
+    pub fn protobuf_enabled(&self) -> bool {
+        self.cache.protobuf
     }
 
     pub fn reflector_config(&self) -> ReflectorConfig {

@@ -30,6 +30,14 @@ pub struct RequestLabels {
     pub source: &'static str,
 }
 
+/// A response's encoding and where it came from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContentTypeLabels {
+    /// `json`, `protobuf` or `other` (Table and PartialObjectMetadata are JSON).
+    pub content_type: &'static str,
+    pub source: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DurationLabels {
     pub verb: &'static str,
@@ -134,6 +142,7 @@ pub struct Metrics {
     pub upstream_requests: Family<PurposeLabels, Counter>,
     pub upstream_sent_bytes: Family<PurposeLabels, Counter>,
     pub upstream_received_bytes: Family<PurposeLabels, Counter>,
+    pub responses_by_content_type: Family<ContentTypeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -175,6 +184,7 @@ impl Metrics {
             upstream_requests: Family::default(),
             upstream_sent_bytes: Family::default(),
             upstream_received_bytes: Family::default(),
+            responses_by_content_type: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -182,6 +192,11 @@ impl Metrics {
             "requests",
             "Requests by verb, resource, code and where they were answered (cache or upstream)",
             m.requests.clone(),
+        );
+        r.register(
+            "responses_by_content_type",
+            "Responses by encoding (json, protobuf, other) and where they were answered (cache or upstream)",
+            m.responses_by_content_type.clone(),
         );
         r.register(
             "request_duration_seconds",
@@ -354,6 +369,24 @@ impl Metrics {
     }
 
     /// Record a finished request (or a watch whose response head was sent).
+    /// One response's encoding, from its Content-Type.
+    pub fn response_content_type(&self, content_type: Option<&str>, source: &'static str) {
+        let media = content_type
+            .and_then(|c| c.split(';').next())
+            .map(str::trim);
+        let content_type = match media {
+            Some("application/json") => "json",
+            Some("application/vnd.kubernetes.protobuf") => "protobuf",
+            _ => "other",
+        };
+        self.responses_by_content_type
+            .get_or_create(&ContentTypeLabels {
+                content_type,
+                source,
+            })
+            .inc();
+    }
+
     pub fn request(
         &self,
         verb: &'static str,

@@ -221,6 +221,11 @@ pub async fn start(
         auth: crate::auth::Auth::new(auth, upstream.clone(), metrics.clone()),
         limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
         metrics: metrics.clone(),
+        mirrors: api::Mirrors::new(
+            upstream.clone(),
+            config.reflector_config(),
+            config.protobuf_enabled(),
+        ),
     });
     let addr = listener.local_addr()?;
     // One summary line once everything has synced (readiness turns green then).

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::params::{parse_rv, GetOptions};
-use super::{response, Answer, Form};
+use super::{protobuf, response, Answer, Form};
 use crate::cache::ResourceCache;
 use crate::status::ApiError;
 use crate::table;
@@ -54,6 +54,15 @@ pub async fn get(
         });
     };
     let chunks = match form {
+        Form::Protobuf(mirror) => {
+            let versions = [(obj.key(), obj.rv)];
+            return Ok(
+                match mirror.wait_all(&versions, protobuf::MIRROR_WAIT).await {
+                    Some(found) => Answer::Ready(protobuf::object(&cache.info, &found[0])),
+                    None => Answer::Upstream,
+                },
+            );
+        }
         Form::Json { pretty } => {
             let chunks = vec![obj.raw_bytes(), Bytes::from_static(b"\n")];
             if pretty {

@@ -14,7 +14,7 @@ use super::continue_token::ContinueToken;
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::plan::{self, Candidates};
-use super::{response, Answer, Form};
+use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
 use crate::limits::Limits;
 use crate::object::{Key, Object};
@@ -90,14 +90,15 @@ pub async fn list(
                 }
             }
         };
-        return Ok(Answer::Ready(page(
+        return Ok(page(
             cache,
             &snap,
             &filter,
             Some(&token.start),
             cap(opts.limit),
             form,
-        )));
+        )
+        .await);
     }
 
     let Some(rv) = opts.resource_version.as_deref() else {
@@ -108,26 +109,12 @@ pub async fn list(
             return Ok(Answer::Upstream);
         }
         let snap = cache.snapshot();
-        return Ok(Answer::Ready(page(
-            cache,
-            &snap,
-            &filter,
-            None,
-            cap(opts.limit),
-            form,
-        )));
+        return Ok(page(cache, &snap, &filter, None, cap(opts.limit), form).await);
     };
     ensure_synced(cache)?;
     if rv == "0" {
         // Any state will do; the limit is ignored, as the apiserver's watch cache does (L2).
-        return Ok(Answer::Ready(page(
-            cache,
-            &cache.snapshot(),
-            &filter,
-            None,
-            cap(0),
-            form,
-        )));
+        return Ok(page(cache, &cache.snapshot(), &filter, None, cap(0), form).await);
     }
     let n = parse_rv(rv)?;
     let rvm = opts.resource_version_match.as_deref();
@@ -136,14 +123,7 @@ pub async fn list(
         // No waiting for an RV the cache has not reached: the apiserver reads etcd at once, so
         // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
-            Ok(snap) => Ok(Answer::Ready(page(
-                cache,
-                &snap,
-                &filter,
-                None,
-                cap(opts.limit),
-                form,
-            ))),
+            Ok(snap) => Ok(page(cache, &snap, &filter, None, cap(opts.limit), form).await),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
             Err(AtError::Future { current }) => forward(ApiError::TooLargeResourceVersion {
@@ -171,14 +151,7 @@ pub async fn list(
     } else {
         0
     };
-    Ok(Answer::Ready(page(
-        cache,
-        &cache.snapshot(),
-        &filter,
-        None,
-        cap(limit),
-        form,
-    )))
+    Ok(page(cache, &cache.snapshot(), &filter, None, cap(limit), form).await)
 }
 
 fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
@@ -313,31 +286,45 @@ fn select_with(
 
 /// One page of a list at a snapshot: `limit <= 0` means everything (a plain JSON list then
 /// streams in chunks instead of being built in memory).
-fn page(
+async fn page(
     cache: &ResourceCache,
     snap: &Snapshot,
     filter: &Filter,
     start: Option<&str>,
     limit: i64,
     form: Form<'_>,
-) -> Response {
+) -> Answer {
     let info = &cache.info;
+    if let Form::Protobuf(mirror) = form {
+        let p = select(cache, snap, filter, start, limit.max(0) as usize);
+        let versions = protobuf::versions(&p.objects);
+        return match mirror.wait_all(&versions, protobuf::MIRROR_WAIT).await {
+            Some(items) => Answer::Ready(protobuf::list(
+                info,
+                snap.rv,
+                p.token.as_deref(),
+                p.remaining,
+                items,
+            )),
+            None => Answer::Upstream,
+        };
+    }
     // An indexed list is selective: it is built in memory like a page.
     if limit <= 0 && indexed(cache, snap, filter).is_none() {
         if let Form::Json { pretty: false } = form {
             let head = list_head(info, snap.rv, None, None);
             let tail = list_tail(info, snap.rv, None, None);
-            return stream_all(
+            return Answer::Ready(stream_all(
                 snap.objects.clone(),
                 range(filter, start),
                 filter.clone(),
                 head,
                 tail,
-            );
+            ));
         }
     }
     let p = select(cache, snap, filter, start, limit.max(0) as usize);
-    render(info, snap, p, form)
+    Answer::Ready(render(info, snap, p, form))
 }
 
 /// A page of the objects whose index `index` has one of `values` (the index query endpoint):
@@ -400,6 +387,12 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
             include,
             SystemTime::now(),
         )],
+        // `page` answers protobuf itself, with the mirror's bytes.
+        Form::Protobuf(_) => {
+            return response::error(&ApiError::Internal(
+                "a protobuf list reached the JSON renderer".into(),
+            ))
+        }
         Form::Metadata => vec![table::partial_object_metadata_list(
             &raws(),
             &rv,

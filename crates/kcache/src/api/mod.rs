@@ -14,6 +14,7 @@ mod list;
 mod negotiate;
 mod params;
 mod plan;
+mod protobuf;
 mod proxy;
 mod response;
 mod route;
@@ -23,7 +24,8 @@ mod watch_body;
 
 pub use continue_token::ContinueToken;
 pub use filter::Filter;
-pub use negotiate::{negotiate, Representation};
+pub use negotiate::{negotiate, negotiate_with, Representation};
+pub use protobuf::Mirrors;
 pub use staleness::{Staleness, CACHE_AGE_HEADER};
 pub use watch::WatchConfig;
 
@@ -70,6 +72,8 @@ pub struct App {
     pub limits: Arc<Limits>,
     /// This kcache's metrics, served on the admin listener's `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The protobuf mirrors of the cached types that clients read in protobuf.
+    pub mirrors: Mirrors,
 }
 
 /// How reads with resourceVersion unset are answered.
@@ -265,6 +269,8 @@ pub enum Form<'a> {
     },
     /// PartialObjectMetadata(List), as metadata informers ask for.
     Metadata,
+    /// Kubernetes protobuf, the upstream's bytes from the type's mirror.
+    Protobuf(&'a crate::cache::Mirror),
 }
 
 /// What a cache handler decided.
@@ -341,6 +347,21 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     } else {
         None
     };
+    // kcache's own errors are encoded as the apiserver would have encoded the answer: in
+    // protobuf for a built-in type whose reader asked for protobuf first (E9).
+    let protobuf_errors = path
+        .as_ref()
+        .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource))
+        .is_some_and(|c| {
+            !c.info.custom
+                && negotiate_with(
+                    parts
+                        .headers
+                        .get(header::ACCEPT)
+                        .and_then(|v| v.to_str().ok()),
+                    true,
+                ) == Representation::Protobuf
+        });
     let impersonating = admission::impersonates(&parts.headers);
     let cached = if impersonating {
         Ok(Answer::Upstream)
@@ -383,7 +404,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             .await,
             "upstream",
         ),
-        Err(e) => (response::error(&e), "cache"),
+        Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
     };
     inflight.dec();
     let resp = match slot {
@@ -400,6 +421,12 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     };
     let code = resp.status().as_u16();
     m.request(verb, &resource, code, source, started.elapsed());
+    m.response_content_type(
+        resp.headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+        source,
+    );
     tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
     resp
 }
@@ -522,10 +549,17 @@ async fn from_cache(
             Ok(Answer::Upstream)
         }
     };
-    let representation = negotiate(header(header::ACCEPT));
+    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(info));
     if representation == Representation::Upstream {
         return forward("the cache does not serve the requested media type");
     }
+    let mirror = match representation {
+        Representation::Protobuf => match app.mirrors.ready(cache) {
+            Some(m) => Some(m),
+            None => return forward("the protobuf mirror of this type is not ready"),
+        },
+        _ => None,
+    };
     let user_agent = header(header::USER_AGENT);
     let ns = path.namespace.clone();
 
@@ -559,6 +593,10 @@ async fn from_cache(
                 include: IncludeObject::parse(include_param)?,
             },
             (None, Representation::Json) => Form::Json { pretty },
+            (None, Representation::Protobuf) => match &mirror {
+                Some(m) => Form::Protobuf(m),
+                None => Form::Json { pretty },
+            },
             (None, _) => Form::Metadata,
         })
     };
@@ -610,11 +648,23 @@ async fn from_cache(
     };
     if opts.watch {
         let stopping = app.stopping.subscribe();
-        let encoding = match (form(false)?, printer.clone()) {
-            (Form::Table { include, .. }, Some(printer)) => {
+        let encoding = match (form(false)?, printer.clone(), &mirror) {
+            (Form::Table { include, .. }, Some(printer), _) => {
                 watch::Encoding::Table { printer, include }
             }
-            (Form::Metadata, _) => watch::Encoding::Metadata,
+            (Form::Metadata, _, _) => watch::Encoding::Metadata,
+            (Form::Protobuf(_), _, Some(mirror)) => {
+                // The end-of-initial-events bookmark is made from the kind's empty object as
+                // the upstream encodes it; until an upstream bookmark has shown it, the
+                // upstream answers the watches that need one.
+                let initial = opts
+                    .send_initial_events
+                    .unwrap_or(matches!(opts.resource_version.as_deref(), None | Some("0")));
+                if opts.allow_bookmarks && initial && mirror.bookmark_object().is_none() {
+                    return forward("no protobuf bookmark object of this kind seen yet");
+                }
+                watch::Encoding::Protobuf(mirror.clone())
+            }
             _ => watch::Encoding::Json,
         };
         let resp = watch::watch(

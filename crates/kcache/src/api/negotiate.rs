@@ -1,6 +1,8 @@
-//! Content negotiation: which Accept headers kcache answers from its JSON cache, and which go
-//! upstream. client-go decodes by the response's Content-Type, so JSON is correct for any client
-//! that lists JSON among its choices, even after protobuf.
+//! Content negotiation: which Accept headers kcache answers from its cache, in which form, and
+//! which go upstream. Protobuf is answered where the apiserver would answer it (a built-in
+//! type, protobuf the client's first choice: E9) and kcache has the upstream's protobuf bytes
+//! (`cache::Mirror`); elsewhere protobuf entries are skipped, which is still correct for a
+//! client that lists JSON after them, since client-go decodes by the response's Content-Type.
 
 /// How to answer a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,14 +15,26 @@ pub enum Representation {
     PartialObjectMetadata,
     /// `as=PartialObjectMetadataList` (their LIST).
     PartialObjectMetadataList,
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`), from the mirror.
+    Protobuf,
     /// Something the cache does not produce (protobuf only, YAML, other `as=` forms or
     /// versions, …): the upstream answers, including its 406.
     Upstream,
 }
 
-/// Decide from the Accept header. The first media range kcache can produce or must hand over
-/// decides; protobuf entries are skipped because the client accepts the JSON listed after them.
+/// Decide from the Accept header, for a type kcache answers JSON only (custom resources, or
+/// protobuf turned off): see [`negotiate_with`].
 pub fn negotiate(accept: Option<&str>) -> Representation {
+    negotiate_with(accept, false)
+}
+
+/// Decide from the Accept header. The first media range kcache can produce or must hand over
+/// decides. Plain protobuf decides for [`Representation::Protobuf`] when `protobuf` (the type
+/// is one the apiserver serves in protobuf); else protobuf entries are skipped, because the
+/// client accepts the JSON listed after them (a protobuf-only client goes upstream and gets the
+/// apiserver's own answer, its 406 for a custom resource). Protobuf with `as=` (metadata, Table)
+/// is always skipped: the cache does not produce those forms in protobuf.
+pub fn negotiate_with(accept: Option<&str>, protobuf: bool) -> Representation {
     let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
         return Representation::Json;
     };
@@ -45,6 +59,9 @@ pub fn negotiate(accept: Option<&str>) -> Representation {
         }
         let json = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
         if media == "application/vnd.kubernetes.protobuf" {
+            if protobuf && as_.is_none() {
+                return Representation::Protobuf;
+            }
             continue;
         }
         if !json {
@@ -107,5 +124,35 @@ mod tests {
             Upstream
         );
         assert_eq!(negotiate(Some("application/yaml")), Upstream);
+    }
+
+    #[test]
+    fn protobuf_where_the_type_has_it() {
+        let first = "application/vnd.kubernetes.protobuf, application/json";
+        assert_eq!(negotiate_with(Some(first), true), Protobuf);
+        assert_eq!(negotiate_with(Some(first), false), Json);
+        assert_eq!(
+            negotiate_with(
+                Some("application/vnd.kubernetes.protobuf;stream=watch"),
+                true
+            ),
+            Protobuf
+        );
+        // JSON first stays JSON; protobuf metadata and protobuf-only custom resources as before.
+        assert_eq!(
+            negotiate_with(
+                Some("application/json, application/vnd.kubernetes.protobuf"),
+                true
+            ),
+            Json
+        );
+        assert_eq!(
+            negotiate_with(Some("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), true),
+            PartialObjectMetadata
+        );
+        assert_eq!(
+            negotiate_with(Some("application/vnd.kubernetes.protobuf"), false),
+            Upstream
+        );
     }
 }

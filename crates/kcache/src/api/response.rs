@@ -13,16 +13,25 @@ use crate::status::ApiError;
 /// Bodies under this size carry Content-Length; larger ones are chunked.
 const SMALL_BODY: usize = 2048;
 
-fn base(status: StatusCode) -> http::response::Builder {
+fn base(status: StatusCode, content_type: &'static str) -> http::response::Builder {
     Response::builder()
         .status(status)
         .header("Audit-Id", uuid::Uuid::new_v4().to_string())
         .header(header::CACHE_CONTROL, "no-cache, private")
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_TYPE, content_type)
 }
 
 /// A JSON response from body chunks.
 pub fn json(status: StatusCode, chunks: Vec<Bytes>) -> Response {
+    body(status, "application/json", chunks)
+}
+
+/// A protobuf response from body chunks (E9).
+pub fn protobuf(status: StatusCode, chunks: Vec<Bytes>) -> Response {
+    body(status, crate::protobuf::MEDIA_TYPE, chunks)
+}
+
+fn body(status: StatusCode, content_type: &'static str, chunks: Vec<Bytes>) -> Response {
     let len: usize = chunks.iter().map(Bytes::len).sum();
     let body = if len < SMALL_BODY {
         let mut all = Vec::with_capacity(len);
@@ -35,22 +44,42 @@ pub fn json(status: StatusCode, chunks: Vec<Bytes>) -> Response {
             chunks.into_iter().map(Ok::<_, std::convert::Infallible>),
         ))
     };
-    base(status)
+    base(status, content_type)
         .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// A streaming JSON response (watches): headers go out at once, chunks as they come.
 pub fn stream(body: Body) -> Response {
-    base(StatusCode::OK)
+    stream_as(body, "application/json")
+}
+
+/// A streaming response of another media type (protobuf lists and watches).
+pub fn stream_as(body: Body, content_type: &'static str) -> Response {
+    base(StatusCode::OK, content_type)
         .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// The Status response for an error.
 pub fn error(e: &ApiError) -> Response {
+    error_as(e, false)
+}
+
+/// The Status response for an error, in protobuf when the client asked for protobuf first
+/// (the apiserver encodes its Status as it would have encoded the answer: E9).
+pub fn error_as(e: &ApiError, protobuf: bool) -> Response {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = json(status, vec![e.body()]);
+    let mut resp = if protobuf {
+        self::protobuf(
+            status,
+            vec![Bytes::from(crate::protobuf::status_envelope(
+                &e.to_status(),
+            ))],
+        )
+    } else {
+        json(status, vec![e.body()])
+    };
     if let Some(secs) = e.retry_after() {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));

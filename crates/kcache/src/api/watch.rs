@@ -30,7 +30,7 @@ use super::params::{parse_rv, ListOptions};
 use super::response;
 use super::watch_body::{Outlet, WatchBody};
 use crate::cache::{
-    write_event, AtError, Cursor, Event, EventType, ResourceCache, Snapshot, Subscriber,
+    write_event, AtError, Cursor, Event, EventType, Mirror, ResourceCache, Snapshot, Subscriber,
 };
 use crate::index::IndexSet;
 use crate::metrics::Metrics;
@@ -180,6 +180,10 @@ pub async fn watch(
     let server_chosen = Duration::from_secs(rand::rng().random_range(1800..=3600));
     let deadline = opts.timeout.deadline(Instant::now(), server_chosen);
     let resource = cache.info.resource.clone();
+    let content_type = match encoding {
+        Encoding::Protobuf(_) => crate::protobuf::WATCH_MEDIA_TYPE,
+        _ => "application/json",
+    };
     // The watcher is built inside the body, around the outlet the body reads from.
     let body = WatchBody::new(move |out| {
         Watcher {
@@ -208,7 +212,7 @@ pub async fn watch(
         }
         .run(start)
     });
-    Ok(response::stream(Body::from_stream(body)))
+    Ok(response::stream_as(Body::from_stream(body), content_type))
 }
 
 /// The (index, value) a watcher can be routed by: an equality its every selected object
@@ -266,6 +270,9 @@ pub enum Encoding {
     },
     /// Each object as PartialObjectMetadata (metadata informers).
     Metadata,
+    /// Kubernetes protobuf frames (E9) made from the mirror's bytes, built once per event and
+    /// shared as the JSON lines are.
+    Protobuf(Arc<Mirror>),
 }
 
 /// How a watcher sees one event (W2).
@@ -388,7 +395,8 @@ impl Watcher {
         let (mut cursor, mut rv, mut end_at) = match start {
             Start::Error(e) => {
                 self.open.reason = "error";
-                self.send(e.watch_event()).await;
+                let line = self.error_line(&e);
+                self.send(line).await;
                 return;
             }
             Start::Now { cursor, rv } => (cursor, rv, None),
@@ -426,8 +434,9 @@ impl Watcher {
                     }
                     end_at = None;
                     last_bookmark = rv;
-                    let line = self.bookmark(rv, true);
-                    self.send(line).await;
+                    if let Some(line) = self.bookmark(rv, true) {
+                        self.send(line).await;
+                    }
                 }
             }
             match self.wait(next_bookmark, end_at.map(|_| end_deadline)).await {
@@ -443,8 +452,9 @@ impl Watcher {
                     // Only when the resource moved past what this watcher last heard (W5).
                     if rv > last_bookmark && rv > started_at {
                         last_bookmark = rv;
-                        let line = self.bookmark(rv, false);
-                        self.send(line).await;
+                        if let Some(line) = self.bookmark(rv, false) {
+                            self.send(line).await;
+                        }
                     }
                     next_bookmark = self.next_bookmark_time(Instant::now());
                 }
@@ -466,7 +476,8 @@ impl Watcher {
                 Ok(cursor) => return Some(cursor),
                 Err(AtError::TooOld { oldest }) => {
                     self.open.reason = "error";
-                    self.send(expired(rv, oldest)).await;
+                    let line = self.expired(rv, oldest);
+                    self.send(line).await;
                     return None;
                 }
                 Err(AtError::Future { .. }) => {}
@@ -506,8 +517,13 @@ impl Watcher {
                         if cursor.covers(ev.seq) {
                             continue;
                         }
-                        if let Some(line) = self.line_for(&ev) {
-                            self.send_event(line).await;
+                        match self.line_for(&ev).await {
+                            Ok(Some(line)) => self.send_event(line).await,
+                            Ok(None) => {}
+                            Err(Lost) => {
+                                self.lost(*rv).await;
+                                return false;
+                            }
                         }
                     }
                     cursor.advance_to(end);
@@ -526,13 +542,19 @@ impl Watcher {
                 // it fell so far behind that history moved past it, or history was reset.
                 Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
                     self.open.reason = "slow";
-                    self.send(expired(*rv, oldest)).await;
+                    let line = self.expired(*rv, oldest);
+                    self.send(line).await;
                     return false;
                 }
                 Ok(batch) => {
                     for ev in &batch.events {
-                        if let Some(line) = self.line_for(ev) {
-                            self.send_event(line).await;
+                        match self.line_for(ev).await {
+                            Ok(Some(line)) => self.send_event(line).await,
+                            Ok(None) => {}
+                            Err(Lost) => {
+                                self.lost(*rv).await;
+                                return false;
+                            }
                         }
                     }
                     if let Some(now) = batch.caught_up {
@@ -631,6 +653,33 @@ impl Watcher {
             Some(objects) => Box::new(objects.iter()),
             None => Box::new(snap.objects.range(range).map(|(_, o)| o)),
         };
+        if let Encoding::Protobuf(mirror) = &self.encoding {
+            let mirror = mirror.clone();
+            let selected: Vec<Arc<Object>> =
+                items.filter(|o| self.filter.selects(o)).cloned().collect();
+            let versions = super::protobuf::versions(&selected);
+            let Some(found) = mirror
+                .wait_all(&versions, super::protobuf::MIRROR_WAIT)
+                .await
+            else {
+                self.lost(snap.rv).await;
+                return false;
+            };
+            let api_version = self.cache.info.api_version();
+            for obj in found {
+                super::protobuf::write_added(&self.cache.info, &api_version, &obj, &mut buf);
+                if buf.len() >= CHUNK {
+                    if self.time_is_up() {
+                        return false;
+                    }
+                    self.send(buf.split().freeze()).await;
+                }
+            }
+            if !buf.is_empty() {
+                self.send(buf.freeze()).await;
+            }
+            return true;
+        }
         for o in items {
             if !self.filter.selects(o) {
                 continue;
@@ -684,27 +733,66 @@ impl Watcher {
     /// event's shared bytes, built once per event; Table watches encode per watcher, as the
     /// apiserver does (a Table row carries the age at send time, and only a watch's first
     /// Table its columns).
-    fn line_for(&mut self, ev: &Event) -> Option<Bytes> {
+    ///
+    /// `Err(Lost)`: a protobuf watcher whose frame could not be made (the mirror did not get
+    /// the object's version in time); the watch must end with a 410 so the client relists.
+    async fn line_for(&mut self, ev: &Event) -> Result<Option<Bytes>, Lost> {
         use crate::cache::LineKind;
-        let kind = match self.pick(ev)? {
+        let Some(pick) = self.pick(ev) else {
+            return Ok(None);
+        };
+        let kind = match pick {
             Pick::AsIs => LineKind::AsIs,
             Pick::Entered => LineKind::Entered,
             Pick::Left => LineKind::Left,
         };
-        match self.encoding {
-            Encoding::Json => Some(ev.json_line(kind)),
-            Encoding::Metadata => Some(ev.metadata_line(kind)),
+        Ok(Some(match &self.encoding {
+            Encoding::Json => ev.json_line(kind),
+            Encoding::Metadata => ev.metadata_line(kind),
             Encoding::Table { .. } => {
                 let (ty, raw) = ev.state(kind);
-                Some(self.encode(ty, &raw))
+                self.encode(ty, &raw)
             }
+            Encoding::Protobuf(mirror) => {
+                super::protobuf::watch_frame(&self.cache.info, mirror, ev, kind)
+                    .await
+                    .ok_or(Lost)?
+            }
+        }))
+    }
+
+    /// End a protobuf watch whose next frame could not be made: a 410, so the client relists
+    /// (from the cache, or from the upstream) instead of missing the event.
+    async fn lost(&mut self, rv: u64) {
+        self.open.reason = "error";
+        let line = self.expired(rv, self.cache.history_start().max(rv + 1));
+        self.send(line).await;
+    }
+
+    /// The ERROR event of a watch whose place is no longer in the history (410 Expired).
+    fn expired(&self, rv: u64, oldest: u64) -> Bytes {
+        self.error_line(&ApiError::Expired {
+            message: format!("too old resource version: {rv} ({oldest})"),
+            continue_token: None,
+        })
+    }
+
+    /// An ERROR event carrying `e`'s Status, in the watch's encoding.
+    fn error_line(&self, e: &ApiError) -> Bytes {
+        match self.encoding {
+            Encoding::Protobuf(_) => {
+                Bytes::from(crate::protobuf::status_watch_event(&e.to_status()))
+            }
+            _ => e.watch_event(),
         }
     }
 
     /// One event line in this watch's encoding.
     fn encode(&mut self, ty: &str, raw: &[u8]) -> Bytes {
         match &self.encoding {
-            Encoding::Json => crate::cache::event_line(ty, raw),
+            // JSON lines are the events' shared bytes, and protobuf frames `api::protobuf`'s; this
+            // is the plain form for completeness.
+            Encoding::Json | Encoding::Protobuf(_) => crate::cache::event_line(ty, raw),
             Encoding::Table { printer, include } => {
                 let first = std::mem::replace(&mut self.first_table, false);
                 printer.watch_event(ty, raw, first, *include, std::time::SystemTime::now())
@@ -715,9 +803,15 @@ impl Watcher {
         }
     }
 
-    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+    /// A BOOKMARK event; `None` for a protobuf watch until the upstream has shown the kind's
+    /// empty object (bookmarks are hints: a client that gets none is still exact, and watches
+    /// that need the end-of-initial-events one went upstream instead).
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Option<Bytes> {
+        if let Encoding::Protobuf(mirror) = &self.encoding {
+            return super::protobuf::bookmark(&self.cache.info, mirror, rv, initial_end);
+        }
         let line = bookmark_line(&self.cache.info, rv, initial_end);
-        match self.encoding {
+        Some(match self.encoding {
             // Metadata informers get the bookmark object as PartialObjectMetadata, like every
             // other object of their watch.
             Encoding::Metadata => {
@@ -729,18 +823,12 @@ impl Watcher {
                 crate::cache::event_line("BOOKMARK", pom.as_bytes())
             }
             _ => Bytes::from(line),
-        }
+        })
     }
 }
 
-/// The ERROR event of a watch whose place is no longer in the history (410 Expired).
-fn expired(rv: u64, oldest: u64) -> Bytes {
-    ApiError::Expired {
-        message: format!("too old resource version: {rv} ({oldest})"),
-        continue_token: None,
-    }
-    .watch_event()
-}
+/// A protobuf watcher's next frame could not be made (see `Watcher::line_for`).
+struct Lost;
 
 /// A BOOKMARK line in the built-in or CR form (W5, W6).
 pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> String {

@@ -71,6 +71,8 @@ struct OtherLines {
     json: [OnceLock<Bytes>; 3],
     /// Lines for metadata-only watches (`PartialObjectMetadata`), by [`LineKind`].
     metadata: [OnceLock<Bytes>; 3],
+    /// Protobuf watch frames, by [`LineKind`] (built from the protobuf mirror's bytes).
+    protobuf: [OnceLock<Bytes>; 3],
 }
 
 impl Event {
@@ -137,6 +139,22 @@ impl Event {
             .clone()
     }
 
+    /// The protobuf watch frame of `kind`, built once per event by `build` and shared by every
+    /// protobuf watcher; `None` (and nothing kept) while `build` cannot make it yet (the
+    /// protobuf mirror has not received the object's version).
+    pub fn protobuf_line(
+        &self,
+        kind: LineKind,
+        build: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        let cell = &self.others().protobuf[kind as usize];
+        if let Some(line) = cell.get() {
+            return Some(line.clone());
+        }
+        let line = build()?;
+        Some(cell.get_or_init(|| line).clone())
+    }
+
     fn others(&self) -> &OtherLines {
         self.other.get_or_init(Box::default)
     }
@@ -167,6 +185,7 @@ impl Event {
                 .json
                 .iter()
                 .chain(&other.metadata)
+                .chain(&other.protobuf)
                 .filter_map(OnceLock::get)
                 .map(Bytes::len)
                 .sum::<usize>();

@@ -12,10 +12,12 @@
 mod cursor;
 mod dispatch;
 mod event;
+mod mirror;
 
 pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
+pub use mirror::{Mirror, MirrorStatus};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -551,6 +553,12 @@ impl ResourceCache {
     /// The cache's resourceVersion: the RV of the last event or bookmark seen.
     pub fn rv(&self) -> u64 {
         self.read().rv
+    }
+
+    /// The oldest RV the cache can still serve a state at (every event above it is in the
+    /// history).
+    pub fn history_start(&self) -> u64 {
+        self.read().history_start
     }
 
     pub fn len(&self) -> usize {

@@ -33,12 +33,16 @@ pub enum Purpose {
     PassThrough,
     /// Start-up and printer set-up: discovery, CRDs, Table column definitions.
     Setup,
+    /// The protobuf mirror's list of a type some client reads in protobuf (its pages too).
+    ProtobufList,
+    /// The protobuf mirror's watch.
+    ProtobufWatch,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order (so `ALL[p as usize] == p`), for series that exist
     /// at zero from the start.
-    pub const ALL: [Purpose; 7] = [
+    pub const ALL: [Purpose; 9] = [
         Purpose::ReflectorList,
         Purpose::ReflectorWatch,
         Purpose::Probe,
@@ -46,6 +50,8 @@ impl Purpose {
         Purpose::AccessReview,
         Purpose::PassThrough,
         Purpose::Setup,
+        Purpose::ProtobufList,
+        Purpose::ProtobufWatch,
     ];
 
     /// The `purpose` label value.
@@ -58,6 +64,8 @@ impl Purpose {
             Purpose::AccessReview => "access_review",
             Purpose::PassThrough => "pass_through",
             Purpose::Setup => "setup",
+            Purpose::ProtobufList => "protobuf_list",
+            Purpose::ProtobufWatch => "protobuf_watch",
         }
     }
 }

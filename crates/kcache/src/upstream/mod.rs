@@ -3,11 +3,13 @@
 //! resource types, and one reflector per type.
 
 mod cost;
+mod mirror;
 mod probe;
 mod reflector;
 mod stream;
 
 pub use cost::{CountedBody, Purpose};
+pub use mirror::MirrorReflector;
 
 pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
@@ -26,6 +28,30 @@ use serde::Deserialize;
 use crate::cache::ResourceCache;
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
+
+/// The query parameters restricting what is cached of a type (its scope), pre-encoded, for
+/// the lists and watches of its reflectors.
+fn scope_query(cache: &ResourceCache) -> String {
+    let mut q = String::new();
+    if !cache.scope.label.is_empty() {
+        q.push_str(&format!(
+            "&labelSelector={}",
+            enc(&cache.scope.label.to_string())
+        ));
+    }
+    if !cache.scope.field.is_empty() {
+        q.push_str(&format!(
+            "&fieldSelector={}",
+            enc(&cache.scope.field.to_string())
+        ));
+    }
+    q
+}
+
+/// A query parameter value, percent-encoded.
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
 
 /// How long kcache waits for the upstream to answer one of its own requests by default.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -285,7 +311,18 @@ impl Upstream {
         path_and_query: &str,
         purpose: Purpose,
     ) -> Result<Bytes, UpstreamError> {
-        self.fetch(get_request(path_and_query, "application/json")?, purpose)
+        self.get_accepting(path_and_query, "application/json", purpose)
+            .await
+    }
+
+    /// [`Upstream::get`] asking for another media type (the protobuf mirror's lists).
+    pub async fn get_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+        purpose: Purpose,
+    ) -> Result<Bytes, UpstreamError> {
+        self.fetch(get_request(path_and_query, accept)?, purpose)
             .await
     }
 
@@ -396,7 +433,18 @@ impl Upstream {
         path_and_query: &str,
         purpose: Purpose,
     ) -> Result<Response<CountedBody>, UpstreamError> {
-        let req = get_request(path_and_query, "application/json")?;
+        self.open_accepting(path_and_query, "application/json", purpose)
+            .await
+    }
+
+    /// [`Upstream::open`] asking for another media type (the protobuf mirror's watch).
+    pub async fn open_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+        purpose: Purpose,
+    ) -> Result<Response<CountedBody>, UpstreamError> {
+        let req = get_request(path_and_query, accept)?;
         let resp = tokio::time::timeout(self.request_timeout, self.send(req, purpose))
             .await
             .map_err(|_| UpstreamError::Timeout(self.request_timeout))??;

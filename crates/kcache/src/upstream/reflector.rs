@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::stream::{LineStream, MetaOnly, WatchLine};
-use super::{Purpose, Upstream, UpstreamError};
+use super::{enc, Purpose, Upstream, UpstreamError};
 use crate::cache::{EventType, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
@@ -119,19 +119,7 @@ impl Reflector {
         cfg: ReflectorConfig,
         metrics: Arc<Metrics>,
     ) -> Reflector {
-        let mut scope_query = String::new();
-        if !cache.scope.label.is_empty() {
-            scope_query.push_str(&format!(
-                "&labelSelector={}",
-                enc(&cache.scope.label.to_string())
-            ));
-        }
-        if !cache.scope.field.is_empty() {
-            scope_query.push_str(&format!(
-                "&fieldSelector={}",
-                enc(&cache.scope.field.to_string())
-            ));
-        }
+        let scope_query = super::scope_query(&cache);
         let event_counters =
             [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
                 metrics.upstream_events.get_or_create_owned(&TypeLabels {
@@ -539,9 +527,4 @@ impl Reflector {
             }
         }
     }
-}
-
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }

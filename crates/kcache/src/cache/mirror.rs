@@ -1,0 +1,334 @@
+//! The protobuf mirror of a cache: the upstream's own protobuf bytes of each object version the
+//! cache can still serve, so that a protobuf reader gets from kcache what the apiserver sends.
+//!
+//! Why a mirror and not a transcoder: Go's protobuf encoding of an object depends on which of
+//! its Go struct fields are pointers (a non-pointer field is written even when empty, a nil
+//! pointer is not), which the JSON does not say. Only the apiserver's own bytes are right for
+//! every kind, so a second upstream list + watch (in protobuf, see `upstream::mirror`) fills
+//! this store, and kcache only writes the envelopes around its bytes (`crate::protobuf`).
+//!
+//! The JSON cache stays the one authority on which objects exist at which resourceVersion; the
+//! mirror answers "the bytes of object `key` at version `rv`", a fact that never changes, so
+//! the two streams need not be in step: a reader that finds a version missing waits for the
+//! mirror's watch to deliver it (or is answered by the upstream).
+//!
+//! A mirror exists only for types some client has read in protobuf: JSON-only users pay
+//! nothing for it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+/// Whether a mirror can answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorStatus {
+    /// Its first list has not completed: protobuf reads go upstream.
+    Starting,
+    /// Listed and watching.
+    Synced,
+    /// The upstream does not serve this type in protobuf (or kcache changes its objects, see
+    /// `upstream::mirror`): protobuf reads go upstream for good.
+    Unsupported(String),
+}
+
+/// How many applied events between sweeps of versions no reader can need any more.
+const SWEEP_EVERY: u64 = 1024;
+
+#[derive(Debug)]
+struct State {
+    /// Per object key, its known versions oldest first: (resourceVersion, object message).
+    versions: HashMap<Box<str>, Vec<(u64, Bytes)>>,
+    /// Keys whose last version is a deletion, with the deletion's RV.
+    deleted: HashMap<Box<str>, u64>,
+    /// The kind's empty object as the upstream encodes it (from an upstream BOOKMARK): what
+    /// kcache's own protobuf bookmarks are made of.
+    bookmark: Option<Bytes>,
+    status: MirrorStatus,
+    /// The RV of the mirror's last list, event or bookmark.
+    rv: u64,
+    /// Events applied since the last sweep.
+    since_sweep: u64,
+}
+
+/// The protobuf bytes of one cached resource's object versions; see the module docs.
+#[derive(Debug)]
+pub struct Mirror {
+    state: Mutex<State>,
+    /// Bumped on every change, so readers waiting for a version wake up.
+    changed: watch::Sender<u64>,
+}
+
+impl Default for Mirror {
+    fn default() -> Self {
+        Mirror::new()
+    }
+}
+
+impl Mirror {
+    pub fn new() -> Mirror {
+        Mirror {
+            state: Mutex::new(State {
+                versions: HashMap::new(),
+                deleted: HashMap::new(),
+                bookmark: None,
+                status: MirrorStatus::Starting,
+                rv: 0,
+                since_sweep: 0,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent under a panic (every change is one insert or removal),
+        // so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn announce(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    pub fn status(&self) -> MirrorStatus {
+        self.lock().status.clone()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.lock().status == MirrorStatus::Synced
+    }
+
+    /// The mirror's resourceVersion (its last list, event or bookmark).
+    pub fn rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Number of object keys with at least one version (for tests and metrics).
+    pub fn keys(&self) -> usize {
+        self.lock().versions.len()
+    }
+
+    /// Protobuf reads of this type go upstream from now on.
+    pub fn set_unsupported(&self, why: String) {
+        self.lock().status = MirrorStatus::Unsupported(why);
+        self.announce();
+    }
+
+    /// A list's objects: every version is added (a relist does not drop the versions that
+    /// history readers may still need; the sweep does, by `floor`), then the mirror is synced.
+    pub fn install(&self, rv: u64, objects: Vec<(Box<str>, u64, Bytes)>, floor: u64) {
+        let mut st = self.lock();
+        // Keys the list no longer has were deleted while the mirror was not watching: at the
+        // latest at the list's RV, so the sweep can drop them once the floor passes it.
+        let listed: std::collections::HashSet<&str> =
+            objects.iter().map(|(k, _, _)| &**k).collect();
+        let vanished: Vec<Box<str>> = st
+            .versions
+            .keys()
+            .filter(|k| !listed.contains(&***k) && !st.deleted.contains_key(*k))
+            .cloned()
+            .collect();
+        drop(listed);
+        for key in vanished {
+            st.deleted.insert(key, rv);
+        }
+        for (key, orv, bytes) in objects {
+            st.deleted.remove(&key);
+            insert(st.versions.entry(key).or_default(), orv, bytes);
+        }
+        st.rv = st.rv.max(rv);
+        st.status = MirrorStatus::Synced;
+        sweep(&mut st, floor);
+        drop(st);
+        self.announce();
+    }
+
+    /// One upstream watch event: `bytes` is the object message at `rv` (for a deletion, the
+    /// last state carrying the deletion's RV). `floor` is the oldest RV the JSON cache can
+    /// still serve: versions that cannot be the state at any RV from there on are dropped.
+    pub fn apply(&self, key: &str, rv: u64, bytes: Bytes, deleted: bool, floor: u64) {
+        let mut st = self.lock();
+        match st.versions.get_mut(key) {
+            Some(v) => insert(v, rv, bytes),
+            None => {
+                st.versions.insert(key.into(), vec![(rv, bytes)]);
+            }
+        }
+        if deleted {
+            st.deleted.insert(key.into(), rv);
+        } else {
+            st.deleted.remove(key);
+        }
+        st.rv = st.rv.max(rv);
+        st.since_sweep += 1;
+        if st.since_sweep >= SWEEP_EVERY {
+            sweep(&mut st, floor);
+        }
+        drop(st);
+        self.announce();
+    }
+
+    /// An upstream bookmark: the RV moves on, and its object is kept as the kind's empty
+    /// object for kcache's own bookmarks.
+    pub fn bookmark(&self, rv: u64, object: Bytes) {
+        let mut st = self.lock();
+        st.rv = st.rv.max(rv);
+        if st.bookmark.is_none() {
+            st.bookmark = Some(object);
+        }
+        drop(st);
+        self.announce();
+    }
+
+    /// The kind's empty object as the upstream encodes it, once an upstream bookmark showed it.
+    pub fn bookmark_object(&self) -> Option<Bytes> {
+        self.lock().bookmark.clone()
+    }
+
+    /// The object message of `key` at exactly `rv`, if the mirror has it.
+    pub fn get(&self, key: &str, rv: u64) -> Option<Bytes> {
+        find(&self.lock(), key, rv)
+    }
+
+    /// The object messages of many `(key, rv)` at once (one lock for a whole list); `None`
+    /// if any is missing.
+    pub fn get_all<'a>(&self, wanted: impl Iterator<Item = (&'a str, u64)>) -> Option<Vec<Bytes>> {
+        let st = self.lock();
+        wanted.map(|(k, rv)| find(&st, k, rv)).collect()
+    }
+
+    /// Like [`Mirror::get_all`], but waits up to `wait` for the mirror's watch to deliver
+    /// versions it does not have yet (it runs behind or ahead of the JSON cache's watch by a
+    /// few milliseconds). `None` when they did not come, or the mirror stopped being usable.
+    pub async fn wait_all(&self, wanted: &[(&str, u64)], wait: Duration) -> Option<Vec<Bytes>> {
+        let mut changed = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(found) = self.get_all(wanted.iter().copied()) {
+                return Some(found);
+            }
+            if !self.is_synced() {
+                return None;
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Insert keeping versions ordered by RV (a relist may bring a version older than the last
+/// event seen); the same RV twice is one version.
+fn insert(versions: &mut Vec<(u64, Bytes)>, rv: u64, bytes: Bytes) {
+    match versions.binary_search_by_key(&rv, |(r, _)| *r) {
+        Ok(_) => {}
+        Err(at) => versions.insert(at, (rv, bytes)),
+    }
+}
+
+fn find(st: &State, key: &str, rv: u64) -> Option<Bytes> {
+    let v = st.versions.get(key)?;
+    let at = v.binary_search_by_key(&rv, |(r, _)| *r).ok()?;
+    Some(v[at].1.clone())
+}
+
+/// Drop what no reader can need: a version is the state of its object from its RV until the
+/// next version's, so one followed by a version at or below `floor` (the oldest RV the JSON
+/// cache serves) is never asked for again; neither is an object deleted at or below `floor`.
+fn sweep(st: &mut State, floor: u64) {
+    st.since_sweep = 0;
+    let gone: Vec<Box<str>> = st
+        .deleted
+        .iter()
+        .filter(|(_, rv)| **rv <= floor)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in gone {
+        st.deleted.remove(&k);
+        st.versions.remove(&k);
+    }
+    for v in st.versions.values_mut() {
+        let keep_from = v.iter().rposition(|(rv, _)| *rv <= floor).unwrap_or(0);
+        if keep_from > 0 {
+            v.drain(..keep_from);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn versions_are_found_exactly_and_swept_below_the_floor() {
+        let m = Mirror::new();
+        m.install(
+            10,
+            vec![("ns/a".into(), 5, b("a5")), ("ns/b".into(), 7, b("b7"))],
+            0,
+        );
+        assert!(m.is_synced());
+        m.apply("ns/a", 11, b("a11"), false, 0);
+        m.apply("ns/b", 12, b("b12"), true, 0);
+        assert_eq!(m.get("ns/a", 5), Some(b("a5")));
+        assert_eq!(m.get("ns/a", 11), Some(b("a11")));
+        assert_eq!(m.get("ns/a", 6), None);
+        // The JSON cache now serves from RV 11 on: a5 is no state at any RV ≥ 11, b is gone
+        // only once its deletion is at or below the floor.
+        m.install(12, vec![("ns/a".into(), 11, b("a11"))], 11);
+        assert_eq!(m.get("ns/a", 5), None);
+        assert_eq!(m.get("ns/a", 11), Some(b("a11")));
+        assert_eq!(m.get("ns/b", 12), Some(b("b12")));
+        m.install(13, vec![("ns/a".into(), 11, b("a11"))], 12);
+        assert_eq!(m.get("ns/b", 12), None);
+        assert_eq!(m.keys(), 1);
+    }
+
+    #[test]
+    fn a_key_missing_from_a_relist_is_dropped_once_the_floor_passes_the_list() {
+        let m = Mirror::new();
+        m.install(
+            10,
+            vec![("a".into(), 5, b("a5")), ("b".into(), 6, b("b6"))],
+            0,
+        );
+        // b was deleted while the mirror was not watching: the next list lacks it.
+        m.install(20, vec![("a".into(), 5, b("a5"))], 10);
+        assert_eq!(
+            m.get("b", 6),
+            Some(b("b6")),
+            "still the state at RVs below 20"
+        );
+        m.install(30, vec![("a".into(), 5, b("a5"))], 20);
+        assert_eq!(m.get("b", 6), None);
+        assert_eq!(m.keys(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reader_waits_for_a_version_the_watch_has_not_delivered_yet() {
+        let m = std::sync::Arc::new(Mirror::new());
+        m.install(10, vec![("a".into(), 10, b("a10"))], 0);
+        let reader = {
+            let m = m.clone();
+            tokio::spawn(async move {
+                m.wait_all(&[("a", 10), ("a", 11)], Duration::from_secs(30))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        m.apply("a", 11, b("a11"), false, 0);
+        assert_eq!(reader.await.unwrap(), Some(vec![b("a10"), b("a11")]));
+        // A version that never comes: the reader gives up at its bound.
+        assert_eq!(
+            m.wait_all(&[("a", 12)], Duration::from_millis(20)).await,
+            None
+        );
+    }
+}
