@@ -11,6 +11,12 @@ mod demo;
 #[cfg(feature = "demo")]
 mod sim;
 
+/// With the bench linked, the binary counts allocations where the bench asks it to (its
+/// client decode rows; see `kcache_bench::alloc_count`); elsewhere it is the system allocator.
+#[cfg(feature = "bench")]
+#[global_allocator]
+static ALLOCATOR: kcache_bench::alloc_count::Counting = kcache_bench::alloc_count::Counting;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -179,6 +179,7 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
             authority,
             tls,
             authorization,
+            accept: None,
         },
         base_path: uri.path().trim_end_matches('/').to_string(),
         auth,

@@ -4,7 +4,7 @@
 use super::*;
 
 /// What one fan-out run measured.
-struct FanRun {
+pub(super) struct FanRun {
     opened: usize,
     failed: usize,
     first_error: Option<String>,
@@ -69,7 +69,7 @@ impl Bench {
     /// Open `watches` on `addr`, write at `rate` for `secs` with `write`, wait for the tail,
     /// and measure delivery and the CPU of `pid` while writing.
     #[allow(clippy::too_many_arguments)]
-    async fn fan_run<F>(
+    pub(super) async fn fan_run<F>(
         &self,
         k: &KcacheChild,
         target: &load::Target,
@@ -126,7 +126,7 @@ impl Bench {
         }
     }
 
-    fn fan_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
+    pub(super) fn fan_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
         let d = &f.delivery;
         let mut row = Row::new(scenario, case, target);
         row.set("watchers", f.opened as u64)

@@ -182,22 +182,26 @@ impl KcacheChild {
     /// over purposes): what a bench row reports per read, and what works against any upstream,
     /// not only a sim that counts for itself.
     pub async fn upstream_cost(&self) -> Result<UpstreamCost, String> {
+        let text = self.metrics_text().await?;
+        Ok(UpstreamCost {
+            requests: sum_series(&text, &["kcache_upstream_requests_total{"]),
+            received_bytes: sum_series(&text, &["kcache_upstream_received_bytes_total{"]),
+        })
+    }
+
+    /// The sum of the series whose line contains every one of `parts` (the family name first,
+    /// then label pairs such as `source="cache"`).
+    pub async fn metric(&self, parts: &[&str]) -> Result<f64, String> {
+        Ok(sum_series(&self.metrics_text().await?, parts))
+    }
+
+    async fn metrics_text(&self) -> Result<String, String> {
         let (status, body) =
             super::load::fetch(self.admin_addr, "/metrics", Duration::from_secs(5)).await?;
         if status != 200 {
             return Err(format!("kcache /metrics answered {status}"));
         }
-        let text = String::from_utf8_lossy(&body);
-        let sum = |family: &str| -> f64 {
-            text.lines()
-                .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
-        };
-        Ok(UpstreamCost {
-            requests: sum("kcache_upstream_requests_total"),
-            received_bytes: sum("kcache_upstream_received_bytes_total"),
-        })
+        Ok(String::from_utf8_lossy(&body).into_owned())
     }
 
     /// The last lines kcache logged.
@@ -206,6 +210,18 @@ impl KcacheChild {
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(5)..].join(" | ")
     }
+}
+
+/// The sum of the values of the series in a Prometheus text exposition whose lines start with
+/// `parts[0]` and contain the other parts.
+fn sum_series(text: &str, parts: &[&str]) -> f64 {
+    let Some((family, labels)) = parts.split_first() else {
+        return 0.0;
+    };
+    text.lines()
+        .filter(|l| l.starts_with(family) && labels.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Upstream requests and response bytes, as kcache counts them.

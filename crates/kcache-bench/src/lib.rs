@@ -17,11 +17,16 @@
 //!   kcache's CPU per delivered event;
 //! - `node`: node-scoped pod watchers (field selector): CPU per upstream event;
 //! - `memory`: kcache's RSS per cached JSON byte;
-//! - `stalled`: watchers that never read, during a fan-out.
+//! - `stalled`: watchers that never read, during a fan-out;
+//! - `protobuf`: LIST and watch fan-out of Pods in protobuf from the cache vs JSON and vs nginx
+//!   serving the same protobuf bytes, and a client's cost of decoding either.
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
 
+// Counting allocations needs a `GlobalAlloc` implementation; it is the crate's only unsafe code.
+#[allow(unsafe_code)]
+pub mod alloc_count;
 pub mod cluster;
 mod fanout;
 mod fresh;
@@ -31,6 +36,7 @@ pub mod load;
 mod memory;
 pub mod nginx;
 pub mod procstat;
+mod protobuf;
 mod reads;
 pub mod report;
 pub mod staleness;
@@ -63,6 +69,7 @@ pub const SCENARIOS: &[&str] = &[
     "node",
     "memory",
     "stalled",
+    "protobuf",
 ];
 
 /// Command-line options of `kcache bench`.
@@ -120,6 +127,9 @@ struct Scale {
     stalled_objects: usize,
     stalled_fanout: usize,
     stalled_secs: f64,
+    /// Pods listed and watched in the `protobuf` scenario, and its watchers (of each form).
+    protobuf_pods: usize,
+    protobuf_watchers: usize,
 }
 
 /// One fan-out of the `watch` scenario.
@@ -190,6 +200,8 @@ impl Scale {
             stalled_objects: 5_000,
             stalled_fanout: 1_000,
             stalled_secs: 15.0,
+            protobuf_pods: 10_000,
+            protobuf_watchers: 1_000,
         }
     }
 
@@ -223,6 +235,8 @@ impl Scale {
             stalled_objects: 1_000,
             stalled_fanout: 100,
             stalled_secs: 3.0,
+            protobuf_pods: 1_000,
+            protobuf_watchers: 100,
         }
     }
 }
@@ -508,6 +522,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "watch" => bench.watch().await,
             "node" => bench.node().await,
             "memory" => bench.memory().await,
+            "protobuf" => bench.protobuf().await,
             _ => bench.stalled().await,
         };
         if let Err(e) = result {

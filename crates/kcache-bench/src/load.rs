@@ -67,6 +67,8 @@ pub struct Target {
     pub authority: String,
     pub tls: Option<Tls>,
     pub authorization: Option<http::HeaderValue>,
+    /// The `Accept` header (default: JSON), e.g. protobuf as client-go's typed clients send.
+    pub accept: Option<http::HeaderValue>,
 }
 
 impl Target {
@@ -77,7 +79,14 @@ impl Target {
             authority: addr.to_string(),
             tls: None,
             authorization: None,
+            accept: None,
         }
+    }
+
+    /// The same target, read with `accept` as the `Accept` header.
+    pub fn accepting(mut self, accept: &'static str) -> Target {
+        self.accept = Some(http::HeaderValue::from_static(accept));
+        self
     }
 
     /// A TCP connection to the target (TLS, if any, is the caller's next step: the stream
@@ -105,6 +114,9 @@ impl Target {
         if let Some(a) = &self.authorization {
             req.headers_mut()
                 .insert(http::header::AUTHORIZATION, a.clone());
+        }
+        if let Some(a) = &self.accept {
+            req.headers_mut().insert(http::header::ACCEPT, a.clone());
         }
         req
     }
@@ -150,6 +162,8 @@ pub struct LoadSpec {
     pub tls: Option<Tls>,
     /// The `Host` header (default: `addr`).
     pub authority: Option<String>,
+    /// The `Accept` header (default: JSON).
+    pub accept: Option<http::HeaderValue>,
 }
 
 impl LoadSpec {
@@ -169,6 +183,7 @@ impl LoadSpec {
             authorization: None,
             tls: None,
             authority: None,
+            accept: None,
         }
     }
 
@@ -183,6 +198,7 @@ impl LoadSpec {
         spec.authorization = target.authorization.clone();
         spec.tls = target.tls.clone();
         spec.authority = Some(target.authority.clone());
+        spec.accept = target.accept.clone();
         spec
     }
 
@@ -195,6 +211,7 @@ impl LoadSpec {
                 .unwrap_or_else(|| self.addr.to_string()),
             tls: self.tls.clone(),
             authorization: self.authorization.clone(),
+            accept: self.accept.clone(),
         }
     }
 }

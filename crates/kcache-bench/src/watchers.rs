@@ -49,6 +49,35 @@ pub struct Received {
     pub error: Option<String>,
 }
 
+/// Splits a watch stream into events and notes each event's RV: JSON lines, or protobuf's
+/// length-prefixed frames.
+enum Splitter {
+    Lines(Lines),
+    Frames(Frames),
+}
+
+impl Splitter {
+    fn for_target(target: &Target) -> Splitter {
+        let protobuf = target
+            .accept
+            .as_ref()
+            .and_then(|a| a.to_str().ok())
+            .is_some_and(|a| a.starts_with("application/vnd.kubernetes.protobuf"));
+        if protobuf {
+            Splitter::Frames(Frames::default())
+        } else {
+            Splitter::Lines(Lines::default())
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8], at: Instant, out: &mut Vec<(u64, Instant)>) {
+        match self {
+            Splitter::Lines(l) => l.feed(chunk, at, out),
+            Splitter::Frames(f) => f.feed(chunk, at, out),
+        }
+    }
+}
+
 /// Splits a byte stream into lines and notes each line's RV.
 #[derive(Default)]
 struct Lines {
@@ -77,6 +106,80 @@ impl Lines {
     }
 }
 
+/// Splits a protobuf watch stream into its frames (a 4-byte big-endian length, then a
+/// `WatchEvent` in the `k8s\0` envelope) and notes each frame's RV.
+#[derive(Default)]
+struct Frames {
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    fn feed(&mut self, chunk: &[u8], at: Instant, out: &mut Vec<(u64, Instant)>) {
+        self.buf.extend_from_slice(chunk);
+        let mut used = 0;
+        while let Some(len) = self.buf.get(used..used + 4) {
+            let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            let Some(frame) = self.buf.get(used + 4..used + 4 + len) else {
+                break;
+            };
+            if let Some(rv) = rv_in_frame(frame) {
+                out.push((rv, at));
+            }
+            used += 4 + len;
+        }
+        self.buf.drain(..used);
+    }
+}
+
+/// The object's resourceVersion in a protobuf watch frame: envelope → WatchEvent (field 2:
+/// object, a RawExtension) → its raw bytes (field 1), another envelope → the object →
+/// ObjectMeta (field 1) → resourceVersion (field 6). Envelopes are `k8s\0` + runtime.Unknown,
+/// whose field 2 is the raw message.
+pub fn rv_in_frame(frame: &[u8]) -> Option<u64> {
+    fn unwrap(b: &[u8]) -> Option<&[u8]> {
+        field(b.strip_prefix(b"k8s\0")?, 2)
+    }
+    let event = unwrap(frame)?;
+    let object = unwrap(field(field(event, 2)?, 1)?)?;
+    let rv = field(field(object, 1)?, 6)?;
+    std::str::from_utf8(rv).ok()?.parse().ok()
+}
+
+/// The first length-delimited field `num` of a protobuf message.
+pub fn field(mut msg: &[u8], num: u64) -> Option<&[u8]> {
+    while !msg.is_empty() {
+        let (tag, rest) = varint(msg)?;
+        msg = rest;
+        match tag & 7 {
+            0 => msg = varint(msg)?.1,
+            1 => msg = msg.get(8..)?,
+            5 => msg = msg.get(4..)?,
+            2 => {
+                let (len, rest) = varint(msg)?;
+                let len = usize::try_from(len).ok()?;
+                let value = rest.get(..len)?;
+                if tag >> 3 == num {
+                    return Some(value);
+                }
+                msg = &rest[len..];
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, &b[i + 1..]));
+        }
+    }
+    None
+}
+
 /// Tells watchers to stop reading (send `true`).
 pub type Stop = tokio::sync::watch::Receiver<bool>;
 
@@ -87,12 +190,12 @@ async fn read_events(
     mut stop: Stop,
     until: tokio::time::Instant,
     counter: Arc<AtomicU64>,
+    mut lines: Splitter,
 ) -> Received {
     let mut r = Received {
         key,
         ..Received::default()
     };
-    let mut lines = Lines::default();
     loop {
         let frame = tokio::select! {
             f = tokio::time::timeout_at(until, body.frame()) => f,
@@ -326,7 +429,11 @@ pub async fn open_to(
                 None => h1_watch(&target, &path).await,
             };
             drop(permit);
-            body.map(|b| (key, tokio::spawn(read_events(key, b, stop, until, counter))))
+            let split = Splitter::for_target(&target);
+            body.map(|b| {
+                let reader = read_events(key, b, stop, until, counter, split);
+                (key, tokio::spawn(reader))
+            })
         }));
     }
     let mut fan = FanOut {
@@ -513,5 +620,44 @@ mod tests {
         lines.feed(x, now, &mut out);
         lines.feed(y, now, &mut out);
         assert_eq!(out.iter().map(|e| e.0).collect::<Vec<_>>(), vec![7, 8]);
+    }
+
+    /// A length-delimited protobuf field.
+    fn ld(num: u8, value: &[u8]) -> Vec<u8> {
+        assert!(value.len() < 128);
+        let mut out = vec![num << 3 | 2, value.len() as u8];
+        out.extend_from_slice(value);
+        out
+    }
+
+    /// `k8s\0` + runtime.Unknown{typeMeta, raw}.
+    fn envelope(raw: &[u8]) -> Vec<u8> {
+        let mut out = b"k8s\0".to_vec();
+        out.extend(ld(1, &[ld(1, b"v1"), ld(2, b"ConfigMap")].concat()));
+        out.extend(ld(2, raw));
+        out
+    }
+
+    #[test]
+    fn protobuf_frames_split_across_chunks() {
+        let frame = |rv: &str| {
+            let meta = [ld(1, b"a"), ld(3, b"ns"), ld(6, rv.as_bytes())].concat();
+            let object = envelope(&[ld(1, &meta), ld(2, b"")].concat());
+            let event = [ld(1, b"MODIFIED"), ld(2, &ld(1, &object))].concat();
+            let body = envelope(&event);
+            let mut out = (body.len() as u32).to_be_bytes().to_vec();
+            out.extend(body);
+            out
+        };
+        let stream = [frame("7"), frame("1234")].concat();
+        let mut frames = Frames::default();
+        let mut out = Vec::new();
+        let now = Instant::now();
+        let (x, y) = stream.split_at(30);
+        frames.feed(x, now, &mut out);
+        assert!(out.is_empty());
+        frames.feed(y, now, &mut out);
+        assert_eq!(out.iter().map(|e| e.0).collect::<Vec<_>>(), vec![7, 1234]);
+        assert!(frames.buf.is_empty());
     }
 }
