@@ -38,8 +38,13 @@ impl Bench {
         // The first protobuf read starts the type's protobuf mirror (a second upstream list
         // and watch): what that costs the upstream, once.
         let before = k.upstream_cost().await.ok();
+        let rss_before = procstat::rss_bytes(k.pid());
         let pb_body = warm(&k, &pb, path).await?;
         let mirror_cost = before.zip(k.upstream_cost().await.ok()).map(|(b, a)| a - b);
+        // What the mirror holds costs memory: kcache's RSS growth while it started.
+        let mirror_rss = rss_before
+            .zip(procstat::rss_bytes(k.pid()))
+            .map(|(b, a)| a.saturating_sub(b));
         let (status, json_body) = load::fetch_from(&json, path, Duration::from_secs(120)).await?;
         if status != 200 {
             return Err(format!("kcache JSON LIST answered {status}"));
@@ -84,6 +89,12 @@ impl Bench {
                 c.requests,
                 mb(c.received_bytes as u64)
             ));
+        }
+        if let Some(grown) = mirror_rss {
+            row.set("mirror RSS MB", mb(grown)).set(
+                "mirror RSS/protobuf bytes",
+                grown as f64 / pb_body.len().max(1) as f64,
+            );
         }
         self.report.push(row);
         for r in nginx_rows {

@@ -6,6 +6,7 @@ use super::encode::indent;
 use super::faults::FaultState;
 use super::list::{self, Scope};
 use super::patch;
+use super::protobuf::{self, Media};
 use super::query::{list_options, parse_rv, Query};
 use super::rbac::{self as reviews, identify, Allowed, Rbac};
 use super::status::{delete_success, SimError, Target};
@@ -178,6 +179,26 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
         || ["curl", "Wget", "Mozilla/5.0"]
             .iter()
             .any(|p| ua.starts_with(p));
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let gzip = req
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(accepts_gzip);
+    // Errors are negotiated against every serializer, protobuf included, whatever the
+    // resource (the 406 for a custom resource is protobuf when the client asked for it).
+    let proto_errors = path.starts_with("/api")
+        && protobuf::negotiate(accept.as_deref(), true) == Some(Media::Protobuf);
+    let f = Fmt {
+        pretty,
+        proto_errors,
+        media: Media::Json,
+        gzip,
+    };
     count(&ctx.counts, req.method(), &path, &query);
     req.extensions_mut().insert(Lag(ctx.replicas.pick()));
     if let Some(a) = super::health::answer(&ctx.store, &path, req.uri().query()) {
@@ -193,13 +214,13 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
     }
     if path.starts_with("/api") {
         if let Some(err) = ctx.faults.take_request_failure() {
-            return error_response(&ctx, &err, pretty);
+            return error_response(&ctx, &err, f);
         }
         let rbac = ctx.rbac.read().ok().and_then(|r| r.clone());
         if let Some(rbac) = rbac {
             let who = match identify(&rbac, req.headers()) {
                 Ok(who) => who,
-                Err(e) => return error_response(&ctx, &e, pretty),
+                Err(e) => return error_response(&ctx, &e, f),
             };
             if req.method() == Method::POST {
                 let review = match path.as_str() {
@@ -209,17 +230,17 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
                 };
                 if let Some(token) = review {
                     return match reviews::answer(&rbac, &who, token, req).await {
-                        Ok(body) => json(&ctx, StatusCode::CREATED, body, pretty),
-                        Err(e) => error_response(&ctx, &e, pretty),
+                        Ok(body) => json(&ctx, StatusCode::CREATED, body, f),
+                        Err(e) => error_response(&ctx, &e, f),
                     };
                 }
             }
             req.extensions_mut().insert(Allowed { rbac, who });
         }
     }
-    match route(&ctx, req, &path, &query, pretty).await {
+    match route(&ctx, req, &path, &query, f).await {
         Ok(resp) => resp,
-        Err(err) => error_response(&ctx, &err, pretty),
+        Err(err) => error_response(&ctx, &err, f),
     }
 }
 
@@ -252,8 +273,58 @@ fn finish(builder: http::response::Builder, body: Body) -> Response {
     })
 }
 
-fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, pretty: bool) -> Response {
-    let body = if pretty { indent(&body) } else { body };
+/// How a response is written: what the client negotiated.
+#[derive(Clone, Copy, Debug)]
+struct Fmt {
+    /// Indented JSON (`?pretty`, curl-like User-Agents).
+    pretty: bool,
+    /// Status errors in protobuf.
+    proto_errors: bool,
+    /// The encoding of objects and lists (set once the resource is known).
+    media: Media,
+    /// The client accepts gzip.
+    gzip: bool,
+}
+
+/// Whether an `Accept-Encoding` allows gzip.
+fn accepts_gzip(v: &str) -> bool {
+    v.split(',').any(|part| {
+        let mut it = part.split(';');
+        let coding = it.next().unwrap_or("").trim();
+        let q_zero = it.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                == Some(0.0)
+        });
+        (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+    })
+}
+
+/// A protobuf body: `Content-Type: application/vnd.kubernetes.protobuf`, gzipped above
+/// the threshold for clients that accept it.
+fn proto(ctx: &Ctx, code: StatusCode, body: Vec<u8>, f: Fmt) -> Response {
+    ctx.counts
+        .bytes
+        .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let b = base(ctx, code, protobuf::MEDIA_TYPE);
+    if f.gzip && body.len() > protobuf::GZIP_THRESHOLD {
+        let b = b
+            .header(header::CONTENT_ENCODING, "gzip")
+            .header(header::VARY, "Accept-Encoding");
+        let gz = Bytes::from(protobuf::gzip(&body));
+        return finish(
+            b,
+            Body::from_stream(futures::stream::once(
+                async move { Ok::<_, Infallible>(gz) },
+            )),
+        );
+    }
+    finish(b, sized_body(body))
+}
+
+fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, f: Fmt) -> Response {
+    let body = if f.pretty { indent(&body) } else { body };
     ctx.counts
         .bytes
         .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -261,15 +332,22 @@ fn json(ctx: &Ctx, code: StatusCode, body: Vec<u8>, pretty: bool) -> Response {
 }
 
 /// The one place errors become responses.
-fn error_response(ctx: &Ctx, err: &SimError, pretty: bool) -> Response {
+fn error_response(ctx: &Ctx, err: &SimError, f: Fmt) -> Response {
     if let SimError::PageNotFound = err {
         let b = base(ctx, StatusCode::NOT_FOUND, "text/plain; charset=utf-8")
             .header("X-Content-Type-Options", "nosniff");
         return finish(b, Body::from("404 page not found\n"));
     }
     let code = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if f.proto_errors {
+        let mut b = base(ctx, code, protobuf::MEDIA_TYPE);
+        if let Some(secs) = err.retry_after() {
+            b = b.header(header::RETRY_AFTER, secs.to_string());
+        }
+        return finish(b, sized_body(protobuf::status_body(&err.status_json())));
+    }
     let mut body = err.status_json().to_body();
-    if pretty {
+    if f.pretty {
         body = indent(&body);
     }
     let mut b = base(ctx, code, "application/json");
@@ -279,16 +357,27 @@ fn error_response(ctx: &Ctx, err: &SimError, pretty: bool) -> Response {
     finish(b, sized_body(body))
 }
 
-fn object_response(ctx: &Ctx, code: StatusCode, obj: &StoredObj, pretty: bool) -> Response {
+fn object_response(
+    ctx: &Ctx,
+    rt: &ResourceType,
+    code: StatusCode,
+    obj: &StoredObj,
+    f: Fmt,
+) -> Response {
+    if f.media == Media::Protobuf {
+        if let Some(env) = obj.proto_envelope(rt) {
+            return proto(ctx, code, env, f);
+        }
+    }
     let mut body = Vec::with_capacity(obj.bytes.len() + 1);
     body.extend_from_slice(&obj.bytes);
     body.push(b'\n');
-    json(ctx, code, body, pretty)
+    json(ctx, code, body, f)
 }
 
 /// A Table with the configured columns and no rows, when the client asks for a Table first
 /// and columns were configured for the resource.
-fn table_columns_only(ctx: &Ctx, req: &Request, rt: &ResourceType) -> Option<Response> {
+fn table_columns_only(ctx: &Ctx, req: &Request, rt: &ResourceType, f: Fmt) -> Option<Response> {
     let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
     let first = accept.split(',').next()?;
     if !(first.contains("as=Table") && first.contains("g=meta.k8s.io") && first.contains("v=v1")) {
@@ -307,22 +396,8 @@ fn table_columns_only(ctx: &Ctx, req: &Request, rt: &ResourceType) -> Option<Res
     .into_bytes();
     body.extend_from_slice(&columns);
     body.extend_from_slice(b",\"rows\":[]}\n");
-    Some(json(ctx, StatusCode::OK, body, false))
-}
-
-/// Whether the client accepts JSON (anything else is 406; protobuf-only clients fall back).
-fn accepts_json(req: &Request) -> bool {
-    let Some(accept) = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return true;
-    };
-    accept.split(',').any(|part| {
-        let media = part.split(';').next().unwrap_or("").trim();
-        matches!(media, "" | "*/*" | "application/*" | "application/json")
-    })
+    let f = Fmt { pretty: false, ..f };
+    Some(json(ctx, StatusCode::OK, body, f))
 }
 
 async fn route(
@@ -330,7 +405,7 @@ async fn route(
     req: Request,
     path: &str,
     query: &Query,
-    pretty: bool,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     let mut segs: Vec<String> = path
         .split('/')
@@ -342,7 +417,7 @@ async fn route(
     }
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let types = ctx.store.types();
-    let ok = |j: super::encode::J| Ok(json(ctx, StatusCode::OK, j.to_body(), pretty));
+    let ok = |j: super::encode::J| Ok(json(ctx, StatusCode::OK, j.to_body(), f));
     match segs.as_slice() {
         ["version"] => Ok(finish(
             base(ctx, StatusCode::OK, "application/json"),
@@ -352,7 +427,7 @@ async fn route(
         ["api", "v1"] => {
             ok(discovery::resource_list(&types, "", "v1").ok_or(SimError::NoSuchResource)?)
         }
-        ["api", "v1", rest @ ..] => resource(ctx, req, &types, "", "v1", rest, query, pretty).await,
+        ["api", "v1", rest @ ..] => resource(ctx, req, &types, "", "v1", rest, query, f).await,
         ["api", ..] => Err(SimError::NoSuchResource),
         ["apis"] => ok(discovery::api_group_list(&types)),
         ["apis", group] => ok(discovery::api_group(&types, group).ok_or(SimError::PageNotFound)?),
@@ -374,7 +449,7 @@ async fn route(
                 return ok(discovery::resource_list(&types, group, version)
                     .ok_or(SimError::NoSuchResource)?);
             }
-            resource(ctx, req, &types, group, version, rest, query, pretty).await
+            resource(ctx, req, &types, group, version, rest, query, f).await
         }
         _ => Err(SimError::PageNotFound),
     }
@@ -527,7 +602,7 @@ async fn resource(
     version: &str,
     rest: &[&str],
     query: &Query,
-    pretty: bool,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     let mut a = address(types, group, version, rest)?;
     if let Some(Lag(lag)) = req.extensions().get::<Lag>() {
@@ -540,33 +615,43 @@ async fn resource(
         return exec(ctx, &a, req).await;
     }
     if a.name.is_none() && req.method() == Method::GET && !query.flag("watch") {
-        if let Some(resp) = table_columns_only(ctx, &req, &a.rt) {
+        if let Some(resp) = table_columns_only(ctx, &req, &a.rt, f) {
             return Ok(resp);
         }
     }
-    if !accepts_json(&req) {
-        return Err(SimError::NotAcceptable);
-    }
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let mut f = f;
+    f.media = protobuf::negotiate(accept, protobuf::kind_supported(&a.rt))
+        .ok_or(SimError::NotAcceptable)?;
     let method = req.method().clone();
     match (&a.name, method) {
-        (None, Method::GET) => collection_get(ctx, &a, query, pretty).await,
+        (None, Method::GET) => collection_get(ctx, &a, query, f).await,
         (None, Method::POST) if !a.watch_path && (a.ns.is_some() || !a.rt.namespaced) => {
             let body = read_body(req).await?;
             let obj = decode(&a.rt, &body)?;
             let created = ctx
                 .store
                 .create(&a.rt.group, &a.rt.resource, a.ns.as_deref(), obj)?;
-            Ok(object_response(ctx, StatusCode::CREATED, &created, pretty))
+            Ok(object_response(
+                ctx,
+                &a.rt,
+                StatusCode::CREATED,
+                &created,
+                f,
+            ))
         }
-        (None, Method::DELETE) if !a.watch_path => delete_collection(ctx, &a, query, pretty),
+        (None, Method::DELETE) if !a.watch_path => delete_collection(ctx, &a, query, f),
         (Some(name), Method::GET) if a.watch_path => {
             let mut opts = list_options(query, &a.rt, true, ctx.cfg.watchlist)?;
             opts.fields = opts
                 .fields
                 .and(super::selector::FieldSelector::with_name(name, &a.rt));
-            watch_response(ctx, &a, opts).await
+            watch_response(ctx, &a, opts, f).await
         }
-        (Some(name), Method::GET) => get(ctx, &a, name, query, pretty).await,
+        (Some(name), Method::GET) => get(ctx, &a, name, query, f).await,
         (Some(name), Method::PUT) if !a.watch_path => {
             let body = read_body(req).await?;
             let obj = decode(&a.rt, &body)?;
@@ -579,7 +664,7 @@ async fn resource(
             let updated = ctx
                 .store
                 .update(&a.rt.group, &a.rt.resource, url, obj, mode)?;
-            Ok(object_response(ctx, StatusCode::OK, &updated, pretty))
+            Ok(object_response(ctx, &a.rt, StatusCode::OK, &updated, f))
         }
         (Some(name), Method::PATCH) if !a.watch_path => {
             let ct = req
@@ -592,7 +677,7 @@ async fn resource(
                 .to_string();
             let body = read_body(req).await?;
             let (obj, code) = apply_patch(ctx, &a, name, &ct, &body)?;
-            Ok(object_response(ctx, code, &obj, pretty))
+            Ok(object_response(ctx, &a.rt, code, &obj, f))
         }
         (Some(name), Method::DELETE) if !a.watch_path => {
             let body = read_body(req).await?;
@@ -611,19 +696,18 @@ async fn resource(
             )?;
             if a.rt.custom {
                 // CRD storage returns the deleted object.
-                return Ok(object_response(ctx, StatusCode::OK, &gone, pretty));
+                return Ok(object_response(ctx, &a.rt, StatusCode::OK, &gone, f));
             }
             let target = Target {
                 group: a.rt.group.clone(),
                 resource: a.rt.resource.clone(),
                 name: name.clone(),
             };
-            Ok(json(
-                ctx,
-                StatusCode::OK,
-                delete_success(&target, gone.uid()).to_body(),
-                pretty,
-            ))
+            let status = delete_success(&target, gone.uid());
+            Ok(match f.media {
+                Media::Protobuf => proto(ctx, StatusCode::OK, protobuf::status_body(&status), f),
+                Media::Json => json(ctx, StatusCode::OK, status.to_body(), f),
+            })
         }
         _ => Err(SimError::MethodNotAllowed),
     }
@@ -633,11 +717,11 @@ async fn collection_get(
     ctx: &Ctx,
     a: &Addressed,
     query: &Query,
-    pretty: bool,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     let opts = list_options(query, &a.rt, a.watch_path, ctx.cfg.watchlist)?;
     if opts.watch {
-        return watch_response(ctx, a, opts).await;
+        return watch_response(ctx, a, opts, f).await;
     }
     let scope = Scope {
         rt: &a.rt,
@@ -646,14 +730,26 @@ async fn collection_get(
     if query.get("resourceVersion").is_none_or(str::is_empty) {
         ctx.storage_read().await;
     }
-    let body = list::list(&ctx.store, &scope, &opts, ctx.cfg.too_large_rv_wait, a.lag).await?;
-    Ok(json(ctx, StatusCode::OK, body, pretty))
+    let (body, media) = list::list(
+        &ctx.store,
+        &scope,
+        &opts,
+        ctx.cfg.too_large_rv_wait,
+        a.lag,
+        f.media,
+    )
+    .await?;
+    Ok(match media {
+        Media::Protobuf => proto(ctx, StatusCode::OK, body, f),
+        Media::Json => json(ctx, StatusCode::OK, body, f),
+    })
 }
 
 async fn watch_response(
     ctx: &Ctx,
     a: &Addressed,
     opts: super::query::ListOptions,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     let env = WatchEnv {
         bookmark_interval: ctx.cfg.bookmark_interval,
@@ -662,10 +758,16 @@ async fn watch_response(
         fail_410: ctx.faults.take_watch_410(),
         lag: a.lag,
         progress_bookmarks: ctx.cfg.progress_bookmarks,
+        media: f.media,
     };
-    let rx = watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
+    let (rx, media) =
+        watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
-    Ok(finish(base(ctx, StatusCode::OK, "application/json"), body))
+    let content_type = match media {
+        Media::Protobuf => protobuf::WATCH_MEDIA_TYPE,
+        Media::Json => "application/json",
+    };
+    Ok(finish(base(ctx, StatusCode::OK, content_type), body))
 }
 
 async fn get(
@@ -673,7 +775,7 @@ async fn get(
     a: &Addressed,
     name: &str,
     query: &Query,
-    pretty: bool,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     // A resourceVersion (0 included) is served by the watch cache, none by etcd.
     if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty()) {
@@ -707,7 +809,7 @@ async fn get(
                         name: name.to_string(),
                     })
                 })?;
-            return Ok(object_response(ctx, StatusCode::OK, &obj, pretty));
+            return Ok(object_response(ctx, &a.rt, StatusCode::OK, &obj, f));
         }
     } else {
         ctx.storage_read().await;
@@ -715,14 +817,14 @@ async fn get(
     let obj = ctx
         .store
         .get(&a.rt.group, &a.rt.resource, a.ns.as_deref(), name)?;
-    Ok(object_response(ctx, StatusCode::OK, &obj, pretty))
+    Ok(object_response(ctx, &a.rt, StatusCode::OK, &obj, f))
 }
 
 fn delete_collection(
     ctx: &Ctx,
     a: &Addressed,
     query: &Query,
-    pretty: bool,
+    f: Fmt,
 ) -> Result<Response, SimError> {
     let opts = list_options(query, &a.rt, false, ctx.cfg.watchlist)?;
     let snap = ctx.store.snapshot(&a.rt.group, &a.rt.resource)?;
@@ -748,8 +850,11 @@ fn delete_collection(
             }
         }
     }
-    let body = list::body_of(&a.rt, ctx.store.current_rv(), gone);
-    Ok(json(ctx, StatusCode::OK, body, pretty))
+    let (body, media) = list::body_of(&a.rt, ctx.store.current_rv(), gone, f.media);
+    Ok(match media {
+        Media::Protobuf => proto(ctx, StatusCode::OK, body, f),
+        Media::Json => json(ctx, StatusCode::OK, body, f),
+    })
 }
 
 fn apply_patch(

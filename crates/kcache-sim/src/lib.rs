@@ -23,6 +23,7 @@ mod health;
 mod http;
 mod list;
 mod patch;
+mod protobuf;
 mod query;
 pub mod rbac;
 pub mod recordings;

@@ -2,6 +2,7 @@
 //! continue tokens, and the list envelope built from stored object bytes.
 
 use super::encode::{write_str, J};
+use super::protobuf::{self, ListMeta, Media};
 use super::query::{parse_rv, ListOptions, Rvm};
 use super::status::SimError;
 use super::store::{Snapshot, Store, StoredObj};
@@ -140,12 +141,35 @@ fn select(
     }
 }
 
-/// Builds the list body (with the trailing newline).
-fn body(rt: &ResourceType, list_rv: u64, page: &Page, continue_rv: i64) -> Vec<u8> {
+/// Builds the list body in `media` when every item has that form, else in JSON (with the
+/// trailing newline), and says which it is.
+fn body(
+    rt: &ResourceType,
+    list_rv: u64,
+    page: &Page,
+    continue_rv: i64,
+    media: Media,
+) -> (Vec<u8>, Media) {
     let token = page
         .more_after
         .as_deref()
         .map(|k| encode_continue(continue_rv, k));
+    if media == Media::Protobuf {
+        let items: Option<Vec<&[u8]>> = page
+            .items
+            .iter()
+            .map(|o| o.proto(rt).map(|b| &b[..]))
+            .collect();
+        if let Some(items) = items {
+            let rv = list_rv.to_string();
+            let meta = ListMeta {
+                resource_version: &rv,
+                continue_token: token.as_deref().unwrap_or(""),
+                remaining_item_count: page.remaining.map(|r| r as i64),
+            };
+            return (protobuf::list_body(rt, &meta, &items), Media::Protobuf);
+        }
+    }
     let size: usize = page.items.iter().map(|o| o.bytes.len() + 1).sum();
     let mut out = Vec::with_capacity(size + 256);
     let items = |out: &mut Vec<u8>| {
@@ -195,7 +219,7 @@ fn body(rt: &ResourceType, list_rv: u64, page: &Page, continue_rv: i64) -> Vec<u
         out.push(b'}');
     }
     out.push(b'\n');
-    out
+    (out, Media::Json)
 }
 
 fn page_limit(limit: i64) -> Option<usize> {
@@ -209,7 +233,8 @@ pub async fn list(
     opts: &ListOptions,
     too_large_wait: Duration,
     lag: Duration,
-) -> Result<Vec<u8>, SimError> {
+    media: Media,
+) -> Result<(Vec<u8>, Media), SimError> {
     let rt = scope.rt;
     let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
     // Continuation: served from history at the token's RV (consistent pages).
@@ -224,7 +249,7 @@ pub async fn list(
         if token_rv < 0 {
             let snap = store.snapshot(group, resource)?;
             let page = select(&snap, scope, opts, Some(&start), limit);
-            return Ok(body(rt, snap.rv, &page, -1));
+            return Ok(body(rt, snap.rv, &page, -1, media));
         }
         let token_rv = token_rv as u64;
         let snap = match store.snapshot_at(group, resource, token_rv) {
@@ -232,27 +257,27 @@ pub async fn list(
             other => other?,
         };
         let page = select(&snap, scope, opts, Some(&start), limit);
-        return Ok(body(rt, token_rv, &page, token_rv as i64));
+        return Ok(body(rt, token_rv, &page, token_rv as i64, media));
     }
     let Some(rv_raw) = opts.rv.as_deref() else {
         // Consistent read of the latest state; limit honoured.
         let snap = store.snapshot(group, resource)?;
         let page = select(&snap, scope, opts, None, page_limit(opts.limit));
-        return Ok(body(rt, snap.rv, &page, snap.rv as i64));
+        return Ok(body(rt, snap.rv, &page, snap.rv as i64, media));
     };
     let rv = parse_rv(rv_raw)?;
     if rv == 0 {
         // Served from the "cache": everything, limit ignored (L2), list RV = the type's RV.
         let snap = store.lagged(group, resource, lag)?;
         let page = select(&snap, scope, opts, None, None);
-        return Ok(body(rt, snap.type_rv, &page, 0));
+        return Ok(body(rt, snap.type_rv, &page, 0, media));
     }
     let limit = page_limit(opts.limit);
     match (&opts.rvm, limit) {
         (Some(Rvm::Exact), _) | (None, Some(_)) => {
             let snap = store.snapshot_at(group, resource, rv)?;
             let page = select(&snap, scope, opts, None, limit);
-            Ok(body(rt, rv, &page, rv as i64))
+            Ok(body(rt, rv, &page, rv as i64, media))
         }
         (Some(Rvm::NotOlderThan), Some(_)) => {
             let snap = store.snapshot(group, resource)?;
@@ -263,7 +288,7 @@ pub async fn list(
                 });
             }
             let page = select(&snap, scope, opts, None, limit);
-            Ok(body(rt, snap.rv, &page, snap.rv as i64))
+            Ok(body(rt, snap.rv, &page, snap.rv as i64, media))
         }
         (_, None) => {
             // "Cache" path: wait for the RV, then the current state.
@@ -275,7 +300,7 @@ pub async fn list(
             }
             let snap = store.lagged(group, resource, lag)?;
             let page = select(&snap, scope, opts, None, None);
-            Ok(body(rt, snap.type_rv.max(rv), &page, 0))
+            Ok(body(rt, snap.type_rv.max(rv), &page, 0, media))
         }
     }
 }
@@ -288,7 +313,12 @@ fn expired_continue(start: &str) -> SimError {
 }
 
 /// A list body of the given objects (deletecollection's answer).
-pub fn body_of(rt: &ResourceType, rv: u64, items: Vec<Arc<StoredObj>>) -> Vec<u8> {
+pub fn body_of(
+    rt: &ResourceType,
+    rv: u64,
+    items: Vec<Arc<StoredObj>>,
+    media: Media,
+) -> (Vec<u8>, Media) {
     body(
         rt,
         rv,
@@ -298,6 +328,7 @@ pub fn body_of(rt: &ResourceType, rv: u64, items: Vec<Arc<StoredObj>>) -> Vec<u8
             remaining: None,
         },
         0,
+        media,
     )
 }
 

@@ -161,7 +161,9 @@ pub enum SimError {
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     /// 406.
-    #[error("only the following media types are accepted: application/json")]
+    #[error(
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )]
     NotAcceptable,
     /// 415 for an unsupported PATCH content type.
     #[error("415: Unsupported Media Type")]

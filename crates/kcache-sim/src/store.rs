@@ -35,6 +35,8 @@ pub struct StoredObj {
     pub rv: u64,
     /// Store key: `namespace/name` or `name`.
     pub key: String,
+    /// The protobuf message of `value` (None: it has none here), encoded on first use.
+    proto: OnceLock<Option<Bytes>>,
 }
 
 impl StoredObj {
@@ -46,7 +48,28 @@ impl StoredObj {
             item_at,
             rv,
             key,
+            proto: OnceLock::new(),
         }
+    }
+
+    /// The object's protobuf message (bare, without envelope), encoded once; None when it has
+    /// no protobuf form here (a kind without schema, or a field the schema does not know).
+    pub fn proto(&self, rt: &ResourceType) -> Option<&Bytes> {
+        self.proto
+            .get_or_init(|| match crate::protobuf::encode_object(rt, &self.value) {
+                Ok(b) => Some(Bytes::from(b)),
+                Err(e) => {
+                    tracing::debug!(kind = %rt.kind, key = %self.key, why = %e.0, "sim: no protobuf form, JSON instead");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The object's protobuf envelope (`k8s\0`...), for a GET or a watch event.
+    pub fn proto_envelope(&self, rt: &ResourceType) -> Option<Vec<u8>> {
+        let raw = self.proto(rt)?;
+        Some(crate::protobuf::envelope(&rt.api_version(), &rt.kind, raw))
     }
 
     /// Appends the form used inside a list's `items` (built-ins omit kind/apiVersion).
@@ -118,6 +141,8 @@ pub struct Event {
     rt: Arc<ResourceType>,
     frames: [OnceLock<Bytes>; 3],
     leave: OnceLock<Bytes>,
+    proto_frames: [OnceLock<Option<Bytes>>; 3],
+    proto_leave: OnceLock<Option<Bytes>>,
 }
 
 /// `{"type":T,"object":O}\n`
@@ -148,6 +173,39 @@ impl Event {
                 None => frame("DELETED", &self.obj.bytes),
             })
             .clone()
+    }
+
+    /// [`Event::frame`] in protobuf; None when the object has no protobuf form here.
+    pub fn proto_frame(&self, kind: EventKind) -> Option<Bytes> {
+        let idx = kind as usize;
+        self.proto_frames[idx]
+            .get_or_init(|| {
+                let env = self.obj.proto_envelope(&self.rt)?;
+                Some(crate::protobuf::watch_frame(kind.name(), &env))
+            })
+            .clone()
+    }
+
+    /// [`Event::leave_frame`] in protobuf; None when the object has no protobuf form here.
+    pub fn proto_leave_frame(&self) -> Option<Bytes> {
+        self.proto_leave
+            .get_or_init(|| {
+                let env = match &self.prev {
+                    Some(p) => p.with_rv(&self.rt, self.rv).proto_envelope(&self.rt),
+                    None => self.obj.proto_envelope(&self.rt),
+                }?;
+                Some(crate::protobuf::watch_frame("DELETED", &env))
+            })
+            .clone()
+    }
+
+    /// Whether every object this event may carry has a protobuf form.
+    pub fn proto_ok(&self) -> bool {
+        self.obj.proto(&self.rt).is_some()
+            && self
+                .prev
+                .as_ref()
+                .is_none_or(|p| p.proto(&self.rt).is_some())
     }
 }
 
@@ -682,6 +740,8 @@ impl Store {
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),
+            proto_frames: Default::default(),
+            proto_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(stored)
@@ -854,6 +914,8 @@ impl Store {
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),
+            proto_frames: Default::default(),
+            proto_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(stored)
@@ -904,6 +966,8 @@ impl Store {
             rt,
             frames: Default::default(),
             leave: OnceLock::new(),
+            proto_frames: Default::default(),
+            proto_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(gone)

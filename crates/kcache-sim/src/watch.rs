@@ -6,6 +6,7 @@
 //! read fast enough) is closed, as the apiserver closes a blocked watcher.
 
 use super::encode::J;
+use super::protobuf::{self, Media};
 use super::query::{parse_rv, ListOptions};
 use super::status::SimError;
 use super::store::{frame, Event, EventKind, Store, StoredObj};
@@ -34,12 +35,33 @@ pub struct WatchEnv {
     pub lag: Duration,
     /// Bookmarks at the store's revision (see `SimConfig::progress_bookmarks`).
     pub progress_bookmarks: bool,
+    /// The encoding the client negotiated (protobuf falls back to JSON for the whole stream
+    /// when an object of its start has no protobuf form).
+    pub media: Media,
 }
 
-/// The object of a BOOKMARK event in the apiserver's form for the type.
-fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+/// The object of a BOOKMARK event in the apiserver's form for the type, as a frame in the
+/// stream's encoding.
+fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, proto: bool) -> Bytes {
+    let obj = bookmark_object(rt, rv, initial_end);
+    if proto {
+        let mut json = Vec::new();
+        obj.write(&mut json);
+        let value: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+        if let Ok(raw) = protobuf::encode_object(rt, &value) {
+            let env = protobuf::envelope(&rt.api_version(), &rt.kind, &raw);
+            return protobuf::watch_frame("BOOKMARK", &env);
+        }
+    }
+    let mut bytes = Vec::new();
+    obj.write(&mut bytes);
+    frame("BOOKMARK", &bytes)
+}
+
+/// The BOOKMARK object (JSON).
+fn bookmark_object(rt: &ResourceType, rv: u64, initial_end: bool) -> J {
     let annotations = J::Map(vec![("k8s.io/initial-events-end".into(), J::s("true"))]);
-    let obj = if rt.custom {
+    if rt.custom {
         let mut meta = Vec::new();
         if initial_end {
             meta.push(("annotations", annotations));
@@ -63,14 +85,14 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
             ("apiVersion", J::Str(rt.api_version())),
             ("metadata", J::Obj(meta)),
         ])
-    };
-    let mut bytes = Vec::new();
-    obj.write(&mut bytes);
-    frame("BOOKMARK", &bytes)
+    }
 }
 
-/// An ERROR event carrying a Status.
-pub fn error_frame(err: &SimError) -> Bytes {
+/// An ERROR event carrying a Status, in the stream's encoding.
+pub fn error_frame(err: &SimError, proto: bool) -> Bytes {
+    if proto {
+        return protobuf::status_frame(&err.status_json());
+    }
     let mut bytes = Vec::new();
     err.status_json().write(&mut bytes);
     frame("ERROR", &bytes)
@@ -98,41 +120,53 @@ impl Filter {
             && self.opts.fields.matches(&obj.value)
     }
 
-    /// The frame this watcher sees for `ev`, if any (W2 transitions).
-    fn frame_for(&self, ev: &Event) -> Option<Bytes> {
+    /// The frame this watcher sees for `ev`, if any (W2 transitions). `Err`: the stream is
+    /// protobuf and the object has no protobuf form here.
+    fn frame_for(&self, ev: &Event, proto: bool) -> Result<Option<Bytes>, ()> {
         let now = self.matches(&ev.obj);
-        match ev.kind {
-            EventKind::Added | EventKind::Deleted => now.then(|| ev.frame(ev.kind)),
+        let send = |kind: EventKind| {
+            if proto {
+                ev.proto_frame(kind).ok_or(())
+            } else {
+                Ok(ev.frame(kind))
+            }
+        };
+        let frame = match ev.kind {
+            EventKind::Added | EventKind::Deleted if now => send(ev.kind)?,
+            EventKind::Added | EventKind::Deleted => return Ok(None),
             EventKind::Modified => {
                 let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
                 match (before, now) {
-                    (true, true) => Some(ev.frame(EventKind::Modified)),
-                    (false, true) => Some(ev.frame(EventKind::Added)),
-                    (true, false) => Some(ev.leave_frame()),
-                    (false, false) => None,
+                    (true, true) => send(EventKind::Modified)?,
+                    (false, true) => send(EventKind::Added)?,
+                    (true, false) if proto => ev.proto_leave_frame().ok_or(())?,
+                    (true, false) => ev.leave_frame(),
+                    (false, false) => return Ok(None),
                 }
             }
-        }
+        };
+        Ok(Some(frame))
     }
 }
 
 /// Starts a watch. Errors returned here are plain HTTP errors (before any stream);
-/// afterwards problems are ERROR events.
+/// afterwards problems are ERROR events. Returns the frames and their encoding.
 pub async fn start(
     store: Arc<Store>,
     rt: Arc<ResourceType>,
     ns: Option<String>,
     opts: ListOptions,
     env: WatchEnv,
-) -> Result<FrameRx, SimError> {
+) -> Result<(FrameRx, Media), SimError> {
     let rv = opts.rv.as_deref().map(parse_rv).transpose()?;
     let (tx, rx) = mpsc::channel(16);
     let (group, resource) = (rt.group.clone(), rt.resource.clone());
+    let proto = env.media == Media::Protobuf;
     if env.fail_410 {
         let floor = store.current_rv();
-        let frames = vec![error_frame(&too_old(rv.unwrap_or(0), floor))];
+        let frames = vec![error_frame(&too_old(rv.unwrap_or(0), floor), proto)];
         tokio::spawn(send_and_close(tx, frames));
-        return Ok(rx);
+        return Ok((rx, env.media));
     }
     let streaming = opts.send_initial_events == Some(true);
     let mut initial_rv_wait_failed = None;
@@ -152,8 +186,8 @@ pub async fn start(
         }
     }
     if let Some(err) = initial_rv_wait_failed {
-        tokio::spawn(send_and_close(tx, vec![error_frame(&err)]));
-        return Ok(rx);
+        tokio::spawn(send_and_close(tx, vec![error_frame(&err, proto)]));
+        return Ok((rx, env.media));
     }
     let filter = Filter { ns, opts };
     // Decide what comes first: initial state, or history after the requested RV.
@@ -168,7 +202,11 @@ pub async fn start(
         store.subscribe_lagged(&group, &resource, env.lag, replay_after)?
     };
     let mut frames = Vec::new();
-    let start_rv;
+    let mut start_rv = 0;
+    // Protobuf only if everything the stream starts with has a protobuf form (the live
+    // events are checked as they come).
+    let proto = proto && sub.replay.iter().all(|ev| ev.proto_ok());
+    let mut initial_objs = Vec::new();
     if initial_state {
         start_rv = if rv == Some(0) {
             sub.snapshot.type_rv
@@ -184,11 +222,21 @@ pub async fn start(
         };
         for (_, obj) in range {
             if filter.matches(obj) {
-                frames.push(frame("ADDED", &obj.bytes));
+                initial_objs.push(obj.clone());
             }
         }
+    }
+    let proto = proto && initial_objs.iter().all(|o| o.proto(&rt).is_some());
+    let media = if proto { Media::Protobuf } else { Media::Json };
+    if initial_state {
+        for obj in &initial_objs {
+            frames.push(match obj.proto_envelope(&rt).filter(|_| proto) {
+                Some(env) => protobuf::watch_frame("ADDED", &env),
+                None => frame("ADDED", &obj.bytes),
+            });
+        }
         if streaming && filter.opts.allow_bookmarks {
-            frames.push(bookmark(&rt, start_rv, true));
+            frames.push(bookmark(&rt, start_rv, true, proto));
         }
     } else {
         // From an explicit RV (or from "now" for sendInitialEvents=false).
@@ -199,9 +247,9 @@ pub async fn start(
         if rv.is_some_and(|r| r > 0) && n < sub.floor {
             tokio::spawn(send_and_close(
                 tx,
-                vec![error_frame(&too_old(n, sub.floor))],
+                vec![error_frame(&too_old(n, sub.floor), proto)],
             ));
-            return Ok(rx);
+            return Ok((rx, media));
         }
         start_rv = n;
     }
@@ -233,9 +281,10 @@ pub async fn start(
         interval: env.bookmark_interval,
         progress: (env.progress_bookmarks && env.lag.is_zero()).then(|| store.clone()),
         lag: env.lag,
+        proto,
     };
     tokio::spawn(w.run(frames, sub.replay));
-    Ok(rx)
+    Ok((rx, media))
 }
 
 async fn send_and_close(tx: mpsc::Sender<Result<Bytes, std::io::Error>>, frames: Vec<Bytes>) {
@@ -261,6 +310,8 @@ struct Watcher {
     lag: Duration,
     /// The store, when bookmarks carry its revision.
     progress: Option<Arc<Store>>,
+    /// Whether the stream is protobuf.
+    proto: bool,
 }
 
 enum Flow {
@@ -333,7 +384,7 @@ impl Watcher {
                     }
                     self.seen_rv = self.seen_rv.max(store_rv);
                     if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
-                        let f = bookmark(&self.rt, self.seen_rv, false);
+                        let f = bookmark(&self.rt, self.seen_rv, false, self.proto);
                         if let Flow::Stop = self.emit(f).await { return; }
                     }
                     next_bm = self.next_bookmark(Instant::now());
@@ -359,9 +410,12 @@ impl Watcher {
         if ev.rv <= self.start_rv {
             return Flow::Continue;
         }
-        match self.filter.frame_for(ev) {
-            Some(f) => self.emit(f).await,
-            None => Flow::Continue,
+        match self.filter.frame_for(ev, self.proto) {
+            Ok(Some(f)) => self.emit(f).await,
+            Ok(None) => Flow::Continue,
+            // No protobuf form for this object: end the stream; the client's re-watch
+            // replays this event and so gets JSON.
+            Err(()) => Flow::Stop,
         }
     }
 }

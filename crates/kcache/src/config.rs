@@ -216,7 +216,9 @@ pub struct CacheSettings {
     pub history_max_events: usize,
     /// Answer protobuf reads of built-in types from the cache: the first protobuf read of a
     /// type starts its protobuf mirror (a second upstream list and watch, in protobuf, whose
-    /// bytes the answers carry). `false`: protobuf reads are passed through.
+    /// bytes the answers carry). `false`: no mirrors; readers that accept JSON after protobuf
+    /// get JSON from the cache (client-go decodes by Content-Type), protobuf-only readers are
+    /// passed through.
     #[serde(default = "default_protobuf")]
     pub protobuf: bool,
 }

@@ -348,25 +348,25 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         None
     };
     // kcache's own errors are encoded as the apiserver would have encoded the answer: in
-    // protobuf for a built-in type whose reader asked for protobuf first (E9).
+    // protobuf where kcache answers protobuf (a built-in type whose reader asked for protobuf
+    // first, with protobuf on: E9).
     let protobuf_errors = path
         .as_ref()
         .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource))
         .is_some_and(|c| {
-            !c.info.custom
-                && negotiate_with(
-                    parts
-                        .headers
-                        .get(header::ACCEPT)
-                        .and_then(|v| v.to_str().ok()),
-                    true,
-                ) == Representation::Protobuf
+            negotiate_with(
+                parts
+                    .headers
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok()),
+                app.mirrors.servable(&c.info),
+            ) == Representation::Protobuf
         });
     let impersonating = admission::impersonates(&parts.headers);
     let cached = if impersonating {
         Ok(Answer::Upstream)
     } else {
-        serve_from_cache(&app, &parts, path, q, &caller).await
+        serve_from_cache(&app, &parts, path, q, &caller, protobuf_errors).await
     };
     let (resp, source) = match cached {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
@@ -459,6 +459,7 @@ async fn serve_from_cache(
     path: Option<route::ResourcePath>,
     q: Vec<(String, String)>,
     caller: &Caller,
+    protobuf_errors: bool,
 ) -> Result<Answer, ApiError> {
     if req.method != Method::GET {
         return Ok(Answer::Upstream);
@@ -474,7 +475,7 @@ async fn serve_from_cache(
     };
     // Whatever the cache answers from here on, errors included, carries its age.
     let answer = from_cache(app, req, path, q, caller, cache).await;
-    Ok(staleness::stamp(answer, cache))
+    Ok(staleness::stamp(answer, cache, protobuf_errors))
 }
 
 /// [`serve_from_cache`] once the resource is known to be cached.

@@ -65,12 +65,13 @@ fn age_value(cache: &ResourceCache) -> HeaderValue {
 }
 
 /// A cache handler's outcome as the answer to send, its age stamped on it (an error the cache
-/// decided on is an answer from the cache too); Upstream stays as it is.
-pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache) -> Answer {
+/// decided on is an answer from the cache too, in protobuf when `protobuf`); Upstream stays as
+/// it is.
+pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: bool) -> Answer {
     match answer {
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
         Ok(Answer::Upstream) => Answer::Upstream,
-        Err(e) => Answer::Ready(with_age(response::error(&e), cache)),
+        Err(e) => Answer::Ready(with_age(response::error_as(&e, protobuf), cache)),
     }
 }
 

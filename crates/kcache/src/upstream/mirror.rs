@@ -217,6 +217,18 @@ impl MirrorReflector {
             .upstream
             .open_accepting(&url, protobuf::WATCH_MEDIA_TYPE, Purpose::ProtobufWatch)
             .await?;
+        // An upstream that answers this watch in another media type (JSON) has no protobuf
+        // form for something in it: reading on would fail the same way at every retry.
+        let media = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !media.starts_with(protobuf::MEDIA_TYPE) {
+            return Err(Failure::Unsupported(format!(
+                "the upstream answers a protobuf watch in {media:?}"
+            )));
+        }
         // As the JSON reflector: a stream still open well after its timeout is on a
         // connection that died silently.
         let silent_after = Duration::from_secs(timeout) + self.upstream.request_timeout();

@@ -1,0 +1,550 @@
+//! Protobuf from the cache (rule E9): what a protobuf reader gets from kcache is what the
+//! upstream sends for the same request, byte for byte, and informers reading protobuf stay
+//! equal to the upstream. The sim serves protobuf as the recordings show (its own tests hold it
+//! to them); here kcache is held to the sim, and decoding uses generated types (k8s-pb), not
+//! kcache's own parser.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use k8s_pb::api::core::v1::{ConfigMapList, Pod, PodList};
+use k8s_pb::apimachinery::pkg::apis::meta::v1::{Status, WatchEvent};
+use k8s_pb::apimachinery::pkg::runtime::Unknown;
+use kcache_sim::seed;
+use prost::Message;
+
+/// What client-go's typed clients (kubelet, controllers) send.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+fn pb(headers: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let mut h = vec![("Accept", PROTOBUF)];
+    h.extend_from_slice(headers);
+    h
+}
+
+/// `k8s\0` + runtime.Unknown → (kind, raw).
+fn unwrap_envelope(body: &[u8]) -> (String, Vec<u8>) {
+    assert_eq!(&body[..4], b"k8s\0", "protobuf magic");
+    let u = Unknown::decode(&body[4..]).expect("runtime.Unknown");
+    (
+        u.type_meta.and_then(|t| t.kind).unwrap_or_default(),
+        u.raw.unwrap_or_default(),
+    )
+}
+
+/// Responses of this kcache answered from its cache in protobuf so far.
+async fn protobuf_from_cache(env: &Env) -> f64 {
+    env.metric(&[
+        "kcache_responses_by_content_type_total",
+        "content_type=\"protobuf\"",
+        "source=\"cache\"",
+    ])
+    .await
+    .unwrap_or(0.0)
+}
+
+/// The first protobuf read of a type starts its mirror and goes upstream; read until the
+/// cache answers.
+async fn warm(env: &Env, path: &str) {
+    let url = env.url();
+    wait_until("protobuf answered from the cache", || {
+        let url = url.clone();
+        async move {
+            let before = protobuf_from_cache(env).await;
+            let r = get_with(&url, path, &pb(&[])).await;
+            assert!(r.status.is_success(), "{path}: {}", r.status);
+            protobuf_from_cache(env).await > before
+        }
+    })
+    .await;
+}
+
+/// A body as sent, or gunzipped when it was gzipped: compressors (Go's, the sim's, kcache's
+/// streaming one) may differ in the compressed bytes, never in what they decompress to.
+fn decoded(r: &Resp) -> Vec<u8> {
+    if r.header("content-encoding") != Some("gzip") {
+        return r.body.to_vec();
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&r.body[..]), &mut out)
+        .expect("a gzip body");
+    out
+}
+
+/// kcache and the sim answer `path` with the same status, content type, content encoding and
+/// bytes (compared decompressed).
+async fn same_answer(env: &Env, path: &str, headers: &[(&'static str, &'static str)]) -> Bytes {
+    let before = protobuf_from_cache(env).await;
+    let ours = get_with(&env.url(), path, headers).await;
+    let theirs = get_with(&env.sim.url(), path, headers).await;
+    assert_eq!(ours.status, theirs.status, "{path}: status");
+    assert_eq!(
+        ours.header("content-type"),
+        theirs.header("content-type"),
+        "{path}: content type"
+    );
+    assert_eq!(
+        ours.header("content-encoding"),
+        theirs.header("content-encoding"),
+        "{path}: content encoding"
+    );
+    assert!(
+        decoded(&ours) == decoded(&theirs),
+        "{path}: kcache's {} bytes differ from the upstream's {}",
+        ours.body.len(),
+        theirs.body.len()
+    );
+    assert!(
+        protobuf_from_cache(env).await > before,
+        "{path}: answered from the cache"
+    );
+    ours.body
+}
+
+#[tokio::test]
+async fn reads_in_protobuf_are_the_upstreams_bytes() {
+    let env = EnvBuilder::fixtures().start().await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    warm(&env, "/api/v1/namespaces/fixtures-b/configmaps").await;
+    // GET, LIST of a namespace, of everything, at RV=0 and consistent: the same bytes.
+    let get = same_answer(
+        &env,
+        "/api/v1/namespaces/fixtures-a/configmaps/cm-04",
+        &pb(&[]),
+    )
+    .await;
+    assert_eq!(unwrap_envelope(&get).0, "ConfigMap");
+    for path in [
+        "/api/v1/namespaces/fixtures-b/configmaps",
+        "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0",
+        "/api/v1/configmaps?resourceVersion=0",
+        "/api/v1/namespaces/fixtures-a/configmaps?labelSelector=app%3Dweb",
+    ] {
+        let body = same_answer(&env, path, &pb(&[])).await;
+        let (kind, raw) = unwrap_envelope(&body);
+        assert_eq!(kind, "ConfigMapList");
+        ConfigMapList::decode(&raw[..]).expect("ConfigMapList");
+    }
+    // A big list gzipped, as the upstream gzips it (E8), streamed in chunks.
+    let big = same_answer(
+        &env,
+        "/api/v1/namespaces/fixtures-c/configmaps",
+        &pb(&[("Accept-Encoding", "gzip")]),
+    )
+    .await;
+    assert_eq!(&big[..2], &[0x1f, 0x8b], "gzip");
+}
+
+#[tokio::test]
+async fn a_protobuf_page_is_the_upstreams_page_with_kcaches_own_token() {
+    let env = EnvBuilder::fixtures().start().await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    warm(&env, "/api/v1/namespaces/fixtures-a/configmaps").await;
+    let path = "/api/v1/namespaces/fixtures-a/configmaps?limit=5";
+    let decode = |body: &[u8]| {
+        let (kind, raw) = unwrap_envelope(body);
+        assert_eq!(kind, "ConfigMapList");
+        ConfigMapList::decode(&raw[..]).expect("ConfigMapList")
+    };
+    let ours = decode(&get_with(&env.url(), path, &pb(&[])).await.body);
+    let theirs = decode(&get_with(&env.sim.url(), path, &pb(&[])).await.body);
+    assert_eq!(ours.items, theirs.items);
+    let (om, tm) = (ours.metadata.unwrap(), theirs.metadata.unwrap());
+    assert_eq!(om.resource_version, tm.resource_version);
+    assert_eq!(om.remaining_item_count, tm.remaining_item_count);
+    assert!(om.remaining_item_count.is_some());
+    let token = om.r#continue.unwrap_or_default();
+    assert!(!token.is_empty(), "a continue token");
+    // kcache's token continues the list in protobuf too.
+    let next = get_with(
+        &env.url(),
+        &format!(
+            "/api/v1/namespaces/fixtures-a/configmaps?limit=5&continue={}",
+            percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC)
+        ),
+        &pb(&[]),
+    )
+    .await;
+    assert_eq!(next.status, 200);
+    let next = decode(&next.body);
+    assert!(!next.items.is_empty());
+    assert!(
+        next.items[0].metadata.as_ref().unwrap().name
+            > ours.items[4].metadata.as_ref().unwrap().name
+    );
+}
+
+#[tokio::test]
+async fn kcaches_own_errors_to_protobuf_readers_are_protobuf_status() {
+    let env = EnvBuilder::fixtures().start().await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    warm(&env, "/api/v1/namespaces/fixtures-a/configmaps").await;
+    // A 404 from the cache: the upstream's bytes (protobuf-err-get-cm-missing).
+    let path = "/api/v1/namespaces/fixtures-a/configmaps/does-not-exist?resourceVersion=0";
+    let ours = get_with(&env.url(), path, &pb(&[])).await;
+    let theirs = get_with(&env.sim.url(), path, &pb(&[])).await;
+    assert_eq!(ours.status, 404);
+    assert_eq!(ours.header("content-type"), theirs.header("content-type"));
+    assert!(
+        ours.body == theirs.body,
+        "the 404 Status as the upstream encodes it"
+    );
+    // A 400 kcache makes itself (a bad label selector).
+    let bad = get_with(
+        &env.url(),
+        "/api/v1/configmaps?labelSelector=a%3D%3D%3Db",
+        &pb(&[]),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    let (kind, raw) = unwrap_envelope(&bad.body);
+    assert_eq!(kind, "Status");
+    let status = Status::decode(&raw[..]).unwrap();
+    assert_eq!(status.code, Some(400));
+    assert_eq!(status.reason.as_deref(), Some("BadRequest"));
+    // A watch from an RV older than the history: one ERROR frame with the 410.
+    let mut w = Watch::open_with(
+        &env.url(),
+        "/api/v1/configmaps?watch=1&resourceVersion=1",
+        &pb(&[]),
+    )
+    .await;
+    assert_eq!(w.status, 200);
+    let frame = next_frame(&mut w, Duration::from_secs(10))
+        .await
+        .expect("an ERROR frame");
+    let ev = WatchEvent::decode(&frame[..]).unwrap();
+    assert_eq!(ev.r#type.as_deref(), Some("ERROR"));
+    let (kind, raw) = unwrap_envelope(&ev.object.unwrap().raw.unwrap());
+    assert_eq!(kind, "Status");
+    let status = Status::decode(&raw[..]).unwrap();
+    assert_eq!(status.code, Some(410));
+    assert_eq!(status.reason.as_deref(), Some("Expired"));
+}
+
+#[tokio::test]
+async fn custom_resources_keep_json_and_protobuf_only_readers_get_the_upstreams_406() {
+    let env = EnvBuilder::fixtures().start().await;
+    let path = "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets?resourceVersion=0";
+    let r = get_with(&env.url(), path, &pb(&[])).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let only = get_with(
+        &env.url(),
+        path,
+        &[("Accept", "application/vnd.kubernetes.protobuf")],
+    )
+    .await;
+    let theirs = get_with(
+        &env.sim.url(),
+        path,
+        &[("Accept", "application/vnd.kubernetes.protobuf")],
+    )
+    .await;
+    assert_eq!(only.status, 406);
+    assert!(only.body == theirs.body);
+}
+
+#[tokio::test]
+async fn with_protobuf_off_protobuf_first_readers_get_json_from_the_cache() {
+    let mut b = EnvBuilder::fixtures();
+    b.config.cache.protobuf = false;
+    let env = b.start().await;
+    let path = "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0";
+    for _ in 0..3 {
+        let r = get_with(&env.url(), path, &pb(&[])).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-type"), Some("application/json"));
+    }
+    // No protobuf mirror was started: the upstream saw no protobuf list or watch.
+    assert_eq!(protobuf_from_cache(&env).await, 0.0);
+    let mirror_requests = env
+        .metric(&[
+            "kcache_upstream_requests_total",
+            "purpose=\"protobuf_list\"",
+        ])
+        .await
+        .unwrap_or(0.0);
+    assert_eq!(mirror_requests, 0.0);
+    // A protobuf-only reader gets the upstream's protobuf.
+    let only = get_with(
+        &env.url(),
+        path,
+        &[("Accept", "application/vnd.kubernetes.protobuf")],
+    )
+    .await;
+    assert_eq!(only.status, 200);
+    assert_eq!(
+        only.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+}
+
+/// The next length-prefixed frame of a protobuf watch.
+async fn next_frame(w: &mut Watch, timeout: Duration) -> Option<Vec<u8>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if w.buffered().len() >= 4 {
+            let len = u32::from_be_bytes(w.buffered()[..4].try_into().unwrap()) as usize;
+            if w.buffered().len() >= 4 + len {
+                let frame: Vec<u8> = w.take_buffered(4 + len);
+                return Some(frame[4..].to_vec());
+            }
+        }
+        if !w.read_more(deadline).await {
+            return None;
+        }
+    }
+}
+
+/// A watch event as (type, object bytes), bookmarks skipped.
+async fn next_event(w: &mut Watch, timeout: Duration) -> Option<(String, Vec<u8>)> {
+    loop {
+        let frame = next_frame(w, timeout).await?;
+        let ev = WatchEvent::decode(&frame[..]).expect("WatchEvent");
+        let ty = ev.r#type.unwrap_or_default();
+        if ty == "BOOKMARK" {
+            continue;
+        }
+        return Some((ty, ev.object.and_then(|o| o.raw).unwrap_or_default()));
+    }
+}
+
+#[tokio::test]
+async fn a_protobuf_watch_carries_the_upstreams_events_byte_for_byte() {
+    let env = EnvBuilder::fixtures().start().await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    warm(&env, "/api/v1/namespaces/fixtures-a/configmaps").await;
+    let rv = env.sim.current_rv();
+    let path = format!(
+        "/api/v1/namespaces/fixtures-a/configmaps?watch=1&labelSelector=app%3Dweb&resourceVersion={rv}"
+    );
+    let headers = [("Accept", "application/vnd.kubernetes.protobuf;stream=watch")];
+    let mut ours = Watch::open_with(&env.url(), &path, &headers).await;
+    let mut theirs = Watch::open_with(&env.sim.url(), &path, &headers).await;
+    assert_eq!(ours.status, 200);
+    assert_eq!(
+        ours.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    // The recording's timeline: a new object labelled in, one joining, one changing, one
+    // leaving the selector, then a deletion.
+    let cm = |name: &str, app: &str, v: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "fixtures-a", "labels": {"app": app}},
+            "data": {"k": v}})
+    };
+    let sim = &env.sim;
+    sim.create("", "configmaps", cm("watch-new-1", "web", "v1"))
+        .unwrap();
+    sim.create("", "configmaps", cm("watch-new-2", "db", "v1"))
+        .unwrap();
+    sim.update("", "configmaps", cm("watch-new-1", "web", "v2"))
+        .unwrap();
+    sim.update("", "configmaps", cm("watch-new-1", "api", "v2"))
+        .unwrap();
+    sim.update("", "configmaps", cm("watch-new-2", "web", "v1"))
+        .unwrap();
+    sim.delete("", "configmaps", Some("fixtures-a"), "watch-new-2")
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let a = next_event(&mut ours, Duration::from_secs(10))
+            .await
+            .expect("kcache's event");
+        let b = next_event(&mut theirs, Duration::from_secs(10))
+            .await
+            .expect("the upstream's event");
+        assert_eq!(a.0, b.0, "event type");
+        assert!(a.1 == b.1, "{} event: the same bytes", a.0);
+        got.push(a.0);
+    }
+    assert_eq!(got, ["ADDED", "MODIFIED", "DELETED", "ADDED", "DELETED"]);
+}
+
+/// A client-go-style informer reading protobuf: LIST, then WATCH from the list's RV, each
+/// event applied to a map of name → resourceVersion; on a 410 it lists again.
+struct Informer {
+    base: String,
+    path: String,
+    view: BTreeMap<String, String>,
+    watch: Option<Watch>,
+}
+
+fn pod_key(p: &Pod) -> (String, String) {
+    let m = p.metadata.as_ref().expect("metadata");
+    (
+        format!(
+            "{}/{}",
+            m.namespace.clone().unwrap_or_default(),
+            m.name.clone().unwrap_or_default()
+        ),
+        m.resource_version.clone().unwrap_or_default(),
+    )
+}
+
+impl Informer {
+    async fn start(base: String, path: String) -> Informer {
+        let mut i = Informer {
+            base,
+            path,
+            view: BTreeMap::new(),
+            watch: None,
+        };
+        i.list().await;
+        i
+    }
+
+    async fn list(&mut self) {
+        let sep = if self.path.contains('?') { '&' } else { '?' };
+        let r = get_with(
+            &self.base,
+            &format!("{}{sep}resourceVersion=0", self.path),
+            &pb(&[]),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", self.path);
+        let (kind, raw) = unwrap_envelope(&r.body);
+        assert_eq!(kind, "PodList");
+        let list = PodList::decode(&raw[..]).unwrap();
+        self.view = list.items.iter().map(pod_key).collect();
+        let rv = list.metadata.unwrap().resource_version.unwrap();
+        self.watch = Some(
+            Watch::open_with(
+                &self.base,
+                &format!(
+                    "{}{sep}watch=1&allowWatchBookmarks=true&resourceVersion={rv}",
+                    self.path
+                ),
+                &pb(&[]),
+            )
+            .await,
+        );
+    }
+
+    /// Apply what has arrived within `quiet`.
+    async fn pump(&mut self, quiet: Duration) {
+        loop {
+            let Some(w) = self.watch.as_mut() else { return };
+            let Some(frame) = next_frame(w, quiet).await else {
+                if w.ended {
+                    self.list().await;
+                    continue;
+                }
+                return;
+            };
+            let ev = WatchEvent::decode(&frame[..]).unwrap();
+            let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
+            let (kind, obj) = unwrap_envelope(&raw);
+            match ev.r#type.as_deref() {
+                Some("ADDED") | Some("MODIFIED") => {
+                    assert_eq!(kind, "Pod");
+                    let (k, rv) = pod_key(&Pod::decode(&obj[..]).unwrap());
+                    self.view.insert(k, rv);
+                }
+                Some("DELETED") => {
+                    let (k, _) = pod_key(&Pod::decode(&obj[..]).unwrap());
+                    self.view.remove(&k);
+                }
+                Some("BOOKMARK") => {}
+                _ => {
+                    // 410: list again.
+                    self.list().await;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn protobuf_informers_stay_equal_to_the_upstream_through_churn() {
+    let mut b = EnvBuilder {
+        seed: seed::pods(300, 5, 3, 41),
+        ..Default::default()
+    };
+    b.config.resources = vec![resource("", "v1", "pods")];
+    let env = b.start().await;
+    warm(&env, "/api/v1/pods?resourceVersion=0").await;
+    let node = "node-2";
+    let path_node = format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}");
+    let before = protobuf_from_cache(&env).await;
+    let mut kubelet = Informer::start(env.url(), path_node.clone()).await;
+    let mut all = Informer::start(env.url(), "/api/v1/pods".into()).await;
+    assert!(
+        protobuf_from_cache(&env).await >= before + 2.0,
+        "both lists from the cache"
+    );
+    // Churn: updates, deletions, new pods on the node and elsewhere.
+    let pods = env.sim.list("", "pods");
+    for (i, p) in pods.iter().enumerate().take(60) {
+        let ns = p["metadata"]["namespace"].as_str().unwrap().to_string();
+        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+        match i % 3 {
+            0 => {
+                let mut q = p.clone();
+                q["metadata"]["labels"]["churn"] = serde_json::json!(format!("{i}"));
+                env.sim.update("", "pods", q).unwrap();
+            }
+            1 => {
+                env.sim.delete("", "pods", Some(&ns), &name).unwrap();
+            }
+            _ => {
+                let mut q = p.clone();
+                let m = q["metadata"].as_object_mut().unwrap();
+                m.remove("resourceVersion");
+                m.remove("uid");
+                m.remove("creationTimestamp");
+                m.insert("name".into(), serde_json::json!(format!("{name}-again")));
+                q["spec"]["nodeName"] = serde_json::json!(node);
+                env.sim.create("", "pods", q).unwrap();
+            }
+        }
+        if i % 10 == 0 {
+            kubelet.pump(Duration::from_millis(1)).await;
+            all.pump(Duration::from_millis(1)).await;
+        }
+    }
+    let upstream = |only_node: bool| {
+        env.sim
+            .list("", "pods")
+            .iter()
+            .filter(|p| !only_node || p["spec"]["nodeName"] == node)
+            .map(|p| {
+                (
+                    format!(
+                        "{}/{}",
+                        p["metadata"]["namespace"].as_str().unwrap(),
+                        p["metadata"]["name"].as_str().unwrap()
+                    ),
+                    p["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        kubelet.pump(Duration::from_millis(200)).await;
+        all.pump(Duration::from_millis(200)).await;
+        if kubelet.view == upstream(true) && all.view == upstream(false) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "informers equal to the upstream: node {} vs {}, all {} vs {}",
+            kubelet.view.len(),
+            upstream(true).len(),
+            all.view.len(),
+            upstream(false).len()
+        );
+    }
+    assert!(!kubelet.view.is_empty());
+}
