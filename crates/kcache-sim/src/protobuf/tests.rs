@@ -337,6 +337,19 @@ fn watch_frames_match_the_recording() {
         types.push(ty);
     }
     assert_eq!(types, ["ADDED", "MODIFIED", "DELETED", "ADDED", "DELETED"]);
+    // The same watch recorded in JSON at the same time (same objects, same RVs): each JSON
+    // event encoded here is the recorded protobuf frame.
+    let json = String::from_utf8(read("watch-cm-ns-a-label-app-web-from-list-rv.json")).unwrap();
+    let events: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 5);
+    for (ev, want) in events.iter().zip(frames(&body)) {
+        let ty = ev["type"].as_str().unwrap();
+        let env = envelope("v1", "ConfigMap", &encode_cm(&ev["object"]));
+        same(&watch_frame(ty, &env), want, ty);
+    }
 }
 
 #[test]
