@@ -795,3 +795,89 @@ async fn an_object_with_an_unknown_field_is_answered_in_json() {
     assert_eq!(r.header("Content-Type"), Some("application/json"));
     assert_eq!(r.lines().len(), 5);
 }
+
+#[tokio::test]
+async fn writes_and_other_errors_answer_protobuf_clients_in_protobuf() {
+    let sim = seeded(fast_cfg()).await;
+    let body =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"posted"},"data":{"k":"v"}}"#;
+    let r = request(
+        sim.addr(),
+        "POST",
+        CMS_B,
+        &[("Accept", PB), ("Content-Type", "application/json")],
+        body,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("Content-Type"), Some(PB));
+    let (_, kind, raw) = envelope(&r.body);
+    assert_eq!(kind, "ConfigMap");
+    assert_eq!(get(&get(&raw, 1), 1), b"posted");
+    // Its data map: one entry {key 1, value 2}.
+    assert_eq!(get(&raw, 2), [0x0a, 1, b'k', 0x12, 1, b'v']);
+
+    // DELETE of a built-in: a Status Success.
+    let r = request(
+        sim.addr(),
+        "DELETE",
+        &format!("{CMS_B}/posted"),
+        &[("Accept", PB)],
+        b"",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("Content-Type"), Some(PB));
+    let (av, kind, status) = envelope(&r.body);
+    assert_eq!((av.as_str(), kind.as_str()), ("v1", "Status"));
+    assert_eq!(get(&status, 2), b"Success");
+    let details = get(&status, 5);
+    assert_eq!(get(&details, 1), b"posted");
+    assert_eq!(get(&details, 3), b"configmaps");
+
+    // A 504 for a future resourceVersion: its cause and Retry-After.
+    let r = request(
+        sim.addr(),
+        "GET",
+        &format!("{CMS_B}?resourceVersion={}", sim.current_rv() + 1000),
+        &[("Accept", PB)],
+        b"",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 504);
+    assert_eq!(r.header("Content-Type"), Some(PB));
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    let (_, kind, status) = envelope(&r.body);
+    assert_eq!(kind, "Status");
+    let details = get(&status, 5);
+    let cause = get(&details, 4);
+    assert_eq!(get(&cause, 1), b"ResourceVersionTooLarge");
+    let retry = fields(&details)
+        .into_iter()
+        .find(|(n, _)| *n == 5)
+        .map(|(_, v)| v);
+    assert_eq!(retry, Some(F::Varint(1)));
+
+    // The same error to a JSON client is JSON, as before.
+    let r = common::get(
+        &sim,
+        &format!("{CMS_B}?resourceVersion={}", sim.current_rv() + 1000),
+    )
+    .await;
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    // A non-API path keeps its plain-text 404.
+    let r = request(
+        sim.addr(),
+        "GET",
+        "/apis/nonexistent.example.com/v1/things",
+        &[("Accept", PB)],
+        b"",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+}
