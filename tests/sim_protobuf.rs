@@ -668,6 +668,8 @@ async fn pods_and_other_builtins_are_protobuf() {
         ("/api/v1/services", "ServiceList"),
         ("/api/v1/namespaces", "NamespaceList"),
         ("/api/v1/nodes", "NodeList"),
+        ("/api/v1/serviceaccounts", "ServiceAccountList"),
+        ("/api/v1/events", "EventList"),
     ] {
         let r = request(
             demo.addr(),

@@ -16,8 +16,9 @@
 //!
 //! Clients that prefer `application/vnd.kubernetes.protobuf` get protobuf for the built-in
 //! kinds the `protobuf` module has a schema for (ConfigMap, Secret, Namespace, Pod, Service,
-//! Node) and protobuf Status errors; custom resources and kinds without schema are JSON (or
-//! 406), as are objects with a field the schema does not know (see that module's docs).
+//! Node, ServiceAccount, Event) and protobuf Status errors; custom resources and kinds without
+//! schema are JSON (or 406), as are objects with a field the schema does not know (see that
+//! module's docs).
 
 pub mod certs;
 mod discovery;

@@ -14,7 +14,8 @@
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
 //!   do (see `encode.rs`). Covered kinds (core/v1): ConfigMap, Secret, Namespace, Pod,
-//!   Service, Node, and Status for errors.
+//!   Service, Node, ServiceAccount, Event, and Status for errors. Other groups (apps,
+//!   batch, discovery.k8s.io, ...) have no schema yet, so they are JSON.
 //! * **Never guessing**: an object with a JSON field the schema does not have (or of the
 //!   wrong JSON type), or a kind without schema, has no protobuf form here, and the request
 //!   is answered in JSON as before: a GET of it, a list containing it, a watch whose initial

@@ -1069,6 +1069,10 @@ fn every_seed_object_of_a_covered_kind_encodes() {
             "Service" => core::Service::decode(&raw[..]).unwrap().encode_to_vec(),
             "Node" => core::Node::decode(&raw[..]).unwrap().encode_to_vec(),
             "Pod" => core::Pod::decode(&raw[..]).unwrap().encode_to_vec(),
+            "ServiceAccount" => core::ServiceAccount::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
+            "Event" => core::Event::decode(&raw[..]).unwrap().encode_to_vec(),
             other => panic!("covered kind {other} not checked here"),
         };
         assert_eq!(again, raw, "{} {}", o.kind(), o.name());
@@ -1077,6 +1081,15 @@ fn every_seed_object_of_a_covered_kind_encodes() {
     let kinds: Vec<&str> = seen.keys().map(String::as_str).collect();
     assert_eq!(
         kinds,
-        ["ConfigMap", "Namespace", "Node", "Pod", "Secret", "Service"]
+        [
+            "ConfigMap",
+            "Event",
+            "Namespace",
+            "Node",
+            "Pod",
+            "Secret",
+            "Service",
+            "ServiceAccount"
+        ]
     );
 }
