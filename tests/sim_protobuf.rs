@@ -684,20 +684,32 @@ async fn pods_and_other_builtins_are_protobuf() {
         assert_eq!(r.header("Content-Type"), Some(PB), "{path}");
         assert_eq!(envelope(&r.body).1, kind);
     }
-    // A kind without schema: JSON (a protobuf-only client gets a 406).
-    let r = request(
-        demo.addr(),
-        "GET",
-        "/apis/apps/v1/deployments",
-        &[(
-            "Accept",
-            "application/vnd.kubernetes.protobuf, application/json",
-        )],
-        b"",
-        Duration::from_secs(5),
-    )
-    .await;
-    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    // A built-in kind without schema: JSON, even to a protobuf-only client (the sim does not
+    // guess; a real apiserver would answer protobuf, only custom resources get the 406).
+    for accept in [PB, "application/vnd.kubernetes.protobuf, application/json"] {
+        let r = request(
+            demo.addr(),
+            "GET",
+            "/apis/apps/v1/deployments",
+            &[("Accept", accept)],
+            b"",
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Content-Type"), Some("application/json"));
+        let r = request(
+            demo.addr(),
+            "GET",
+            "/apis/apps/v1/deployments?watch=true&timeoutSeconds=1",
+            &[("Accept", accept)],
+            b"",
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Content-Type"), Some("application/json"));
+    }
     // JSON clients are unaffected.
     let r = common::get(&demo, "/api/v1/pods").await;
     assert_eq!(r.header("Content-Type"), Some("application/json"));

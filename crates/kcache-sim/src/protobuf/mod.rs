@@ -5,21 +5,23 @@
 //!
 //! * **Negotiation** ([`negotiate`]): the client's most preferred acceptable media type wins,
 //!   in the order of its `Accept` (q-values respected). `application/vnd.kubernetes.protobuf`
-//!   (with or without `;stream=watch`) is acceptable for the built-in kinds the schema
-//!   covers; custom resources have no protobuf form, so `protobuf, application/json` gets
-//!   JSON and protobuf alone a 406 (whose Status body is itself protobuf, as recorded).
+//!   (with or without `;stream=watch`) is acceptable for built-in kinds; custom resources
+//!   have no protobuf form, so `protobuf, application/json` gets JSON and protobuf alone a
+//!   406 (whose Status body is itself protobuf, as recorded). Errors are protobuf Status
+//!   objects whenever the client prefers protobuf, whatever the resource.
 //!   Clauses asking for another form (`as=Table`, `as=PartialObjectMetadata`) are never
 //!   protobuf here: those keep their JSON behaviour.
-//! * **Objects** ([`Codec::object`]): the stored JSON walked along a hand-written schema
+//! * **Objects** ([`encode_object`], cached per stored object version): the stored JSON walked along a hand-written schema
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
 //!   do (see `encode.rs`). Covered kinds (core/v1): ConfigMap, Secret, Namespace, Pod,
 //!   Service, Node, ServiceAccount, Event, and Status for errors. Other groups (apps,
 //!   batch, discovery.k8s.io, ...) have no schema yet, so they are JSON.
 //! * **Never guessing**: an object with a JSON field the schema does not have (or of the
-//!   wrong JSON type), or a kind without schema, has no protobuf form here, and the request
-//!   is answered in JSON as before: a GET of it, a list containing it, a watch whose initial
-//!   state or replay contains it (the whole stream is JSON). A watch already streaming
+//!   wrong JSON type), or a built-in kind without schema, has no protobuf form here, and the
+//!   request is answered in JSON, even to a client that accepts only protobuf: a GET of it,
+//!   a list containing it, a watch whose initial state or replay contains it (the whole
+//!   stream is JSON). A watch already streaming
 //!   protobuf that meets such an event ends (the client re-watches from its last
 //!   resourceVersion, and that watch replays the event, so it gets JSON). A real apiserver
 //!   never does this (it drops unknown fields when it decodes); a client asking for
