@@ -698,16 +698,31 @@ async fn pods_and_other_builtins_are_protobuf() {
         .await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("Content-Type"), Some("application/json"));
+        // Watches too, from now (nothing to encode at the start) and with the initial state.
+        let now = demo.current_rv();
+        for query in [format!("resourceVersion={now}&"), String::new()] {
+            let r = request(
+                demo.addr(),
+                "GET",
+                &format!("/apis/apps/v1/deployments?{query}watch=true&timeoutSeconds=1"),
+                &[("Accept", accept)],
+                b"",
+                Duration::from_secs(5),
+            )
+            .await;
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("Content-Type"), Some("application/json"));
+        }
+        // And an empty list.
         let r = request(
             demo.addr(),
             "GET",
-            "/apis/apps/v1/deployments?watch=true&timeoutSeconds=1",
+            "/apis/apps/v1/namespaces/nowhere/deployments",
             &[("Accept", accept)],
             b"",
             Duration::from_secs(5),
         )
         .await;
-        assert_eq!(r.status, 200);
         assert_eq!(r.header("Content-Type"), Some("application/json"));
     }
     // JSON clients are unaffected.
