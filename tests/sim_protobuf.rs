@@ -670,6 +670,15 @@ async fn pods_and_other_builtins_are_protobuf() {
         ("/api/v1/nodes", "NodeList"),
         ("/api/v1/serviceaccounts", "ServiceAccountList"),
         ("/api/v1/events", "EventList"),
+        ("/apis/apps/v1/deployments", "DeploymentList"),
+        ("/apis/apps/v1/replicasets", "ReplicaSetList"),
+        ("/apis/apps/v1/statefulsets", "StatefulSetList"),
+        ("/apis/apps/v1/daemonsets", "DaemonSetList"),
+        ("/apis/batch/v1/jobs", "JobList"),
+        (
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            "EndpointSliceList",
+        ),
     ] {
         let r = request(
             demo.addr(),
@@ -682,7 +691,13 @@ async fn pods_and_other_builtins_are_protobuf() {
         .await;
         assert_eq!(r.status, 200, "{path}");
         assert_eq!(r.header("Content-Type"), Some(PB), "{path}");
-        assert_eq!(envelope(&r.body).1, kind);
+        let (api_version, list_kind, _) = envelope(&r.body);
+        assert_eq!(list_kind, kind);
+        let want_version = match path.strip_prefix("/apis/") {
+            Some(rest) => rest.split('/').take(2).collect::<Vec<_>>().join("/"),
+            None => "v1".to_string(),
+        };
+        assert_eq!(api_version, want_version, "{path}");
     }
     // A built-in kind without schema: JSON, even to a protobuf-only client (the sim does not
     // guess; a real apiserver would answer protobuf, only custom resources get the 406).
@@ -690,7 +705,7 @@ async fn pods_and_other_builtins_are_protobuf() {
         let r = request(
             demo.addr(),
             "GET",
-            "/apis/apps/v1/deployments",
+            "/api/v1/endpoints",
             &[("Accept", accept)],
             b"",
             Duration::from_secs(5),
@@ -704,7 +719,7 @@ async fn pods_and_other_builtins_are_protobuf() {
             let r = request(
                 demo.addr(),
                 "GET",
-                &format!("/apis/apps/v1/deployments?{query}watch=true&timeoutSeconds=1"),
+                &format!("/api/v1/endpoints?{query}watch=true&timeoutSeconds=1"),
                 &[("Accept", accept)],
                 b"",
                 Duration::from_secs(5),
@@ -717,7 +732,7 @@ async fn pods_and_other_builtins_are_protobuf() {
         let r = request(
             demo.addr(),
             "GET",
-            "/apis/apps/v1/namespaces/nowhere/deployments",
+            "/api/v1/namespaces/nowhere/endpoints",
             &[("Accept", accept)],
             b"",
             Duration::from_secs(5),

@@ -15,10 +15,10 @@
 //! `Sim::pin_replica` sends them all to one.
 //!
 //! Clients that prefer `application/vnd.kubernetes.protobuf` get protobuf for the built-in
-//! kinds the `protobuf` module has a schema for (ConfigMap, Secret, Namespace, Pod, Service,
-//! Node, ServiceAccount, Event) and protobuf Status errors; custom resources and kinds without
-//! schema are JSON (or 406), as are objects with a field the schema does not know (see that
-//! module's docs).
+//! kinds the `protobuf` module has a schema for (the core/v1 kinds the sim serves but
+//! Endpoints, the apps/v1 workloads, Jobs and EndpointSlices) and protobuf Status errors;
+//! custom resources get JSON (or a 406), and so do kinds without schema and objects with a
+//! field the schema does not know (see that module's docs).
 
 pub mod certs;
 mod discovery;

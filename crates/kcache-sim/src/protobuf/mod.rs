@@ -14,9 +14,10 @@
 //! * **Objects** ([`encode_object`], cached per stored object version): the stored JSON walked along a hand-written schema
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
-//!   do (see `encode.rs`). Covered kinds (core/v1): ConfigMap, Secret, Namespace, Pod,
-//!   Service, Node, ServiceAccount, Event, and Status for errors. Other groups (apps,
-//!   batch, discovery.k8s.io, ...) have no schema yet, so they are JSON.
+//!   do (see `encode.rs`). Covered kinds: core/v1 ConfigMap, Secret, Namespace, Pod,
+//!   Service, Node, ServiceAccount, Event (and Status for errors); apps/v1 Deployment,
+//!   ReplicaSet, StatefulSet, DaemonSet; batch/v1 Job; discovery.k8s.io/v1 EndpointSlice.
+//!   Other kinds (core/v1 Endpoints, ...) have no schema yet, so they are JSON.
 //! * **Never guessing**: an object with a JSON field the schema does not have (or of the
 //!   wrong JSON type), or a built-in kind without schema, has no protobuf form here, and the
 //!   request is answered in JSON, even to a client that accepts only protobuf: a GET of it,
@@ -106,7 +107,11 @@ pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<Media> {
 
 /// Whether `rt` has a protobuf form here: a built-in kind the schema covers.
 pub fn kind_supported(rt: &ResourceType) -> bool {
-    !rt.custom && rt.group.is_empty() && rt.version == "v1" && schema::message(&rt.kind).is_some()
+    const GROUPS: [&str; 4] = ["", "apps", "batch", "discovery.k8s.io"];
+    !rt.custom
+        && GROUPS.contains(&rt.group.as_str())
+        && rt.version == "v1"
+        && schema::message(&rt.kind).is_some()
 }
 
 /// The bare message of an object of type `rt`, or why it has none.

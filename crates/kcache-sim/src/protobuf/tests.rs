@@ -11,6 +11,7 @@ use super::*;
 use crate::recordings::read;
 use crate::status::{SimError, Target};
 use crate::types::builtins;
+use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -445,12 +446,9 @@ fn unknown_fields_and_kinds_have_no_protobuf_form() {
     assert!(encode_object(&cm, &deep).is_err());
     let wrong_type = json!({"metadata": {"name": 5}});
     assert!(encode_object(&cm, &wrong_type).is_err());
-    let deploy = builtins()
-        .into_iter()
-        .find(|t| t.kind == "Deployment")
-        .unwrap();
-    assert!(!kind_supported(&deploy));
-    assert!(encode_object(&deploy, &ok).is_err());
+    let endpoints = rt("Endpoints");
+    assert!(!kind_supported(&endpoints));
+    assert!(encode_object(&endpoints, &ok).is_err());
 }
 
 #[test]
@@ -1073,6 +1071,16 @@ fn every_seed_object_of_a_covered_kind_encodes() {
                 .unwrap()
                 .encode_to_vec(),
             "Event" => core::Event::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Deployment" => apps::Deployment::decode(&raw[..]).unwrap().encode_to_vec(),
+            "ReplicaSet" => apps::ReplicaSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "StatefulSet" => apps::StatefulSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "DaemonSet" => apps::DaemonSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Job" => k8s_pb::api::batch::v1::Job::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
+            "EndpointSlice" => k8s_pb::api::discovery::v1::EndpointSlice::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
             other => panic!("covered kind {other} not checked here"),
         };
         assert_eq!(again, raw, "{} {}", o.kind(), o.name());
@@ -1083,13 +1091,19 @@ fn every_seed_object_of_a_covered_kind_encodes() {
         kinds,
         [
             "ConfigMap",
+            "DaemonSet",
+            "Deployment",
+            "EndpointSlice",
             "Event",
+            "Job",
             "Namespace",
             "Node",
             "Pod",
+            "ReplicaSet",
             "Secret",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "StatefulSet"
         ]
     );
 }
