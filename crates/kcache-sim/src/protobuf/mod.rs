@@ -34,8 +34,14 @@
 //!   `WatchEvent { type = 1, object RawExtension { raw = 1 } = 2 }` whose `raw` is the
 //!   object's own `k8s\0` envelope. BOOKMARKs and ERRORs go through the same encoder.
 //! * **gzip**: protobuf bodies over 128 KiB to clients sending `Accept-Encoding: gzip` are
-//!   gzipped (rule E8, `gzip-protobuf-list-cm-ns-c-big`); watches never. (The sim's JSON
-//!   bodies are not compressed: kcache's tests rely on that.)
+//!   gzipped (rule E8, `gzip-protobuf-list-cm-ns-c-big`); watches never. The stream is
+//!   flate2's, not Go's: the bytes differ from a recording, the content does not. (The sim's
+//!   JSON bodies are not compressed, as before this module.)
+//!
+//! Limits: request bodies must be JSON (a protobuf body is a 400); Table and
+//! PartialObjectMetadata answers, discovery and the CustomResourceDefinition objects stay
+//! JSON; quantities are written as stored (the apiserver canonicalises them, the sim's JSON
+//! does not either).
 
 mod encode;
 mod schema;
