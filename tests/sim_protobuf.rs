@@ -926,9 +926,12 @@ async fn writes_and_other_errors_answer_protobuf_clients_in_protobuf() {
     assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
 }
 
-/// A list's (resourceVersion, continue, remainingItemCount, [(name, resourceVersion, uid)])
-/// from its protobuf body.
-fn proto_list(body: &[u8]) -> (String, String, Option<u64>, Vec<(String, String, String)>) {
+/// A list's resourceVersion, continue, remainingItemCount and items' (name,
+/// resourceVersion, uid).
+type ListSummary = (String, String, Option<u64>, Vec<(String, String, String)>);
+
+/// A [`ListSummary`] from a protobuf list body.
+fn proto_list(body: &[u8]) -> ListSummary {
     let (_, _, raw) = envelope(body);
     let lm = get(&raw, 1);
     let text = |m: &[u8], n: u32| String::from_utf8(get(m, n)).unwrap();
@@ -949,8 +952,8 @@ fn proto_list(body: &[u8]) -> (String, String, Option<u64>, Vec<(String, String,
     (text(&lm, 2), text(&lm, 3), remaining, items)
 }
 
-/// The same from a JSON list.
-fn json_list(v: &Value) -> (String, String, Option<u64>, Vec<(String, String, String)>) {
+/// A [`ListSummary`] from a JSON list.
+fn json_list(v: &Value) -> ListSummary {
     let m = &v["metadata"];
     let s = |x: &Value| x.as_str().unwrap_or("").to_string();
     let items = v["items"]
