@@ -624,8 +624,12 @@ async fn resource(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let mut f = f;
-    f.media = protobuf::negotiate(accept, protobuf::kind_supported(&a.rt))
-        .ok_or(SimError::NotAcceptable)?;
+    // Custom resources have no protobuf form (protobuf alone is a 406). Built-ins do; those
+    // the sim cannot encode (no schema, or a field it does not know) are answered in JSON.
+    f.media = protobuf::negotiate(accept, !a.rt.custom).ok_or(SimError::NotAcceptable)?;
+    if !protobuf::kind_supported(&a.rt) {
+        f.media = Media::Json;
+    }
     let method = req.method().clone();
     match (&a.name, method) {
         (None, Method::GET) => collection_get(ctx, &a, query, f).await,

@@ -41,21 +41,19 @@ pub struct WatchEnv {
 }
 
 /// The object of a BOOKMARK event in the apiserver's form for the type, as a frame in the
-/// stream's encoding.
-fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, proto: bool) -> Bytes {
+/// stream's encoding (None: a protobuf stream of a kind the sim cannot encode, which
+/// negotiation never starts).
+fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, proto: bool) -> Option<Bytes> {
     let obj = bookmark_object(rt, rv, initial_end);
-    if proto {
-        let mut json = Vec::new();
-        obj.write(&mut json);
-        let value: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
-        if let Ok(raw) = protobuf::encode_object(rt, &value) {
-            let env = protobuf::envelope(&rt.api_version(), &rt.kind, &raw);
-            return protobuf::watch_frame("BOOKMARK", &env);
-        }
+    let mut json = Vec::new();
+    obj.write(&mut json);
+    if !proto {
+        return Some(frame("BOOKMARK", &json));
     }
-    let mut bytes = Vec::new();
-    obj.write(&mut bytes);
-    frame("BOOKMARK", &bytes)
+    let value: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+    let raw = protobuf::encode_object(rt, &value).ok()?;
+    let env = protobuf::envelope(&rt.api_version(), &rt.kind, &raw);
+    Some(protobuf::watch_frame("BOOKMARK", &env))
 }
 
 /// The BOOKMARK object (JSON).
@@ -236,7 +234,7 @@ pub async fn start(
             });
         }
         if streaming && filter.opts.allow_bookmarks {
-            frames.push(bookmark(&rt, start_rv, true, proto));
+            frames.extend(bookmark(&rt, start_rv, true, proto));
         }
     } else {
         // From an explicit RV (or from "now" for sendInitialEvents=false).
@@ -384,8 +382,9 @@ impl Watcher {
                     }
                     self.seen_rv = self.seen_rv.max(store_rv);
                     if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
-                        let f = bookmark(&self.rt, self.seen_rv, false, self.proto);
-                        if let Flow::Stop = self.emit(f).await { return; }
+                        if let Some(f) = bookmark(&self.rt, self.seen_rv, false, self.proto) {
+                            if let Flow::Stop = self.emit(f).await { return; }
+                        }
                     }
                     next_bm = self.next_bookmark(Instant::now());
                 }

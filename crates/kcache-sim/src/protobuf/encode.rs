@@ -18,7 +18,7 @@
 //! then answers in JSON.
 
 use super::schema::{message, Field, Kind, Message};
-use super::wire::{put_bytes_field, put_len_field, put_varint_field};
+use super::wire::{put_bytes_field, put_nested, put_varint_field};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -69,11 +69,9 @@ fn encode_message(
                 return fail("inline field that is not a message");
             };
             let inner = message(inner).ok_or_else(|| Unencodable(format!("no message {inner}")))?;
-            let mut buf = Vec::new();
             // The parent already checked the keys; the inner message must not reject the
             // parent's own.
-            encode_fields(inner, obj, &mut buf)?;
-            put_len_field(out, f.number, &buf);
+            put_nested(out, f.number, |out| encode_fields(inner, obj, out))?;
             continue;
         }
         let v = obj.and_then(|o| o.get(f.json)).filter(|v| !v.is_null());
@@ -94,13 +92,13 @@ fn encode_message(
                     let mut keys: Vec<&String> = m.keys().collect();
                     keys.sort();
                     for k in keys {
-                        let mut entry = Vec::new();
-                        put_bytes_field(&mut entry, 1, k.as_bytes());
                         let val = &m[k.as_str()];
                         // A null map value is the type's zero value in Go.
                         let val = (!val.is_null()).then_some(val);
-                        write_value(f.kind, 2, val, true, &mut entry, f.json)?;
-                        put_len_field(out, f.number, &entry);
+                        put_nested(out, f.number, |entry| {
+                            put_bytes_field(entry, 1, k.as_bytes());
+                            write_value(f.kind, 2, val, true, entry, f.json)
+                        })?;
                     }
                 }
                 Some(_) => return fail(format!("{} is not an object", f.json)),
@@ -180,30 +178,37 @@ fn write_value(
             Some(_) => return wrong("a base64 string"),
         },
         Kind::Time => {
-            let mut buf = Vec::new();
-            match v {
-                None => {}
-                Some(Value::String(s)) => {
-                    let Ok(t) = s.parse::<jiff::Timestamp>() else {
-                        return wrong("an RFC 3339 time");
-                    };
-                    put_varint_field(&mut buf, 1, t.as_second() as u64);
-                    put_varint_field(&mut buf, 2, i64::from(t.subsec_nanosecond()) as u64);
-                }
+            let t = match v {
+                None => None,
+                Some(Value::String(s)) => match s.parse::<jiff::Timestamp>() {
+                    Ok(t) => Some(t),
+                    Err(_) => return wrong("an RFC 3339 time"),
+                },
                 Some(_) => return wrong("a time"),
-            }
-            put_len_field(out, number, &buf);
+            };
+            put_nested(out, number, |buf| {
+                if let Some(t) = t {
+                    put_varint_field(buf, 1, t.as_second() as u64);
+                    put_varint_field(buf, 2, i64::from(t.subsec_nanosecond()) as u64);
+                }
+                Ok(())
+            })?;
         }
         Kind::Quantity => {
+            let number_text;
             let s = match v {
-                None => "0".to_string(),
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Number(n)) => n.to_string(),
+                None => "0",
+                Some(Value::String(s)) => s.as_str(),
+                Some(Value::Number(n)) => {
+                    number_text = n.to_string();
+                    number_text.as_str()
+                }
                 Some(_) => return wrong("a quantity"),
             };
-            let mut buf = Vec::new();
-            put_bytes_field(&mut buf, 1, s.as_bytes());
-            put_len_field(out, number, &buf);
+            put_nested(out, number, |buf| {
+                put_bytes_field(buf, 1, s.as_bytes());
+                Ok(())
+            })?;
         }
         Kind::IntOrString => {
             let (ty, int, s): (u64, i64, &str) = match v {
@@ -215,20 +220,22 @@ fn write_value(
                 Some(Value::String(s)) => (1, 0, s),
                 Some(_) => return wrong("an int or string"),
             };
-            let mut buf = Vec::new();
-            put_varint_field(&mut buf, 1, ty);
-            put_varint_field(&mut buf, 2, int as u64);
-            put_bytes_field(&mut buf, 3, s.as_bytes());
-            put_len_field(out, number, &buf);
+            put_nested(out, number, |buf| {
+                put_varint_field(buf, 1, ty);
+                put_varint_field(buf, 2, int as u64);
+                put_bytes_field(buf, 3, s.as_bytes());
+                Ok(())
+            })?;
         }
         Kind::RawJson => {
             let mut json = Vec::new();
             if let Some(v) = v {
                 crate::encode::write_value(&mut json, v, false);
             }
-            let mut buf = Vec::new();
-            put_bytes_field(&mut buf, 1, &json);
-            put_len_field(out, number, &buf);
+            put_nested(out, number, |buf| {
+                put_bytes_field(buf, 1, &json);
+                Ok(())
+            })?;
         }
         Kind::Msg(name) => {
             let msg = message(name).ok_or_else(|| Unencodable(format!("no message {name}")))?;
@@ -237,9 +244,7 @@ fn write_value(
                 Some(Value::Object(m)) => Some(m),
                 Some(_) => return wrong("an object"),
             };
-            let mut buf = Vec::new();
-            encode_message(msg, obj, &[], &mut buf)?;
-            put_len_field(out, number, &buf);
+            put_nested(out, number, |buf| encode_message(msg, obj, &[], buf))?;
         }
     }
     Ok(())

@@ -5,20 +5,24 @@
 //!
 //! * **Negotiation** ([`negotiate`]): the client's most preferred acceptable media type wins,
 //!   in the order of its `Accept` (q-values respected). `application/vnd.kubernetes.protobuf`
-//!   (with or without `;stream=watch`) is acceptable for the built-in kinds the schema
-//!   covers; custom resources have no protobuf form, so `protobuf, application/json` gets
-//!   JSON and protobuf alone a 406 (whose Status body is itself protobuf, as recorded).
+//!   (with or without `;stream=watch`) is acceptable for built-in kinds; custom resources
+//!   have no protobuf form, so `protobuf, application/json` gets JSON and protobuf alone a
+//!   406 (whose Status body is itself protobuf, as recorded). Errors are protobuf Status
+//!   objects whenever the client prefers protobuf, whatever the resource.
 //!   Clauses asking for another form (`as=Table`, `as=PartialObjectMetadata`) are never
 //!   protobuf here: those keep their JSON behaviour.
-//! * **Objects** ([`Codec::object`]): the stored JSON walked along a hand-written schema
+//! * **Objects** ([`encode_object`], cached per stored object version): the stored JSON walked along a hand-written schema
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
-//!   do (see `encode.rs`). Covered kinds (core/v1): ConfigMap, Secret, Namespace, Pod,
-//!   Service, Node, and Status for errors.
+//!   do (see `encode.rs`). Covered kinds: core/v1 ConfigMap, Secret, Namespace, Pod,
+//!   Service, Node, ServiceAccount, Event (and Status for errors); apps/v1 Deployment,
+//!   ReplicaSet, StatefulSet, DaemonSet; batch/v1 Job; discovery.k8s.io/v1 EndpointSlice.
+//!   Other kinds (core/v1 Endpoints, ...) have no schema yet, so they are JSON.
 //! * **Never guessing**: an object with a JSON field the schema does not have (or of the
-//!   wrong JSON type), or a kind without schema, has no protobuf form here, and the request
-//!   is answered in JSON as before: a GET of it, a list containing it, a watch whose initial
-//!   state or replay contains it (the whole stream is JSON). A watch already streaming
+//!   wrong JSON type), or a built-in kind without schema, has no protobuf form here, and the
+//!   request is answered in JSON, even to a client that accepts only protobuf: a GET of it,
+//!   a list containing it, a watch whose initial state or replay contains it (the whole
+//!   stream is JSON). A watch already streaming
 //!   protobuf that meets such an event ends (the client re-watches from its last
 //!   resourceVersion, and that watch replays the event, so it gets JSON). A real apiserver
 //!   never does this (it drops unknown fields when it decodes); a client asking for
@@ -30,8 +34,14 @@
 //!   `WatchEvent { type = 1, object RawExtension { raw = 1 } = 2 }` whose `raw` is the
 //!   object's own `k8s\0` envelope. BOOKMARKs and ERRORs go through the same encoder.
 //! * **gzip**: protobuf bodies over 128 KiB to clients sending `Accept-Encoding: gzip` are
-//!   gzipped (rule E8, `gzip-protobuf-list-cm-ns-c-big`); watches never. (The sim's JSON
-//!   bodies are not compressed: kcache's tests rely on that.)
+//!   gzipped (rule E8, `gzip-protobuf-list-cm-ns-c-big`); watches never. The stream is
+//!   flate2's, not Go's: the bytes differ from a recording, the content does not. (The sim's
+//!   JSON bodies are not compressed, as before this module.)
+//!
+//! Limits: request bodies must be JSON (a protobuf body is a 400); Table and
+//! PartialObjectMetadata answers, discovery and the CustomResourceDefinition objects stay
+//! JSON; quantities are written as stored (the apiserver canonicalises them, the sim's JSON
+//! does not either).
 
 mod encode;
 mod schema;
@@ -103,7 +113,11 @@ pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<Media> {
 
 /// Whether `rt` has a protobuf form here: a built-in kind the schema covers.
 pub fn kind_supported(rt: &ResourceType) -> bool {
-    !rt.custom && rt.group.is_empty() && rt.version == "v1" && schema::message(&rt.kind).is_some()
+    const GROUPS: [&str; 4] = ["", "apps", "batch", "discovery.k8s.io"];
+    !rt.custom
+        && GROUPS.contains(&rt.group.as_str())
+        && rt.version == "v1"
+        && schema::message(&rt.kind).is_some()
 }
 
 /// The bare message of an object of type `rt`, or why it has none.

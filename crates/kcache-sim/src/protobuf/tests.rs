@@ -11,6 +11,7 @@ use super::*;
 use crate::recordings::read;
 use crate::status::{SimError, Target};
 use crate::types::builtins;
+use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -337,6 +338,19 @@ fn watch_frames_match_the_recording() {
         types.push(ty);
     }
     assert_eq!(types, ["ADDED", "MODIFIED", "DELETED", "ADDED", "DELETED"]);
+    // The same watch recorded in JSON at the same time (same objects, same RVs): each JSON
+    // event encoded here is the recorded protobuf frame.
+    let json = String::from_utf8(read("watch-cm-ns-a-label-app-web-from-list-rv.json")).unwrap();
+    let events: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 5);
+    for (ev, want) in events.iter().zip(frames(&body)) {
+        let ty = ev["type"].as_str().unwrap();
+        let env = envelope("v1", "ConfigMap", &encode_cm(&ev["object"]));
+        same(&watch_frame(ty, &env), want, ty);
+    }
 }
 
 #[test]
@@ -432,12 +446,9 @@ fn unknown_fields_and_kinds_have_no_protobuf_form() {
     assert!(encode_object(&cm, &deep).is_err());
     let wrong_type = json!({"metadata": {"name": 5}});
     assert!(encode_object(&cm, &wrong_type).is_err());
-    let deploy = builtins()
-        .into_iter()
-        .find(|t| t.kind == "Deployment")
-        .unwrap();
-    assert!(!kind_supported(&deploy));
-    assert!(encode_object(&deploy, &ok).is_err());
+    let endpoints = rt("Endpoints");
+    assert!(!kind_supported(&endpoints));
+    assert!(encode_object(&endpoints, &ok).is_err());
 }
 
 #[test]
@@ -469,6 +480,630 @@ fn zero_values_and_pointers() {
         &[
             0x0a, 18, 0x0a, 0, 0x12, 0, 0x1a, 0, 0x22, 0, 0x2a, 0, 0x32, 2, b'1', b'2', 0x38, 0,
             0x42, 0
+        ]
+    );
+}
+
+// ---- Pods (and the other covered kinds) of the seed data, decoded with k8s-pb ------------
+
+/// Removes the zero values (`""`, 0, false, null, and objects and arrays left empty) at
+/// every level, and `kind`/`apiVersion` at the top: what is left must be equal between the
+/// JSON and its protobuf decoding (protobuf cannot tell an absent pointer's zero from the
+/// zero written for a non-pointer, and the JSON omits either or not by `omitempty`).
+fn strip_zeros(v: &Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        Value::Bool(false) => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::Number(n) if n.as_f64() == Some(0.0) => None,
+        Value::Array(a) => {
+            let a: Vec<Value> = a
+                .iter()
+                .map(|x| strip_zeros(x).unwrap_or(json!({})))
+                .collect();
+            (!a.is_empty()).then_some(Value::Array(a))
+        }
+        Value::Object(m) => {
+            let m: Map<String, Value> = m
+                .iter()
+                .filter_map(|(k, x)| strip_zeros(x).map(|x| (k.clone(), x)))
+                .collect();
+            (!m.is_empty()).then_some(Value::Object(m))
+        }
+        other => Some(other.clone()),
+    }
+}
+
+/// A JSON object builder from prost's optional fields.
+#[derive(Default)]
+struct Obj(Map<String, Value>);
+
+impl Obj {
+    fn s(mut self, k: &str, v: &Option<String>) -> Self {
+        if let Some(v) = v {
+            self.0.insert(k.into(), json!(v));
+        }
+        self
+    }
+    fn i(mut self, k: &str, v: Option<impl Into<i64>>) -> Self {
+        if let Some(v) = v {
+            self.0.insert(k.into(), json!(v.into()));
+        }
+        self
+    }
+    fn b(mut self, k: &str, v: Option<bool>) -> Self {
+        if let Some(v) = v {
+            self.0.insert(k.into(), json!(v));
+        }
+        self
+    }
+    fn o<T>(mut self, k: &str, v: &Option<T>, f: impl Fn(&T) -> Value) -> Self {
+        if let Some(v) = v {
+            self.0.insert(k.into(), f(v));
+        }
+        self
+    }
+    fn a<T>(mut self, k: &str, v: &[T], f: impl Fn(&T) -> Value) -> Self {
+        self.0
+            .insert(k.into(), Value::Array(v.iter().map(f).collect()));
+        self
+    }
+    fn strs(mut self, k: &str, v: &[String]) -> Self {
+        self.0.insert(k.into(), json!(v));
+        self
+    }
+    fn smap(mut self, k: &str, m: &std::collections::BTreeMap<String, String>) -> Self {
+        self.0.insert(k.into(), string_map(m));
+        self
+    }
+    fn qmap(
+        mut self,
+        k: &str,
+        m: &std::collections::BTreeMap<String, k8s_pb::apimachinery::pkg::api::resource::Quantity>,
+    ) -> Self {
+        let m = m
+            .iter()
+            .map(|(k, q)| (k.clone(), json!(q.string.clone().unwrap_or_default())))
+            .collect();
+        self.0.insert(k.into(), Value::Object(m));
+        self
+    }
+    fn v(self) -> Value {
+        Value::Object(self.0)
+    }
+    /// The fields of an inline embedded struct.
+    fn inline(mut self, v: Value) -> Self {
+        if let Value::Object(m) = v {
+            self.0.extend(m);
+        }
+        self
+    }
+}
+
+fn ios(v: &k8s_pb::apimachinery::pkg::util::intstr::IntOrString) -> Value {
+    match v.r#type {
+        Some(1) => json!(v.str_val.clone().unwrap_or_default()),
+        _ => json!(v.int_val.unwrap_or_default()),
+    }
+}
+
+fn local_ref(r: &Option<core::LocalObjectReference>) -> Value {
+    Obj::default()
+        .s("name", &r.as_ref().and_then(|r| r.name.clone()))
+        .v()
+}
+
+fn field_ref(f: &core::ObjectFieldSelector) -> Value {
+    Obj::default()
+        .s("apiVersion", &f.api_version)
+        .s("fieldPath", &f.field_path)
+        .v()
+}
+
+fn resource_ref(f: &core::ResourceFieldSelector) -> Value {
+    Obj::default()
+        .s("containerName", &f.container_name)
+        .s("resource", &f.resource)
+        .o("divisor", &f.divisor, |q| json!(q.string))
+        .v()
+}
+
+fn key_to_path(k: &core::KeyToPath) -> Value {
+    Obj::default()
+        .s("key", &k.key)
+        .s("path", &k.path)
+        .i("mode", k.mode)
+        .v()
+}
+
+fn probe(p: &core::Probe) -> Value {
+    let h = p.handler.clone().unwrap_or_default();
+    Obj::default()
+        .o("exec", &h.exec, |e| {
+            Obj::default().strs("command", &e.command).v()
+        })
+        .o("httpGet", &h.http_get, |g| {
+            Obj::default()
+                .s("path", &g.path)
+                .o("port", &g.port, ios)
+                .s("host", &g.host)
+                .s("scheme", &g.scheme)
+                .a("httpHeaders", &g.http_headers, |h| {
+                    Obj::default().s("name", &h.name).s("value", &h.value).v()
+                })
+                .v()
+        })
+        .o("tcpSocket", &h.tcp_socket, |t| {
+            Obj::default()
+                .o("port", &t.port, ios)
+                .s("host", &t.host)
+                .v()
+        })
+        .o("grpc", &h.grpc, |g| {
+            Obj::default()
+                .i("port", g.port)
+                .s("service", &g.service)
+                .v()
+        })
+        .i("initialDelaySeconds", p.initial_delay_seconds)
+        .i("timeoutSeconds", p.timeout_seconds)
+        .i("periodSeconds", p.period_seconds)
+        .i("successThreshold", p.success_threshold)
+        .i("failureThreshold", p.failure_threshold)
+        .i(
+            "terminationGracePeriodSeconds",
+            p.termination_grace_period_seconds,
+        )
+        .v()
+}
+
+fn container(c: &core::Container) -> Value {
+    Obj::default()
+        .s("name", &c.name)
+        .s("image", &c.image)
+        .strs("command", &c.command)
+        .strs("args", &c.args)
+        .s("workingDir", &c.working_dir)
+        .a("ports", &c.ports, |p| {
+            Obj::default()
+                .s("name", &p.name)
+                .i("hostPort", p.host_port)
+                .i("containerPort", p.container_port)
+                .s("protocol", &p.protocol)
+                .s("hostIP", &p.host_ip)
+                .v()
+        })
+        .a("env", &c.env, |e| {
+            Obj::default()
+                .s("name", &e.name)
+                .s("value", &e.value)
+                .o("valueFrom", &e.value_from, |f| {
+                    Obj::default()
+                        .o("fieldRef", &f.field_ref, field_ref)
+                        .o("resourceFieldRef", &f.resource_field_ref, resource_ref)
+                        .o("configMapKeyRef", &f.config_map_key_ref, |r| {
+                            Obj::default()
+                                .inline(local_ref(&r.local_object_reference))
+                                .s("key", &r.key)
+                                .b("optional", r.optional)
+                                .v()
+                        })
+                        .o("secretKeyRef", &f.secret_key_ref, |r| {
+                            Obj::default()
+                                .inline(local_ref(&r.local_object_reference))
+                                .s("key", &r.key)
+                                .b("optional", r.optional)
+                                .v()
+                        })
+                        .v()
+                })
+                .v()
+        })
+        .o("resources", &c.resources, |r| {
+            Obj::default()
+                .qmap("limits", &r.limits)
+                .qmap("requests", &r.requests)
+                .v()
+        })
+        .a("volumeMounts", &c.volume_mounts, |m| {
+            Obj::default()
+                .s("name", &m.name)
+                .b("readOnly", m.read_only)
+                .s("mountPath", &m.mount_path)
+                .s("subPath", &m.sub_path)
+                .s("mountPropagation", &m.mount_propagation)
+                .s("subPathExpr", &m.sub_path_expr)
+                .v()
+        })
+        .o("livenessProbe", &c.liveness_probe, probe)
+        .o("readinessProbe", &c.readiness_probe, probe)
+        .o("startupProbe", &c.startup_probe, probe)
+        .s("terminationMessagePath", &c.termination_message_path)
+        .s("terminationMessagePolicy", &c.termination_message_policy)
+        .s("imagePullPolicy", &c.image_pull_policy)
+        .o("securityContext", &c.security_context, |s| {
+            Obj::default()
+                .b("privileged", s.privileged)
+                .i("runAsUser", s.run_as_user)
+                .b("runAsNonRoot", s.run_as_non_root)
+                .b("readOnlyRootFilesystem", s.read_only_root_filesystem)
+                .b("allowPrivilegeEscalation", s.allow_privilege_escalation)
+                .o("capabilities", &s.capabilities, |c| {
+                    Obj::default().strs("add", &c.add).strs("drop", &c.drop).v()
+                })
+                .v()
+        })
+        .b("stdin", c.stdin)
+        .b("stdinOnce", c.stdin_once)
+        .b("tty", c.tty)
+        .s("restartPolicy", &c.restart_policy)
+        .v()
+}
+
+fn volume(v: &core::Volume) -> Value {
+    let src = v.volume_source.clone().unwrap_or_default();
+    Obj::default()
+        .s("name", &v.name)
+        .o("hostPath", &src.host_path, |h| {
+            Obj::default().s("path", &h.path).s("type", &h.r#type).v()
+        })
+        .o("emptyDir", &src.empty_dir, |e| {
+            Obj::default()
+                .s("medium", &e.medium)
+                .o("sizeLimit", &e.size_limit, |q| json!(q.string))
+                .v()
+        })
+        .o("secret", &src.secret, |s| {
+            Obj::default()
+                .s("secretName", &s.secret_name)
+                .a("items", &s.items, key_to_path)
+                .i("defaultMode", s.default_mode)
+                .b("optional", s.optional)
+                .v()
+        })
+        .o("persistentVolumeClaim", &src.persistent_volume_claim, |p| {
+            Obj::default()
+                .s("claimName", &p.claim_name)
+                .b("readOnly", p.read_only)
+                .v()
+        })
+        .o("configMap", &src.config_map, |c| {
+            Obj::default()
+                .inline(local_ref(&c.local_object_reference))
+                .a("items", &c.items, key_to_path)
+                .i("defaultMode", c.default_mode)
+                .b("optional", c.optional)
+                .v()
+        })
+        .o("projected", &src.projected, |p| {
+            Obj::default()
+                .a("sources", &p.sources, |s| {
+                    Obj::default()
+                        .o("serviceAccountToken", &s.service_account_token, |t| {
+                            Obj::default()
+                                .s("audience", &t.audience)
+                                .i("expirationSeconds", t.expiration_seconds)
+                                .s("path", &t.path)
+                                .v()
+                        })
+                        .o("configMap", &s.config_map, |c| {
+                            Obj::default()
+                                .inline(local_ref(&c.local_object_reference))
+                                .a("items", &c.items, key_to_path)
+                                .b("optional", c.optional)
+                                .v()
+                        })
+                        .o("secret", &s.secret, |c| {
+                            Obj::default()
+                                .inline(local_ref(&c.local_object_reference))
+                                .a("items", &c.items, key_to_path)
+                                .b("optional", c.optional)
+                                .v()
+                        })
+                        .o("downwardAPI", &s.downward_api, |d| {
+                            Obj::default()
+                                .a("items", &d.items, |f| {
+                                    Obj::default()
+                                        .s("path", &f.path)
+                                        .o("fieldRef", &f.field_ref, field_ref)
+                                        .o("resourceFieldRef", &f.resource_field_ref, resource_ref)
+                                        .i("mode", f.mode)
+                                        .v()
+                                })
+                                .v()
+                        })
+                        .v()
+                })
+                .i("defaultMode", p.default_mode)
+                .v()
+        })
+        .v()
+}
+
+fn selector_term(t: &core::NodeSelectorTerm) -> Value {
+    let req = |r: &core::NodeSelectorRequirement| {
+        Obj::default()
+            .s("key", &r.key)
+            .s("operator", &r.operator)
+            .strs("values", &r.values)
+            .v()
+    };
+    Obj::default()
+        .a("matchExpressions", &t.match_expressions, req)
+        .a("matchFields", &t.match_fields, req)
+        .v()
+}
+
+fn pod_spec(s: &core::PodSpec) -> Value {
+    Obj::default()
+        .a("volumes", &s.volumes, volume)
+        .a("initContainers", &s.init_containers, container)
+        .a("containers", &s.containers, container)
+        .s("restartPolicy", &s.restart_policy)
+        .i(
+            "terminationGracePeriodSeconds",
+            s.termination_grace_period_seconds,
+        )
+        .i("activeDeadlineSeconds", s.active_deadline_seconds)
+        .s("dnsPolicy", &s.dns_policy)
+        .smap("nodeSelector", &s.node_selector)
+        .s("serviceAccountName", &s.service_account_name)
+        .s("serviceAccount", &s.service_account)
+        .b(
+            "automountServiceAccountToken",
+            s.automount_service_account_token,
+        )
+        .s("nodeName", &s.node_name)
+        .b("hostNetwork", s.host_network)
+        .b("hostPID", s.host_pid)
+        .b("hostIPC", s.host_ipc)
+        .o("securityContext", &s.security_context, |c| {
+            Obj::default()
+                .i("runAsUser", c.run_as_user)
+                .b("runAsNonRoot", c.run_as_non_root)
+                .i("fsGroup", c.fs_group)
+                .i("runAsGroup", c.run_as_group)
+                .v()
+        })
+        .a("imagePullSecrets", &s.image_pull_secrets, |r| {
+            Obj::default().s("name", &r.name).v()
+        })
+        .s("hostname", &s.hostname)
+        .s("subdomain", &s.subdomain)
+        .o("affinity", &s.affinity, |a| {
+            Obj::default()
+                .o("nodeAffinity", &a.node_affinity, |n| {
+                    Obj::default()
+                        .o(
+                            "requiredDuringSchedulingIgnoredDuringExecution",
+                            &n.required_during_scheduling_ignored_during_execution,
+                            |r| {
+                                Obj::default()
+                                    .a("nodeSelectorTerms", &r.node_selector_terms, selector_term)
+                                    .v()
+                            },
+                        )
+                        .v()
+                })
+                .v()
+        })
+        .s("schedulerName", &s.scheduler_name)
+        .a("tolerations", &s.tolerations, |t| {
+            Obj::default()
+                .s("key", &t.key)
+                .s("operator", &t.operator)
+                .s("value", &t.value)
+                .s("effect", &t.effect)
+                .i("tolerationSeconds", t.toleration_seconds)
+                .v()
+        })
+        .s("priorityClassName", &s.priority_class_name)
+        .i("priority", s.priority)
+        .s("runtimeClassName", &s.runtime_class_name)
+        .b("enableServiceLinks", s.enable_service_links)
+        .s("preemptionPolicy", &s.preemption_policy)
+        .b("shareProcessNamespace", s.share_process_namespace)
+        .b("setHostnameAsFQDN", s.set_hostname_as_fqdn)
+        .b("hostUsers", s.host_users)
+        .v()
+}
+
+fn container_state(s: &core::ContainerState) -> Value {
+    Obj::default()
+        .o("waiting", &s.waiting, |w| {
+            Obj::default()
+                .s("reason", &w.reason)
+                .s("message", &w.message)
+                .v()
+        })
+        .o("running", &s.running, |r| {
+            Obj::default()
+                .o("startedAt", &r.started_at, |t| time_json(&Some(*t)))
+                .v()
+        })
+        .o("terminated", &s.terminated, |t| {
+            Obj::default()
+                .i("exitCode", t.exit_code)
+                .i("signal", t.signal)
+                .s("reason", &t.reason)
+                .s("message", &t.message)
+                .o("startedAt", &t.started_at, |x| time_json(&Some(*x)))
+                .o("finishedAt", &t.finished_at, |x| time_json(&Some(*x)))
+                .s("containerID", &t.container_id)
+                .v()
+        })
+        .v()
+}
+
+fn pod_status(s: &core::PodStatus) -> Value {
+    let status = |c: &core::ContainerStatus| {
+        Obj::default()
+            .s("name", &c.name)
+            .o("state", &c.state, container_state)
+            .o("lastState", &c.last_state, container_state)
+            .b("ready", c.ready)
+            .i("restartCount", c.restart_count)
+            .s("image", &c.image)
+            .s("imageID", &c.image_id)
+            .s("containerID", &c.container_id)
+            .b("started", c.started)
+            .v()
+    };
+    Obj::default()
+        .s("phase", &s.phase)
+        .a("conditions", &s.conditions, |c| {
+            Obj::default()
+                .s("type", &c.r#type)
+                .s("status", &c.status)
+                .o("lastProbeTime", &c.last_probe_time, |t| {
+                    time_json(&Some(*t))
+                })
+                .o("lastTransitionTime", &c.last_transition_time, |t| {
+                    time_json(&Some(*t))
+                })
+                .s("reason", &c.reason)
+                .s("message", &c.message)
+                .v()
+        })
+        .s("message", &s.message)
+        .s("reason", &s.reason)
+        .s("nominatedNodeName", &s.nominated_node_name)
+        .s("hostIP", &s.host_ip)
+        .a("hostIPs", &s.host_ips, |i| {
+            Obj::default().s("ip", &i.ip).v()
+        })
+        .s("podIP", &s.pod_ip)
+        .a("podIPs", &s.pod_ips, |i| Obj::default().s("ip", &i.ip).v())
+        .o("startTime", &s.start_time, |t| time_json(&Some(*t)))
+        .a("initContainerStatuses", &s.init_container_statuses, status)
+        .a("containerStatuses", &s.container_statuses, status)
+        .s("qosClass", &s.qos_class)
+        .s("resize", &s.resize)
+        .v()
+}
+
+fn pod_json(p: &core::Pod) -> Value {
+    Obj::default()
+        .o("metadata", &p.metadata, meta_json)
+        .o("spec", &p.spec, pod_spec)
+        .o("status", &p.status, pod_status)
+        .v()
+}
+
+/// Every object of the demo cluster, a big pod set and 5,000 churn steps on top.
+fn seed_objects() -> Vec<crate::seed::SeedObject> {
+    use crate::seed::{demo_cluster, pods, Churn, ChurnOp, DemoSpec};
+    let mut objs = demo_cluster(&DemoSpec::default());
+    objs.extend(pods(300, 5, 4, 11));
+    let mut churn = Churn::new(1, &objs);
+    let mut more = Vec::new();
+    for _ in 0..5000 {
+        if let ChurnOp::Create(o) | ChurnOp::Update(o) = churn.next_op() {
+            more.push(o);
+        }
+    }
+    objs.extend(more);
+    objs
+}
+
+#[test]
+fn seed_pods_decode_to_their_json() {
+    let pod_rt = rt("Pod");
+    let mut n = 0;
+    for o in seed_objects().iter().filter(|o| o.kind() == "Pod") {
+        let raw = encode_object(&pod_rt, &o.object)
+            .unwrap_or_else(|e| panic!("pod {}: {}", o.name(), e.0));
+        let decoded = core::Pod::decode(&raw[..]).unwrap();
+        let mut want = o.object.clone();
+        if let Some(m) = want.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+        assert_eq!(
+            strip_zeros(&pod_json(&decoded)),
+            strip_zeros(&want),
+            "pod {}",
+            o.name()
+        );
+        // prost writes what it decoded in the same field order and form: every field number
+        // and wire type is one k8s-pb knows.
+        assert_eq!(decoded.encode_to_vec(), raw, "pod {} re-encoded", o.name());
+        n += 1;
+    }
+    assert!(n > 300, "{n} pods");
+}
+
+#[test]
+fn fixture_pods_decode_to_their_json() {
+    let list = json_file("list-pods-ns-a.json");
+    for p in list["items"].as_array().unwrap() {
+        let raw = encode_object(&rt("Pod"), p).unwrap();
+        let decoded = core::Pod::decode(&raw[..]).unwrap();
+        assert_eq!(strip_zeros(&pod_json(&decoded)), strip_zeros(p));
+        assert_eq!(decoded.encode_to_vec(), raw);
+    }
+}
+
+#[test]
+fn every_seed_object_of_a_covered_kind_encodes() {
+    let mut seen = std::collections::BTreeMap::new();
+    for o in seed_objects() {
+        let Some(t) = builtins()
+            .into_iter()
+            .find(|t| t.kind == o.kind() && t.group == o.group)
+        else {
+            continue;
+        };
+        if !kind_supported(&t) {
+            continue;
+        }
+        let raw = encode_object(&t, &o.object)
+            .unwrap_or_else(|e| panic!("{} {}: {}", o.kind(), o.name(), e.0));
+        // Each decodes with k8s-pb and re-encodes to the same bytes.
+        let again = match o.kind() {
+            "ConfigMap" => core::ConfigMap::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Secret" => core::Secret::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Namespace" => core::Namespace::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Service" => core::Service::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Node" => core::Node::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Pod" => core::Pod::decode(&raw[..]).unwrap().encode_to_vec(),
+            "ServiceAccount" => core::ServiceAccount::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
+            "Event" => core::Event::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Deployment" => apps::Deployment::decode(&raw[..]).unwrap().encode_to_vec(),
+            "ReplicaSet" => apps::ReplicaSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "StatefulSet" => apps::StatefulSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "DaemonSet" => apps::DaemonSet::decode(&raw[..]).unwrap().encode_to_vec(),
+            "Job" => k8s_pb::api::batch::v1::Job::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
+            "EndpointSlice" => k8s_pb::api::discovery::v1::EndpointSlice::decode(&raw[..])
+                .unwrap()
+                .encode_to_vec(),
+            other => panic!("covered kind {other} not checked here"),
+        };
+        assert_eq!(again, raw, "{} {}", o.kind(), o.name());
+        *seen.entry(o.kind().to_string()).or_insert(0) += 1;
+    }
+    let kinds: Vec<&str> = seen.keys().map(String::as_str).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "DaemonSet",
+            "Deployment",
+            "EndpointSlice",
+            "Event",
+            "Job",
+            "Namespace",
+            "Node",
+            "Pod",
+            "ReplicaSet",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "StatefulSet"
         ]
     );
 }

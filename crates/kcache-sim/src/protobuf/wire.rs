@@ -28,9 +28,27 @@ pub fn put_bytes_field(out: &mut Vec<u8>, number: u32, value: &[u8]) {
     out.extend_from_slice(value);
 }
 
-/// Appends an encoded nested message as field `number`.
-pub fn put_len_field(out: &mut Vec<u8>, number: u32, message: &[u8]) {
-    put_bytes_field(out, number, message);
+/// Appends field `number` as a length-delimited field whose content `body` writes into the
+/// same buffer: one byte is reserved for the length and the content moved along when the
+/// length takes more, so nested messages need no buffer of their own.
+pub fn put_nested<E>(
+    out: &mut Vec<u8>,
+    number: u32,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    put_varint(out, (u64::from(number) << 3) | 2);
+    let at = out.len();
+    out.push(0);
+    body(out)?;
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+    } else {
+        let mut head = Vec::with_capacity(10);
+        put_varint(&mut head, len as u64);
+        out.splice(at..at + 1, head);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -49,5 +67,20 @@ mod tests {
         out.clear();
         put_bytes_field(&mut out, 17, b"");
         assert_eq!(out, [0x8a, 0x01, 0x00]);
+    }
+
+    #[test]
+    fn nested_lengths_are_fixed_up_in_place() {
+        for len in [0usize, 1, 127, 128, 300, 20_000] {
+            let mut direct = vec![7];
+            put_bytes_field(&mut direct, 3, &vec![b'x'; len]);
+            let mut nested = vec![7];
+            put_nested::<()>(&mut nested, 3, |out| {
+                out.extend(std::iter::repeat_n(b'x', len));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(nested, direct, "{len}");
+        }
     }
 }
