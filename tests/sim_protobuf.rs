@@ -670,6 +670,7 @@ async fn pods_and_other_builtins_are_protobuf() {
         ("/api/v1/nodes", "NodeList"),
         ("/api/v1/serviceaccounts", "ServiceAccountList"),
         ("/api/v1/events", "EventList"),
+        ("/api/v1/endpoints", "EndpointsList"),
         ("/apis/apps/v1/deployments", "DeploymentList"),
         ("/apis/apps/v1/replicasets", "ReplicaSetList"),
         ("/apis/apps/v1/statefulsets", "StatefulSetList"),
@@ -699,13 +700,24 @@ async fn pods_and_other_builtins_are_protobuf() {
         };
         assert_eq!(api_version, want_version, "{path}");
     }
-    // A built-in kind without schema: JSON, even to a protobuf-only client (the sim does not
+    // A built-in kind without schema (every type the sim serves by default has one: this one
+    // is registered as a built-in): JSON, even to a protobuf-only client (the sim does not
     // guess; a real apiserver would answer protobuf, only custom resources get the 406).
+    demo.register(kcache_sim::ResourceType {
+        group: "networking.k8s.io".into(),
+        version: "v1".into(),
+        resource: "ingresses".into(),
+        singular: "ingress".into(),
+        kind: "Ingress".into(),
+        namespaced: true,
+        short_names: vec!["ing".into()],
+        ..kcache_sim::ResourceType::default()
+    });
     for accept in [PB, "application/vnd.kubernetes.protobuf, application/json"] {
         let r = request(
             demo.addr(),
             "GET",
-            "/api/v1/endpoints",
+            "/apis/networking.k8s.io/v1/ingresses",
             &[("Accept", accept)],
             b"",
             Duration::from_secs(5),
@@ -719,7 +731,7 @@ async fn pods_and_other_builtins_are_protobuf() {
             let r = request(
                 demo.addr(),
                 "GET",
-                &format!("/api/v1/endpoints?{query}watch=true&timeoutSeconds=1"),
+                &format!("/apis/networking.k8s.io/v1/ingresses?{query}watch=true&timeoutSeconds=1"),
                 &[("Accept", accept)],
                 b"",
                 Duration::from_secs(5),
@@ -732,7 +744,7 @@ async fn pods_and_other_builtins_are_protobuf() {
         let r = request(
             demo.addr(),
             "GET",
-            "/api/v1/namespaces/nowhere/endpoints",
+            "/apis/networking.k8s.io/v1/namespaces/nowhere/ingresses",
             &[("Accept", accept)],
             b"",
             Duration::from_secs(5),

@@ -15,8 +15,8 @@
 //! `Sim::pin_replica` sends them all to one.
 //!
 //! Clients that prefer `application/vnd.kubernetes.protobuf` get protobuf for the built-in
-//! kinds the `protobuf` module has a schema for (the core/v1 kinds the sim serves but
-//! Endpoints, the apps/v1 workloads, Jobs and EndpointSlices) and protobuf Status errors;
+//! kinds the `protobuf` module has a schema for (every built-in type the sim serves: core/v1,
+//! the apps/v1 workloads, Jobs and EndpointSlices) and protobuf Status errors;
 //! custom resources get JSON (or a 406), and so do kinds without schema and objects with a
 //! field the schema does not know (see that module's docs).
 

@@ -10,7 +10,8 @@
 //! * slices one field per element; maps one entry `{key = 1, value = 2}` per key in byte
 //!   order of the keys, key and value always written;
 //! * `metav1.Time` `{seconds = 1, nanos = 2}` (both always), but nothing at all (length 0)
-//!   for the zero time, as `Time.MarshalToSizedBuffer` does;
+//!   for the zero time, as `Time.MarshalToSizedBuffer` does; `metav1.MicroTime` the same,
+//!   its nanos truncated to microseconds;
 //! * int32 as a sign-extended 64-bit varint (a negative int32 takes 10 bytes).
 //!
 //! Anything the schema cannot say for sure is refused ([`Unencodable`]): a JSON key the
@@ -177,7 +178,7 @@ fn write_value(
             },
             Some(_) => return wrong("a base64 string"),
         },
-        Kind::Time => {
+        Kind::Time | Kind::MicroTime => {
             let t = match v {
                 None => None,
                 Some(Value::String(s)) => match s.parse::<jiff::Timestamp>() {
@@ -188,8 +189,12 @@ fn write_value(
             };
             put_nested(out, number, |buf| {
                 if let Some(t) = t {
+                    let mut nanos = t.subsec_nanosecond();
+                    if kind == Kind::MicroTime {
+                        nanos -= nanos % 1000;
+                    }
                     put_varint_field(buf, 1, t.as_second() as u64);
-                    put_varint_field(buf, 2, i64::from(t.subsec_nanosecond()) as u64);
+                    put_varint_field(buf, 2, i64::from(nanos) as u64);
                 }
                 Ok(())
             })?;

@@ -15,9 +15,10 @@
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
 //!   do (see `encode.rs`). Covered kinds: core/v1 ConfigMap, Secret, Namespace, Pod,
-//!   Service, Node, ServiceAccount, Event (and Status for errors); apps/v1 Deployment,
-//!   ReplicaSet, StatefulSet, DaemonSet; batch/v1 Job; discovery.k8s.io/v1 EndpointSlice.
-//!   Other kinds (core/v1 Endpoints, ...) have no schema yet, so they are JSON.
+//!   Service, Node, ServiceAccount, Event, Endpoints (and Status for errors); apps/v1
+//!   Deployment, ReplicaSet, StatefulSet, DaemonSet; batch/v1 Job; discovery.k8s.io/v1
+//!   EndpointSlice: every built-in type the sim serves. Other built-in kinds (one
+//!   registered with [`crate::Sim::register`]) have no schema, so they are JSON.
 //! * **Never guessing**: an object with a JSON field the schema does not have (or of the
 //!   wrong JSON type), or a built-in kind without schema, has no protobuf form here, and the
 //!   request is answered in JSON, even to a client that accepts only protobuf: a GET of it,

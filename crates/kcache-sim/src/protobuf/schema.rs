@@ -19,6 +19,8 @@ pub enum Kind {
     Bytes,
     /// `metav1.Time`: `{seconds int64 = 1, nanos int32 = 2}`, length 0 for the zero time.
     Time,
+    /// `metav1.MicroTime`: as [`Kind::Time`], its nanos truncated to microseconds.
+    MicroTime,
     /// `resource.Quantity`: `{string = 1}`.
     Quantity,
     /// `intstr.IntOrString`: `{type int64 = 1, intVal int32 = 2, strVal string = 3}`.
@@ -75,6 +77,7 @@ fn kind_of(t: &'static str) -> Kind {
         "b" => Kind::Bool,
         "bytes" => Kind::Bytes,
         "time" => Kind::Time,
+        "mtime" => Kind::MicroTime,
         "q" => Kind::Quantity,
         "ios" => Kind::IntOrString,
         "json" => Kind::RawJson,
@@ -133,7 +136,8 @@ fn parse(src: &'static str) -> HashMap<&'static str, Message> {
         fields.sort_by_key(|f| f.number);
         let mut keys = HashSet::new();
         collect_keys(&raw, &fields, &mut keys);
-        table.insert(name, Message { fields, keys });
+        let dup = table.insert(name, Message { fields, keys });
+        assert!(dup.is_none(), "schema: message {name} defined twice");
     }
     for m in table.values() {
         for f in &m.fields {
