@@ -702,3 +702,73 @@ async fn every_built_in_kind_of_the_demo_cluster_is_served_in_protobuf_from_the_
     );
     assert!(objects > 100, "the demo cluster has objects: {objects}");
 }
+
+#[tokio::test]
+async fn a_protobuf_watch_carries_the_same_events_as_a_json_watch() {
+    let env = EnvBuilder::fixtures().start().await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    warm(&env, "/api/v1/configmaps?resourceVersion=0").await;
+    let rv = env.sim.current_rv();
+    // A selector, so that objects also enter and leave the watch (W2).
+    let path =
+        format!("/api/v1/configmaps?watch=1&labelSelector=tier%3Dfront&resourceVersion={rv}");
+    let mut json = Watch::open_with(&env.url(), &path, &[("Accept", "application/json")]).await;
+    let mut proto = Watch::open_with(
+        &env.url(),
+        &path,
+        &[("Accept", "application/vnd.kubernetes.protobuf;stream=watch")],
+    )
+    .await;
+    assert_eq!(
+        proto
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/vnd.kubernetes.protobuf;stream=watch"),
+        "answered by kcache in protobuf"
+    );
+    let cm = |name: &str, tier: &str, v: usize| {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "fixtures-b", "labels": {"tier": tier}},
+            "data": {"v": v.to_string()}})
+    };
+    let sim = &env.sim;
+    let mut expected = 0;
+    for i in 0..20 {
+        let name = format!("seq-{}", i % 4);
+        let tier = if i % 3 == 0 { "back" } else { "front" };
+        if i < 4 {
+            sim.create("", "configmaps", cm(&name, tier, i)).unwrap();
+        } else if i % 7 == 0 {
+            sim.delete("", "configmaps", Some("fixtures-b"), &name)
+                .unwrap();
+            sim.create("", "configmaps", cm(&name, tier, i)).unwrap();
+        } else {
+            sim.update("", "configmaps", cm(&name, tier, i)).unwrap();
+        }
+        expected += 1;
+    }
+    // Read both until quiet: every event as (type, name, resourceVersion).
+    let mut from_json = Vec::new();
+    while let Some(ev) = json.next_json(Duration::from_secs(2)).await {
+        let o = &ev["object"]["metadata"];
+        from_json.push((
+            ev["type"].as_str().unwrap().to_string(),
+            o["name"].as_str().unwrap().to_string(),
+            o["resourceVersion"].as_str().unwrap().to_string(),
+        ));
+    }
+    let mut from_proto = Vec::new();
+    while let Some((ty, raw)) = next_event(&mut proto, Duration::from_secs(2)).await {
+        let (kind, obj) = unwrap_envelope(&raw);
+        assert_eq!(kind, "ConfigMap");
+        let cm = k8s_pb::api::core::v1::ConfigMap::decode(&obj[..]).unwrap();
+        let m = cm.metadata.unwrap();
+        from_proto.push((ty, m.name.unwrap(), m.resource_version.unwrap()));
+    }
+    assert!(
+        from_json.len() >= expected / 2,
+        "the JSON watch saw the churn: {from_json:?}"
+    );
+    assert_eq!(from_proto, from_json, "the same events in both encodings");
+}
