@@ -61,7 +61,8 @@ async fn load_generator_counts_every_request_and_byte() {
     assert!(r.errors > 0);
 }
 
-async fn fan_out_delivers_all(proto: Proto) {
+/// Watchers of `proto`, reading JSON or (with `accept`) another media type, get every event.
+async fn fan_out_delivers_all(proto: Proto, accept: Option<&'static str>) {
     let env = configmap_env(30).start().await;
     let objects: Vec<_> = env
         .sim
@@ -83,7 +84,11 @@ async fn fan_out_delivers_all(proto: Proto) {
     ));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let until = Instant::now() + Duration::from_secs(60);
-    let fan = watchers::open(env.kcache.addr, proto, watches, stop_rx, until, 8).await;
+    let mut target = load::Target::plain(env.kcache.addr);
+    if let Some(accept) = accept {
+        target = target.accepting(accept);
+    }
+    let fan = watchers::open_to(&target, proto, watches, stop_rx, until, 8).await;
     assert_eq!(fan.failed, 0, "{:?}", fan.first_error);
     assert_eq!(fan.tasks.len(), 21);
 
@@ -126,12 +131,21 @@ async fn fan_out_delivers_all(proto: Proto) {
 
 #[tokio::test]
 async fn http1_fan_out_delivers_every_event() {
-    fan_out_delivers_all(Proto::H1).await;
+    fan_out_delivers_all(Proto::H1, None).await;
 }
 
 #[tokio::test]
 async fn http2_fan_out_delivers_every_event() {
-    fan_out_delivers_all(Proto::H2 { connections: 2 }).await;
+    fan_out_delivers_all(Proto::H2 { connections: 2 }, None).await;
+}
+
+#[tokio::test]
+async fn protobuf_watchers_find_every_event_in_protobuf_frames() {
+    fan_out_delivers_all(
+        Proto::H2 { connections: 2 },
+        Some("application/vnd.kubernetes.protobuf, application/json"),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -107,7 +107,7 @@ impl Lines {
 }
 
 /// Splits a protobuf watch stream into its frames (a 4-byte big-endian length, then a
-/// `WatchEvent` in the `k8s\0` envelope) and notes each frame's RV.
+/// `WatchEvent` message) and notes each frame's RV.
 #[derive(Default)]
 struct Frames {
     buf: Vec<u8>,
@@ -131,16 +131,13 @@ impl Frames {
     }
 }
 
-/// The object's resourceVersion in a protobuf watch frame: envelope → WatchEvent (field 2:
-/// object, a RawExtension) → its raw bytes (field 1), another envelope → the object →
-/// ObjectMeta (field 1) → resourceVersion (field 6). Envelopes are `k8s\0` + runtime.Unknown,
-/// whose field 2 is the raw message.
+/// The object's resourceVersion in a protobuf watch frame: WatchEvent (field 2: object, a
+/// RawExtension) → its raw bytes (field 1), the object's `k8s\0` envelope (runtime.Unknown,
+/// whose field 2 is the raw message) → the object → ObjectMeta (field 1) → resourceVersion
+/// (field 6).
 pub fn rv_in_frame(frame: &[u8]) -> Option<u64> {
-    fn unwrap(b: &[u8]) -> Option<&[u8]> {
-        field(b.strip_prefix(b"k8s\0")?, 2)
-    }
-    let event = unwrap(frame)?;
-    let object = unwrap(field(field(event, 2)?, 1)?)?;
+    let envelope = field(field(frame, 2)?, 1)?;
+    let object = field(envelope.strip_prefix(b"k8s\0")?, 2)?;
     let rv = field(field(object, 1)?, 6)?;
     std::str::from_utf8(rv).ok()?.parse().ok()
 }
@@ -643,8 +640,7 @@ mod tests {
         let frame = |rv: &str| {
             let meta = [ld(1, b"a"), ld(3, b"ns"), ld(6, rv.as_bytes())].concat();
             let object = envelope(&[ld(1, &meta), ld(2, b"")].concat());
-            let event = [ld(1, b"MODIFIED"), ld(2, &ld(1, &object))].concat();
-            let body = envelope(&event);
+            let body = [ld(1, b"MODIFIED"), ld(2, &ld(1, &object))].concat();
             let mut out = (body.len() as u32).to_be_bytes().to_vec();
             out.extend(body);
             out
