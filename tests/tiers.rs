@@ -289,3 +289,97 @@ async fn consistent_reads_through_two_tiers_are_never_stale() {
         assert!(found, "the consistent list at the edge lacks {name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_watchers_end_equal_to_the_upstream_through_faults_at_tier_1() {
+    let b = EnvBuilder {
+        seed: seed::configmaps(500, 4, 9),
+        ..EnvBuilder::default()
+    }
+    .resources(vec![resource("", "v1", "configmaps")]);
+    let Tiers { env, edge } = tiers(b).await;
+    let base = edge.url();
+    let cms = "/api/v1/configmaps".to_string();
+    let recent = edge.cache("", "v1", "configmaps").unwrap().rv();
+    let mirror = |selector: &str, start: Start| {
+        spawn_mirror_opts(
+            base.clone(),
+            cms.clone(),
+            selector.into(),
+            MirrorOpts {
+                start,
+                ..MirrorOpts::default()
+            },
+        )
+    };
+    type Want = Box<dyn Fn(&Value) -> bool>;
+    let mirrors: Vec<(&str, Mirror, Want)> = vec![
+        ("list+watch", mirror("", Start::List), Box::new(|_| true)),
+        (
+            "namespace bench-2",
+            mirror("fieldSelector=metadata.namespace%3Dbench-2", Start::List),
+            Box::new(|o| o["metadata"]["namespace"] == "bench-2"),
+        ),
+        (
+            "WatchList",
+            mirror("", Start::WatchList(recent)),
+            Box::new(|_| true),
+        ),
+    ];
+    // Churn on the upstream while tier 1's upstream watches are dropped, then answered 410,
+    // then its requests fail: every fault tier 1 handles must stay invisible at the edge
+    // (beyond, at worst, a 410 that makes an edge watcher relist from the edge).
+    let sim = env.sim.clone();
+    let churn = tokio::spawn(async move {
+        let objects = sim.list("", "configmaps");
+        for i in 0..600usize {
+            let o = &objects[(i * 7) % objects.len()];
+            let (ns, name) = (
+                o["metadata"]["namespace"].as_str().unwrap().to_string(),
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+            );
+            match i % 10 {
+                0 => {
+                    let _ = sim.delete("", "configmaps", Some(&ns), &name);
+                }
+                1 => {
+                    let mut n = o.clone();
+                    let m = n["metadata"].as_object_mut().unwrap();
+                    m.remove("resourceVersion");
+                    m.remove("uid");
+                    m.remove("creationTimestamp");
+                    m.insert("name".into(), Value::from(format!("{name}-{i}")));
+                    let _ = sim.create("", "configmaps", n);
+                }
+                _ => {
+                    if let Some(mut cur) = sim.get("", "configmaps", Some(&ns), &name) {
+                        cur["data"]["i"] = Value::from(i.to_string());
+                        let _ = sim.update("", "configmaps", cur);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let faults = env.sim.faults();
+    for _ in 0..8 {
+        faults.drop_watches();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    faults.fail_all_watches_with_410(true);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    faults.fail_all_watches_with_410(false);
+    faults.fail_requests(5, 500);
+    churn.await.unwrap();
+    let sim = env.sim.clone();
+    for (name, m, keep) in &mirrors {
+        converge_within(name, m, Duration::from_secs(60), &|| {
+            upstream_view(&sim, "configmaps", keep.as_ref())
+        })
+        .await;
+    }
+    assert!(
+        env.kcache.cache("", "v1", "configmaps").unwrap().relists() >= 1,
+        "the 410s made tier 1 relist"
+    );
+}
