@@ -10,15 +10,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::mirror::{
-    cache_view, converge_within, spawn_mirror_opts, upstream_view, Mirror, MirrorOpts, Start, View,
+    cache_view, converge_within, kube_runtime_configmaps, spawn_mirror_opts, store_view,
+    upstream_view, Mirror, MirrorOpts, Start,
 };
 use common::{resource, EnvBuilder};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kcache::index::IndexConfig;
 use kcache_sim::seed;
-use kube_client::{Api, Client, Config};
-use kube_runtime::{reflector, watcher, WatchStreamExt};
 use serde_json::Value;
 
 /// ConfigMaps in the upstream before the relist.
@@ -31,30 +28,6 @@ const CHANGED: usize = 1_000;
 const CREATED: usize = 500;
 /// Pods (watched per node, index-routed), of which half are deleted while cut off.
 const PODS: usize = 1_000;
-
-fn client(base: &str) -> Client {
-    let cfg = Config::new(base.parse().expect("url"));
-    Client::try_from(cfg).expect("client")
-}
-
-/// What a kube-runtime reflector store holds: key → resourceVersion.
-fn store_view(store: &reflector::Store<ConfigMap>) -> View {
-    store
-        .state()
-        .iter()
-        .map(|c| {
-            let m = &c.metadata;
-            (
-                format!(
-                    "{}/{}",
-                    m.namespace.as_deref().unwrap_or(""),
-                    m.name.as_deref().unwrap_or("")
-                ),
-                m.resource_version.clone().unwrap_or_default(),
-            )
-        })
-        .collect()
-}
 
 fn ns_of(o: &Value) -> &str {
     o["metadata"]["namespace"].as_str().unwrap_or("")
@@ -226,21 +199,7 @@ async fn relist_of_10k_changes_reaches_every_watcher() {
     ];
 
     // kube-runtime's watcher, as a real client.
-    let api: Api<ConfigMap> = Api::all(client(&base));
-    let (reader, writer) = reflector::store();
-    let stream = reflector(
-        writer,
-        watcher(api, watcher::Config::default().any_semantic()),
-    )
-    .applied_objects();
-    let runtime = tokio::spawn(async move {
-        let mut stream = stream.boxed();
-        while stream.next().await.is_some() {}
-    });
-    tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready())
-        .await
-        .expect("kube-runtime store ready in time")
-        .unwrap();
+    let (reader, runtime) = kube_runtime_configmaps(&base).await;
 
     // Every mirror holds the whole starting state before the upstream is cut off.
     let sim = env.sim.clone();

@@ -11,16 +11,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::mirror::{
-    cache_view, converge_within, spawn_mirror_opts, upstream_view, Mirror, MirrorOpts, Start,
+    cache_view, converge_within, kube_runtime_configmaps, spawn_mirror_opts, store_view,
+    upstream_view, Mirror, MirrorOpts, Start,
 };
 use common::{get, resource, Env, EnvBuilder};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kcache::server::{self, Running};
 use kcache::upstream::Upstream;
 use kcache_sim::seed;
-use kube_client::{Api, Client, Config};
-use kube_runtime::{reflector, watcher, WatchStreamExt};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -45,10 +42,6 @@ async fn tiers(b: EnvBuilder) -> Tiers {
         "tier 2 syncs from tier 1"
     );
     Tiers { env, edge }
-}
-
-fn client(base: &str) -> Client {
-    Client::try_from(Config::new(base.parse().unwrap())).unwrap()
 }
 
 fn label<'a>(o: &'a Value, k: &str) -> &'a str {
@@ -114,21 +107,7 @@ async fn a_relist_at_tier_1_reaches_tier_2_watchers_as_events() {
         ),
     ];
     // kube-runtime's watcher against the edge, as a real client.
-    let api: Api<ConfigMap> = Api::all(client(&base));
-    let (reader, writer) = reflector::store();
-    let stream = reflector(
-        writer,
-        watcher(api, watcher::Config::default().any_semantic()),
-    )
-    .applied_objects();
-    let runtime = tokio::spawn(async move {
-        let mut stream = stream.boxed();
-        while stream.next().await.is_some() {}
-    });
-    tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready())
-        .await
-        .expect("kube-runtime store ready")
-        .unwrap();
+    let (reader, runtime) = kube_runtime_configmaps(&base).await;
     let sim = env.sim.clone();
     for (name, m, keep) in &mirrors {
         let want = upstream_view(&sim, "configmaps", keep.as_ref());
@@ -208,28 +187,11 @@ async fn a_relist_at_tier_1_reaches_tier_2_watchers_as_events() {
         assert!(s.events >= 1, "{name}: saw the changes as events");
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let view: BTreeMap<String, String> = reader
-            .state()
-            .iter()
-            .map(|c| {
-                (
-                    format!(
-                        "{}/{}",
-                        c.metadata.namespace.as_deref().unwrap_or(""),
-                        c.metadata.name.as_deref().unwrap_or("")
-                    ),
-                    c.metadata.resource_version.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
-        if view == upstream_all {
-            break;
-        }
+    while store_view(&reader) != upstream_all {
         assert!(
             tokio::time::Instant::now() < deadline,
             "kube-runtime store through two tiers: {} objects, upstream {}",
-            view.len(),
+            reader.state().len(),
             upstream_all.len()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;

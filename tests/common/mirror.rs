@@ -333,3 +333,56 @@ pub async fn converge_within(
 pub async fn converge(name: &str, mirror: &Mirror, want: &dyn Fn() -> View) {
     converge_within(name, mirror, Duration::from_secs(30), want).await
 }
+
+/// kube-runtime's watcher and reflector store over every ConfigMap at `base`, as a real
+/// client: the store once it is ready, and the task driving it (abort it at the end).
+pub async fn kube_runtime_configmaps(
+    base: &str,
+) -> (
+    kube_runtime::reflector::Store<k8s_openapi::api::core::v1::ConfigMap>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt;
+    use kube_runtime::{reflector, watcher, WatchStreamExt};
+    let client =
+        kube_client::Client::try_from(kube_client::Config::new(base.parse().expect("url")))
+            .expect("client");
+    let api: kube_client::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube_client::Api::all(client);
+    let (reader, writer) = reflector::store();
+    let stream = reflector(
+        writer,
+        watcher(api, watcher::Config::default().any_semantic()),
+    )
+    .applied_objects();
+    let task = tokio::spawn(async move {
+        let mut stream = stream.boxed();
+        while stream.next().await.is_some() {}
+    });
+    tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready())
+        .await
+        .expect("kube-runtime store ready in time")
+        .expect("kube-runtime store");
+    (reader, task)
+}
+
+/// What a kube-runtime reflector store holds: key → resourceVersion.
+pub fn store_view(
+    store: &kube_runtime::reflector::Store<k8s_openapi::api::core::v1::ConfigMap>,
+) -> View {
+    store
+        .state()
+        .iter()
+        .map(|c| {
+            let m = &c.metadata;
+            (
+                format!(
+                    "{}/{}",
+                    m.namespace.as_deref().unwrap_or(""),
+                    m.name.as_deref().unwrap_or("")
+                ),
+                m.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -668,16 +668,11 @@ impl Watcher {
             let api_version = self.cache.info.api_version();
             for obj in found {
                 super::protobuf::write_added(&self.cache.info, &api_version, &obj, &mut buf);
-                if buf.len() >= CHUNK {
-                    if self.time_is_up() {
-                        return false;
-                    }
-                    self.send(buf.split().freeze()).await;
+                if !self.send_full_chunk(&mut buf).await {
+                    return false;
                 }
             }
-            if !buf.is_empty() {
-                self.send(buf.freeze()).await;
-            }
+            self.send_rest(buf).await;
             return true;
         }
         for o in items {
@@ -690,17 +685,31 @@ impl Watcher {
                 let line = self.encode("ADDED", o.raw());
                 buf.extend_from_slice(&line);
             }
-            if buf.len() >= CHUNK {
-                if self.time_is_up() {
-                    return false;
-                }
-                self.send(buf.split().freeze()).await;
+            if !self.send_full_chunk(&mut buf).await {
+                return false;
             }
         }
+        self.send_rest(buf).await;
+        true
+    }
+
+    /// Initial events go out in chunks: send `buf` once it holds one. False when the watch's
+    /// time is up (nothing more is sent).
+    async fn send_full_chunk(&mut self, buf: &mut BytesMut) -> bool {
+        if buf.len() >= CHUNK {
+            if self.time_is_up() {
+                return false;
+            }
+            self.send(buf.split().freeze()).await;
+        }
+        true
+    }
+
+    /// The last, partial chunk of initial events.
+    async fn send_rest(&mut self, buf: BytesMut) {
         if !buf.is_empty() {
             self.send(buf.freeze()).await;
         }
-        true
     }
 
     /// Whether and how this watcher sees an event: selector transitions per W2.

@@ -120,7 +120,7 @@ impl MirrorReflector {
                 Err(Failure::Upstream(e)) => {
                     tracing::warn!(resource = %name, error = %Report(&e), "protobuf mirror failed");
                     attempt = attempt.saturating_add(1);
-                    tokio::time::sleep(self.backoff(attempt)).await;
+                    tokio::time::sleep(self.cfg.backoff(attempt)).await;
                     if self.mirror.is_synced() {
                         State::Watching {
                             rv: self.mirror.rv(),
@@ -131,16 +131,6 @@ impl MirrorReflector {
                 }
             };
         }
-    }
-
-    fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .cfg
-            .backoff_initial
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.cfg.backoff_max);
-        let ms = exp.as_millis().max(1) as u64;
-        Duration::from_millis(rand::rng().random_range(ms / 2..=ms))
     }
 
     /// A consistent paged list in protobuf, installed whole; returns its RV.

@@ -58,6 +58,20 @@ pub struct ReflectorConfig {
     pub drop_managed_fields: bool,
 }
 
+impl ReflectorConfig {
+    /// How long to wait before retry number `attempt` (from 1): exponential from
+    /// `backoff_initial` up to `backoff_max`, with jitter over its upper half, so that many
+    /// reflectors failing together do not retry together.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .backoff_initial
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.backoff_max);
+        let ms = exp.as_millis().max(1) as u64;
+        Duration::from_millis(rand::rng().random_range(ms / 2..=ms))
+    }
+}
+
 impl Default for ReflectorConfig {
     fn default() -> Self {
         ReflectorConfig {
@@ -252,15 +266,8 @@ impl Reflector {
         );
     }
 
-    /// Exponential backoff with full jitter.
     fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .cfg
-            .backoff_initial
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.cfg.backoff_max);
-        let ms = exp.as_millis().max(1) as u64;
-        Duration::from_millis(rand::rng().random_range(ms / 2..=ms))
+        self.cfg.backoff(attempt)
     }
 
     /// Consistent paged list; returns the list RV after installing it in the cache.
