@@ -772,3 +772,94 @@ async fn a_protobuf_watch_carries_the_same_events_as_a_json_watch() {
     );
     assert_eq!(from_proto, from_json, "the same events in both encodings");
 }
+
+#[tokio::test]
+async fn protobuf_informers_at_an_edge_kcache_stay_equal_to_the_upstream() {
+    // Tier 2's protobuf mirror reads tier 1's protobuf, which comes from tier 1's own mirror:
+    // the upstream's bytes through two caches.
+    let mut b = EnvBuilder {
+        seed: seed::pods(200, 4, 2, 43),
+        ..Default::default()
+    };
+    b.config.resources = vec![resource("", "v1", "pods")];
+    let config = b.config.clone();
+    let env = b.start().await;
+    let edge = env.start_edge(&config).await;
+    let edge_from_cache = || async {
+        sample(
+            &get(&edge.admin_url(), "/metrics").await.text(),
+            &[
+                "kcache_responses_by_content_type_total",
+                "content_type=\"protobuf\"",
+                "source=\"cache\"",
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    let path = "/api/v1/pods?resourceVersion=0";
+    wait_until("the edge answers protobuf from its cache", || async {
+        let before = edge_from_cache().await;
+        let r = get_with(&edge.url(), path, &pb(&[])).await;
+        assert_eq!(r.status, 200);
+        edge_from_cache().await > before
+    })
+    .await;
+    // The same bytes as the upstream's at the same state.
+    let ours = get_with(&edge.url(), path, &pb(&[])).await;
+    let theirs = get_with(&env.sim.url(), path, &pb(&[])).await;
+    assert!(
+        ours.body == theirs.body,
+        "the edge's protobuf list is the upstream's"
+    );
+    let mut kubelet = Informer::start(
+        edge.url(),
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-2".into(),
+    )
+    .await;
+    let pods = env.sim.list("", "pods");
+    for (i, p) in pods.iter().enumerate().take(30) {
+        let ns = p["metadata"]["namespace"].as_str().unwrap().to_string();
+        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+        if i % 2 == 0 {
+            env.sim.delete("", "pods", Some(&ns), &name).unwrap();
+        } else {
+            let mut q = p.clone();
+            q["spec"]["nodeName"] = serde_json::json!("node-2");
+            q["metadata"]["labels"]["moved"] = serde_json::json!("yes");
+            env.sim.update("", "pods", q).unwrap();
+        }
+    }
+    let upstream = || {
+        env.sim
+            .list("", "pods")
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == "node-2")
+            .map(|p| {
+                (
+                    format!(
+                        "{}/{}",
+                        p["metadata"]["namespace"].as_str().unwrap(),
+                        p["metadata"]["name"].as_str().unwrap()
+                    ),
+                    p["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        kubelet.pump(Duration::from_millis(200)).await;
+        if kubelet.view == upstream() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the edge's kubelet informer: {} pods, upstream {}",
+            kubelet.view.len(),
+            upstream().len()
+        );
+    }
+}

@@ -15,11 +15,9 @@ use common::mirror::{
     upstream_view, Mirror, MirrorOpts, Start,
 };
 use common::{get, resource, Env, EnvBuilder};
-use kcache::server::{self, Running};
-use kcache::upstream::Upstream;
+use kcache::server::Running;
 use kcache_sim::seed;
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 /// The sim, tier 1 (`env.kcache`, in front of the sim) and tier 2 (`edge`, in front of tier 1),
 /// both caching what `b` configures.
@@ -31,16 +29,7 @@ struct Tiers {
 async fn tiers(b: EnvBuilder) -> Tiers {
     let config = b.config.clone();
     let env = b.start().await;
-    let upstream = Upstream::from_url(&env.url()).expect("tier 1 as an upstream");
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let edge = server::start(&config, upstream, listener, admin)
-        .await
-        .expect("tier 2 starts");
-    assert!(
-        edge.wait_synced(Duration::from_secs(30)).await,
-        "tier 2 syncs from tier 1"
-    );
+    let edge = env.start_edge(&config).await;
     Tiers { env, edge }
 }
 

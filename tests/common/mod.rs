@@ -159,6 +159,22 @@ impl Env {
         self.kcache.url()
     }
 
+    /// A second kcache (tier 2) whose upstream is this one's kcache (tier 1), caching what
+    /// `config` says, synced.
+    pub async fn start_edge(&self, config: &Config) -> Running {
+        let upstream = Upstream::from_url(&self.url()).expect("tier 1 as an upstream");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let edge = server::start(config, upstream, listener, admin)
+            .await
+            .expect("tier 2 starts");
+        assert!(
+            edge.wait_synced(Duration::from_secs(30)).await,
+            "tier 2 syncs from tier 1"
+        );
+        edge
+    }
+
     /// kcache's admin listener: its own health and metrics.
     pub fn admin_url(&self) -> String {
         self.kcache.admin_url()
