@@ -198,6 +198,34 @@ enum Loc<'a> {
     Text(Cow<'a, str>),
 }
 
+/// What kcache leaves out of a type's objects before caching them, to save memory: every
+/// answer is then exactly what the apiserver would send for the objects without those fields
+/// (the rest of each object is kept byte for byte; an emptied map is left out, as Go's
+/// `omitempty` does).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Strip {
+    /// `metadata.managedFields`.
+    pub managed_fields: bool,
+    /// These keys of `metadata.annotations` (for example
+    /// `kubectl.kubernetes.io/last-applied-configuration`).
+    pub annotations: Vec<String>,
+}
+
+impl Strip {
+    /// Nothing left out but, when `drop`, `metadata.managedFields`.
+    pub fn managed_fields(drop: bool) -> Strip {
+        Strip {
+            managed_fields: drop,
+            annotations: Vec::new(),
+        }
+    }
+
+    /// Whether anything is left out.
+    pub fn is_empty(&self) -> bool {
+        !self.managed_fields && self.annotations.is_empty()
+    }
+}
+
 impl Object {
     /// Take an object from an upstream list item or watch event. `raw` may carry `kind` and
     /// `apiVersion` (watch events) or not (typed list items).
@@ -216,7 +244,13 @@ impl Object {
         raw: Bytes,
         drop_managed_fields: bool,
     ) -> Result<Object, ObjectError> {
-        Self::build(info, indexes, &raw, drop_managed_fields, None)
+        Self::build(
+            info,
+            indexes,
+            &raw,
+            &Strip::managed_fields(drop_managed_fields),
+            None,
+        )
     }
 
     /// [`Object::from_upstream_indexed`] for an object that came in a watch event of type
@@ -229,25 +263,49 @@ impl Object {
         raw: Bytes,
         drop_managed_fields: bool,
     ) -> Result<Object, ObjectError> {
-        Self::build(info, indexes, &raw, drop_managed_fields, Some(ty))
+        Self::build(
+            info,
+            indexes,
+            &raw,
+            &Strip::managed_fields(drop_managed_fields),
+            Some(ty),
+        )
+    }
+
+    /// [`Object::from_upstream_event`] (with `line`) or [`Object::from_upstream_indexed`]
+    /// (without), leaving out what `strip` names.
+    pub fn from_upstream_stripped(
+        info: &ResourceInfo,
+        indexes: &IndexSet,
+        raw: &[u8],
+        strip: &Strip,
+        line: Option<&str>,
+    ) -> Result<Object, ObjectError> {
+        Self::build(info, indexes, raw, strip, line)
     }
 
     fn build(
         info: &ResourceInfo,
         indexes: &IndexSet,
         raw: &[u8],
-        drop_managed_fields: bool,
+        strip: &Strip,
         line: Option<&str>,
     ) -> Result<Object, ObjectError> {
         let text = std::str::from_utf8(raw).map_err(|_| ObjectError::Utf8)?;
-        // Each edit below rebuilds the text of this one object (rare: managedFields kept out of
-        // the cache, a list item with its type fields in another order).
-        let without_managed = if drop_managed_fields {
+        // Each edit below rebuilds the text of this one object (rare: fields kept out of the
+        // cache, a list item with its type fields in another order).
+        let without_managed = if strip.managed_fields {
             without_managed_fields(text)?
         } else {
             None
         };
         let text = without_managed.as_deref().unwrap_or(text);
+        let without_annotations = if strip.annotations.is_empty() {
+            None
+        } else {
+            without_annotations(text, &strip.annotations)?
+        };
+        let text = without_annotations.as_deref().unwrap_or(text);
         let prefix = info.typed_prefix();
         // `body` is what is parsed; with `prepend`, the raw JSON is `prepend` + `body[1..]`.
         let mut untyped = None;
@@ -786,6 +844,52 @@ fn without_managed_fields(text: &str) -> Result<Option<String>, ObjectError> {
     Ok(Some(out))
 }
 
+/// An object's text without the annotations `keys`, if it has any of them; without
+/// `metadata.annotations` altogether when no other annotation is left (Go leaves an empty map
+/// out).
+fn without_annotations(text: &str, keys: &[String]) -> Result<Option<String>, ObjectError> {
+    let top = Members::parse(text)?;
+    let Some(meta) = top.get("metadata") else {
+        return Ok(None);
+    };
+    let meta_text = meta.get();
+    let meta_members = Members::of(meta);
+    let Some(annotations) = meta_members.get("annotations") else {
+        return Ok(None);
+    };
+    let ann_text = annotations.get();
+    if !ann_text.trim_start().starts_with('{') {
+        return Ok(None);
+    }
+    let ann_members = Members::of(annotations);
+    let dropped = |k: &str| keys.iter().any(|d| d == k);
+    let total = ann_members.iter().count();
+    let hit = ann_members.iter().filter(|(k, _)| dropped(k)).count();
+    if hit == 0 {
+        return Ok(None);
+    }
+    let new_meta = if hit == total {
+        without_members(meta_text, &meta_members, |k| k == "annotations")
+    } else {
+        let Some(at) = json_view::offset_in(meta_text, ann_text) else {
+            return Ok(None);
+        };
+        let mut m = String::with_capacity(meta_text.len());
+        m.push_str(meta_text.get(..at).unwrap_or_default());
+        m.push_str(&without_members(ann_text, &ann_members, dropped));
+        m.push_str(meta_text.get(at + ann_text.len()..).unwrap_or_default());
+        m
+    };
+    let Some(at) = json_view::offset_in(text, meta_text) else {
+        return Ok(None);
+    };
+    let mut out = String::with_capacity(text.len());
+    out.push_str(text.get(..at).unwrap_or_default());
+    out.push_str(&new_meta);
+    out.push_str(text.get(at + meta_text.len()..).unwrap_or_default());
+    Ok(Some(out))
+}
+
 /// An object's text (`obj`, whose `members` were parsed from it) without the members `drop`
 /// names; the others are kept byte for byte, in order, joined by `,`.
 fn without_members(obj: &str, members: &Members<'_>, drop: impl Fn(&str) -> bool) -> String {
@@ -1056,6 +1160,44 @@ mod tests {
             // Kept when not asked to drop them.
             let kept = Object::from_upstream(&cm_info(), Bytes::from(input), false).unwrap();
             assert!(kept.raw().windows(13).any(|w| w == b"managedFields"));
+        }
+    }
+
+    #[test]
+    fn drops_annotations_exactly() {
+        let last = "kubectl.kubernetes.io/last-applied-configuration";
+        let strip = Strip {
+            managed_fields: true,
+            annotations: vec![last.to_string()],
+        };
+        let cases = [
+            // The only annotation: the map goes, as Go's omitempty leaves an empty one out.
+            (
+                r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"v1\",\"data\":{\"k\":\"\\u003c\"}}\n"},"managedFields":[{"manager":"x"}]},"data":{"k":"\u003c"}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"k":"\u003c"}}"#,
+            ),
+            // Among others: they stay, in order, byte for byte.
+            (
+                r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","annotations":{"a":"1","kubectl.kubernetes.io/last-applied-configuration":"{}","z":"\u0026"}}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","annotations":{"a":"1","z":"\u0026"}}}"#,
+            ),
+            // Not there: untouched.
+            (
+                r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","annotations":{"a":"1"}}}"#,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","annotations":{"a":"1"}}}"#,
+            ),
+        ];
+        for (input, want) in cases {
+            let o = Object::from_upstream_stripped(
+                &cm_info(),
+                &IndexSet::default(),
+                input.as_bytes(),
+                &strip,
+                None,
+            )
+            .unwrap();
+            assert_eq!(std::str::from_utf8(o.raw()).unwrap(), want);
+            assert_eq!(o.rv, 7);
         }
     }
 
