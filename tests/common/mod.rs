@@ -75,6 +75,7 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
         label_selector: None,
         field_selector: None,
         indexes: Vec::new(),
+        drop_annotations: Vec::new(),
     }
 }
 

@@ -204,6 +204,11 @@ pub struct ResourceConfig {
     /// Extra indexes (the type's selectable fields are always indexed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<IndexConfig>,
+    /// Annotations left out of this type's objects before caching (for example
+    /// `kubectl.kubernetes.io/last-applied-configuration`, often the largest part of an object):
+    /// clients see the objects as the apiserver would send them without those annotations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop_annotations: Vec<String>,
 }
 
 /// Retention of history and snapshots.
@@ -312,6 +317,7 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         label_selector: None,
         field_selector: None,
         indexes: Vec::new(),
+        drop_annotations: Vec::new(),
     })
     .collect()
 }
@@ -497,8 +503,16 @@ impl Config {
         CacheConfig {
             history_window: Duration::from_secs(self.cache.history_window_seconds),
             history_max_events: self.cache.history_max_events,
+            strip: crate::object::Strip::managed_fields(self.drop_managed_fields),
             ..CacheConfig::default()
         }
+    }
+
+    /// [`Config::cache_config`] for one configured resource (what it is cached without).
+    pub fn cache_config_for(&self, r: &ResourceConfig) -> CacheConfig {
+        let mut cfg = self.cache_config();
+        cfg.strip.annotations = r.drop_annotations.clone();
+        cfg
     }
 
     pub fn watch_config(&self) -> WatchConfig {
@@ -543,7 +557,6 @@ impl Config {
         ReflectorConfig {
             page_size: self.upstream.page_size,
             streaming_list: self.upstream.streaming_list,
-            drop_managed_fields: self.drop_managed_fields,
             ..ReflectorConfig::default()
         }
     }

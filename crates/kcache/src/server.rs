@@ -186,7 +186,7 @@ pub async fn start(
             Vec::new()
         };
         let cache = Arc::new(
-            ResourceCache::new(info, r.scope(), config.cache_config())
+            ResourceCache::new(info, r.scope(), config.cache_config_for(r))
                 .with_indexes(&r.indexes)
                 .with_selectable_fields(&selectable),
         );

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::index::{IndexConfig, IndexSet};
 use crate::latency::LatencyEstimate;
-use crate::object::{Key, Object};
+use crate::object::{Key, Object, Strip};
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 
@@ -50,6 +50,8 @@ pub struct CacheConfig {
     pub history_max_events: usize,
     /// How many rebuilt or served snapshots to keep for follow-up pages.
     pub max_snapshots: usize,
+    /// What the type's objects are cached without (memory controls).
+    pub strip: Strip,
 }
 
 impl Default for CacheConfig {
@@ -58,6 +60,7 @@ impl Default for CacheConfig {
             history_window: Duration::from_secs(300),
             history_max_events: 100_000,
             max_snapshots: 32,
+            strip: Strip::default(),
         }
     }
 }
@@ -182,6 +185,12 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
+    /// What this type's objects are cached without: every object put in the cache must have
+    /// been built with it (see `Object::from_upstream_stripped`).
+    pub fn strip(&self) -> &Strip {
+        &self.cfg.strip
+    }
+
     pub fn new(info: ResourceInfo, scope: Scope, cfg: CacheConfig) -> ResourceCache {
         let (rv_tx, _) = watch::channel(0);
         let indexes = Arc::new(IndexSet::new(&info.group, &info.resource, info.custom, &[]));

@@ -88,11 +88,11 @@ impl MirrorReflector {
     /// Run until the type turns out not to be servable in protobuf, or the task is dropped.
     pub async fn run(self) {
         let name = self.cache.info.to_string();
-        if self.cfg.drop_managed_fields {
-            // The cached JSON lacks managedFields and the upstream's protobuf has them: the two
-            // would disagree, and a wrong byte is worse than a forwarded read.
+        if !self.cache.strip().is_empty() {
+            // The cached JSON lacks fields that the upstream's protobuf has: the two would
+            // disagree, and a wrong byte is worse than JSON from the cache.
             self.mirror.set_unsupported(
-                "kcache drops managedFields from this type; the upstream's protobuf keeps them"
+                "kcache leaves fields out of this type's objects; the upstream's protobuf keeps them"
                     .into(),
             );
             return;

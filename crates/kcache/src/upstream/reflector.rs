@@ -55,7 +55,6 @@ pub struct ReflectorConfig {
     pub backoff_max: Duration,
     /// Give up waiting for the initial-events-end bookmark after this long and list instead.
     pub initial_events_timeout: Duration,
-    pub drop_managed_fields: bool,
 }
 
 impl ReflectorConfig {
@@ -81,7 +80,6 @@ impl Default for ReflectorConfig {
             backoff_initial: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
             initial_events_timeout: Duration::from_secs(60),
-            drop_managed_fields: false,
         }
     }
 }
@@ -315,11 +313,12 @@ impl Reflector {
             }
             for item in page.items.unwrap_or_default() {
                 let raw = body.slice_ref(item.get().as_bytes());
-                let o = Object::from_upstream_indexed(
+                let o = Object::from_upstream_stripped(
                     &info,
                     &self.cache.indexes,
-                    raw,
-                    self.cfg.drop_managed_fields,
+                    &raw,
+                    self.cache.strip(),
+                    None,
                 )
                 .map_err(|source| UpstreamError::Object {
                     what: info.to_string(),
@@ -494,22 +493,14 @@ impl Reflector {
             };
             // Live events keep their object's bytes laid out as the event's line, which the
             // cache's history then shares; initial events become no event, so no line.
-            let built = if gathering.is_some() {
-                Object::from_upstream_indexed(
-                    &info,
-                    &self.cache.indexes,
-                    ev.object,
-                    self.cfg.drop_managed_fields,
-                )
-            } else {
-                Object::from_upstream_event(
-                    &info,
-                    &self.cache.indexes,
-                    ty.as_str(),
-                    ev.object,
-                    self.cfg.drop_managed_fields,
-                )
-            };
+            let line = gathering.is_none().then_some(ty.as_str());
+            let built = Object::from_upstream_stripped(
+                &info,
+                &self.cache.indexes,
+                &ev.object,
+                self.cache.strip(),
+                line,
+            );
             let object = match built {
                 Ok(o) => o,
                 Err(e) => {
