@@ -55,7 +55,7 @@ pub async fn get(
     };
     let chunks = match form {
         Form::Protobuf(mirror) => {
-            let versions = [(obj.key(), obj.rv)];
+            let versions = [obj.rv];
             return Ok(
                 match mirror.wait_all(&versions, protobuf::MIRROR_WAIT).await {
                     Some(found) => Answer::Ready(protobuf::object(&cache.info, &found[0])),

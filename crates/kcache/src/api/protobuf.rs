@@ -96,9 +96,9 @@ impl Mirrors {
     }
 }
 
-/// The `(key, rv)` versions of `objects`, for the mirror.
-pub fn versions(objects: &[Arc<Object>]) -> Vec<(&str, u64)> {
-    objects.iter().map(|o| (o.key(), o.rv)).collect()
+/// The versions (resourceVersions) of `objects`, for the mirror.
+pub fn versions(objects: &[Arc<Object>]) -> Vec<u64> {
+    objects.iter().map(|o| o.rv).collect()
 }
 
 /// A GET's body: the object's envelope.
@@ -169,10 +169,9 @@ pub fn list(
 }
 
 /// What a protobuf watch frame of an event is made of: the event type, and the object version
-/// it carries (`key`, `rv`), at `at` when that differs from the version's own RV.
-struct FrameSource<'a> {
+/// it carries (its `rv`), at `at` when that differs from the version's own RV.
+struct FrameSource {
     ty: &'static str,
-    key: &'a str,
     rv: u64,
     at: Option<u64>,
 }
@@ -181,12 +180,11 @@ struct FrameSource<'a> {
 /// the selector, the previous state at the event's RV for one leaving it. A DELETED carries
 /// the deleted state; a relist's made-up deletion (and a deletion whose own version the mirror
 /// missed) is the previous state at the deletion's RV, which is what the apiserver sends too.
-fn frame_source(ev: &Event, kind: LineKind, exact: bool) -> FrameSource<'_> {
+fn frame_source(ev: &Event, kind: LineKind, exact: bool) -> FrameSource {
     let prev_at = |ty| {
         let prev = ev.prev.as_ref().unwrap_or(&ev.object);
         FrameSource {
             ty,
-            key: prev.key(),
             rv: prev.rv,
             at: (prev.rv != ev.rv).then_some(ev.rv),
         }
@@ -196,13 +194,11 @@ fn frame_source(ev: &Event, kind: LineKind, exact: bool) -> FrameSource<'_> {
         (LineKind::AsIs, EventType::Deleted) if !exact || ev.made_up => prev_at("DELETED"),
         (LineKind::Entered, _) => FrameSource {
             ty: "ADDED",
-            key: ev.object.key(),
             rv: ev.object.rv,
             at: None,
         },
         (LineKind::AsIs, ty) => FrameSource {
             ty: ty.as_str(),
-            key: ev.object.key(),
             rv: ev.object.rv,
             at: None,
         },
@@ -220,7 +216,7 @@ pub async fn watch_frame(
 ) -> Option<Bytes> {
     let build = |exact: bool| {
         let src = frame_source(ev, kind, exact);
-        let obj = mirror.get(src.key, src.rv)?;
+        let obj = mirror.get(src.rv)?;
         frame(info, src.ty, &obj, src.at)
     };
     if let Some(line) = ev.protobuf_line(kind, || build(true)) {
@@ -230,7 +226,7 @@ pub async fn watch_frame(
     // deletion whose own version the mirror missed (it relisted meanwhile) is then made from
     // the previous state.
     let src = frame_source(ev, kind, true);
-    let _ = mirror.wait_all(&[(src.key, src.rv)], MIRROR_WAIT).await;
+    let _ = mirror.wait_all(&[src.rv], MIRROR_WAIT).await;
     ev.protobuf_line(kind, || build(true).or_else(|| build(false)))
 }
 
