@@ -221,6 +221,11 @@ pub struct CacheSettings {
     /// passed through.
     #[serde(default = "default_protobuf")]
     pub protobuf: bool,
+    /// Keep each cached resource's objects and resourceVersion in a database in this
+    /// directory, so that a restarted kcache serves them at once and resumes its upstream
+    /// watches instead of relisting (see `persist`). Absent: nothing is written to disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist_dir: Option<PathBuf>,
 }
 
 fn default_protobuf() -> bool {
@@ -234,6 +239,7 @@ impl Default for CacheSettings {
             history_window_seconds: d.history_window.as_secs(),
             history_max_events: d.history_max_events,
             protobuf: true,
+            persist_dir: None,
         }
     }
 }

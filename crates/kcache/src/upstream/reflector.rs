@@ -147,7 +147,17 @@ impl Reflector {
 
     /// Run until the task is dropped.
     pub async fn run(mut self) {
-        let mut state = State::Sync;
+        // A cache restored from disk resumes its watch from the stored RV: the upstream sends
+        // what changed since, or a 410 that makes it relist (see `persist`).
+        let mut state = if self.cache.is_synced() {
+            tracing::info!(resource = %self.cache.info, rv = self.cache.rv(), objects = self.cache.len(),
+                "restored from disk; resuming the watch");
+            State::Watching {
+                rv: self.cache.rv(),
+            }
+        } else {
+            State::Sync
+        };
         loop {
             state = self.step(state).await;
         }
