@@ -82,6 +82,8 @@ pub enum PersistError {
         "{path} is in use by another process (another kcache with the same cache.persistDir?)"
     )]
     Locked { path: PathBuf },
+    #[error("the database file is damaged (opening it failed)")]
+    Unreadable,
     #[error("database")]
     Db(#[source] Box<redb::Error>),
     #[error("stored data has schema version {found}; this kcache reads {SCHEMA}")]
@@ -228,7 +230,12 @@ impl Store {
     }
 
     fn open_file(path: &Path) -> Result<Store, PersistError> {
-        let db = match Database::create(path) {
+        // redb reports most damage as an error but asserts on some (a file cut short panics
+        // in its page manager), so a panic while opening is one more "unreadable file". The
+        // panic unwinds before any database exists: nothing of it is left half-open.
+        let opened = std::panic::catch_unwind(|| Database::create(path))
+            .map_err(|_| PersistError::Unreadable)?;
+        let db = match opened {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
                 return Err(PersistError::Locked {

@@ -1,0 +1,342 @@
+//! Warm restart (`cache.persistDir`): a kcache stopped and started again with the same directory
+//! serves what it had cached at `resourceVersion=0` before it has reached the upstream, then
+//! resumes its upstream watch from the stored resourceVersion (no list) and ends equal to the
+//! upstream; a resume the upstream has compacted away relists; a damaged file is discarded and
+//! kcache syncs cold.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{get, resource, sample, wait_until, EnvBuilder};
+use kcache::config::Config;
+use kcache::server::{self, Running};
+use kcache::upstream::Upstream;
+use kcache_sim::Sim;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+/// key → resourceVersion.
+type View = BTreeMap<String, String>;
+
+fn view_of(items: &[Value]) -> View {
+    items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or("")
+                ),
+                m["resourceVersion"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn upstream_view(sim: &Sim) -> View {
+    view_of(&sim.list("", "configmaps"))
+}
+
+/// What kcache serves to a LIST at resourceVersion=0 (from its cache, whatever its age).
+async fn cached_view(kcache: &Running) -> View {
+    let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    view_of(r.json()["items"].as_array().expect("items"))
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kcache-warm-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn builder(dir: &Path) -> EnvBuilder {
+    let mut b = EnvBuilder::default().resources(vec![resource("", "v1", "configmaps")]);
+    b.config.cache.persist_dir = Some(dir.to_owned());
+    b
+}
+
+fn configmap(i: usize, data: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{}", i % 3)},
+        "data": {"k": data}})
+}
+
+fn create(sim: &Sim, range: std::ops::Range<usize>) {
+    for i in range {
+        sim.create("", "configmaps", configmap(i, "v1"))
+            .expect("create");
+    }
+}
+
+/// While kcache is stopped: change 0..5, delete 5..10, create N..N+5.
+fn change_meanwhile(sim: &Sim, n: usize) {
+    for i in 0..5 {
+        sim.update("", "configmaps", configmap(i, "v2"))
+            .expect("update");
+    }
+    for i in 5..10 {
+        sim.delete(
+            "",
+            "configmaps",
+            Some(&format!("ns-{}", i % 3)),
+            &format!("cm-{i}"),
+        )
+        .expect("delete");
+    }
+    create(sim, n..n + 5);
+}
+
+async fn start_kcache(sim: &Sim, config: &Config) -> Running {
+    let upstream = Upstream::from_url(&sim.url()).expect("upstream");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    server::start(config, upstream, listener, admin)
+        .await
+        .expect("kcache starts")
+}
+
+async fn metric(kcache: &Running, parts: &[&str]) -> f64 {
+    let text = get(&kcache.admin_url(), "/metrics").await.text();
+    sample(&text, parts).unwrap_or(0.0)
+}
+
+async fn equal_to_upstream(kcache: &Running, sim: &Sim) {
+    wait_until("kcache serves what the upstream holds", || async {
+        cached_view(kcache).await == upstream_view(sim)
+    })
+    .await;
+}
+
+/// A first kcache with `dir` that has cached `n` ConfigMaps, stopped cleanly.
+async fn first_run(dir: &Path, n: usize) -> (Sim, Config) {
+    let b = builder(dir);
+    let config = b.config.clone();
+    let env = b.start().await;
+    create(&env.sim, 0..n);
+    equal_to_upstream(&env.kcache, &env.sim).await;
+    let common::Env { sim, kcache } = env;
+    kcache.shutdown().await;
+    (sim, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_serves_the_stored_state_at_once_and_resumes_the_watch_without_a_list() {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 40).await;
+    let before = upstream_view(&sim);
+    change_meanwhile(&sim, 40);
+    // The upstream cannot be reached: whatever the new kcache serves comes from the disk.
+    sim.faults().set_unreachable(true);
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(cache.is_synced(), "restored before the reflector ran");
+    let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(view_of(r.json()["items"].as_array().unwrap()), before);
+    assert!(r.header("x-kcache-cache-age").is_some());
+    // Ready (serving the stored state), and saying where the state came from.
+    let ready = get(&kcache.admin_url(), "/readyz?verbose").await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    assert!(
+        ready.text().contains("restored from disk"),
+        "{}",
+        ready.text()
+    );
+    // A consistent read is not answered from a state the upstream has not confirmed: it goes
+    // upstream, which cannot be reached.
+    let consistent = get(&kcache.url(), "/api/v1/configmaps").await;
+    assert_ne!(consistent.status, 200, "{}", consistent.text());
+
+    sim.faults().set_unreachable(false);
+    equal_to_upstream(&kcache, &sim).await;
+    assert_eq!(cache.relists(), 0);
+    let cm = "resource=\"configmaps\"";
+    // No list of any form: no paged list, and the only ADDED events are the 5 objects created
+    // meanwhile (a streaming list would have sent all 35 again).
+    assert_eq!(
+        metric(
+            &kcache,
+            &[
+                "kcache_upstream_requests_total",
+                "purpose=\"reflector_list\""
+            ]
+        )
+        .await,
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_upstream_events_total{", cm, "type=\"ADDED\""]
+        )
+        .await,
+        5.0
+    );
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_upstream_events_total{", cm, "type=\"DELETED\""]
+        )
+        .await,
+        5.0
+    );
+    // Now confirmed: consistent reads are answered, and equal the upstream.
+    wait_until("a consistent read is answered", || async {
+        get(&kcache.url(), "/api/v1/configmaps").await.status == 200
+    })
+    .await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_past_the_upstream_history_relists_and_ends_equal() {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 30).await;
+    change_meanwhile(&sim, 30);
+    // The upstream's history no longer reaches back to the stored resourceVersion.
+    sim.faults().restart();
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    equal_to_upstream(&kcache, &sim).await;
+    wait_until("the resume's 410 made kcache relist", || async {
+        cache.relists() >= 1
+    })
+    .await;
+    equal_to_upstream(&kcache, &sim).await;
+    // A change after the relist still arrives.
+    sim.create("", "configmaps", configmap(1000, "late"))
+        .expect("create");
+    equal_to_upstream(&kcache, &sim).await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn damaged_file_is_discarded(damage: impl FnOnce(&Path)) {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 30).await;
+    change_meanwhile(&sim, 30);
+    damage(&dir.join(kcache::persist::FILE));
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(kcache.wait_synced(Duration::from_secs(20)).await);
+    // Synced cold: the first answer is already the upstream's state (a restored one would be
+    // the state before the changes), from a full initial list (30 - 5 + 5 objects ADDED).
+    assert_eq!(cached_view(&kcache).await, upstream_view(&sim));
+    assert_eq!(cache.relists(), 0);
+    assert_eq!(
+        metric(
+            &kcache,
+            &[
+                "kcache_upstream_events_total{",
+                "resource=\"configmaps\"",
+                "type=\"ADDED\""
+            ]
+        )
+        .await,
+        30.0
+    );
+    // And the new file works: a second restart restores from it.
+    kcache.shutdown().await;
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(cache.is_synced(), "restored from the new file");
+    equal_to_upstream(&kcache, &sim).await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_file_is_discarded_and_kcache_syncs_cold() {
+    damaged_file_is_discarded(|path| {
+        // Garbage over the first pages (the headers and roots).
+        let mut bytes = std::fs::read(path).unwrap();
+        let n = bytes.len().min(8192);
+        for (i, b) in bytes[..n].iter_mut().enumerate() {
+            *b = (i * 7 + 13) as u8;
+        }
+        std::fs::write(path, bytes).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_file_is_discarded_and_kcache_syncs_cold() {
+    damaged_file_is_discarded(|path| {
+        let len = std::fs::metadata(path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len / 3).unwrap();
+    })
+    .await;
+}
+
+/// Time to the first LIST answer after start, cold and warm, for `KCACHE_WARM_N` (10,000)
+/// ConfigMaps, and the file's bytes per object. A measurement: `cargo test --release --test
+/// warm_restart -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_time_to_first_list_warm_and_cold() {
+    let n: usize = std::env::var("KCACHE_WARM_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempdir();
+    let b = builder(&dir);
+    let config = b.config.clone();
+    let env = b.start().await;
+    for i in 0..n {
+        env.sim
+            .create(
+                "",
+                "configmaps",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{}", i % 20),
+                        "labels": {"app": "bench", "tier": format!("t{}", i % 5)}},
+                    "data": {"key": "x".repeat(200)}}),
+            )
+            .unwrap();
+    }
+    equal_to_upstream(&env.kcache, &env.sim).await;
+    let json_bytes = env.kcache.cache("", "v1", "configmaps").unwrap().size().1;
+    let common::Env { sim, kcache } = env;
+    kcache.shutdown().await;
+    let file = std::fs::metadata(dir.join(kcache::persist::FILE))
+        .unwrap()
+        .len();
+
+    let first_list = |kcache: Running| async move {
+        loop {
+            let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+            if r.status == 200 {
+                assert_eq!(r.json()["items"].as_array().unwrap().len(), n);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        kcache
+    };
+    let started = Instant::now();
+    let kcache = first_list(start_kcache(&sim, &config).await).await;
+    let warm = started.elapsed();
+    kcache.shutdown().await;
+
+    let mut cold_config = config.clone();
+    cold_config.cache.persist_dir = None;
+    let started = Instant::now();
+    let kcache = first_list(start_kcache(&sim, &cold_config).await).await;
+    let cold = started.elapsed();
+    kcache.shutdown().await;
+    println!(
+        "{n} ConfigMaps: first LIST warm {warm:?}, cold {cold:?}; file {file} bytes = {:.0} B/object \
+         ({:.0} B/object of JSON)",
+        file as f64 / n as f64,
+        json_bytes as f64 / n as f64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
