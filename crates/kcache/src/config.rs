@@ -466,6 +466,17 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        if self
+            .cache
+            .persist_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err(invalid(
+                "cache.persistDir".into(),
+                "must be a directory; omit it to keep nothing on disk".into(),
+            ));
+        }
         if let Ok(addr) = self.listen.parse::<std::net::SocketAddr>() {
             crate::auth::check_listen(self.auth.mode, &addr)
                 .map_err(|e| invalid("auth.mode".into(), e.to_string()))?;
@@ -701,6 +712,24 @@ mod tests {
         assert!(text(&e).starts_with("adminListen:"), "{e}");
         // Any free port for both is fine (tests do that).
         Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
+    }
+
+    #[test]
+    fn persist_dir_is_optional_in_the_cache_section() {
+        assert_eq!(Config::parse("{}").unwrap().cache.persist_dir, None);
+        let c = Config::parse(
+            "cache: {historyWindowSeconds: 300, historyMaxEvents: 10, protobuf: true, persistDir: /var/lib/kcache}\n",
+        )
+        .unwrap();
+        assert_eq!(c.cache.persist_dir, Some(PathBuf::from("/var/lib/kcache")));
+        let c =
+            Config::parse("cache: {historyWindowSeconds: 300, historyMaxEvents: 10}\n").unwrap();
+        assert_eq!(c.cache.persist_dir, None);
+        let e = Config::parse(
+            "cache: {historyWindowSeconds: 300, historyMaxEvents: 10, persistDir: ''}\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("cache.persistDir:"), "{e}");
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //! resourceVersion 0, from a watch cache) that ends older than the cache was answered by a
 //! lagging watch cache, not by a restored upstream: kcache then lists consistently (etcd) instead,
 //! and only a consistent list older than the cache is taken for a restore.
+//!
+//! A cache loaded from disk at start (`persist`) is already synced: its reflector begins in
+//! Watching at the stored RV instead of Sync, and a 410 there relists like any other.
 
 use std::sync::Arc;
 use std::time::Duration;
