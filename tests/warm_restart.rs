@@ -340,3 +340,209 @@ async fn measure_time_to_first_list_warm_and_cold() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The real binary killed with SIGKILL while the upstream churns: the file it leaves holds
+/// exactly the upstream's state at the stored resourceVersion (no half-written flush), and the
+/// binary started again on it resumes its watch without a list and ends equal to the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() {
+    common::init_logs();
+    let dir = tempdir();
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
+             current-context: c\n",
+            sim.url()
+        ),
+    )
+    .unwrap();
+    let db = dir.join("db");
+    let config = dir.join("kcache.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "resources: [{{version: v1, resource: configmaps}}]\n\
+             cache: {{historyWindowSeconds: 300, historyMaxEvents: 100000, persistDir: \"{}\"}}\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let serve = |dir: &Path| {
+        let free = |_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .to_string()
+        };
+        let (listen, admin) = (free(0), free(1));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kcache"))
+            .args(["serve", "--config"])
+            .arg(dir.join("kcache.yaml"))
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .args(["--listen", &listen, "--admin-listen", &admin])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("kcache starts");
+        (child, format!("http://{listen}"), format!("http://{admin}"))
+    };
+    // key → the resourceVersion of its current version, after each write: the upstream's
+    // state at every RV, to check the file against.
+    let mut state: BTreeMap<String, u64> = BTreeMap::new();
+    let mut history: Vec<(u64, BTreeMap<String, u64>)> = Vec::new();
+    let rv_of = |o: &Value| -> u64 {
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let key = |i: usize| format!("ns-{}/cm-{i}", i % 3);
+    for i in 0..300 {
+        let o = sim.create("", "configmaps", configmap(i, "v1")).unwrap();
+        state.insert(key(i), rv_of(&o));
+    }
+    history.push((sim.current_rv(), state.clone()));
+    let (mut child, url, _) = serve(&dir);
+    let list = |url: String| async move {
+        let addr = url.trim_start_matches("http://").to_owned();
+        if tokio::net::TcpStream::connect(&addr).await.is_err() {
+            return None;
+        }
+        let r = get(&url, "/api/v1/configmaps?resourceVersion=0").await;
+        (r.status == 200).then(|| view_of(r.json()["items"].as_array().unwrap()))
+    };
+    wait_until("the binary serves the upstream's state", || {
+        let url = url.clone();
+        let sim = &sim;
+        async move { list(url).await == Some(upstream_view(sim)) }
+    })
+    .await;
+    // Churn: updates, deletes and creates, a few hundred a second; SIGKILL in the middle, after
+    // some flushes have happened during the churn.
+    let mut next = 300;
+    let started = Instant::now();
+    let mut killed = false;
+    let mut round = 0usize;
+    let mut creates: Vec<u64> = Vec::new();
+    while started.elapsed() < Duration::from_millis(4500) {
+        round += 1;
+        let i = (round * 7919) % next;
+        let o = if round % 5 == 0 {
+            next += 1;
+            sim.create("", "configmaps", configmap(next - 1, "new"))
+                .map(|o| (key(next - 1), Some(o)))
+        } else if round % 7 == 0 && state.contains_key(&key(i)) {
+            sim.delete(
+                "",
+                "configmaps",
+                Some(&format!("ns-{}", i % 3)),
+                &format!("cm-{i}"),
+            )
+            .map(|_| (key(i), None))
+        } else if state.contains_key(&key(i)) {
+            sim.update("", "configmaps", configmap(i, &format!("r{round}")))
+                .map(|o| (key(i), Some(o)))
+        } else {
+            continue;
+        };
+        let (k, o) = o.expect("write");
+        if round % 5 == 0 {
+            creates.push(sim.current_rv());
+        }
+        match o {
+            Some(o) => state.insert(k, rv_of(&o)),
+            None => state.remove(&k),
+        };
+        history.push((sim.current_rv(), state.clone()));
+        if !killed && started.elapsed() > Duration::from_millis(2300) {
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+            killed = true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(killed);
+    // What the killed process left: a state the upstream really had, at the stored RV.
+    let key_cm = kcache::persist::resource_key(&resource("", "v1", "configmaps"));
+    let stored = {
+        let store = kcache::persist::Store::open(&db).expect("the file opens after a kill");
+        store
+            .load(
+                &key_cm,
+                &kcache::persist::fingerprint(&resource("", "v1", "configmaps"), false),
+            )
+            .expect("the file loads")
+            .expect("something was stored")
+    };
+    let at = stored.record.rv;
+    let expected = &history
+        .iter()
+        .rev()
+        .find(|(rv, _)| *rv <= at)
+        .expect("a state at or before the stored RV")
+        .1;
+    let got: BTreeMap<String, u64> = stored
+        .objects
+        .iter()
+        .map(|(k, raw)| {
+            let v: Value = serde_json::from_slice(raw).unwrap();
+            (k.clone(), rv_of(&v))
+        })
+        .collect();
+    assert_eq!(
+        &got, expected,
+        "the stored state is the upstream's at RV {at}"
+    );
+    assert!(
+        at > history[0].0,
+        "some churn was flushed before the kill (stored RV {at})"
+    );
+    // Started again on the file: resumes, no list, ends equal to the upstream.
+    let (mut child, url, admin) = serve(&dir);
+    wait_until("the restarted binary serves the upstream's state", || {
+        let url = url.clone();
+        let sim = &sim;
+        async move { list(url).await == Some(upstream_view(sim)) }
+    })
+    .await;
+    let metrics = get(&admin, "/metrics").await.text();
+    assert_eq!(
+        sample(
+            &metrics,
+            &[
+                "kcache_upstream_requests_total",
+                "purpose=\"reflector_list\""
+            ]
+        )
+        .unwrap_or(0.0),
+        0.0
+    );
+    let added = sample(
+        &metrics,
+        &[
+            "kcache_upstream_events_total{",
+            "resource=\"configmaps\"",
+            "type=\"ADDED\"",
+        ],
+    )
+    .unwrap_or(0.0);
+    // A resumed watch: exactly the objects created after the stored RV came as ADDED (an
+    // initial list would have sent every object).
+    let created_after = creates.iter().filter(|rv| **rv > at).count();
+    assert_eq!(added, created_after as f64, "ADDED events after a resume");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -272,6 +272,14 @@ impl Store {
         })
     }
 
+    /// Give the file's free pages back to the file system.
+    pub fn compact(&mut self) -> Result<(), PersistError> {
+        self.db
+            .compact()
+            .map_err(|e| PersistError::Db(Box::new(e.into())))?;
+        Ok(())
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -520,6 +528,15 @@ impl Persister {
             self.flush().await;
         }
         self.flush().await;
+        // Copy-on-write leaves freed pages behind in the file; giving them back at a clean
+        // stop keeps the file near the size of what it holds (a stop that never comes, a
+        // kill, only leaves a larger file, whose free pages later commits reuse).
+        if let Ok(mut store) = Arc::try_unwrap(self.store) {
+            let compacted = tokio::task::spawn_blocking(move || store.compact()).await;
+            if let Ok(Err(e)) = compacted {
+                tracing::info!(error = %crate::error::Report(&e), "could not compact the stored cache");
+            }
+        }
     }
 
     /// Commit each synced cache's changes since its last commit.
