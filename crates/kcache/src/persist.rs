@@ -696,6 +696,34 @@ mod tests {
     }
 
     #[test]
+    fn a_restored_cache_is_aged_and_unconfirmed_until_the_upstream_is_reached() {
+        let mut r = record();
+        r.rv = 9;
+        r.objects = 1;
+        r.confirmed_ms = now_ms() - 5_000;
+        let stored = Stored {
+            record: r,
+            objects: vec![("ns/a".into(), Bytes::copy_from_slice(cm("a", 5).raw()))],
+        };
+        let cache = new_cache();
+        assert!(!cache.is_unconfirmed(), "not synced: nothing to confirm");
+        restore(&cache, &stored).unwrap();
+        assert!(cache.is_synced());
+        assert!(cache.is_unconfirmed());
+        assert!(cache.age() >= Duration::from_secs(5), "{:?}", cache.age());
+        assert_eq!(cache.history_start(), 9, "no history before the stored RV");
+        cache.contact();
+        assert!(!cache.is_unconfirmed());
+        assert!(cache.age() < Duration::from_secs(5));
+        // A later restore is ignored: the cache has synced.
+        let mut other = stored;
+        other.record.rv = 20;
+        restore(&new_cache(), &other).unwrap();
+        restore(&cache, &other).unwrap();
+        assert_eq!(cache.rv(), 9);
+    }
+
+    #[test]
     fn a_differently_configured_resource_is_not_loaded() {
         let dir = tempdir();
         let store = Store::open(&dir).unwrap();
