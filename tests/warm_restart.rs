@@ -140,6 +140,14 @@ async fn a_restart_serves_the_stored_state_at_once_and_resumes_the_watch_without
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(view_of(r.json()["items"].as_array().unwrap()), before);
     assert!(r.header("x-kcache-cache-age").is_some());
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_persist_restored_objects", "resource=\"configmaps\""]
+        )
+        .await,
+        40.0
+    );
     // Ready (serving the stored state), and saying where the state came from.
     let ready = get(&kcache.admin_url(), "/readyz?verbose").await;
     assert_eq!(ready.status, 200, "{}", ready.text());
@@ -242,6 +250,18 @@ async fn damaged_file_is_discarded(damage: impl FnOnce(&Path)) {
         .await,
         30.0
     );
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_persist_restored_objects", "resource=\"configmaps\""]
+        )
+        .await,
+        0.0
+    );
+    wait_until("the new file gets a commit", || async {
+        metric(&kcache, &["kcache_persist_flushes_total", "outcome=\"ok\""]).await >= 1.0
+    })
+    .await;
     // And the new file works: a second restart restores from it.
     kcache.shutdown().await;
     let kcache = start_kcache(&sim, &config).await;

@@ -45,6 +45,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::{ObjectMap, ResourceCache};
 use crate::config::ResourceConfig;
+use crate::metrics::{Metrics, OutcomeLabels, ResourceLabels};
 use crate::object::{Object, ObjectError};
 use crate::resource::ResourceInfo;
 
@@ -482,6 +483,7 @@ pub struct Persister {
     store: Arc<Store>,
     tracked: Vec<Tracked>,
     every: Duration,
+    metrics: Arc<Metrics>,
 }
 
 /// A running [`Persister`]: [`PersisterHandle::stop`] makes it flush once more and end.
@@ -499,11 +501,17 @@ impl PersisterHandle {
 }
 
 impl Persister {
-    pub fn new(store: Arc<Store>, tracked: Vec<Tracked>, every: Duration) -> Persister {
+    pub fn new(
+        store: Arc<Store>,
+        tracked: Vec<Tracked>,
+        every: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Persister {
         Persister {
             store,
             tracked,
             every,
+            metrics,
         }
     }
 
@@ -543,22 +551,40 @@ impl Persister {
     /// Commit each synced cache's changes since its last commit.
     pub async fn flush(&mut self) {
         for t in &mut self.tracked {
-            if let Err(e) = flush_one(&self.store, t).await {
-                tracing::warn!(resource = %t.cache.info, error = %crate::error::Report(&e),
-                    "could not write the cache to disk; retrying at the next flush");
-            }
+            let started = std::time::Instant::now();
+            let outcome = match flush_one(&self.store, t).await {
+                Ok(false) => continue,
+                Ok(true) => "ok",
+                Err(e) => {
+                    tracing::warn!(resource = %t.cache.info, error = %crate::error::Report(&e),
+                        "could not write the cache to disk; retrying at the next flush");
+                    "error"
+                }
+            };
+            let resource = t.cache.info.resource.clone();
+            self.metrics
+                .persist_flush_seconds
+                .get_or_create(&ResourceLabels {
+                    resource: resource.clone(),
+                })
+                .observe(started.elapsed().as_secs_f64());
+            self.metrics
+                .persist_flushes
+                .get_or_create(&OutcomeLabels { resource, outcome })
+                .inc();
         }
     }
 }
 
-async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<(), PersistError> {
+/// Commit one cache's changes; Ok(false) when there was nothing to commit.
+async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
     if !t.cache.is_synced() {
-        return Ok(());
+        return Ok(false);
     }
     let snap = t.cache.snapshot();
     let due = t.written.is_none_or(|w| w.elapsed() >= REFRESH_EVERY);
     if t.committed.as_ref().is_some_and(|(_, rv)| *rv == snap.rv) && !due {
-        return Ok(());
+        return Ok(false);
     }
     let mut upserts = Vec::new();
     let mut deletes = Vec::new();
@@ -599,7 +625,7 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<(), PersistErr
         .map_err(PersistError::Task)??;
     t.committed = Some((snap.objects, snap.rv));
     t.written = Some(std::time::Instant::now());
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -671,6 +697,7 @@ mod tests {
             store.clone(),
             vec![Tracked::new(cache.clone(), key.clone(), record(), false)],
             FLUSH_EVERY,
+            Arc::new(Metrics::new()),
         );
         p.flush().await;
         cache.apply(EventType::Modified, cm("a", 11));

@@ -223,7 +223,15 @@ pub async fn start(
         if let Some(store) = &store {
             let restored = match &stored {
                 Some(st) => match persist::restore(&cache, st) {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        metrics
+                            .persist_restored_objects
+                            .get_or_create(&crate::metrics::ResourceLabels {
+                                resource: cache.info.resource.clone(),
+                            })
+                            .set(st.objects.len() as i64);
+                        true
+                    }
                     Err(e) => {
                         tracing::warn!(resource = %cache.info, error = %Report(&e),
                             "stored cache unusable; discarding it and syncing from the upstream");
@@ -258,7 +266,7 @@ pub async fn start(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %Report(&e), "could not discard stored caches"),
         }
-        persist::Persister::new(store, tracked, persist::FLUSH_EVERY).spawn()
+        persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
     });
     // One probe for all: the upstream's revision is global (see upstream::probe).
     let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
