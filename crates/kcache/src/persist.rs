@@ -84,7 +84,7 @@ pub enum PersistError {
         "{path} is in use by another process (another kcache with the same cache.persistDir?)"
     )]
     Locked { path: PathBuf },
-    #[error("the database file is damaged (opening it failed)")]
+    #[error("the database file is damaged (reading it failed)")]
     Unreadable,
     #[error("database")]
     Db(#[source] Box<redb::Error>),
@@ -237,7 +237,7 @@ impl Store {
         // panic unwinds before any database exists: nothing of it is left half-open.
         let opened = std::panic::catch_unwind(|| Database::create(path))
             .map_err(|_| PersistError::Unreadable)?;
-        let db = match opened {
+        let mut db = match opened {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
                 return Err(PersistError::Locked {
@@ -246,6 +246,13 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         };
+        // redb recovers from a crash by itself, but does not check every page's checksum on
+        // the way: a bit changed on the disk could otherwise reach a client as a wrong object
+        // that still parses. Checked once per start (a read of the whole file, which the load
+        // then finds in the page cache); Ok(false) is a file rolled back to its last good
+        // commit, which is still a state the cache had.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()))
+            .map_err(|_| PersistError::Unreadable)??;
         let txn = db.begin_write()?;
         {
             let mut meta = txn.open_table(META)?;
@@ -850,6 +857,38 @@ mod tests {
         drop(meta);
         drop(txn);
         drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_byte_changed_on_disk_is_caught_and_the_file_replaced() {
+        let dir = tempdir();
+        let key = resource_key(&config());
+        let raw = Bytes::copy_from_slice(cm("needle", 5).raw());
+        {
+            let store = Store::open(&dir).unwrap();
+            let mut r = record();
+            r.objects = 1;
+            r.rv = 5;
+            store
+                .write(&key, &r, &[("ns/needle".into(), raw)], &[])
+                .unwrap();
+        }
+        // Change one byte inside the stored object (a string: the JSON would still parse).
+        let path = dir.join(FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes
+            .windows(6)
+            .position(|w| w == b"needle")
+            .expect("the object is in the file");
+        bytes[at] = b'N';
+        std::fs::write(&path, bytes).unwrap();
+        let store = Store::open(&dir).unwrap();
+        assert!(
+            store.load(&key, &record().config).unwrap().is_none(),
+            "the changed file was replaced, not served"
+        );
+        drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -364,7 +364,12 @@ pub async fn start(
 /// The stored state of one resource, None if there is none or it cannot be used (then it is
 /// discarded, and the resource syncs from the upstream).
 fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<persist::Stored> {
-    match store.load(key, fingerprint) {
+    // A panic in the store while reading a damaged file is one more unusable file.
+    let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.load(key, fingerprint)
+    }))
+    .unwrap_or(Err(persist::PersistError::Unreadable));
+    match loaded {
         Ok(stored) => stored,
         Err(e) => {
             tracing::warn!(resource = key, error = %Report(&e),
