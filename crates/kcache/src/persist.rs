@@ -29,7 +29,9 @@
 //! the stored RV (a 410 makes it relist, as any expired watch does). Anything that cannot be
 //! loaded — a file that is not a readable database, another schema version, an object that
 //! does not parse, a resource configured differently or no longer configured — is discarded
-//! with a warning and that resource syncs cold: stored data is never served wrong.
+//! with a warning and that resource syncs cold: stored data is never served wrong. Every page's
+//! checksum is verified when the file is opened, so a byte changed on the disk behind redb's
+//! back is caught too, not only a file redb cannot open.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
