@@ -64,6 +64,9 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// "confirmed at" time (the age a restart starts from) stays close to the truth.
 const REFRESH_EVERY: Duration = Duration::from_secs(60);
 
+/// How long after a failed flush the next is tried.
+const RETRY_AFTER: Duration = Duration::from_secs(30);
+
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema";
 const RECORD_PREFIX: &str = "resource:";
@@ -378,17 +381,22 @@ impl Store {
     }
 
     /// Commit one flush of resource `key`: the objects upserted and deleted since the last
-    /// one, and the record of the state they make. One transaction: all of it or none.
+    /// one (with `whole`, `upserts` is every object and replaces what is stored), and the
+    /// record of the state they make. One transaction: all of it or none.
     pub fn write(
         &self,
         key: &str,
         record: &Record,
+        whole: bool,
         upserts: &[(String, Bytes)],
         deletes: &[String],
     ) -> Result<(), PersistError> {
         let txn = self.db.begin_write()?;
         {
             let name = objects_table(key);
+            if whole {
+                txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            }
             let mut table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
             for k in deletes {
                 table.remove(k.as_str())?;
@@ -464,9 +472,12 @@ pub struct Tracked {
     /// The record's fixed part (configuration and discovery facts); the RV, time and count
     /// are filled in at each flush.
     pub record: Record,
-    /// What is committed: the objects and the RV (None: nothing yet, the table is empty).
+    /// What is committed: the objects and the RV (None: not known; the next flush writes
+    /// every object).
     committed: Option<(ObjectMap, u64)>,
     written: Option<std::time::Instant>,
+    /// After a failed flush, the next is not tried before this (see `flush_one`).
+    retry_at: Option<std::time::Instant>,
 }
 
 impl Tracked {
@@ -483,6 +494,7 @@ impl Tracked {
             record,
             committed,
             written: restored.then(std::time::Instant::now),
+            retry_at: None,
         }
     }
 }
@@ -566,7 +578,7 @@ impl Persister {
                 Ok(true) => "ok",
                 Err(e) => {
                     tracing::warn!(resource = %t.cache.info, error = %crate::error::Report(&e),
-                        "could not write the cache to disk; retrying at the next flush");
+                        "could not write the cache to disk; retrying in 30s");
                     "error"
                 }
             };
@@ -587,7 +599,7 @@ impl Persister {
 
 /// Commit one cache's changes; Ok(false) when there was nothing to commit.
 async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
-    if !t.cache.is_synced() {
+    if !t.cache.is_synced() || t.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
         return Ok(false);
     }
     let snap = t.cache.snapshot();
@@ -629,9 +641,22 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
     record.confirmed_ms = now_ms().saturating_sub(age_ms);
     let store = store.clone();
     let key = t.key.clone();
-    tokio::task::spawn_blocking(move || store.write(&key, &record, &upserts, &deletes))
-        .await
-        .map_err(PersistError::Task)??;
+    let whole = t.committed.is_none();
+    let written =
+        tokio::task::spawn_blocking(move || store.write(&key, &record, whole, &upserts, &deletes))
+            .await
+            .map_err(PersistError::Task)
+            .and_then(|r| r);
+    if let Err(e) = written {
+        // What is stored is still the last commit, but the next attempt writes every object
+        // instead of the changes since: holding on to the committed map would keep every
+        // object replaced since alive for as long as the disk refuses (full, read-only). Not
+        // before a pause, so a failing disk is not rewritten in full every second.
+        t.committed = None;
+        t.retry_at = Some(std::time::Instant::now() + RETRY_AFTER);
+        return Err(e);
+    }
+    t.retry_at = None;
     t.committed = Some((snap.objects, snap.rv));
     t.written = Some(std::time::Instant::now());
     Ok(true)
@@ -768,7 +793,9 @@ mod tests {
         r.objects = 1;
         r.rv = 5;
         let raw = Bytes::copy_from_slice(cm("a", 5).raw());
-        store.write(&key, &r, &[("ns/a".into(), raw)], &[]).unwrap();
+        store
+            .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+            .unwrap();
         assert!(store.load(&key, &r.config).unwrap().is_some());
         let mut scoped = config();
         scoped.namespace = Some("other".into());
@@ -783,6 +810,31 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_write_replaces_what_is_stored() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let key = resource_key(&config());
+        let obj = |name: &str| {
+            (
+                format!("ns/{name}"),
+                Bytes::copy_from_slice(cm(name, 5).raw()),
+            )
+        };
+        let mut r = record();
+        r.objects = 2;
+        store
+            .write(&key, &r, false, &[obj("a"), obj("b")], &[])
+            .unwrap();
+        r.objects = 1;
+        store.write(&key, &r, true, &[obj("c")], &[]).unwrap();
+        let stored = store.load(&key, &r.config).unwrap().unwrap();
+        let keys: Vec<&str> = stored.objects.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["ns/c"]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_record_that_does_not_match_its_table_is_refused() {
         let dir = tempdir();
         let store = Store::open(&dir).unwrap();
@@ -790,7 +842,9 @@ mod tests {
         let mut r = record();
         r.objects = 2;
         let raw = Bytes::copy_from_slice(cm("a", 5).raw());
-        assert!(store.write(&key, &r, &[("ns/a".into(), raw)], &[]).is_err());
+        assert!(store
+            .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+            .is_err());
         // Nothing of the refused flush was committed.
         assert!(store.load(&key, &r.config).unwrap().is_none());
         drop(store);
@@ -873,7 +927,7 @@ mod tests {
             r.objects = 1;
             r.rv = 5;
             store
-                .write(&key, &r, &[("ns/needle".into(), raw)], &[])
+                .write(&key, &r, false, &[("ns/needle".into(), raw)], &[])
                 .unwrap();
         }
         // Change one byte inside the stored object (a string: the JSON would still parse).
@@ -900,8 +954,8 @@ mod tests {
         let store = Store::open(&dir).unwrap();
         let mut r = record();
         r.objects = 0;
-        store.write("/v1/configmaps", &r, &[], &[]).unwrap();
-        store.write("/v1/secrets", &r, &[], &[]).unwrap();
+        store.write("/v1/configmaps", &r, false, &[], &[]).unwrap();
+        store.write("/v1/secrets", &r, false, &[], &[]).unwrap();
         let keep: HashSet<String> = ["/v1/configmaps".to_string()].into();
         assert_eq!(
             store.retain(&keep).unwrap(),
