@@ -223,15 +223,7 @@ pub async fn start(
         if let Some(store) = &store {
             let restored = match &stored {
                 Some(st) => match persist::restore(&cache, st) {
-                    Ok(()) => {
-                        metrics
-                            .persist_restored_objects
-                            .get_or_create(&crate::metrics::ResourceLabels {
-                                resource: cache.info.resource.clone(),
-                            })
-                            .set(st.objects.len() as i64);
-                        true
-                    }
+                    Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(resource = %cache.info, error = %Report(&e),
                             "stored cache unusable; discarding it and syncing from the upstream");
@@ -241,6 +233,12 @@ pub async fn start(
                 },
                 None => false,
             };
+            metrics
+                .persist_restored_objects
+                .get_or_create(&crate::metrics::ResourceLabels {
+                    resource: cache.info.resource.clone(),
+                })
+                .set(if restored { cache.len() as i64 } else { 0 });
             let record = persist::Record {
                 config: fingerprint,
                 kind: cache.info.kind.clone(),
