@@ -1,8 +1,9 @@
 //! Warm restart (`cache.persistDir`): a kcache stopped and started again with the same directory
 //! serves what it had cached at `resourceVersion=0` before it has reached the upstream, then
 //! resumes its upstream watch from the stored resourceVersion (no list) and ends equal to the
-//! upstream; a resume the upstream has compacted away relists; a damaged file is discarded and
-//! kcache syncs cold.
+//! upstream; a resume the upstream has compacted away relists; a stored state ahead of the
+//! upstream (another cluster, a restore) is replaced; a damaged file is discarded and kcache
+//! syncs cold.
 
 mod common;
 
@@ -578,5 +579,33 @@ async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() 
     assert_eq!(added, created_after as f64, "ADDED events after a resume");
     child.kill().unwrap();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The stored state is from another cluster, or from before a restore of this one: its RV is
+/// ahead of everything the upstream has. kcache must not keep serving it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_state_ahead_of_the_upstream_is_replaced() {
+    let dir = tempdir();
+    let (old, config) = first_run(&dir, 60).await;
+    drop(old);
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    for i in 100..105 {
+        sim.create("", "configmaps", configmap(i, "other")).unwrap();
+    }
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    // The reflector finds the upstream behind the stored RV (it would otherwise wait for
+    // that revision for good) and relists: the stored state is replaced, as after an upstream
+    // restore.
+    equal_to_upstream(&kcache, &sim).await;
+    assert_eq!(cache.relists(), 1);
+    assert!(cache.rv() <= sim.current_rv());
+    kcache.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
