@@ -166,8 +166,9 @@ async fn a_restart_serves_the_stored_state_at_once_and_resumes_the_watch_without
     equal_to_upstream(&kcache, &sim).await;
     assert_eq!(cache.relists(), 0);
     let cm = "resource=\"configmaps\"";
-    // No list of any form: no paged list, and the only ADDED events are the 5 objects created
-    // meanwhile (a streaming list would have sent all 35 again).
+    // No relist: no paged list (the one `limit=1` revision check before the resume counts as
+    // a probe), and the only ADDED events are the 5 objects created meanwhile (a streaming list
+    // would have sent all 40 again).
     assert_eq!(
         metric(
             &kcache,

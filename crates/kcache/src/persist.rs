@@ -25,8 +25,9 @@
 //! unset none of this exists, and the cache pays nothing.
 //!
 //! **Loading.** At start, a resource whose record matches its configuration is loaded into its
-//! cache before its reflector starts ([`restore`]); the reflector then resumes its watch from
-//! the stored RV (a 410 makes it relist, as any expired watch does). Anything that cannot be
+//! cache before its reflector starts ([`restore`]); the reflector then checks that the upstream
+//! has reached the stored RV and resumes its watch from there (a 410 makes it relist, as any
+//! expired watch does; an upstream behind the stored RV, another cluster or a restore, too). Anything that cannot be
 //! loaded — a file that is not a readable database, another schema version, an object that
 //! does not parse, a resource configured differently or no longer configured — is discarded
 //! with a warning and that resource syncs cold: stored data is never served wrong. Every page's
