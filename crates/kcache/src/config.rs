@@ -226,6 +226,11 @@ pub struct CacheSettings {
     /// passed through.
     #[serde(default = "default_protobuf")]
     pub protobuf: bool,
+    /// Keep each cached resource's objects and resourceVersion in a database in this
+    /// directory, so that a restarted kcache serves them at once and resumes its upstream
+    /// watches instead of relisting (see `persist`). Absent: nothing is written to disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist_dir: Option<PathBuf>,
 }
 
 fn default_protobuf() -> bool {
@@ -239,6 +244,7 @@ impl Default for CacheSettings {
             history_window_seconds: d.history_window.as_secs(),
             history_max_events: d.history_max_events,
             protobuf: true,
+            persist_dir: None,
         }
     }
 }
@@ -464,6 +470,17 @@ impl Config {
             return Err(invalid(
                 "cache.historyMaxEvents".into(),
                 "must be at least 1".into(),
+            ));
+        }
+        if self
+            .cache
+            .persist_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err(invalid(
+                "cache.persistDir".into(),
+                "must be a directory; omit it to keep nothing on disk".into(),
             ));
         }
         if let Ok(addr) = self.listen.parse::<std::net::SocketAddr>() {
@@ -708,6 +725,24 @@ mod tests {
         assert!(text(&e).starts_with("adminListen:"), "{e}");
         // Any free port for both is fine (tests do that).
         Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
+    }
+
+    #[test]
+    fn persist_dir_is_optional_in_the_cache_section() {
+        assert_eq!(Config::parse("{}").unwrap().cache.persist_dir, None);
+        let c = Config::parse(
+            "cache: {historyWindowSeconds: 300, historyMaxEvents: 10, protobuf: true, persistDir: /var/lib/kcache}\n",
+        )
+        .unwrap();
+        assert_eq!(c.cache.persist_dir, Some(PathBuf::from("/var/lib/kcache")));
+        let c =
+            Config::parse("cache: {historyWindowSeconds: 300, historyMaxEvents: 10}\n").unwrap();
+        assert_eq!(c.cache.persist_dir, None);
+        let e = Config::parse(
+            "cache: {historyWindowSeconds: 300, historyMaxEvents: 10, persistDir: ''}\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("cache.persistDir:"), "{e}");
     }
 
     #[test]

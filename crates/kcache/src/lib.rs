@@ -23,6 +23,7 @@ pub mod latency;
 pub mod limits;
 pub mod metrics;
 pub mod object;
+pub mod persist;
 pub mod protobuf;
 pub mod resource;
 pub mod selector;

@@ -143,6 +143,11 @@ pub struct Metrics {
     pub upstream_sent_bytes: Family<PurposeLabels, Counter>,
     pub upstream_received_bytes: Family<PurposeLabels, Counter>,
     pub responses_by_content_type: Family<ContentTypeLabels, Counter>,
+    /// Warm restart (`cache.persistDir`): commits of a cache's changes, by outcome.
+    pub persist_flushes: Family<OutcomeLabels, Counter>,
+    pub persist_flush_seconds: Family<ResourceLabels, Histogram, fn() -> Histogram>,
+    /// Objects loaded from disk at start (0: synced cold).
+    pub persist_restored_objects: Family<ResourceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -185,6 +190,9 @@ impl Metrics {
             upstream_sent_bytes: Family::default(),
             upstream_received_bytes: Family::default(),
             responses_by_content_type: Family::default(),
+            persist_flushes: Family::default(),
+            persist_flush_seconds: Family::new_with_constructor(latency_histogram),
+            persist_restored_objects: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -300,6 +308,21 @@ impl Metrics {
             "cache_synced",
             "1 once the resource's cache has synced",
             m.cache_synced.clone(),
+        );
+        r.register(
+            "persist_flushes",
+            "Commits of a cache's changes to cache.persistDir, by outcome (ok, error)",
+            m.persist_flushes.clone(),
+        );
+        r.register(
+            "persist_flush_seconds",
+            "Time one commit of a cache's changes to cache.persistDir took (diff and write)",
+            m.persist_flush_seconds.clone(),
+        );
+        r.register(
+            "persist_restored_objects",
+            "Objects loaded from cache.persistDir at start (0: the cache synced from the upstream)",
+            m.persist_restored_objects.clone(),
         );
         r.register(
             "authentications",

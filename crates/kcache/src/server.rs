@@ -15,6 +15,7 @@ use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
 use crate::error::Report;
 use crate::metrics::Metrics;
+use crate::persist;
 use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
 
@@ -38,6 +39,8 @@ pub enum StartError {
     Insecure(#[from] AuthError),
     #[error("TLS")]
     Tls(#[from] TlsError),
+    #[error("cache.persistDir")]
+    Persist(#[from] crate::persist::PersistError),
 }
 
 /// A running kcache.
@@ -52,6 +55,8 @@ pub struct Running {
     admin: JoinHandle<()>,
     stop: watch::Sender<bool>,
     tls: bool,
+    /// Writes the caches to disk (`cache.persistDir`).
+    persister: Option<crate::persist::PersisterHandle>,
 }
 
 impl Running {
@@ -98,6 +103,10 @@ impl Running {
         let _ = self.admin.await;
         for r in &self.reflectors {
             r.abort();
+        }
+        // After the reflectors: the last flush holds the caches' final states.
+        if let Some(p) = self.persister {
+            p.stop().await;
         }
     }
 
@@ -157,23 +166,44 @@ pub async fn start(
         .with_metrics(&metrics);
     let mut registry = Registry::default();
     let mut caches = Vec::new();
+    let store = match &config.cache.persist_dir {
+        Some(dir) => {
+            let store = persist::Store::open(dir)?;
+            tracing::info!(path = %store.path().display(), "caches are kept on disk");
+            Some(Arc::new(store))
+        }
+        None => None,
+    };
+    let mut tracked = Vec::new();
     for r in &config.resources {
         let name = if r.group.is_empty() {
             format!("{}/{}", r.version, r.resource)
         } else {
             format!("{}/{}/{}", r.group, r.version, r.resource)
         };
-        let info = upstream
-            .discover(&r.group, &r.version, &r.resource)
-            .await
-            .map_err(|source| StartError::Discovery {
-                resource: name,
-                source,
-            })?;
+        // A resource kept on disk: its discovery facts come from the store too, so that it
+        // is served before the upstream is reached at all.
+        let key = persist::resource_key(r);
+        let fingerprint = persist::fingerprint(r, config.drop_managed_fields);
+        let stored = store
+            .as_ref()
+            .and_then(|s| load_stored(s, &key, &fingerprint));
+        let info = match &stored {
+            Some(st) => st.info(r),
+            None => upstream
+                .discover(&r.group, &r.version, &r.resource)
+                .await
+                .map_err(|source| StartError::Discovery {
+                    resource: name,
+                    source,
+                })?,
+        };
         metrics.init_resource(&info.resource);
         // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
         // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
-        let selectable = if info.custom {
+        let selectable = if let Some(st) = &stored {
+            st.record.selectable.clone()
+        } else if info.custom {
             upstream
                 .crd_selectable_fields(&info.group, &info.resource, &info.version)
                 .await
@@ -190,9 +220,52 @@ pub async fn start(
                 .with_indexes(&r.indexes)
                 .with_selectable_fields(&selectable),
         );
+        if let Some(store) = &store {
+            let restored = match &stored {
+                Some(st) => match persist::restore(&cache, st) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(resource = %cache.info, error = %Report(&e),
+                            "stored cache unusable; discarding it and syncing from the upstream");
+                        discard(store, &key);
+                        false
+                    }
+                },
+                None => false,
+            };
+            metrics
+                .persist_restored_objects
+                .get_or_create(&crate::metrics::ResourceLabels {
+                    resource: cache.info.resource.clone(),
+                })
+                .set(if restored { cache.len() as i64 } else { 0 });
+            let record = persist::Record {
+                config: fingerprint,
+                kind: cache.info.kind.clone(),
+                namespaced: cache.info.namespaced,
+                custom: cache.info.custom,
+                selectable,
+                rv: 0,
+                confirmed_ms: 0,
+                objects: 0,
+            };
+            tracked.push(persist::Tracked::new(cache.clone(), key, record, restored));
+        }
         registry.insert(cache.clone());
         caches.push(cache);
     }
+    let persister = store.map(|store| {
+        let keep: std::collections::HashSet<String> =
+            config.resources.iter().map(persist::resource_key).collect();
+        match store.retain(&keep) {
+            Ok(gone) if !gone.is_empty() => {
+                tracing::info!(resources = ?gone, "discarded stored caches of resources no longer configured")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %Report(&e), "could not discard stored caches"),
+        }
+        persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
+    });
     // One probe for all: the upstream's revision is global (see upstream::probe).
     let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
     let probe =
@@ -279,7 +352,36 @@ pub async fn start(
         admin,
         stop,
         tls: tls_enabled,
+        persister,
     })
+}
+
+// The store is read and pruned on the runtime's thread: once, at start, before anything is
+// served, so there is nothing else for the thread to do meanwhile.
+
+/// The stored state of one resource, None if there is none or it cannot be used (then it is
+/// discarded, and the resource syncs from the upstream).
+fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<persist::Stored> {
+    // A panic in the store while reading a damaged file is one more unusable file.
+    let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.load(key, fingerprint)
+    }))
+    .unwrap_or(Err(persist::PersistError::Unreadable));
+    match loaded {
+        Ok(stored) => stored,
+        Err(e) => {
+            tracing::warn!(resource = key, error = %Report(&e),
+                "stored cache unusable; discarding it and syncing from the upstream");
+            discard(store, key);
+            None
+        }
+    }
+}
+
+fn discard(store: &persist::Store, key: &str) {
+    if let Err(e) = store.discard(key) {
+        tracing::warn!(resource = key, error = %Report(&e), "could not discard a stored cache");
+    }
 }
 
 /// Concurrent HTTP/2 streams per connection: client-go multiplexes every watch of a process on

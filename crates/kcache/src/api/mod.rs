@@ -148,7 +148,10 @@ impl App {
     /// otherwise a 50 ms lag would hold every consistent GET 50 ms against the upstream's ~1 ms.
     /// A LIST waits: forwarding it costs the upstream the whole collection.
     async fn consistent(&self, cache: &ResourceCache, read: Read) -> Result<bool, ApiError> {
-        if !self.consistent.from_cache || !cache.is_synced() {
+        // A state restored from disk that the reflector has not yet confirmed with the upstream
+        // is treated as no state: the read goes upstream, as it would before a first sync (the
+        // stale-while-down policy below is for states this kcache has seen current).
+        if !self.consistent.from_cache || !cache.is_synced() || cache.is_unconfirmed() {
             return Ok(false);
         }
         let Some(probe) = &self.probe else {

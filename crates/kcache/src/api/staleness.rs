@@ -91,7 +91,12 @@ pub fn ready_detail(cache: &ResourceCache) -> String {
         return "not synced".into();
     }
     let age = cache.age();
-    if !cache.upstream_reachable() {
+    if cache.is_unconfirmed() {
+        format!(
+            "ok (restored from disk, {}s old; upstream not reached yet)",
+            age.as_secs()
+        )
+    } else if !cache.upstream_reachable() {
         format!("ok (stale: upstream unreachable for {}s)", age.as_secs())
     } else if age > Duration::from_secs(120) {
         format!("ok (no upstream event or bookmark for {}s)", age.as_secs())

@@ -165,6 +165,9 @@ pub struct ResourceCache {
     last_contact: RwLock<Option<Instant>>,
     /// Before any contact the age runs from here.
     created: Instant,
+    /// How old a state loaded from disk already was when it was loaded (ms; see
+    /// [`ResourceCache::restore`]): added to the age until the first contact.
+    restored_age: std::sync::atomic::AtomicU64,
     /// Whether the reflector's latest request to the upstream got through.
     upstream_reachable: std::sync::atomic::AtomicBool,
     /// One more than the cache RV at which a consistent read could not be proven fresh
@@ -214,6 +217,7 @@ impl ResourceCache {
             rv_tx,
             last_contact: RwLock::new(None),
             created: Instant::now(),
+            restored_age: std::sync::atomic::AtomicU64::new(0),
             upstream_reachable: std::sync::atomic::AtomicBool::new(false),
             unprovable_at: std::sync::atomic::AtomicU64::new(0),
             catch_up: LatencyEstimate::default(),
@@ -334,10 +338,20 @@ impl ResourceCache {
     }
 
     /// How old what the cache serves may be: the time since the last confirmed contact with
-    /// the upstream (since the cache was created, before any).
+    /// the upstream (before any: since the cache was created, plus the age of a state restored
+    /// from disk when it was loaded).
     pub fn age(&self) -> Duration {
-        self.since_last_contact()
-            .unwrap_or_else(|| self.created.elapsed())
+        self.since_last_contact().unwrap_or_else(|| {
+            let restored = self.restored_age.load(std::sync::atomic::Ordering::Relaxed);
+            self.created.elapsed() + Duration::from_millis(restored)
+        })
+    }
+
+    /// Whether the cache holds a state that was loaded from disk and that the upstream has not
+    /// confirmed since (the reflector has not reached it yet): served to reads that accept any
+    /// state (`resourceVersion=0`), never taken as current by consistent reads.
+    pub fn is_unconfirmed(&self) -> bool {
+        self.since_last_contact().is_none() && self.is_synced()
     }
 
     // ---- writer side (the reflector) ----
@@ -347,6 +361,30 @@ impl ResourceCache {
     /// watchers stay exact across upstream 410s. If the upstream's RVs went backwards (a restore
     /// or a new cluster), history is discarded and every running watch is ended with 410.
     pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
+        let (summary, now) = self.install(objects, rv);
+        self.touch();
+        self.rv_tx.send_replace(now);
+        summary
+    }
+
+    /// Install a state loaded from disk (see `persist`) as the first sync: served at once,
+    /// aged `age` plus the time until the reflector first reaches the upstream, and not
+    /// confirmed current until then (see [`ResourceCache::is_unconfirmed`]). Ignored once the
+    /// cache has synced.
+    pub fn restore(&self, objects: Vec<Arc<Object>>, rv: u64, age: Duration) {
+        if self.is_synced() {
+            return;
+        }
+        self.restored_age.store(
+            u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let (_, now) = self.install(objects, rv);
+        self.rv_tx.send_replace(now);
+    }
+
+    /// [`ResourceCache::replace`] without the contact: returns the summary and the cache RV.
+    fn install<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> (ReplaceSummary, u64) {
         // Reuses the vector's allocation when the objects come shared (the reflector's).
         let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Into::into).collect();
         // A list comes in key order; sorted all the same (cheap then), since the map is built
@@ -445,11 +483,7 @@ impl ResourceCache {
             st.rv = rv.max(st.rv);
             self.trim(&mut st);
         }
-        let now = st.rv;
-        drop(st);
-        self.touch();
-        self.rv_tx.send_replace(now);
-        summary
+        (summary, st.rv)
     }
 
     /// Apply one upstream watch event. Events at or below the cache RV are repeats (after a

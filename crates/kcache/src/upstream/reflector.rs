@@ -19,6 +19,11 @@
 //! resourceVersion 0, from a watch cache) that ends older than the cache was answered by a
 //! lagging watch cache, not by a restored upstream: kcache then lists consistently (etcd) instead,
 //! and only a consistent list older than the cache is taken for a restore.
+//!
+//! A cache loaded from disk at start (`persist`) is already synced: its reflector begins in
+//! Resume, which asks the upstream's current revision (one `limit=1` list) and goes on to
+//! Watching at the stored RV, or to Sync when the upstream is behind the stored state (another
+//! cluster, or a restore); a 410 in Watching relists like any other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,8 +93,18 @@ impl Default for ReflectorConfig {
 #[derive(Debug)]
 enum State {
     Sync,
-    Watching { rv: u64 },
-    Backoff { then: Box<State>, attempt: u32 },
+    /// A cache restored from disk at `rv`: check that the upstream is not behind it before
+    /// resuming the watch there.
+    Resume {
+        rv: u64,
+    },
+    Watching {
+        rv: u64,
+    },
+    Backoff {
+        then: Box<State>,
+        attempt: u32,
+    },
 }
 
 /// How a watch stream ended.
@@ -159,7 +174,17 @@ impl Reflector {
 
     /// Run until the task is dropped.
     pub async fn run(mut self) {
-        let mut state = State::Sync;
+        // A cache restored from disk resumes its watch from the stored RV: the upstream sends
+        // what changed since, or a 410 that makes it relist (see `persist`).
+        let mut state = if self.cache.is_synced() {
+            tracing::info!(resource = %self.cache.info, rv = self.cache.rv(), objects = self.cache.len(),
+                "restored from disk; resuming the watch");
+            State::Resume {
+                rv: self.cache.rv(),
+            }
+        } else {
+            State::Sync
+        };
         loop {
             state = self.step(state).await;
         }
@@ -217,6 +242,28 @@ impl Reflector {
                     }
                 }
             },
+            // A state from disk whose RV the upstream has not reached is from another
+            // cluster, or from before a restore of this one: a watch from there would wait
+            // for a revision that never comes (or be refused with "Too large resource
+            // version" again and again), serving the stored state for good. Relist instead,
+            // which replaces it as an upstream restore (history dropped, watches ended).
+            State::Resume { rv } => match self.upstream_revision().await {
+                Ok(current) if current >= rv => State::Watching { rv },
+                Ok(current) => {
+                    tracing::warn!(resource = %name, stored = rv, upstream = current,
+                        "the state restored from disk is ahead of the upstream; relisting");
+                    State::Sync
+                }
+                Err(e) => {
+                    self.count_error(&e);
+                    tracing::warn!(resource = %name, error = %Report(&e),
+                        "upstream not reachable; serving the state restored from disk meanwhile");
+                    State::Backoff {
+                        then: Box::new(State::Resume { rv }),
+                        attempt: 1,
+                    }
+                }
+            },
             State::Backoff { then, attempt } => {
                 if attempt > 0 {
                     tokio::time::sleep(self.backoff(attempt)).await;
@@ -266,6 +313,24 @@ impl Reflector {
 
     fn backoff(&self, attempt: u32) -> Duration {
         self.cfg.backoff(attempt)
+    }
+
+    /// The upstream's current revision: the RV of a one-item consistent list (what the
+    /// freshness probe asks, and counted with it).
+    async fn upstream_revision(&self) -> Result<u64, UpstreamError> {
+        let url = format!("{}?limit=1{}", self.collection(), self.scope_query);
+        let body = self.upstream.get(&url, Purpose::Probe).await?;
+        #[derive(Deserialize)]
+        struct Head {
+            metadata: super::ListMeta,
+        }
+        let head: Head = serde_json::from_slice(&body).map_err(UpstreamError::decode(format!(
+            "list of {}",
+            self.cache.info
+        )))?;
+        head.metadata.resource_version.parse().map_err(|_| {
+            UpstreamError::Malformed(format!("list of {}: resourceVersion", self.cache.info))
+        })
     }
 
     /// Consistent paged list; returns the list RV after installing it in the cache.

@@ -1,0 +1,980 @@
+//! Warm restart: each cached resource's objects and resourceVersion kept on disk
+//! (`cache.persistDir`), so that a restarted kcache serves reads at `resourceVersion=0` at once
+//! and resumes its upstream watches where it stopped instead of relisting every type.
+//!
+//! **Why redb.** The store is [redb](https://docs.rs/redb): pure Rust (no C library to build
+//! or link, and nothing `unsafe` of kcache's own), one file, and copy-on-write B-trees whose
+//! commits are atomic: a commit either lands whole or not at all, so a `kill -9` or a power
+//! loss in the middle of a flush leaves the last committed state, never half of one. That is
+//! the property kcache needs: a stored set of objects is only worth serving if it is exactly
+//! the cache's state at the stored resourceVersion.
+//!
+//! **What is stored.** A table `meta` holds the schema version and, per resource, a
+//! [`Record`]: the resourceVersion the stored objects are valid at, when that state was last
+//! confirmed with the upstream, the discovery facts (kind, scope, list form, a CRD's
+//! selectable fields) and a fingerprint of the resource's configuration. A table per resource
+//! holds its objects, key (`namespace/name`) → the upstream JSON bytes exactly as the cache
+//! holds them.
+//!
+//! **Writes are off the event path.** The reflector and the cache never wait on the disk: a
+//! [`Persister`] task takes the cache's [`Snapshot`] (objects and RV at one instant, O(1))
+//! about once a second, diffs its map against the one it last committed, and commits the
+//! difference and the snapshot's RV in one transaction (on a blocking thread). The diff skips
+//! the subtrees the two maps share, so a flush costs in proportion to what changed. The stored
+//! state is therefore always one the cache really had at the stored RV. With `persistDir`
+//! unset none of this exists, and the cache pays nothing.
+//!
+//! **Loading.** At start, a resource whose record matches its configuration is loaded into its
+//! cache before its reflector starts ([`restore`]); the reflector then checks that the upstream
+//! has reached the stored RV and resumes its watch from there (a 410 makes it relist, as any
+//! expired watch does; an upstream behind the stored RV, another cluster or a restore, too). Anything that cannot be
+//! loaded — a file that is not a readable database, another schema version, an object that
+//! does not parse, a resource configured differently or no longer configured — is discarded
+//! with a warning and that resource syncs cold: stored data is never served wrong. Every page's
+//! checksum is verified when the file is opened, so a byte changed on the disk behind redb's
+//! back is caught too, not only a file redb cannot open.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use imbl::ordmap::DiffItem;
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cache::{ObjectMap, ResourceCache};
+use crate::config::ResourceConfig;
+use crate::metrics::{Metrics, OutcomeLabels, ResourceLabels};
+use crate::object::{Object, ObjectError};
+use crate::resource::ResourceInfo;
+
+/// The database file inside `cache.persistDir`.
+pub const FILE: &str = "kcache.redb";
+
+/// Bumped whenever what is stored changes meaning; a file of another version is discarded.
+pub const SCHEMA: u64 = 1;
+
+/// How often changes are committed.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// A quiet resource's record is rewritten this often all the same, so that the stored
+/// "confirmed at" time (the age a restart starts from) stays close to the truth.
+const REFRESH_EVERY: Duration = Duration::from_secs(60);
+
+/// How long after a failed flush the next is tried.
+const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const SCHEMA_KEY: &str = "schema";
+const RECORD_PREFIX: &str = "resource:";
+const OBJECTS_PREFIX: &str = "objects:";
+
+/// Why the store could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("creating {path}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("removing {path}")]
+    Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is in use by another process (another kcache with the same cache.persistDir?)"
+    )]
+    Locked { path: PathBuf },
+    #[error("the database file is damaged (reading it failed)")]
+    Unreadable,
+    #[error("database")]
+    Db(#[source] Box<redb::Error>),
+    #[error("stored data has schema version {found}; this kcache reads {SCHEMA}")]
+    Schema { found: String },
+    #[error("stored record of {resource}")]
+    Record {
+        resource: String,
+        source: serde_json::Error,
+    },
+    #[error("stored object {key:?} of {resource}")]
+    Object {
+        resource: String,
+        key: String,
+        source: ObjectError,
+    },
+    #[error("stored {resource}: {why}")]
+    Mismatch { resource: String, why: String },
+    #[error("the write task")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for PersistError {
+            fn from(e: $t) -> Self {
+                PersistError::Db(Box::new(e.into()))
+            }
+        }
+    )*};
+}
+from_redb!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// What is kept of one resource besides its objects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// [`fingerprint`] of the resource's configuration when the objects were cached: a
+    /// different scope or `dropManagedFields` would make them the wrong objects.
+    pub config: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub custom: bool,
+    /// A custom resource's `selectableFields` (jsonPaths) from its CRD.
+    pub selectable: Vec<String>,
+    /// The resourceVersion the stored objects are the cache's state at.
+    pub rv: u64,
+    /// When that state was last confirmed current with the upstream (ms since the epoch).
+    pub confirmed_ms: u64,
+    /// How many objects are stored: a check on the table.
+    pub objects: u64,
+}
+
+/// A resource as loaded from the store.
+#[derive(Debug)]
+pub struct Stored {
+    pub record: Record,
+    /// Key → the object's JSON bytes, in key order.
+    pub objects: Vec<(String, Bytes)>,
+}
+
+impl Stored {
+    /// The discovery facts of the resource as they were when it was stored.
+    pub fn info(&self, r: &ResourceConfig) -> ResourceInfo {
+        ResourceInfo {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            resource: r.resource.clone(),
+            kind: self.record.kind.clone(),
+            namespaced: self.record.namespaced,
+            custom: self.record.custom,
+        }
+    }
+
+    /// How long before now the stored state was last confirmed current.
+    pub fn age(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.record.confirmed_ms))
+    }
+}
+
+/// The store key of a configured resource (`group/version/resource`, group empty for core).
+pub fn resource_key(r: &ResourceConfig) -> String {
+    format!("{}/{}/{}", r.group, r.version, r.resource)
+}
+
+/// What of a resource's configuration decides which objects its cache holds, and in what
+/// form: its scope (namespace, selectors), `dropManagedFields` and its `dropAnnotations`.
+/// Indexes are not part of it: they are computed again from the bytes at load.
+pub fn fingerprint(r: &ResourceConfig, drop_managed_fields: bool) -> String {
+    serde_json::json!({
+        "namespace": r.namespace,
+        "labelSelector": r.label_selector,
+        "fieldSelector": r.field_selector,
+        "dropManagedFields": drop_managed_fields,
+        "dropAnnotations": r.drop_annotations,
+    })
+    .to_string()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn objects_table(key: &str) -> String {
+    format!("{OBJECTS_PREFIX}{key}")
+}
+
+/// The database.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (or create) the store in `dir`. A file that is not a readable database of this
+    /// schema is discarded with a warning and created anew; a file another process holds open
+    /// is an error.
+    pub fn open(dir: &Path) -> Result<Store, PersistError> {
+        std::fs::create_dir_all(dir).map_err(|source| PersistError::Dir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let path = dir.join(FILE);
+        match Store::open_file(&path) {
+            Ok(s) => Ok(s),
+            Err(e @ PersistError::Locked { .. }) => Err(e),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %crate::error::Report(&e),
+                    "stored cache unreadable; discarding it and syncing from the upstream");
+                std::fs::remove_file(&path).map_err(|source| PersistError::Remove {
+                    path: path.clone(),
+                    source,
+                })?;
+                Store::open_file(&path)
+            }
+        }
+    }
+
+    fn open_file(path: &Path) -> Result<Store, PersistError> {
+        // redb reports most damage as an error but asserts on some (a file cut short panics
+        // in its page manager), so a panic while opening is one more "unreadable file". The
+        // panic unwinds before any database exists: nothing of it is left half-open.
+        let opened = std::panic::catch_unwind(|| Database::create(path))
+            .map_err(|_| PersistError::Unreadable)?;
+        let mut db = match opened {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(PersistError::Locked {
+                    path: path.to_owned(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // redb recovers from a crash by itself, but does not check every page's checksum on
+        // the way: a bit changed on the disk could otherwise reach a client as a wrong object
+        // that still parses. Checked once per start (a read of the whole file, which the load
+        // then finds in the page cache); Ok(false) is a file rolled back to its last good
+        // commit, which is still a state the cache had.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()))
+            .map_err(|_| PersistError::Unreadable)??;
+        let txn = db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let found = meta.get(SCHEMA_KEY)?.map(|v| v.value().to_vec());
+            match found {
+                Some(v) if v == SCHEMA.to_string().as_bytes() => {}
+                Some(v) => {
+                    return Err(PersistError::Schema {
+                        found: String::from_utf8_lossy(&v).into_owned(),
+                    })
+                }
+                None => {
+                    if meta.len()? > 0 {
+                        return Err(PersistError::Schema {
+                            found: "none".into(),
+                        });
+                    }
+                    meta.insert(SCHEMA_KEY, SCHEMA.to_string().as_bytes())?;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(Store {
+            db,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Give the file's free pages back to the file system.
+    pub fn compact(&mut self) -> Result<(), PersistError> {
+        self.db
+            .compact()
+            .map_err(|e| PersistError::Db(Box::new(e.into())))?;
+        Ok(())
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stored state of resource `key`, if any. Err when what is stored cannot be used
+    /// (the caller discards it); the objects are checked further by [`restore`].
+    pub fn load(&self, key: &str, config: &str) -> Result<Option<Stored>, PersistError> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        let Some(raw) = meta.get(format!("{RECORD_PREFIX}{key}").as_str())? else {
+            return Ok(None);
+        };
+        let record: Record =
+            serde_json::from_slice(raw.value()).map_err(|source| PersistError::Record {
+                resource: key.to_owned(),
+                source,
+            })?;
+        if record.config != config {
+            return Err(PersistError::Mismatch {
+                resource: key.to_owned(),
+                why: "configured differently (scope or dropManagedFields) since it was stored"
+                    .into(),
+            });
+        }
+        let name = objects_table(key);
+        let table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+        let mut objects = Vec::with_capacity(usize::try_from(record.objects).unwrap_or(0));
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            objects.push((k.value().to_owned(), Bytes::copy_from_slice(v.value())));
+        }
+        if objects.len() as u64 != record.objects {
+            return Err(PersistError::Mismatch {
+                resource: key.to_owned(),
+                why: format!(
+                    "{} objects stored, the record says {}",
+                    objects.len(),
+                    record.objects
+                ),
+            });
+        }
+        Ok(Some(Stored { record, objects }))
+    }
+
+    /// Forget resource `key` (its record and objects).
+    pub fn discard(&self, key: &str) -> Result<(), PersistError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.remove(format!("{RECORD_PREFIX}{key}").as_str())?;
+            let name = objects_table(key);
+            txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Forget every resource whose key is not in `keep` (no longer configured).
+    pub fn retain(&self, keep: &HashSet<String>) -> Result<Vec<String>, PersistError> {
+        let mut gone = Vec::new();
+        {
+            let txn = self.db.begin_read()?;
+            let meta = txn.open_table(META)?;
+            for entry in meta.iter()? {
+                let (k, _) = entry?;
+                if let Some(key) = k.value().strip_prefix(RECORD_PREFIX) {
+                    if !keep.contains(key) {
+                        gone.push(key.to_owned());
+                    }
+                }
+            }
+            for t in txn.list_tables()? {
+                if let Some(key) = t.name().strip_prefix(OBJECTS_PREFIX) {
+                    if !keep.contains(key) && !gone.iter().any(|g| g == key) {
+                        gone.push(key.to_owned());
+                    }
+                }
+            }
+        }
+        for key in &gone {
+            self.discard(key)?;
+        }
+        Ok(gone)
+    }
+
+    /// Commit one flush of resource `key`: the objects upserted and deleted since the last
+    /// one (with `whole`, `upserts` is every object and replaces what is stored), and the
+    /// record of the state they make. One transaction: all of it or none.
+    pub fn write(
+        &self,
+        key: &str,
+        record: &Record,
+        whole: bool,
+        upserts: &[(String, Bytes)],
+        deletes: &[String],
+    ) -> Result<(), PersistError> {
+        let txn = self.db.begin_write()?;
+        {
+            let name = objects_table(key);
+            if whole {
+                txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            }
+            let mut table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            for k in deletes {
+                table.remove(k.as_str())?;
+            }
+            for (k, v) in upserts {
+                table.insert(k.as_str(), v.as_ref())?;
+            }
+            let stored = table.len()?;
+            if stored != record.objects {
+                // The diff did not start from what is stored: refuse rather than commit a
+                // record that does not describe the table.
+                return Err(PersistError::Mismatch {
+                    resource: key.to_owned(),
+                    why: format!(
+                        "a flush would leave {stored} objects for a state of {}",
+                        record.objects
+                    ),
+                });
+            }
+            let mut meta = txn.open_table(META)?;
+            let value = serde_json::to_vec(record).map_err(|source| PersistError::Record {
+                resource: key.to_owned(),
+                source,
+            })?;
+            meta.insert(format!("{RECORD_PREFIX}{key}").as_str(), value.as_slice())?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+}
+
+/// Install a loaded resource in its (new, empty) cache, marked restored: served at
+/// `resourceVersion=0` at once, with its age counted from when it was last confirmed, but not
+/// taken as confirmed current by consistent reads until the reflector has reached the
+/// upstream. Err, with the cache left empty, when an object does not parse or is not stored
+/// under its own key.
+pub fn restore(cache: &ResourceCache, stored: &Stored) -> Result<(), PersistError> {
+    let resource = cache.info.to_string();
+    let mut objects = Vec::with_capacity(stored.objects.len());
+    for (key, raw) in &stored.objects {
+        // The bytes are what the cache held, with what it leaves out (managed fields, dropped
+        // annotations) already left out.
+        let o = Object::from_upstream_indexed(&cache.info, &cache.indexes, raw.clone(), false)
+            .map_err(|source| PersistError::Object {
+                resource: resource.clone(),
+                key: key.clone(),
+                source,
+            })?;
+        if o.key() != key {
+            return Err(PersistError::Mismatch {
+                resource,
+                why: format!("object {:?} stored under key {key:?}", o.key()),
+            });
+        }
+        if o.rv > stored.record.rv {
+            return Err(PersistError::Mismatch {
+                resource,
+                why: format!(
+                    "object {key:?} at resourceVersion {} is newer than the stored state ({})",
+                    o.rv, stored.record.rv
+                ),
+            });
+        }
+        objects.push(Arc::new(o));
+    }
+    cache.restore(objects, stored.record.rv, stored.age());
+    Ok(())
+}
+
+/// One resource the persister keeps on disk.
+pub struct Tracked {
+    pub cache: Arc<ResourceCache>,
+    pub key: String,
+    /// The record's fixed part (configuration and discovery facts); the RV, time and count
+    /// are filled in at each flush.
+    pub record: Record,
+    /// What is committed: the objects and the RV (None: not known; the next flush writes
+    /// every object).
+    committed: Option<(ObjectMap, u64)>,
+    written: Option<std::time::Instant>,
+    /// After a failed flush, the next is not tried before this (see `flush_one`).
+    retry_at: Option<std::time::Instant>,
+}
+
+impl Tracked {
+    /// Track `cache`; `restored` says whether its current state is what the store holds (it
+    /// was just loaded), else the store holds nothing of it.
+    pub fn new(cache: Arc<ResourceCache>, key: String, record: Record, restored: bool) -> Tracked {
+        let committed = restored.then(|| {
+            let snap = cache.snapshot();
+            (snap.objects, snap.rv)
+        });
+        Tracked {
+            cache,
+            key,
+            record,
+            committed,
+            written: restored.then(std::time::Instant::now),
+            retry_at: None,
+        }
+    }
+}
+
+/// The task that commits what changed in the caches, about once a second and at shutdown.
+pub struct Persister {
+    store: Arc<Store>,
+    tracked: Vec<Tracked>,
+    every: Duration,
+    metrics: Arc<Metrics>,
+}
+
+/// A running [`Persister`]: [`PersisterHandle::stop`] makes it flush once more and end.
+pub struct PersisterHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl PersisterHandle {
+    /// Flush what is left and wait for the task to end (the store is closed then).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl Persister {
+    pub fn new(
+        store: Arc<Store>,
+        tracked: Vec<Tracked>,
+        every: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Persister {
+        Persister {
+            store,
+            tracked,
+            every,
+            metrics,
+        }
+    }
+
+    pub fn spawn(self) -> PersisterHandle {
+        let (stop, rx) = watch::channel(false);
+        PersisterHandle {
+            stop,
+            task: tokio::spawn(self.run(rx)),
+        }
+    }
+
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|s| *s) => true,
+            };
+            if stopping {
+                break;
+            }
+            self.flush().await;
+        }
+        self.flush().await;
+        // Copy-on-write leaves freed pages behind in the file; giving them back at a clean
+        // stop keeps the file near the size of what it holds (a stop that never comes, a
+        // kill, only leaves a larger file, whose free pages later commits reuse).
+        if let Ok(mut store) = Arc::try_unwrap(self.store) {
+            let compacted = tokio::task::spawn_blocking(move || store.compact()).await;
+            if let Ok(Err(e)) = compacted {
+                tracing::info!(error = %crate::error::Report(&e), "could not compact the stored cache");
+            }
+        }
+    }
+
+    /// Commit each synced cache's changes since its last commit.
+    pub async fn flush(&mut self) {
+        for t in &mut self.tracked {
+            let started = std::time::Instant::now();
+            let outcome = match flush_one(&self.store, t).await {
+                Ok(false) => continue,
+                Ok(true) => "ok",
+                Err(e) => {
+                    tracing::warn!(resource = %t.cache.info, error = %crate::error::Report(&e),
+                        "could not write the cache to disk; retrying in 30s");
+                    "error"
+                }
+            };
+            let resource = t.cache.info.resource.clone();
+            self.metrics
+                .persist_flush_seconds
+                .get_or_create(&ResourceLabels {
+                    resource: resource.clone(),
+                })
+                .observe(started.elapsed().as_secs_f64());
+            self.metrics
+                .persist_flushes
+                .get_or_create(&OutcomeLabels { resource, outcome })
+                .inc();
+        }
+    }
+}
+
+/// Commit one cache's changes; Ok(false) when there was nothing to commit.
+async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
+    if !t.cache.is_synced() || t.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
+        return Ok(false);
+    }
+    let snap = t.cache.snapshot();
+    let due = t.written.is_none_or(|w| w.elapsed() >= REFRESH_EVERY);
+    if t.committed.as_ref().is_some_and(|(_, rv)| *rv == snap.rv) && !due {
+        return Ok(false);
+    }
+    let mut upserts = Vec::new();
+    let mut deletes = Vec::new();
+    match &t.committed {
+        None => {
+            for (k, o) in snap.objects.iter() {
+                upserts.push((k.as_str().to_owned(), o.raw_bytes()));
+            }
+        }
+        Some((old, _)) => {
+            for item in old.diff(&snap.objects) {
+                match item {
+                    DiffItem::Add(k, o) => upserts.push((k.as_str().to_owned(), o.raw_bytes())),
+                    DiffItem::Update {
+                        old: (_, a),
+                        new: (k, b),
+                    } => {
+                        if !Arc::ptr_eq(a, b) {
+                            upserts.push((k.as_str().to_owned(), b.raw_bytes()));
+                        }
+                    }
+                    DiffItem::Remove(k, _) => deletes.push(k.as_str().to_owned()),
+                }
+            }
+        }
+    }
+    // When the state was last confirmed: now minus how long the cache has gone without
+    // hearing from the upstream.
+    let mut record = t.record.clone();
+    record.rv = snap.rv;
+    record.objects = snap.objects.len() as u64;
+    let age_ms = u64::try_from(t.cache.age().as_millis()).unwrap_or(u64::MAX);
+    record.confirmed_ms = now_ms().saturating_sub(age_ms);
+    let store = store.clone();
+    let key = t.key.clone();
+    let whole = t.committed.is_none();
+    let written =
+        tokio::task::spawn_blocking(move || store.write(&key, &record, whole, &upserts, &deletes))
+            .await
+            .map_err(PersistError::Task)
+            .and_then(|r| r);
+    if let Err(e) = written {
+        // What is stored is still the last commit, but the next attempt writes every object
+        // instead of the changes since: holding on to the committed map would keep every
+        // object replaced since alive for as long as the disk refuses (full, read-only). Not
+        // before a pause, so a failing disk is not rewritten in full every second.
+        t.committed = None;
+        t.retry_at = Some(std::time::Instant::now() + RETRY_AFTER);
+        return Err(e);
+    }
+    t.retry_at = None;
+    t.committed = Some((snap.objects, snap.rv));
+    t.written = Some(std::time::Instant::now());
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{CacheConfig, EventType, Scope};
+
+    fn cm(name: &str, rv: u64) -> Object {
+        let raw = format!(
+            r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":{{"k":"v{rv}"}}}}"#
+        );
+        Object::from_upstream(&info(), Bytes::from(raw), false).unwrap()
+    }
+
+    fn info() -> ResourceInfo {
+        ResourceInfo::core_v1("configmaps", "ConfigMap")
+    }
+
+    fn config() -> ResourceConfig {
+        ResourceConfig {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            indexes: Vec::new(),
+            drop_annotations: Vec::new(),
+        }
+    }
+
+    fn record() -> Record {
+        Record {
+            config: fingerprint(&config(), false),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+            custom: false,
+            selectable: Vec::new(),
+            rv: 0,
+            confirmed_ms: 0,
+            objects: 0,
+        }
+    }
+
+    fn new_cache() -> Arc<ResourceCache> {
+        Arc::new(ResourceCache::new(
+            info(),
+            Scope::default(),
+            CacheConfig::default(),
+        ))
+    }
+
+    fn contents(cache: &ResourceCache) -> Vec<(String, Vec<u8>)> {
+        cache
+            .snapshot()
+            .objects
+            .iter()
+            .map(|(k, o)| (k.as_str().to_owned(), o.raw().to_vec()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn flushes_follow_the_cache_and_load_back_equal() {
+        let dir = tempdir();
+        let store = Arc::new(Store::open(&dir).unwrap());
+        let cache = new_cache();
+        cache.replace(vec![cm("a", 5), cm("b", 6), cm("c", 7)], 10);
+        let key = resource_key(&config());
+        let mut p = Persister::new(
+            store.clone(),
+            vec![Tracked::new(cache.clone(), key.clone(), record(), false)],
+            FLUSH_EVERY,
+            Arc::new(Metrics::new()),
+        );
+        p.flush().await;
+        cache.apply(EventType::Modified, cm("a", 11));
+        cache.apply(EventType::Deleted, cm("b", 12));
+        cache.apply(EventType::Added, cm("d", 13));
+        p.flush().await;
+        let stored = store
+            .load(&key, &fingerprint(&config(), false))
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.record.rv, 13);
+        assert_eq!(stored.record.objects, 3);
+        let again = new_cache();
+        restore(&again, &stored).unwrap();
+        assert!(again.is_synced());
+        assert_eq!(again.rv(), 13);
+        assert_eq!(contents(&again), contents(&cache));
+        // Restored, not yet confirmed: consistent reads must not take it as current.
+        assert!(again.since_last_contact().is_none());
+        drop(p);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_restored_cache_is_aged_and_unconfirmed_until_the_upstream_is_reached() {
+        let mut r = record();
+        r.rv = 9;
+        r.objects = 1;
+        r.confirmed_ms = now_ms() - 5_000;
+        let stored = Stored {
+            record: r,
+            objects: vec![("ns/a".into(), Bytes::copy_from_slice(cm("a", 5).raw()))],
+        };
+        let cache = new_cache();
+        assert!(!cache.is_unconfirmed(), "not synced: nothing to confirm");
+        restore(&cache, &stored).unwrap();
+        assert!(cache.is_synced());
+        assert!(cache.is_unconfirmed());
+        assert!(cache.age() >= Duration::from_secs(5), "{:?}", cache.age());
+        assert_eq!(cache.history_start(), 9, "no history before the stored RV");
+        cache.contact();
+        assert!(!cache.is_unconfirmed());
+        assert!(cache.age() < Duration::from_secs(5));
+        // A later restore is ignored: the cache has synced.
+        let mut other = stored;
+        other.record.rv = 20;
+        restore(&new_cache(), &other).unwrap();
+        restore(&cache, &other).unwrap();
+        assert_eq!(cache.rv(), 9);
+    }
+
+    #[test]
+    fn a_differently_configured_resource_is_not_loaded() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let key = resource_key(&config());
+        let mut r = record();
+        r.objects = 1;
+        r.rv = 5;
+        let raw = Bytes::copy_from_slice(cm("a", 5).raw());
+        store
+            .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+            .unwrap();
+        assert!(store.load(&key, &r.config).unwrap().is_some());
+        let mut scoped = config();
+        scoped.namespace = Some("other".into());
+        assert!(matches!(
+            store.load(&key, &fingerprint(&scoped, false)),
+            Err(PersistError::Mismatch { .. })
+        ));
+        store.discard(&key).unwrap();
+        assert!(store.load(&key, &r.config).unwrap().is_none());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_whole_write_replaces_what_is_stored() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let key = resource_key(&config());
+        let obj = |name: &str| {
+            (
+                format!("ns/{name}"),
+                Bytes::copy_from_slice(cm(name, 5).raw()),
+            )
+        };
+        let mut r = record();
+        r.objects = 2;
+        store
+            .write(&key, &r, false, &[obj("a"), obj("b")], &[])
+            .unwrap();
+        r.objects = 1;
+        store.write(&key, &r, true, &[obj("c")], &[]).unwrap();
+        let stored = store.load(&key, &r.config).unwrap().unwrap();
+        let keys: Vec<&str> = stored.objects.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["ns/c"]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_record_that_does_not_match_its_table_is_refused() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let key = resource_key(&config());
+        let mut r = record();
+        r.objects = 2;
+        let raw = Bytes::copy_from_slice(cm("a", 5).raw());
+        assert!(store
+            .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+            .is_err());
+        // Nothing of the refused flush was committed.
+        assert!(store.load(&key, &r.config).unwrap().is_none());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unparsable_or_misplaced_objects_are_not_restored() {
+        let mut r = record();
+        r.rv = 9;
+        r.objects = 1;
+        let bad = Stored {
+            record: r.clone(),
+            objects: vec![("ns/a".into(), Bytes::from_static(b"{not json"))],
+        };
+        let cache = new_cache();
+        assert!(restore(&cache, &bad).is_err());
+        assert!(!cache.is_synced());
+        let misplaced = Stored {
+            record: r.clone(),
+            objects: vec![("ns/b".into(), Bytes::copy_from_slice(cm("a", 5).raw()))],
+        };
+        assert!(restore(&cache, &misplaced).is_err());
+        let newer = Stored {
+            record: r,
+            objects: vec![("ns/a".into(), Bytes::copy_from_slice(cm("a", 50).raw()))],
+        };
+        assert!(restore(&cache, &newer).is_err());
+        assert!(!cache.is_synced());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_replaced_and_one_in_use_is_refused() {
+        let dir = tempdir();
+        std::fs::write(
+            dir.join(FILE),
+            b"certainly not a redb file, just some bytes",
+        )
+        .unwrap();
+        let store = Store::open(&dir).unwrap();
+        assert!(store.load("/v1/configmaps", "x").unwrap().is_none());
+        assert!(matches!(
+            Store::open(&dir),
+            Err(PersistError::Locked { .. })
+        ));
+        drop(store);
+        // Another schema version is discarded too.
+        {
+            let db = Database::create(dir.join(FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(SCHEMA_KEY, b"999".as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let store = Store::open(&dir).unwrap();
+        drop(store);
+        let db = Database::create(dir.join(FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        assert_eq!(
+            meta.get(SCHEMA_KEY).unwrap().unwrap().value(),
+            SCHEMA.to_string().as_bytes()
+        );
+        drop(meta);
+        drop(txn);
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_byte_changed_on_disk_is_caught_and_the_file_replaced() {
+        let dir = tempdir();
+        let key = resource_key(&config());
+        let raw = Bytes::copy_from_slice(cm("needle", 5).raw());
+        {
+            let store = Store::open(&dir).unwrap();
+            let mut r = record();
+            r.objects = 1;
+            r.rv = 5;
+            store
+                .write(&key, &r, false, &[("ns/needle".into(), raw)], &[])
+                .unwrap();
+        }
+        // Change one byte inside the stored object (a string: the JSON would still parse).
+        let path = dir.join(FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes
+            .windows(6)
+            .position(|w| w == b"needle")
+            .expect("the object is in the file");
+        bytes[at] = b'N';
+        std::fs::write(&path, bytes).unwrap();
+        let store = Store::open(&dir).unwrap();
+        assert!(
+            store.load(&key, &record().config).unwrap().is_none(),
+            "the changed file was replaced, not served"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn resources_no_longer_configured_are_dropped() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let mut r = record();
+        r.objects = 0;
+        store.write("/v1/configmaps", &r, false, &[], &[]).unwrap();
+        store.write("/v1/secrets", &r, false, &[], &[]).unwrap();
+        let keep: HashSet<String> = ["/v1/configmaps".to_string()].into();
+        assert_eq!(
+            store.retain(&keep).unwrap(),
+            vec!["/v1/secrets".to_string()]
+        );
+        assert!(store.load("/v1/secrets", &r.config).unwrap().is_none());
+        assert!(store.load("/v1/configmaps", &r.config).unwrap().is_some());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh directory under the system's temporary directory.
+    fn tempdir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("kcache-persist-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,612 @@
+//! Warm restart (`cache.persistDir`): a kcache stopped and started again with the same directory
+//! serves what it had cached at `resourceVersion=0` before it has reached the upstream, then
+//! resumes its upstream watch from the stored resourceVersion (no list) and ends equal to the
+//! upstream; a resume the upstream has compacted away relists; a stored state ahead of the
+//! upstream (another cluster, a restore) is replaced; a damaged file is discarded and kcache
+//! syncs cold.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{get, resource, sample, wait_until, EnvBuilder};
+use kcache::config::Config;
+use kcache::server::{self, Running};
+use kcache::upstream::Upstream;
+use kcache_sim::Sim;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+/// key → resourceVersion.
+type View = BTreeMap<String, String>;
+
+fn view_of(items: &[Value]) -> View {
+    items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or("")
+                ),
+                m["resourceVersion"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn upstream_view(sim: &Sim) -> View {
+    view_of(&sim.list("", "configmaps"))
+}
+
+/// What kcache serves to a LIST at resourceVersion=0 (from its cache, whatever its age).
+async fn cached_view(kcache: &Running) -> View {
+    let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    view_of(r.json()["items"].as_array().expect("items"))
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kcache-warm-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn builder(dir: &Path) -> EnvBuilder {
+    let mut b = EnvBuilder::default().resources(vec![resource("", "v1", "configmaps")]);
+    b.config.cache.persist_dir = Some(dir.to_owned());
+    b
+}
+
+fn configmap(i: usize, data: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{}", i % 3)},
+        "data": {"k": data}})
+}
+
+fn create(sim: &Sim, range: std::ops::Range<usize>) {
+    for i in range {
+        sim.create("", "configmaps", configmap(i, "v1"))
+            .expect("create");
+    }
+}
+
+/// While kcache is stopped: change 0..5, delete 5..10, create N..N+5.
+fn change_meanwhile(sim: &Sim, n: usize) {
+    for i in 0..5 {
+        sim.update("", "configmaps", configmap(i, "v2"))
+            .expect("update");
+    }
+    for i in 5..10 {
+        sim.delete(
+            "",
+            "configmaps",
+            Some(&format!("ns-{}", i % 3)),
+            &format!("cm-{i}"),
+        )
+        .expect("delete");
+    }
+    create(sim, n..n + 5);
+}
+
+async fn start_kcache(sim: &Sim, config: &Config) -> Running {
+    let upstream = Upstream::from_url(&sim.url()).expect("upstream");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    server::start(config, upstream, listener, admin)
+        .await
+        .expect("kcache starts")
+}
+
+async fn metric(kcache: &Running, parts: &[&str]) -> f64 {
+    let text = get(&kcache.admin_url(), "/metrics").await.text();
+    sample(&text, parts).unwrap_or(0.0)
+}
+
+async fn equal_to_upstream(kcache: &Running, sim: &Sim) {
+    wait_until("kcache serves what the upstream holds", || async {
+        cached_view(kcache).await == upstream_view(sim)
+    })
+    .await;
+}
+
+/// A first kcache with `dir` that has cached `n` ConfigMaps, stopped cleanly.
+async fn first_run(dir: &Path, n: usize) -> (Sim, Config) {
+    let b = builder(dir);
+    let config = b.config.clone();
+    let env = b.start().await;
+    create(&env.sim, 0..n);
+    equal_to_upstream(&env.kcache, &env.sim).await;
+    let common::Env { sim, kcache } = env;
+    kcache.shutdown().await;
+    (sim, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_serves_the_stored_state_at_once_and_resumes_the_watch_without_a_list() {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 40).await;
+    let before = upstream_view(&sim);
+    change_meanwhile(&sim, 40);
+    // The upstream cannot be reached: whatever the new kcache serves comes from the disk.
+    sim.faults().set_unreachable(true);
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(cache.is_synced(), "restored before the reflector ran");
+    let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(view_of(r.json()["items"].as_array().unwrap()), before);
+    assert!(r.header("x-kcache-cache-age").is_some());
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_persist_restored_objects", "resource=\"configmaps\""]
+        )
+        .await,
+        40.0
+    );
+    // Ready (serving the stored state), and saying where the state came from.
+    let ready = get(&kcache.admin_url(), "/readyz?verbose").await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    assert!(
+        ready.text().contains("restored from disk"),
+        "{}",
+        ready.text()
+    );
+    // A consistent read is not answered from a state the upstream has not confirmed: it goes
+    // upstream, which cannot be reached.
+    let consistent = get(&kcache.url(), "/api/v1/configmaps").await;
+    assert_ne!(consistent.status, 200, "{}", consistent.text());
+
+    sim.faults().set_unreachable(false);
+    equal_to_upstream(&kcache, &sim).await;
+    assert_eq!(cache.relists(), 0);
+    let cm = "resource=\"configmaps\"";
+    // No relist: no paged list (the one `limit=1` revision check before the resume counts as
+    // a probe), and the only ADDED events are the 5 objects created meanwhile (a streaming list
+    // would have sent all 40 again).
+    assert_eq!(
+        metric(
+            &kcache,
+            &[
+                "kcache_upstream_requests_total",
+                "purpose=\"reflector_list\""
+            ]
+        )
+        .await,
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_upstream_events_total{", cm, "type=\"ADDED\""]
+        )
+        .await,
+        5.0
+    );
+    assert_eq!(
+        metric(
+            &kcache,
+            &["kcache_upstream_events_total{", cm, "type=\"DELETED\""]
+        )
+        .await,
+        5.0
+    );
+    // Now confirmed: consistent reads are answered, and equal the upstream.
+    wait_until("a consistent read is answered", || async {
+        get(&kcache.url(), "/api/v1/configmaps").await.status == 200
+    })
+    .await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_past_the_upstream_history_relists_and_ends_equal() {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 30).await;
+    change_meanwhile(&sim, 30);
+    // The upstream's history no longer reaches back to the stored resourceVersion.
+    sim.faults().restart();
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    equal_to_upstream(&kcache, &sim).await;
+    wait_until("the resume's 410 made kcache relist", || async {
+        cache.relists() >= 1
+    })
+    .await;
+    equal_to_upstream(&kcache, &sim).await;
+    // A change after the relist still arrives.
+    sim.create("", "configmaps", configmap(1000, "late"))
+        .expect("create");
+    equal_to_upstream(&kcache, &sim).await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn damaged_file_is_discarded(damage: impl FnOnce(&Path)) {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 30).await;
+    change_meanwhile(&sim, 30);
+    damage(&dir.join(kcache::persist::FILE));
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(kcache.wait_synced(Duration::from_secs(20)).await);
+    // Synced cold: the first answer is already the upstream's state (a restored one would be
+    // the state before the changes), from a full initial list (30 - 5 + 5 objects ADDED).
+    assert_eq!(cached_view(&kcache).await, upstream_view(&sim));
+    assert_eq!(cache.relists(), 0);
+    assert_eq!(
+        metric(
+            &kcache,
+            &[
+                "kcache_upstream_events_total{",
+                "resource=\"configmaps\"",
+                "type=\"ADDED\""
+            ]
+        )
+        .await,
+        30.0
+    );
+    let text = get(&kcache.admin_url(), "/metrics").await.text();
+    assert_eq!(
+        sample(
+            &text,
+            &["kcache_persist_restored_objects", "resource=\"configmaps\""]
+        ),
+        Some(0.0)
+    );
+    wait_until("the new file gets a commit", || async {
+        metric(&kcache, &["kcache_persist_flushes_total", "outcome=\"ok\""]).await >= 1.0
+    })
+    .await;
+    // And the new file works: a second restart restores from it.
+    kcache.shutdown().await;
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    assert!(cache.is_synced(), "restored from the new file");
+    equal_to_upstream(&kcache, &sim).await;
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_file_is_discarded_and_kcache_syncs_cold() {
+    damaged_file_is_discarded(|path| {
+        // Garbage over the first pages (the headers and roots).
+        let mut bytes = std::fs::read(path).unwrap();
+        let n = bytes.len().min(8192);
+        for (i, b) in bytes[..n].iter_mut().enumerate() {
+            *b = (i * 7 + 13) as u8;
+        }
+        std::fs::write(path, bytes).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_file_is_discarded_and_kcache_syncs_cold() {
+    damaged_file_is_discarded(|path| {
+        let len = std::fs::metadata(path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len / 3).unwrap();
+    })
+    .await;
+}
+
+/// Time to the first LIST answer after start, cold and warm, for `KCACHE_WARM_N` (10,000)
+/// ConfigMaps, and the file's bytes per object. A measurement: `cargo test --release --test
+/// warm_restart -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_time_to_first_list_warm_and_cold() {
+    let n: usize = std::env::var("KCACHE_WARM_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempdir();
+    let config = builder(&dir).config;
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..n {
+        sim.create(
+            "",
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{}", i % 20),
+                    "labels": {"app": "bench", "tier": format!("t{}", i % 5)}},
+                "data": {"key": "x".repeat(200)}}),
+        )
+        .unwrap();
+    }
+    let first_list = |kcache: Running| async move {
+        loop {
+            let r = get(&kcache.url(), "/api/v1/configmaps?resourceVersion=0").await;
+            if r.status == 200 {
+                assert_eq!(r.json()["items"].as_array().unwrap().len(), n);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        kcache
+    };
+    let mut cold_config = config.clone();
+    cold_config.cache.persist_dir = None;
+    let started = Instant::now();
+    let kcache = first_list(start_kcache(&sim, &cold_config).await).await;
+    let cold = started.elapsed();
+    let json_bytes = kcache.cache("", "v1", "configmaps").unwrap().size().1;
+    kcache.shutdown().await;
+
+    // Cold with persistDir: the first flush writes every object in one commit.
+    let started = Instant::now();
+    let kcache = first_list(start_kcache(&sim, &config).await).await;
+    let cold_persist = started.elapsed();
+    wait_until("the first commit", || async {
+        metric(&kcache, &["kcache_persist_flushes_total", "outcome=\"ok\""]).await >= 1.0
+    })
+    .await;
+    let first_flush = metric(&kcache, &["kcache_persist_flush_seconds_sum"]).await;
+    kcache.shutdown().await;
+    let file = std::fs::metadata(dir.join(kcache::persist::FILE))
+        .unwrap()
+        .len();
+
+    let started = Instant::now();
+    let kcache = start_kcache(&sim, &config).await;
+    let started_in = started.elapsed();
+    let kcache = first_list(kcache).await;
+    let warm = started.elapsed();
+    kcache.shutdown().await;
+    println!(
+        "{n} ConfigMaps: first full LIST after start: cold {cold:?} (with persistDir {cold_persist:?}), \
+         warm {warm:?} (start returned after {started_in:?}); first commit of all objects {:.0} ms; \
+         file {file} bytes = {:.0} B/object for {:.0} B/object of JSON",
+        first_flush * 1000.0,
+        file as f64 / n as f64,
+        json_bytes as f64 / n as f64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The real binary killed with SIGKILL while the upstream churns: the file it leaves holds
+/// exactly the upstream's state at the stored resourceVersion (no half-written flush), and the
+/// binary started again on it resumes its watch without a list and ends equal to the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() {
+    common::init_logs();
+    let dir = tempdir();
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
+             current-context: c\n",
+            sim.url()
+        ),
+    )
+    .unwrap();
+    let db = dir.join("db");
+    let config = dir.join("kcache.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "resources: [{{version: v1, resource: configmaps}}]\n\
+             cache: {{historyWindowSeconds: 300, historyMaxEvents: 100000, persistDir: \"{}\"}}\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let serve = |dir: &Path| {
+        let free = |_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .to_string()
+        };
+        let (listen, admin) = (free(0), free(1));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kcache"))
+            .args(["serve", "--config"])
+            .arg(dir.join("kcache.yaml"))
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .args(["--listen", &listen, "--admin-listen", &admin])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("kcache starts");
+        (child, format!("http://{listen}"), format!("http://{admin}"))
+    };
+    // key → the resourceVersion of its current version, after each write: the upstream's
+    // state at every RV, to check the file against.
+    let mut state: BTreeMap<String, u64> = BTreeMap::new();
+    let mut history: Vec<(u64, BTreeMap<String, u64>)> = Vec::new();
+    let rv_of = |o: &Value| -> u64 {
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let key = |i: usize| format!("ns-{}/cm-{i}", i % 3);
+    for i in 0..300 {
+        let o = sim.create("", "configmaps", configmap(i, "v1")).unwrap();
+        state.insert(key(i), rv_of(&o));
+    }
+    history.push((sim.current_rv(), state.clone()));
+    let (mut child, url, _) = serve(&dir);
+    let list = |url: String| async move {
+        let addr = url.trim_start_matches("http://").to_owned();
+        if tokio::net::TcpStream::connect(&addr).await.is_err() {
+            return None;
+        }
+        let r = get(&url, "/api/v1/configmaps?resourceVersion=0").await;
+        (r.status == 200).then(|| view_of(r.json()["items"].as_array().unwrap()))
+    };
+    wait_until("the binary serves the upstream's state", || {
+        let url = url.clone();
+        let sim = &sim;
+        async move { list(url).await == Some(upstream_view(sim)) }
+    })
+    .await;
+    // Churn: updates, deletes and creates, a few hundred a second; SIGKILL in the middle, after
+    // some flushes have happened during the churn.
+    let mut next = 300;
+    let started = Instant::now();
+    let mut killed = false;
+    let mut round = 0usize;
+    let mut creates: Vec<u64> = Vec::new();
+    while started.elapsed() < Duration::from_millis(4500) {
+        round += 1;
+        let i = (round * 7919) % next;
+        let o = if round % 5 == 0 {
+            next += 1;
+            sim.create("", "configmaps", configmap(next - 1, "new"))
+                .map(|o| (key(next - 1), Some(o)))
+        } else if round % 7 == 0 && state.contains_key(&key(i)) {
+            sim.delete(
+                "",
+                "configmaps",
+                Some(&format!("ns-{}", i % 3)),
+                &format!("cm-{i}"),
+            )
+            .map(|_| (key(i), None))
+        } else if state.contains_key(&key(i)) {
+            sim.update("", "configmaps", configmap(i, &format!("r{round}")))
+                .map(|o| (key(i), Some(o)))
+        } else {
+            continue;
+        };
+        let (k, o) = o.expect("write");
+        if round % 5 == 0 {
+            creates.push(sim.current_rv());
+        }
+        match o {
+            Some(o) => state.insert(k, rv_of(&o)),
+            None => state.remove(&k),
+        };
+        history.push((sim.current_rv(), state.clone()));
+        if !killed && started.elapsed() > Duration::from_millis(2300) {
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+            killed = true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(killed);
+    // What the killed process left: a state the upstream really had, at the stored RV.
+    let key_cm = kcache::persist::resource_key(&resource("", "v1", "configmaps"));
+    let stored = {
+        let store = kcache::persist::Store::open(&db).expect("the file opens after a kill");
+        store
+            .load(
+                &key_cm,
+                &kcache::persist::fingerprint(&resource("", "v1", "configmaps"), false),
+            )
+            .expect("the file loads")
+            .expect("something was stored")
+    };
+    let at = stored.record.rv;
+    let expected = &history
+        .iter()
+        .rev()
+        .find(|(rv, _)| *rv <= at)
+        .expect("a state at or before the stored RV")
+        .1;
+    let got: BTreeMap<String, u64> = stored
+        .objects
+        .iter()
+        .map(|(k, raw)| {
+            let v: Value = serde_json::from_slice(raw).unwrap();
+            (k.clone(), rv_of(&v))
+        })
+        .collect();
+    assert_eq!(
+        &got, expected,
+        "the stored state is the upstream's at RV {at}"
+    );
+    assert!(
+        at > history[0].0,
+        "some churn was flushed before the kill (stored RV {at})"
+    );
+    // Started again on the file: resumes, no list, ends equal to the upstream.
+    let (mut child, url, admin) = serve(&dir);
+    wait_until("the restarted binary serves the upstream's state", || {
+        let url = url.clone();
+        let sim = &sim;
+        async move { list(url).await == Some(upstream_view(sim)) }
+    })
+    .await;
+    let metrics = get(&admin, "/metrics").await.text();
+    assert_eq!(
+        sample(
+            &metrics,
+            &[
+                "kcache_upstream_requests_total",
+                "purpose=\"reflector_list\""
+            ]
+        )
+        .unwrap_or(0.0),
+        0.0
+    );
+    let added = sample(
+        &metrics,
+        &[
+            "kcache_upstream_events_total{",
+            "resource=\"configmaps\"",
+            "type=\"ADDED\"",
+        ],
+    )
+    .unwrap_or(0.0);
+    // A resumed watch: exactly the objects created after the stored RV came as ADDED (an
+    // initial list would have sent every object).
+    let created_after = creates.iter().filter(|rv| **rv > at).count();
+    assert_eq!(added, created_after as f64, "ADDED events after a resume");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The stored state is from another cluster, or from before a restore of this one: its RV is
+/// ahead of everything the upstream has. kcache must not keep serving it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_state_ahead_of_the_upstream_is_replaced() {
+    let dir = tempdir();
+    let (old, config) = first_run(&dir, 60).await;
+    drop(old);
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    for i in 100..105 {
+        sim.create("", "configmaps", configmap(i, "other")).unwrap();
+    }
+    let kcache = start_kcache(&sim, &config).await;
+    let cache = kcache.cache("", "v1", "configmaps").expect("cached");
+    // The reflector finds the upstream behind the stored RV (it would otherwise wait for
+    // that revision for good) and relists: the stored state is replaced, as after an upstream
+    // restore.
+    equal_to_upstream(&kcache, &sim).await;
+    assert_eq!(cache.relists(), 1);
+    assert!(cache.rv() <= sim.current_rv());
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
