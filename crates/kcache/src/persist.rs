@@ -17,8 +17,8 @@
 //! holds them.
 //!
 //! **Writes are off the event path.** The reflector and the cache never wait on the disk: a
-//! [`Persister`] task takes the cache's [`Snapshot`] (objects and RV at one instant, O(1))
-//! about once a second, diffs its map against the one it last committed, and commits the
+//! [`Persister`] task takes the cache's [`Snapshot`](crate::cache::Snapshot) (objects and RV
+//! at one instant, O(1)) about once a second, diffs its map against the one it last committed, and commits the
 //! difference and the snapshot's RV in one transaction (on a blocking thread). The diff skips
 //! the subtrees the two maps share, so a flush costs in proportion to what changed. The stored
 //! state is therefore always one the cache really had at the stored RV. With `persistDir`
