@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::mirror::upstream_view;
 use common::*;
 use k8s_pb::api::core::v1::{ConfigMapList, Pod, PodList};
 use k8s_pb::apimachinery::pkg::apis::meta::v1::{Status, WatchEvent};
@@ -511,24 +512,9 @@ async fn protobuf_informers_stay_equal_to_the_upstream_through_churn() {
         }
     }
     let upstream = |only_node: bool| {
-        env.sim
-            .list("", "pods")
-            .iter()
-            .filter(|p| !only_node || p["spec"]["nodeName"] == node)
-            .map(|p| {
-                (
-                    format!(
-                        "{}/{}",
-                        p["metadata"]["namespace"].as_str().unwrap(),
-                        p["metadata"]["name"].as_str().unwrap()
-                    ),
-                    p["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap()
-                        .to_string(),
-                )
-            })
-            .collect::<BTreeMap<_, _>>()
+        upstream_view(&env.sim, "pods", &|p| {
+            !only_node || p["spec"]["nodeName"] == node
+        })
     };
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
     loop {
@@ -829,26 +815,7 @@ async fn protobuf_informers_at_an_edge_kcache_stay_equal_to_the_upstream() {
             env.sim.update("", "pods", q).unwrap();
         }
     }
-    let upstream = || {
-        env.sim
-            .list("", "pods")
-            .iter()
-            .filter(|p| p["spec"]["nodeName"] == "node-2")
-            .map(|p| {
-                (
-                    format!(
-                        "{}/{}",
-                        p["metadata"]["namespace"].as_str().unwrap(),
-                        p["metadata"]["name"].as_str().unwrap()
-                    ),
-                    p["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap()
-                        .to_string(),
-                )
-            })
-            .collect::<BTreeMap<_, _>>()
-    };
+    let upstream = || upstream_view(&env.sim, "pods", &|p| p["spec"]["nodeName"] == "node-2");
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
     loop {
         kubelet.pump(Duration::from_millis(200)).await;

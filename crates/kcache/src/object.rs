@@ -832,16 +832,18 @@ fn without_managed_fields(text: &str) -> Result<Option<String>, ObjectError> {
     if members.get("managedFields").is_none() {
         return Ok(None);
     }
-    let Some(at) = json_view::offset_in(text, meta_text) else {
-        return Ok(None);
-    };
-    let mut out = String::with_capacity(text.len());
-    out.push_str(text.get(..at).unwrap_or_default());
-    out.push_str(&without_members(meta_text, &members, |k| {
-        k == "managedFields"
-    }));
-    out.push_str(text.get(at + meta_text.len()..).unwrap_or_default());
-    Ok(Some(out))
+    let meta_without = without_members(meta_text, &members, |k| k == "managedFields");
+    Ok(replaced(text, meta_text, &meta_without))
+}
+
+/// `doc` with its part `part` (a slice of it) replaced by `with`; None if `part` is not in it.
+fn replaced(doc: &str, part: &str, with: &str) -> Option<String> {
+    let at = json_view::offset_in(doc, part)?;
+    let mut out = String::with_capacity(doc.len() + with.len());
+    out.push_str(doc.get(..at)?);
+    out.push_str(with);
+    out.push_str(doc.get(at + part.len()..)?);
+    Some(out)
 }
 
 /// An object's text without the annotations `keys`, if it has any of them; without
@@ -871,23 +873,16 @@ fn without_annotations(text: &str, keys: &[String]) -> Result<Option<String>, Ob
     let new_meta = if hit == total {
         without_members(meta_text, &meta_members, |k| k == "annotations")
     } else {
-        let Some(at) = json_view::offset_in(meta_text, ann_text) else {
+        let Some(m) = replaced(
+            meta_text,
+            ann_text,
+            &without_members(ann_text, &ann_members, dropped),
+        ) else {
             return Ok(None);
         };
-        let mut m = String::with_capacity(meta_text.len());
-        m.push_str(meta_text.get(..at).unwrap_or_default());
-        m.push_str(&without_members(ann_text, &ann_members, dropped));
-        m.push_str(meta_text.get(at + ann_text.len()..).unwrap_or_default());
         m
     };
-    let Some(at) = json_view::offset_in(text, meta_text) else {
-        return Ok(None);
-    };
-    let mut out = String::with_capacity(text.len());
-    out.push_str(text.get(..at).unwrap_or_default());
-    out.push_str(&new_meta);
-    out.push_str(text.get(at + meta_text.len()..).unwrap_or_default());
-    Ok(Some(out))
+    Ok(replaced(text, meta_text, &new_meta))
 }
 
 /// An object's text (`obj`, whose `members` were parsed from it) without the members `drop`
