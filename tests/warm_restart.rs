@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{get, resource, sample, wait_until, EnvBuilder};
+use common::{get, mirror, resource, sample, wait_until, EnvBuilder};
 use kcache::config::Config;
 use kcache::server::{self, Running};
 use kcache::upstream::Upstream;
@@ -25,22 +25,12 @@ type View = BTreeMap<String, String>;
 fn view_of(items: &[Value]) -> View {
     items
         .iter()
-        .map(|o| {
-            let m = &o["metadata"];
-            (
-                format!(
-                    "{}/{}",
-                    m["namespace"].as_str().unwrap_or(""),
-                    m["name"].as_str().unwrap_or("")
-                ),
-                m["resourceVersion"].as_str().unwrap_or("").to_owned(),
-            )
-        })
+        .map(|o| (mirror::key(o), mirror::rv_of(o).to_string()))
         .collect()
 }
 
 fn upstream_view(sim: &Sim) -> View {
-    view_of(&sim.list("", "configmaps"))
+    mirror::upstream_view(sim, "configmaps", &|_| true)
 }
 
 /// What kcache serves to a LIST at resourceVersion=0 (from its cache, whatever its age).
@@ -517,7 +507,10 @@ async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() 
         store
             .load(
                 &key_cm,
-                &kcache::persist::fingerprint(&resource("", "v1", "configmaps"), false),
+                &kcache::persist::fingerprint(
+                    &resource("", "v1", "configmaps"),
+                    &kcache::object::Strip::default(),
+                ),
             )
             .expect("the file loads")
             .expect("something was stored")

@@ -224,6 +224,20 @@ impl Strip {
     pub fn is_empty(&self) -> bool {
         !self.managed_fields && self.annotations.is_empty()
     }
+
+    /// An object's text without what this leaves out; None when it has none of it.
+    fn apply(&self, text: &str) -> Result<Option<String>, ObjectError> {
+        let without_managed = if self.managed_fields {
+            without_managed_fields(text)?
+        } else {
+            None
+        };
+        if self.annotations.is_empty() {
+            return Ok(without_managed);
+        }
+        let text_now = without_managed.as_deref().unwrap_or(text);
+        Ok(without_annotations(text_now, &self.annotations)?.or(without_managed))
+    }
 }
 
 impl Object {
@@ -294,18 +308,8 @@ impl Object {
         let text = std::str::from_utf8(raw).map_err(|_| ObjectError::Utf8)?;
         // Each edit below rebuilds the text of this one object (rare: fields kept out of the
         // cache, a list item with its type fields in another order).
-        let without_managed = if strip.managed_fields {
-            without_managed_fields(text)?
-        } else {
-            None
-        };
-        let text = without_managed.as_deref().unwrap_or(text);
-        let without_annotations = if strip.annotations.is_empty() {
-            None
-        } else {
-            without_annotations(text, &strip.annotations)?
-        };
-        let text = without_annotations.as_deref().unwrap_or(text);
+        let stripped = strip.apply(text)?;
+        let text = stripped.as_deref().unwrap_or(text);
         let prefix = info.typed_prefix();
         // `body` is what is parsed; with `prepend`, the raw JSON is `prepend` + `body[1..]`.
         let mut untyped = None;

@@ -49,7 +49,7 @@ use tokio::task::JoinHandle;
 use crate::cache::{ObjectMap, ResourceCache};
 use crate::config::ResourceConfig;
 use crate::metrics::{Metrics, OutcomeLabels, ResourceLabels};
-use crate::object::{Object, ObjectError};
+use crate::object::{Object, ObjectError, Strip};
 use crate::resource::ResourceInfo;
 
 /// The database file inside `cache.persistDir`.
@@ -183,15 +183,16 @@ pub fn resource_key(r: &ResourceConfig) -> String {
 }
 
 /// What of a resource's configuration decides which objects its cache holds, and in what
-/// form: its scope (namespace, selectors), `dropManagedFields` and its `dropAnnotations`.
-/// Indexes are not part of it: they are computed again from the bytes at load.
-pub fn fingerprint(r: &ResourceConfig, drop_managed_fields: bool) -> String {
+/// form: its scope (namespace, selectors) and what its cache leaves out of objects (`strip`,
+/// the cache's own `CacheConfig::strip`). Indexes are not part of it: they are computed again
+/// from the bytes at load.
+pub fn fingerprint(r: &ResourceConfig, strip: &Strip) -> String {
     serde_json::json!({
         "namespace": r.namespace,
         "labelSelector": r.label_selector,
         "fieldSelector": r.field_selector,
-        "dropManagedFields": drop_managed_fields,
-        "dropAnnotations": r.drop_annotations,
+        "dropManagedFields": strip.managed_fields,
+        "dropAnnotations": strip.annotations,
     })
     .to_string()
 }
@@ -696,7 +697,7 @@ mod tests {
 
     fn record() -> Record {
         Record {
-            config: fingerprint(&config(), false),
+            config: fingerprint(&config(), &Strip::default()),
             kind: "ConfigMap".into(),
             namespaced: true,
             custom: false,
@@ -743,7 +744,7 @@ mod tests {
         cache.apply(EventType::Added, cm("d", 13));
         p.flush().await;
         let stored = store
-            .load(&key, &fingerprint(&config(), false))
+            .load(&key, &fingerprint(&config(), &Strip::default()))
             .unwrap()
             .unwrap();
         assert_eq!(stored.record.rv, 13);
@@ -804,7 +805,7 @@ mod tests {
         let mut scoped = config();
         scoped.namespace = Some("other".into());
         assert!(matches!(
-            store.load(&key, &fingerprint(&scoped, false)),
+            store.load(&key, &fingerprint(&scoped, &Strip::default())),
             Err(PersistError::Mismatch { .. })
         ));
         store.discard(&key).unwrap();

@@ -184,7 +184,8 @@ pub async fn start(
         // A resource kept on disk: its discovery facts come from the store too, so that it
         // is served before the upstream is reached at all.
         let key = persist::resource_key(r);
-        let fingerprint = persist::fingerprint(r, config.drop_managed_fields);
+        let cache_config = config.cache_config_for(r);
+        let fingerprint = persist::fingerprint(r, &cache_config.strip);
         let stored = store
             .as_ref()
             .and_then(|s| load_stored(s, &key, &fingerprint));
@@ -216,7 +217,7 @@ pub async fn start(
             Vec::new()
         };
         let cache = Arc::new(
-            ResourceCache::new(info, r.scope(), config.cache_config_for(r))
+            ResourceCache::new(info, r.scope(), cache_config)
                 .with_indexes(&r.indexes)
                 .with_selectable_fields(&selectable),
         );

@@ -362,7 +362,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                     .headers
                     .get(header::ACCEPT)
                     .and_then(|v| v.to_str().ok()),
-                app.mirrors.servable(&c.info),
+                app.mirrors.servable(c),
             ) == Representation::Protobuf
         });
     let impersonating = admission::impersonates(&parts.headers);
@@ -553,7 +553,7 @@ async fn from_cache(
             Ok(Answer::Upstream)
         }
     };
-    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(info));
+    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(cache));
     if representation == Representation::Upstream {
         return forward("the cache does not serve the requested media type");
     }

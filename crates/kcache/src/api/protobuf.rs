@@ -15,7 +15,7 @@ use futures::stream;
 use http::StatusCode;
 
 use super::response;
-use crate::cache::{Event, EventType, LineKind, Mirror, MirrorStatus, ResourceCache};
+use crate::cache::{Event, EventType, LineKind, Mirror, ResourceCache};
 use crate::object::Object;
 use crate::protobuf::{self as pb, ListMeta};
 use crate::resource::ResourceInfo;
@@ -31,22 +31,21 @@ const CHUNK: usize = 64 * 1024;
 /// The protobuf mirrors of the cached types, each started by the first protobuf read of its
 /// type (that read, and the next ones until the mirror has listed, go upstream), so that users
 /// whose clients all read JSON pay nothing for protobuf.
+///
+/// Each mirror lives in its cache (`ResourceCache::mirror`), so a request finds it without a
+/// lookup of its own; this keeps what starts them and their tasks.
 pub struct Mirrors {
     upstream: Upstream,
     cfg: ReflectorConfig,
     enabled: bool,
-    started: dashmap::DashMap<(String, String), Started>,
-}
-
-struct Started {
-    mirror: Arc<Mirror>,
-    task: tokio::task::AbortHandle,
+    tasks: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl Drop for Mirrors {
     fn drop(&mut self) {
-        for s in self.started.iter() {
-            s.task.abort();
+        let tasks = self.tasks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for task in tasks.drain(..) {
+            task.abort();
         }
     }
 }
@@ -59,28 +58,20 @@ impl Mirrors {
             upstream,
             cfg,
             enabled,
-            started: Default::default(),
+            tasks: Default::default(),
         }
     }
 
     /// Whether the type can be answered in protobuf at all: a built-in (the apiserver serves
     /// custom resources in JSON only) while mirrors are enabled and the upstream has not
     /// refused protobuf for it.
-    pub fn servable(&self, info: &ResourceInfo) -> bool {
-        if !self.enabled || info.custom {
-            return false;
-        }
-        let key = (info.group.clone(), info.resource.clone());
-        !self
-            .started
-            .get(&key)
-            .is_some_and(|s| matches!(s.mirror.status(), MirrorStatus::Unsupported(_)))
+    pub fn servable(&self, cache: &ResourceCache) -> bool {
+        self.enabled && !cache.info.custom && !cache.mirror().is_some_and(|m| m.is_unsupported())
     }
 
     /// The mirror of `cache` if it can answer now; starts it on first use.
     pub fn ready(&self, cache: &Arc<ResourceCache>) -> Option<Arc<Mirror>> {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
-        let started = self.started.entry(key).or_insert_with(|| {
+        let mirror = cache.mirror_or_start(|| {
             let mirror = Arc::new(Mirror::new());
             let reflector = MirrorReflector::new(
                 self.upstream.clone(),
@@ -90,9 +81,13 @@ impl Mirrors {
             );
             tracing::info!(resource = %cache.info, "first protobuf read: starting the protobuf mirror");
             let task = tokio::spawn(reflector.run()).abort_handle();
-            Started { mirror, task }
+            self.tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(task);
+            mirror
         });
-        started.mirror.is_synced().then(|| started.mirror.clone())
+        mirror.is_synced().then(|| mirror.clone())
     }
 }
 

@@ -102,6 +102,11 @@ impl Mirror {
         self.lock().status.clone()
     }
 
+    /// The upstream has no protobuf form of this type (for good).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self.lock().status, MirrorStatus::Unsupported(_))
+    }
+
     pub fn is_synced(&self) -> bool {
         self.lock().status == MirrorStatus::Synced
     }

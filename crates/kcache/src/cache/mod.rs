@@ -176,6 +176,8 @@ pub struct ResourceCache {
     /// How long the cache takes to reach a revision the upstream has just reported: the lag of
     /// the watch that feeds it (see `api::App::consistent`).
     catch_up: LatencyEstimate,
+    /// The type's protobuf mirror, once a protobuf read has started it (see `api::Mirrors`).
+    mirror: std::sync::OnceLock<Arc<Mirror>>,
     /// When a consistent read last waited to measure `catch_up` while reads were being
     /// forwarded (microseconds since `created`; 0: never).
     catch_up_sampled: std::sync::atomic::AtomicU64,
@@ -188,6 +190,16 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
+    /// The type's protobuf mirror, if one was started.
+    pub fn mirror(&self) -> Option<&Arc<Mirror>> {
+        self.mirror.get()
+    }
+
+    /// The type's protobuf mirror, made by `start` (once) if there is none yet.
+    pub fn mirror_or_start(&self, start: impl FnOnce() -> Arc<Mirror>) -> &Arc<Mirror> {
+        self.mirror.get_or_init(start)
+    }
+
     /// What this type's objects are cached without: every object put in the cache must have
     /// been built with it (see `Object::from_upstream_stripped`).
     pub fn strip(&self) -> &Strip {
@@ -220,6 +232,7 @@ impl ResourceCache {
             restored_age: std::sync::atomic::AtomicU64::new(0),
             upstream_reachable: std::sync::atomic::AtomicBool::new(false),
             unprovable_at: std::sync::atomic::AtomicU64::new(0),
+            mirror: std::sync::OnceLock::new(),
             catch_up: LatencyEstimate::default(),
             catch_up_sampled: std::sync::atomic::AtomicU64::new(0),
             relists: std::sync::atomic::AtomicU64::new(0),
