@@ -517,13 +517,8 @@ impl Watcher {
                         if cursor.covers(ev.seq) {
                             continue;
                         }
-                        match self.line_for(&ev).await {
-                            Ok(Some(line)) => self.send_event(line).await,
-                            Ok(None) => {}
-                            Err(Lost) => {
-                                self.lost(*rv).await;
-                                return false;
-                            }
+                        if !self.deliver(&ev, *rv).await {
+                            return false;
                         }
                     }
                     cursor.advance_to(end);
@@ -548,13 +543,8 @@ impl Watcher {
                 }
                 Ok(batch) => {
                     for ev in &batch.events {
-                        match self.line_for(ev).await {
-                            Ok(Some(line)) => self.send_event(line).await,
-                            Ok(None) => {}
-                            Err(Lost) => {
-                                self.lost(*rv).await;
-                                return false;
-                            }
+                        if !self.deliver(ev, *rv).await {
+                            return false;
                         }
                     }
                     if let Some(now) = batch.caught_up {
@@ -736,6 +726,20 @@ impl Watcher {
                 (false, false) => None,
             },
         }
+    }
+
+    /// Send `ev` if this watcher sees it; false when the watch had to end instead (a protobuf
+    /// frame that could not be made: the client got a 410 at `rv`).
+    async fn deliver(&mut self, ev: &Event, rv: u64) -> bool {
+        match self.line_for(ev).await {
+            Ok(Some(line)) => self.send_event(line).await,
+            Ok(None) => {}
+            Err(Lost) => {
+                self.lost(rv).await;
+                return false;
+            }
+        }
+        true
     }
 
     /// The line this watcher receives for an event, if any. JSON and metadata lines are the
