@@ -367,6 +367,67 @@ async fn measure_time_to_first_list_warm_and_cold() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Set `dir` up for the real binary in front of `sim`: `dir/kubeconfig`, and `dir/kcache.yaml`
+/// caching ConfigMaps with `persistDir` `dir/db` (returned).
+fn binary_setup(dir: &Path, sim: &Sim) -> PathBuf {
+    std::fs::write(
+        dir.join("kubeconfig"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
+             current-context: c\n",
+            sim.url()
+        ),
+    )
+    .unwrap();
+    let db = dir.join("db");
+    std::fs::write(
+        dir.join("kcache.yaml"),
+        format!(
+            "resources: [{{version: v1, resource: configmaps}}]\n\
+             cache: {{historyWindowSeconds: 300, historyMaxEvents: 100000, persistDir: \"{}\"}}\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    db
+}
+
+/// `kcache serve` (the real binary) on the set-up of [`binary_setup`], on free ports: the
+/// child, its API URL and its admin URL.
+fn serve(dir: &Path) -> (std::process::Child, String, String) {
+    let free = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let (listen, admin) = (free(0), free(1));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kcache"))
+        .args(["serve", "--config"])
+        .arg(dir.join("kcache.yaml"))
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .args(["--listen", &listen, "--admin-listen", &admin])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kcache starts");
+    (child, format!("http://{listen}"), format!("http://{admin}"))
+}
+
+/// What the binary at `url` serves to a LIST at resourceVersion=0; None while it does not
+/// listen yet or is not synced.
+async fn list_binary(url: String) -> Option<View> {
+    let addr = url.trim_start_matches("http://").to_owned();
+    if tokio::net::TcpStream::connect(&addr).await.is_err() {
+        return None;
+    }
+    let r = get(&url, "/api/v1/configmaps?resourceVersion=0").await;
+    (r.status == 200).then(|| view_of(r.json()["items"].as_array().unwrap()))
+}
+
 /// The real binary killed with SIGKILL while the upstream churns: the file it leaves holds
 /// exactly the upstream's state at the stored resourceVersion (no half-written flush), and the
 /// binary started again on it resumes its watch without a list and ends equal to the upstream.
@@ -380,49 +441,8 @@ async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() 
     })
     .await
     .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
-             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
-             current-context: c\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
-    let db = dir.join("db");
-    let config = dir.join("kcache.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "resources: [{{version: v1, resource: configmaps}}]\n\
-             cache: {{historyWindowSeconds: 300, historyMaxEvents: 100000, persistDir: \"{}\"}}\n",
-            db.display()
-        ),
-    )
-    .unwrap();
-    let serve = |dir: &Path| {
-        let free = |_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .to_string()
-        };
-        let (listen, admin) = (free(0), free(1));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kcache"))
-            .args(["serve", "--config"])
-            .arg(dir.join("kcache.yaml"))
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
-            .args(["--listen", &listen, "--admin-listen", &admin])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("kcache starts");
-        (child, format!("http://{listen}"), format!("http://{admin}"))
-    };
+    let db = binary_setup(&dir, &sim);
+    let list = list_binary;
     // key → the resourceVersion of its current version, after each write: the upstream's
     // state at every RV, to check the file against.
     let mut state: BTreeMap<String, u64> = BTreeMap::new();
@@ -441,14 +461,6 @@ async fn kill_9_during_churn_leaves_a_consistent_file_and_the_restart_resumes() 
     }
     history.push((sim.current_rv(), state.clone()));
     let (mut child, url, _) = serve(&dir);
-    let list = |url: String| async move {
-        let addr = url.trim_start_matches("http://").to_owned();
-        if tokio::net::TcpStream::connect(&addr).await.is_err() {
-            return None;
-        }
-        let r = get(&url, "/api/v1/configmaps?resourceVersion=0").await;
-        (r.status == 200).then(|| view_of(r.json()["items"].as_array().unwrap()))
-    };
     wait_until("the binary serves the upstream's state", || {
         let url = url.clone();
         let sim = &sim;
@@ -600,6 +612,336 @@ async fn a_stored_state_ahead_of_the_upstream_is_replaced() {
     equal_to_upstream(&kcache, &sim).await;
     assert_eq!(cache.relists(), 1);
     assert!(cache.rv() <= sim.current_rv());
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The upstream's writes during a churn, to tell its state at any resourceVersion.
+#[derive(Default)]
+struct WriteLog {
+    /// The state before the first logged write: key → resourceVersion.
+    initial: BTreeMap<String, u64>,
+    /// (resourceVersion of the write, key, the key's new resourceVersion or None if deleted).
+    writes: Vec<(u64, String, Option<u64>)>,
+}
+
+impl WriteLog {
+    /// The upstream's objects at `rv`.
+    fn state_at(&self, rv: u64) -> BTreeMap<String, u64> {
+        let mut state = self.initial.clone();
+        for (_, key, now) in self.writes.iter().take_while(|(at, ..)| *at <= rv) {
+            match now {
+                Some(v) => state.insert(key.clone(), *v),
+                None => state.remove(key),
+            };
+        }
+        state
+    }
+}
+
+/// Churn on `sim` until `stop`: updates, creates and deletes of `cm-*` in `ns-0..3`, a few
+/// hundred a second, each logged with its resourceVersion (under the lock, so the log is in
+/// the upstream's order).
+fn churn(
+    sim: Sim,
+    log: std::sync::Arc<std::sync::Mutex<WriteLog>>,
+    first_new: usize,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let key = |i: usize| format!("ns-{}/cm-{i}", i % 3);
+        let rv_of = |o: &Value| mirror::rv_of(o);
+        let mut next = first_new;
+        let mut round = 0usize;
+        let mut live = log.lock().unwrap().initial.clone();
+        while !*stop.borrow() {
+            round += 1;
+            {
+                let mut log = log.lock().unwrap();
+                let i = (round * 7919) % next;
+                let exists = live.contains_key(&key(i));
+                let write = if round % 5 == 0 {
+                    next += 1;
+                    let o = sim
+                        .create("", "configmaps", configmap(next - 1, "new"))
+                        .expect("create");
+                    Some((key(next - 1), Some(rv_of(&o))))
+                } else if round % 7 == 0 && exists {
+                    sim.delete(
+                        "",
+                        "configmaps",
+                        Some(&format!("ns-{}", i % 3)),
+                        &format!("cm-{i}"),
+                    )
+                    .expect("delete");
+                    Some((key(i), None))
+                } else if exists {
+                    let o = sim
+                        .update("", "configmaps", configmap(i, &format!("r{round}")))
+                        .expect("update");
+                    Some((key(i), Some(rv_of(&o))))
+                } else {
+                    None
+                };
+                if let Some((k, now)) = write {
+                    match now {
+                        Some(v) => live.insert(k.clone(), v),
+                        None => live.remove(&k),
+                    };
+                    log.writes.push((sim.current_rv(), k, now));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+    })
+}
+
+/// `kill -9` at many moments of a churning kcache's life — right after the exec, while it
+/// loads the file, right after it serves, around and during its commits — each time followed
+/// by a start on what it left: what the file holds is always either the upstream's exact state
+/// at the stored resourceVersion or nothing (discarded, then kcache syncs cold), never another
+/// state; and at the end clients (a client-go-style list+watch, kube-rs's watcher, and a raw
+/// watch from the restored resourceVersion) hold exactly what the upstream holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
+    common::init_logs();
+    let dir = tempdir();
+    let sim = Sim::start(kcache_sim::SimConfig {
+        bookmark_interval: Duration::from_secs(1),
+        ..kcache_sim::SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let db = binary_setup(&dir, &sim);
+    let n = 2000;
+    create(&sim, 0..n);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(WriteLog {
+        initial: sim
+            .list("", "configmaps")
+            .iter()
+            .map(|o| (mirror::key(o), mirror::rv_of(o)))
+            .collect(),
+        writes: Vec::new(),
+    }));
+    let first_rv = sim.current_rv();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let churning = churn(sim.clone(), log.clone(), n, stopped);
+    let cm = resource("", "v1", "configmaps");
+    let (key_cm, fingerprint) = (
+        kcache::persist::resource_key(&cm),
+        kcache::persist::fingerprint(&cm, &kcache::object::Strip::default()),
+    );
+    // When to kill, in ms: after the exec (before it serves: during the start, the integrity
+    // check, the load), or after it first serves (around the first whole commit, the commits of
+    // changes about every second, and between them).
+    enum At {
+        Exec(u64),
+        Serving(u64),
+    }
+    let rounds = [
+        At::Serving(1500),
+        At::Exec(0),
+        At::Exec(30),
+        At::Serving(0),
+        At::Serving(1030),
+        At::Serving(370),
+        At::Exec(120),
+        At::Serving(2250),
+    ];
+    let (mut loaded, mut newer) = (0, 0);
+    let mut last_rv = 0;
+    for (round, at) in rounds.iter().enumerate() {
+        let (mut child, url, _) = serve(&dir);
+        let wait = match at {
+            At::Exec(ms) => Duration::from_millis(*ms),
+            At::Serving(ms) => {
+                let started = Instant::now();
+                while list_binary(url.clone()).await.is_none() {
+                    assert!(started.elapsed() < Duration::from_secs(30), "round {round}: never served");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Duration::from_millis(*ms)
+            }
+        };
+        tokio::time::sleep(wait).await;
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        // What it left either loads and is the upstream's state at its RV, or is discarded.
+        let store = kcache::persist::Store::open(&db).expect("the store opens after a kill");
+        match store.load(&key_cm, &fingerprint).expect("loads or is absent") {
+            None => {}
+            Some(stored) => {
+                let at = stored.record.rv;
+                let got: BTreeMap<String, u64> = stored
+                    .objects
+                    .iter()
+                    .map(|(k, raw)| {
+                        let v: Value = serde_json::from_slice(raw).unwrap();
+                        assert_eq!(&mirror::key(&v), k, "stored under its own key");
+                        (k.clone(), mirror::rv_of(&v))
+                    })
+                    .collect();
+                let want = log.lock().unwrap().state_at(at);
+                assert!(
+                    got == want,
+                    "round {round}: the stored state ({} objects) is not the upstream's at RV {at} ({} objects)",
+                    got.len(),
+                    want.len()
+                );
+                loaded += 1;
+                if at > last_rv {
+                    newer += 1;
+                }
+                last_rv = last_rv.max(at);
+            }
+        }
+        drop(store);
+    }
+    assert!(loaded >= 4, "only {loaded} kills left a stored state");
+    assert!(newer >= 2, "the stored state moved on only {newer} times");
+    assert!(last_rv > first_rv, "some churn was committed");
+
+    // The last start: its first answer is the restored state; a raw watch from that state's
+    // RV, a client-go-style mirror and kube-rs's watcher all end equal to the upstream.
+    let (mut child, url, admin) = serve(&dir);
+    let restored = loop {
+        if let Some(v) = list_binary(url.clone()).await {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let list = get(&url, "/api/v1/configmaps?resourceVersion=0").await.json();
+    let from: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut view: BTreeMap<String, String> = view_of(list["items"].as_array().unwrap());
+    let mut watch = common::Watch::open(
+        &url,
+        &format!("/api/v1/configmaps?watch=1&resourceVersion={from}&allowWatchBookmarks=true"),
+    )
+    .await;
+    assert_eq!(watch.status, 200);
+    let mirror_state = mirror::spawn_mirror(url.clone(), "/api/v1/configmaps".into(), String::new());
+    let (store, kube_task) = mirror::kube_runtime_configmaps(&url).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.send(true).unwrap();
+    churning.await.unwrap();
+    let end = sim.current_rv();
+    let upstream = upstream_view(&sim);
+    // The raw watch: every change since the restored RV, none missed (no ERROR event).
+    let mut seen = from;
+    while seen < end || view != upstream {
+        let ev = watch
+            .next_json(Duration::from_secs(20))
+            .expect("the watch goes on to the upstream's revision");
+        let o = &ev["object"];
+        match ev["type"].as_str().unwrap() {
+            "ADDED" | "MODIFIED" => {
+                view.insert(mirror::key(o), mirror::rv_of(o).to_string());
+            }
+            "DELETED" => {
+                view.remove(&mirror::key(o));
+            }
+            "BOOKMARK" => {}
+            other => panic!("unexpected {other} event: {ev}"),
+        }
+        seen = mirror::rv_of(o);
+    }
+    assert_eq!(view, upstream);
+    assert!(restored.len() > 0);
+    mirror::converge("client-go-style mirror", &mirror_state, &|| upstream_view(&sim)).await;
+    wait_until("kube-rs's watcher store equals the upstream", || async {
+        mirror::store_view(&store) == upstream_view(&sim)
+    })
+    .await;
+    kube_task.abort();
+    let metrics = get(&admin, "/metrics").await.text();
+    assert_eq!(
+        sample(
+            &metrics,
+            &[
+                "kcache_upstream_requests_total",
+                "purpose=\"reflector_list\""
+            ]
+        )
+        .unwrap_or(0.0),
+        0.0,
+        "the last start resumed from the file"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Downstream watchers across a restart (the watch history itself is not persisted): one
+/// resuming from a resourceVersion older than the restored state gets 410 Expired, as the
+/// apiserver's Status in an ERROR event, and relists; one resuming at the restored RV gets
+/// every change made while kcache was down, in order, none missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410() {
+    let dir = tempdir();
+    let (sim, config) = first_run(&dir, 30).await;
+    let stored_rv = {
+        let cm = resource("", "v1", "configmaps");
+        let store = kcache::persist::Store::open(&dir).unwrap();
+        store
+            .load(
+                &kcache::persist::resource_key(&cm),
+                &kcache::persist::fingerprint(&cm, &kcache::object::Strip::default()),
+            )
+            .unwrap()
+            .expect("stored")
+            .record
+            .rv
+    };
+    // A watcher of the first kcache had seen an RV before the stored one.
+    let older = stored_rv - 1;
+    change_meanwhile(&sim, 30);
+    let kcache = start_kcache(&sim, &config).await;
+    let url = kcache.url();
+    let mut old = common::Watch::open(
+        &url,
+        &format!("/api/v1/configmaps?watch=1&resourceVersion={older}"),
+    )
+    .await;
+    assert_eq!(old.status, 200);
+    let ev = old.next_json(Duration::from_secs(10)).expect("an event");
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["kind"], "Status", "{ev}");
+    assert_eq!(ev["object"]["code"], 410, "{ev}");
+    assert_eq!(ev["object"]["reason"], "Expired", "{ev}");
+    // At the restored RV: the 15 changes made meanwhile, as the upstream made them.
+    let mut resumed = common::Watch::open(
+        &url,
+        &format!("/api/v1/configmaps?watch=1&resourceVersion={stored_rv}"),
+    )
+    .await;
+    assert_eq!(resumed.status, 200);
+    let mut got = Vec::new();
+    while got.len() < 15 {
+        let ev = resumed
+            .next_json(Duration::from_secs(10))
+            .expect("every change made while kcache was down");
+        got.push((
+            ev["type"].as_str().unwrap().to_owned(),
+            ev["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+            mirror::rv_of(&ev["object"]),
+        ));
+    }
+    let want: Vec<(String, String, u64)> = (0..5)
+        .map(|i| ("MODIFIED", i))
+        .chain((5..10).map(|i| ("DELETED", i)))
+        .chain((30..35).map(|i| ("ADDED", i)))
+        .map(|(t, i)| (t.to_owned(), format!("cm-{i}"), 0))
+        .collect();
+    let strip = |v: &[(String, String, u64)]| -> Vec<(String, String)> {
+        v.iter().map(|(t, n, _)| (t.clone(), n.clone())).collect()
+    };
+    assert_eq!(strip(&got), strip(&want));
+    assert!(got.windows(2).all(|w| w[0].2 < w[1].2), "in RV order: {got:?}");
+    assert!(got[0].2 > stored_rv);
     kcache.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,6 +20,8 @@ pub struct ChildConfig {
     pub delegated_with_token: Option<String>,
     /// Serve HTTPS with this certificate and key (PEM files) instead of plain HTTP.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Keep the caches on disk here (`cache.persistDir`), for a warm restart.
+    pub persist_dir: Option<PathBuf>,
 }
 
 impl ChildConfig {
@@ -29,6 +31,7 @@ impl ChildConfig {
             forward_consistent: false,
             delegated_with_token: None,
             tls: None,
+            persist_dir: None,
         }
     }
 
@@ -47,6 +50,13 @@ impl ChildConfig {
                 "tls:\n  certFile: {}\n  keyFile: {}\n",
                 cert.display(),
                 key.display()
+            ));
+        }
+        if let Some(dir) = &self.persist_dir {
+            // The `cache` section's other keys at their defaults (docs/configuration.md).
+            y.push_str(&format!(
+                "cache:\n  historyWindowSeconds: 300\n  historyMaxEvents: 100000\n  persistDir: \"{}\"\n",
+                dir.display()
             ));
         }
         if self.forward_consistent {
@@ -76,6 +86,18 @@ impl KcacheChild {
         config: &ChildConfig,
         ready_timeout: Duration,
     ) -> Result<KcacheChild, String> {
+        let mut k = Self::start_unready(exe, upstream, config)?;
+        k.wait_ready(ready_timeout).await?;
+        Ok(k)
+    }
+
+    /// [`KcacheChild::start`] without waiting until ready: the caller times the start from
+    /// the exec.
+    pub fn start_unready(
+        exe: &PathBuf,
+        upstream: &str,
+        config: &ChildConfig,
+    ) -> Result<KcacheChild, String> {
         let dir = TempDir::new("kcache")?;
         let kubeconfig = dir.path().join("kubeconfig");
         let user = match &config.delegated_with_token {
@@ -91,7 +113,7 @@ impl KcacheChild {
             ),
         )
         .map_err(|e| e.to_string())?;
-        Self::spawn(exe, dir, &kubeconfig, None, config, ready_timeout).await
+        Self::launch(exe, dir, &kubeconfig, None, config)
     }
 
     /// Start `exe serve` in front of the cluster of a kubeconfig (a real one: its server URL,
@@ -114,6 +136,18 @@ impl KcacheChild {
         context: Option<&str>,
         config: &ChildConfig,
         ready_timeout: Duration,
+    ) -> Result<KcacheChild, String> {
+        let mut k = Self::launch(exe, dir, kubeconfig, context, config)?;
+        k.wait_ready(ready_timeout).await?;
+        Ok(k)
+    }
+
+    fn launch(
+        exe: &PathBuf,
+        dir: TempDir,
+        kubeconfig: &Path,
+        context: Option<&str>,
+        config: &ChildConfig,
     ) -> Result<KcacheChild, String> {
         let config_path = dir.path().join("kcache.yaml");
         std::fs::write(&config_path, config.yaml()).map_err(|e| e.to_string())?;
@@ -147,18 +181,24 @@ impl KcacheChild {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("starting {} serve: {e}", exe.display()))?;
-        let mut k = KcacheChild {
+        Ok(KcacheChild {
             child,
             addr,
             admin_addr,
             dir,
-        };
+        })
+    }
+
+    /// Wait until `/readyz` answers 200 (every cache synced or restored), at most `ready_timeout`.
+    pub async fn wait_ready(&mut self, ready_timeout: Duration) -> Result<(), String> {
+        let k = self;
+        let admin_addr = k.admin_addr;
         let deadline = Instant::now() + ready_timeout;
         loop {
             if let Ok((200, _)) =
                 super::load::fetch(admin_addr, "/readyz", Duration::from_secs(2)).await
             {
-                return Ok(k);
+                return Ok(());
             }
             if let Ok(Some(status)) = k.child.try_wait() {
                 return Err(format!("kcache exited ({status}): {}", k.log_tail()));
@@ -175,6 +215,20 @@ impl KcacheChild {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Why the process is no longer running, if it is not.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!("kcache exited ({status}): {}", self.log_tail())),
+            _ => None,
+        }
+    }
+
+    /// SIGKILL, as a crash or an OOM kill would end it: nothing of it runs after this.
+    pub fn kill_9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// What this kcache has cost its upstream so far, from its own metrics

@@ -19,7 +19,10 @@
 //! - `memory`: kcache's RSS per cached JSON byte;
 //! - `stalled`: watchers that never read, during a fan-out;
 //! - `protobuf`: LIST and watch fan-out of Pods in protobuf from the cache vs JSON and vs nginx
-//!   serving the same protobuf bytes, and a client's cost of decoding either.
+//!   serving the same protobuf bytes, and a client's cost of decoding either;
+//! - `warm`: warm restart (`cache.persistDir`): kcache killed with SIGKILL during churn and
+//!   started again, time from the exec to the first LIST warm vs cold, what each start asks of
+//!   the upstream, disk bytes per object and write amplification under churn.
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
@@ -40,6 +43,7 @@ mod protobuf;
 mod reads;
 pub mod report;
 pub mod staleness;
+mod warm;
 pub mod watchers;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +74,7 @@ pub const SCENARIOS: &[&str] = &[
     "memory",
     "stalled",
     "protobuf",
+    "warm",
 ];
 
 /// Command-line options of `kcache bench`.
@@ -130,6 +135,11 @@ struct Scale {
     /// Pods listed and watched in the `protobuf` scenario, and its watchers (of each form).
     protobuf_pods: usize,
     protobuf_watchers: usize,
+    /// ConfigMaps of each `warm` case, its churn (writes/s), and how long its disk writes
+    /// are measured.
+    warm_sizes: Vec<usize>,
+    warm_rate: f64,
+    warm_secs: Duration,
 }
 
 /// One fan-out of the `watch` scenario.
@@ -202,6 +212,9 @@ impl Scale {
             stalled_secs: 15.0,
             protobuf_pods: 10_000,
             protobuf_watchers: 1_000,
+            warm_sizes: vec![10_000, 100_000],
+            warm_rate: 100.0,
+            warm_secs: Duration::from_secs(20),
         }
     }
 
@@ -237,6 +250,9 @@ impl Scale {
             stalled_secs: 3.0,
             protobuf_pods: 1_000,
             protobuf_watchers: 100,
+            warm_sizes: vec![2_000],
+            warm_rate: 100.0,
+            warm_secs: Duration::from_secs(4),
         }
     }
 }
@@ -523,6 +539,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "node" => bench.node().await,
             "memory" => bench.memory().await,
             "protobuf" => bench.protobuf().await,
+            "warm" => bench.warm().await,
             _ => bench.stalled().await,
         };
         if let Err(e) = result {
