@@ -243,8 +243,16 @@ impl Store {
         // redb reports most damage as an error but asserts on some (a file cut short panics
         // in its page manager), so a panic while opening is one more "unreadable file". The
         // panic unwinds before any database exists: nothing of it is left half-open.
-        let opened = std::panic::catch_unwind(|| Database::create(path))
-            .map_err(|_| PersistError::Unreadable)?;
+        // redb repairs a file not closed cleanly (a kill, a crash) while opening it, and that
+        // repair verifies every page's checksum; the callback tells that it ran.
+        let repaired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = repaired.clone();
+        let opened = std::panic::catch_unwind(move || {
+            Database::builder()
+                .set_repair_callback(move |_| flag.store(true, std::sync::atomic::Ordering::Relaxed))
+                .create(path)
+        })
+        .map_err(|_| PersistError::Unreadable)?;
         let mut db = match opened {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
@@ -254,13 +262,17 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         };
-        // redb recovers from a crash by itself, but does not check every page's checksum on
-        // the way: a bit changed on the disk could otherwise reach a client as a wrong object
-        // that still parses. Checked once per start (a read of the whole file, which the load
-        // then finds in the page cache); Ok(false) is a file rolled back to its last good
-        // commit, which is still a state the cache had.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()))
-            .map_err(|_| PersistError::Unreadable)??;
+        // A file closed cleanly is opened without any check of its pages: a bit changed on
+        // the disk could then reach a client as a wrong object that still parses. So unless
+        // the open's repair has just checked every page, check them now (a read of the
+        // whole file, which the load then finds in the page cache); Ok(false) is a file rolled
+        // back to its last good commit, which is still a state the cache had. Not both: after
+        // a kill the two would walk the whole file four times, a third of a warm start at
+        // 100k objects (BENCHMARKS.md, warm restart).
+        if !repaired.load(std::sync::atomic::Ordering::Relaxed) {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()))
+                .map_err(|_| PersistError::Unreadable)??;
+        }
         let txn = db.begin_write()?;
         {
             let mut meta = txn.open_table(META)?;
@@ -437,9 +449,39 @@ impl Store {
 /// upstream. Err, with the cache left empty, when an object does not parse or is not stored
 /// under its own key.
 pub fn restore(cache: &ResourceCache, stored: &Stored) -> Result<(), PersistError> {
-    let resource = cache.info.to_string();
+    // Reading each object's head is most of a warm start (BENCHMARKS.md, warm restart), and
+    // each object is read on its own: the objects are split over the machine's cores.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let part = stored.objects.len().div_ceil(threads).max(1);
+    let parsed: Vec<Result<Vec<Arc<Object>>, PersistError>> = std::thread::scope(|s| {
+        let parts: Vec<_> = stored
+            .objects
+            .chunks(part)
+            .map(|objects| s.spawn(|| parse(cache, objects, stored.record.rv)))
+            .collect();
+        parts
+            .into_iter()
+            .map(|p| p.join().unwrap_or(Err(PersistError::Unreadable)))
+            .collect()
+    });
     let mut objects = Vec::with_capacity(stored.objects.len());
-    for (key, raw) in &stored.objects {
+    for p in parsed {
+        objects.extend(p?);
+    }
+    cache.restore(objects, stored.record.rv, stored.age());
+    Ok(())
+}
+
+/// Read the heads of stored objects and check each is stored under its own key and is not
+/// newer than the stored state (`rv`).
+fn parse(
+    cache: &ResourceCache,
+    stored: &[(String, Bytes)],
+    rv: u64,
+) -> Result<Vec<Arc<Object>>, PersistError> {
+    let resource = cache.info.to_string();
+    let mut objects = Vec::with_capacity(stored.len());
+    for (key, raw) in stored {
         // The bytes are what the cache held, with what it leaves out (managed fields, dropped
         // annotations) already left out.
         let o = Object::from_upstream_indexed(&cache.info, &cache.indexes, raw.clone(), false)
@@ -454,19 +496,18 @@ pub fn restore(cache: &ResourceCache, stored: &Stored) -> Result<(), PersistErro
                 why: format!("object {:?} stored under key {key:?}", o.key()),
             });
         }
-        if o.rv > stored.record.rv {
+        if o.rv > rv {
             return Err(PersistError::Mismatch {
                 resource,
                 why: format!(
-                    "object {key:?} at resourceVersion {} is newer than the stored state ({})",
-                    o.rv, stored.record.rv
+                    "object {key:?} at resourceVersion {} is newer than the stored state ({rv})",
+                    o.rv
                 ),
             });
         }
         objects.push(Arc::new(o));
     }
-    cache.restore(objects, stored.record.rv, stored.age());
-    Ok(())
+    Ok(objects)
 }
 
 /// One resource the persister keeps on disk.
