@@ -835,6 +835,7 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
     while seen < end || view != upstream {
         let ev = watch
             .next_json(Duration::from_secs(20))
+            .await
             .expect("the watch goes on to the upstream's revision");
         let o = &ev["object"];
         match ev["type"].as_str().unwrap() {
@@ -907,7 +908,7 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
     )
     .await;
     assert_eq!(old.status, 200);
-    let ev = old.next_json(Duration::from_secs(10)).expect("an event");
+    let ev = old.next_json(Duration::from_secs(10)).await.expect("an event");
     assert_eq!(ev["type"], "ERROR", "{ev}");
     assert_eq!(ev["object"]["kind"], "Status", "{ev}");
     assert_eq!(ev["object"]["code"], 410, "{ev}");
@@ -923,6 +924,7 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
     while got.len() < 15 {
         let ev = resumed
             .next_json(Duration::from_secs(10))
+            .await
             .expect("every change made while kcache was down");
         got.push((
             ev["type"].as_str().unwrap().to_owned(),

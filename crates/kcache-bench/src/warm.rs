@@ -181,6 +181,13 @@ fn proc_io(pid: u32) -> Option<(u64, u64)> {
     Some((field("write_bytes:")?, field("wchar:")?))
 }
 
+/// The bytes the file system has allocated to `path`: redb grows its file in steps that stay
+/// sparse until written, so the length overstates what the file takes on the disk.
+fn allocated(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+}
+
 /// A downstream watcher through kcache from `rv`, holding the state it has been told.
 struct Watcher {
     view: Arc<Mutex<View>>,
@@ -433,6 +440,7 @@ impl Bench {
         }
         let first_commit = first.metric(&["kcache_persist_flush_seconds_sum"]).await?;
         let file_after_sync = std::fs::metadata(&file).map_or(0, |m| m.len());
+        let disk_after_sync = allocated(&file);
 
         // Disk writes under churn, in steady state.
         progress(format!("warm: {case}: churn at {rate}/s, disk writes"));
@@ -459,10 +467,12 @@ impl Bench {
             - f0;
         let disk = io1.0 - io0.0;
         let file_after_churn = std::fs::metadata(&file).map_or(0, |m| m.len());
+        let disk_after_churn = allocated(&file);
         let json_per_object = cold_quiet.list_bytes as f64 / n.max(1) as f64;
         let mut row = Row::new(D, &case, "kcache, persistDir");
         row.set("file MB after sync", mb(file_after_sync))
             .set("file B/object", file_after_sync as f64 / n as f64)
+            .set("allocated B/object", disk_after_sync as f64 / n as f64)
             .set("list B/object", json_per_object)
             .set("first commit ms", first_commit * 1e3)
             .set("events/s", events as f64 / secs)
@@ -470,7 +480,8 @@ impl Bench {
             .set("commits/s", commits / secs)
             .set("disk write KB/s", disk as f64 / secs / 1e3)
             .set("write calls KB/s", (io1.1 - io0.1) as f64 / secs / 1e3)
-            .set("file MB after churn", mb(file_after_churn));
+            .set("file MB after churn", mb(file_after_churn))
+            .set("allocated MB after churn", mb(disk_after_churn));
         row.ratio(
             "disk bytes / event byte",
             disk as f64 / event_bytes.max(1) as f64,

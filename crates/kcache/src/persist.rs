@@ -31,8 +31,13 @@
 //! loaded — a file that is not a readable database, another schema version, an object that
 //! does not parse, a resource configured differently or no longer configured — is discarded
 //! with a warning and that resource syncs cold: stored data is never served wrong. Every page's
-//! checksum is verified when the file is opened, so a byte changed on the disk behind redb's
-//! back is caught too, not only a file redb cannot open.
+//! checksum is verified when the file is opened (by redb's own repair after a crash, else by
+//! an integrity check), so a byte changed on the disk behind redb's back is caught too, not
+//! only a file redb cannot open.
+//!
+//! **Watch history is not stored.** A restored cache's history starts at the stored RV: a
+//! downstream watch resuming from an older RV gets 410 Expired and relists, one from the stored
+//! RV or later gets every event after it.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
