@@ -757,7 +757,10 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
             At::Serving(ms) => {
                 let started = Instant::now();
                 while list_binary(url.clone()).await.is_none() {
-                    assert!(started.elapsed() < Duration::from_secs(30), "round {round}: never served");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(30),
+                        "round {round}: never served"
+                    );
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Duration::from_millis(*ms)
@@ -768,7 +771,10 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
         let _ = child.wait();
         // What it left either loads and is the upstream's state at its RV, or is discarded.
         let store = kcache::persist::Store::open(&db).expect("the store opens after a kill");
-        match store.load(&key_cm, &fingerprint).expect("loads or is absent") {
+        match store
+            .load(&key_cm, &fingerprint)
+            .expect("loads or is absent")
+        {
             None => {}
             Some(stored) => {
                 let at = stored.record.rv;
@@ -810,7 +816,9 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    let list = get(&url, "/api/v1/configmaps?resourceVersion=0").await.json();
+    let list = get(&url, "/api/v1/configmaps?resourceVersion=0")
+        .await
+        .json();
     let from: u64 = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -823,7 +831,8 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
     )
     .await;
     assert_eq!(watch.status, 200);
-    let mirror_state = mirror::spawn_mirror(url.clone(), "/api/v1/configmaps".into(), String::new());
+    let mirror_state =
+        mirror::spawn_mirror(url.clone(), "/api/v1/configmaps".into(), String::new());
     let (store, kube_task) = mirror::kube_runtime_configmaps(&url).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     stop.send(true).unwrap();
@@ -851,8 +860,11 @@ async fn repeated_kill_9_during_churn_never_leaves_a_wrong_state() {
         seen = mirror::rv_of(o);
     }
     assert_eq!(view, upstream);
-    assert!(restored.len() > 0);
-    mirror::converge("client-go-style mirror", &mirror_state, &|| upstream_view(&sim)).await;
+    assert!(!restored.is_empty());
+    mirror::converge("client-go-style mirror", &mirror_state, &|| {
+        upstream_view(&sim)
+    })
+    .await;
     wait_until("kube-rs's watcher store equals the upstream", || async {
         mirror::store_view(&store) == upstream_view(&sim)
     })
@@ -908,7 +920,10 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
     )
     .await;
     assert_eq!(old.status, 200);
-    let ev = old.next_json(Duration::from_secs(10)).await.expect("an event");
+    let ev = old
+        .next_json(Duration::from_secs(10))
+        .await
+        .expect("an event");
     assert_eq!(ev["type"], "ERROR", "{ev}");
     assert_eq!(ev["object"]["kind"], "Status", "{ev}");
     assert_eq!(ev["object"]["code"], 410, "{ev}");
@@ -928,7 +943,10 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
             .expect("every change made while kcache was down");
         got.push((
             ev["type"].as_str().unwrap().to_owned(),
-            ev["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+            ev["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
             mirror::rv_of(&ev["object"]),
         ));
     }
@@ -942,7 +960,10 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
         v.iter().map(|(t, n, _)| (t.clone(), n.clone())).collect()
     };
     assert_eq!(strip(&got), strip(&want));
-    assert!(got.windows(2).all(|w| w[0].2 < w[1].2), "in RV order: {got:?}");
+    assert!(
+        got.windows(2).all(|w| w[0].2 < w[1].2),
+        "in RV order: {got:?}"
+    );
     assert!(got[0].2 > stored_rv);
     kcache.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);

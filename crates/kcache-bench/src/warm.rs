@@ -114,7 +114,12 @@ impl Churn {
         let stop = Arc::new(AtomicBool::new(false));
         let writes = Arc::new(AtomicU64::new(0));
         let json_bytes = Arc::new(AtomicU64::new(0));
-        let (sim, s, w, b) = (sim.clone(), stop.clone(), writes.clone(), json_bytes.clone());
+        let (sim, s, w, b) = (
+            sim.clone(),
+            stop.clone(),
+            writes.clone(),
+            json_bytes.clone(),
+        );
         let task = tokio::spawn(async move {
             let started = tokio::time::Instant::now();
             let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -202,7 +207,9 @@ impl Watcher {
     async fn open(addr: std::net::SocketAddr, view: View, rv: u64) -> Result<Watcher, String> {
         let target = load::Target::plain(addr);
         let mut s = target.h1_connect().await?;
-        s.ready().await.map_err(|e| format!("watch connection: {e}"))?;
+        s.ready()
+            .await
+            .map_err(|e| format!("watch connection: {e}"))?;
         let path = format!(
             "/api/v1/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3600"
         );
@@ -425,8 +432,11 @@ impl Bench {
         let exec = Instant::now();
         let mut first = KcacheChild::start_unready(&self.exe, &sim.url(), &persisted)?;
         let cold_quiet = time_start(&mut first, &sim, exec, timeout).await?;
-        self.report
-            .push(start_row(&case, "cold, empty persistDir, no churn", &cold_quiet));
+        self.report.push(start_row(
+            &case,
+            "cold, empty persistDir, no churn",
+            &cold_quiet,
+        ));
         let flushed = Instant::now();
         while first
             .metric(&["kcache_persist_flushes_total", "outcome=\"ok\""])

@@ -254,7 +254,9 @@ impl Store {
         let flag = repaired.clone();
         let opened = std::panic::catch_unwind(move || {
             Database::builder()
-                .set_repair_callback(move |_| flag.store(true, std::sync::atomic::Ordering::Relaxed))
+                .set_repair_callback(move |_| {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed)
+                })
                 .create(path)
         })
         .map_err(|_| PersistError::Unreadable)?;
