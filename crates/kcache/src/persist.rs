@@ -63,6 +63,9 @@ pub const FILE: &str = "kcache.redb";
 /// Bumped whenever what is stored changes meaning; a file of another version is discarded.
 pub const SCHEMA: u64 = 1;
 
+/// How many objects a warm start's load hands to a parsing thread at a time.
+const BATCH: usize = 1024;
+
 /// How often changes are committed.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
@@ -163,22 +166,34 @@ pub struct Stored {
     pub objects: Vec<(String, Bytes)>,
 }
 
-impl Stored {
+impl Record {
     /// The discovery facts of the resource as they were when it was stored.
     pub fn info(&self, r: &ResourceConfig) -> ResourceInfo {
         ResourceInfo {
             group: r.group.clone(),
             version: r.version.clone(),
             resource: r.resource.clone(),
-            kind: self.record.kind.clone(),
-            namespaced: self.record.namespaced,
-            custom: self.record.custom,
+            kind: self.kind.clone(),
+            namespaced: self.namespaced,
+            custom: self.custom,
         }
     }
 
     /// How long before now the stored state was last confirmed current.
     pub fn age(&self) -> Duration {
-        Duration::from_millis(now_ms().saturating_sub(self.record.confirmed_ms))
+        Duration::from_millis(now_ms().saturating_sub(self.confirmed_ms))
+    }
+}
+
+impl Stored {
+    /// The discovery facts of the resource as they were when it was stored.
+    pub fn info(&self, r: &ResourceConfig) -> ResourceInfo {
+        self.record.info(r)
+    }
+
+    /// How long before now the stored state was last confirmed current.
+    pub fn age(&self) -> Duration {
+        self.record.age()
     }
 }
 
@@ -324,6 +339,17 @@ impl Store {
     /// The stored state of resource `key`, if any. Err when what is stored cannot be used
     /// (the caller discards it); the objects are checked further by [`restore`].
     pub fn load(&self, key: &str, config: &str) -> Result<Option<Stored>, PersistError> {
+        let Some(record) = self.record(key, config)? else {
+            return Ok(None);
+        };
+        let mut objects = Vec::with_capacity(usize::try_from(record.objects).unwrap_or(0));
+        self.read_objects(key, &record, |batch| objects.extend(batch))?;
+        Ok(Some(Stored { record, objects }))
+    }
+
+    /// The record of resource `key`, if any; Err when it cannot be used (the caller discards
+    /// the resource): unreadable, or stored for another configuration.
+    pub fn record(&self, key: &str, config: &str) -> Result<Option<Record>, PersistError> {
         let txn = self.db.begin_read()?;
         let meta = txn.open_table(META)?;
         let Some(raw) = meta.get(format!("{RECORD_PREFIX}{key}").as_str())? else {
@@ -341,24 +367,41 @@ impl Store {
                     .into(),
             });
         }
+        Ok(Some(record))
+    }
+
+    /// Read the objects of resource `key` in key order, handing them to `each` in batches of
+    /// [`BATCH`]; Err if there are not as many as `record` says. A transaction of its own,
+    /// apart from the record's: both are read at start, before anything writes.
+    fn read_objects(
+        &self,
+        key: &str,
+        record: &Record,
+        mut each: impl FnMut(Vec<(String, Bytes)>),
+    ) -> Result<(), PersistError> {
+        let txn = self.db.begin_read()?;
         let name = objects_table(key);
         let table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
-        let mut objects = Vec::with_capacity(usize::try_from(record.objects).unwrap_or(0));
+        let mut read = 0u64;
+        let mut batch = Vec::with_capacity(BATCH);
         for entry in table.iter()? {
             let (k, v) = entry?;
-            objects.push((k.value().to_owned(), Bytes::copy_from_slice(v.value())));
+            batch.push((k.value().to_owned(), Bytes::copy_from_slice(v.value())));
+            read += 1;
+            if batch.len() == BATCH {
+                each(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+            }
         }
-        if objects.len() as u64 != record.objects {
+        if !batch.is_empty() {
+            each(batch);
+        }
+        if read != record.objects {
             return Err(PersistError::Mismatch {
                 resource: key.to_owned(),
-                why: format!(
-                    "{} objects stored, the record says {}",
-                    objects.len(),
-                    record.objects
-                ),
+                why: format!("{read} objects stored, the record says {}", record.objects),
             });
         }
-        Ok(Some(Stored { record, objects }))
+        Ok(())
     }
 
     /// Forget resource `key` (its record and objects).
@@ -515,6 +558,67 @@ fn parse(
         objects.push(Arc::new(o));
     }
     Ok(objects)
+}
+
+/// Install resource `key` of `store` (its [`Store::record`] is `record`) in its (new, empty)
+/// cache, as [`restore`] does, reading the file and the objects' heads at the same time: this
+/// thread reads the objects in batches while one thread per core reads their heads. Err, with
+/// the cache left empty, as [`restore`], or when the objects cannot be read.
+pub fn restore_from(
+    store: &Store,
+    cache: &ResourceCache,
+    key: &str,
+    record: &Record,
+) -> Result<(), PersistError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Unbounded: a parser that failed still drains it, but one that panicked does not, and
+    // the reader must never wait for it. At most the stored objects, as a whole load holds.
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<(String, Bytes)>)>();
+    let rx = std::sync::Mutex::new(rx);
+    let (read, parsed) = std::thread::scope(|s| {
+        let parsers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut result: Result<Vec<(usize, Vec<Arc<Object>>)>, PersistError> =
+                        Ok(Vec::new());
+                    loop {
+                        let next = rx.lock().map_err(|_| ()).and_then(|r| r.recv().map_err(|_| ()));
+                        let Ok((at, batch)) = next else {
+                            break;
+                        };
+                        if let Ok(done) = &mut result {
+                            match parse(cache, &batch, record.rv) {
+                                Ok(objects) => done.push((at, objects)),
+                                Err(e) => result = Err(e),
+                            }
+                        }
+                    }
+                    result
+                })
+            })
+            .collect();
+        let mut at = 0;
+        let read = store.read_objects(key, record, |batch| {
+            let _ = tx.send((at, batch));
+            at += 1;
+        });
+        drop(tx);
+        let parsed: Vec<_> = parsers
+            .into_iter()
+            .map(|p| p.join().unwrap_or(Err(PersistError::Unreadable)))
+            .collect();
+        (read, parsed)
+    });
+    read?;
+    let mut batches = Vec::new();
+    for p in parsed {
+        batches.extend(p?);
+    }
+    // Back in key order, as read.
+    batches.sort_unstable_by_key(|(at, _)| *at);
+    let objects: Vec<Arc<Object>> = batches.into_iter().flat_map(|(_, b)| b).collect();
+    cache.restore(objects, record.rv, record.age());
+    Ok(())
 }
 
 /// One resource the persister keeps on disk.

@@ -190,7 +190,7 @@ pub async fn start(
             .as_ref()
             .and_then(|s| load_stored(s, &key, &fingerprint));
         let info = match &stored {
-            Some(st) => st.info(r),
+            Some(record) => record.info(r),
             None => upstream
                 .discover(&r.group, &r.version, &r.resource)
                 .await
@@ -202,8 +202,8 @@ pub async fn start(
         metrics.init_resource(&info.resource);
         // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
         // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
-        let selectable = if let Some(st) = &stored {
-            st.record.selectable.clone()
+        let selectable = if let Some(record) = &stored {
+            record.selectable.clone()
         } else if info.custom {
             upstream
                 .crd_selectable_fields(&info.group, &info.resource, &info.version)
@@ -223,7 +223,7 @@ pub async fn start(
         );
         if let Some(store) = &store {
             let restored = match &stored {
-                Some(st) => match persist::restore(&cache, st) {
+                Some(stored) => match restore(store, &cache, &key, stored) {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(resource = %cache.info, error = %Report(&e),
@@ -360,12 +360,12 @@ pub async fn start(
 // The store is read and pruned on the runtime's thread: once, at start, before anything is
 // served, so there is nothing else for the thread to do meanwhile.
 
-/// The stored state of one resource, None if there is none or it cannot be used (then it is
-/// discarded, and the resource syncs from the upstream).
-fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<persist::Stored> {
+/// The stored record of one resource, None if there is none or it cannot be used (then it is
+/// discarded, and the resource syncs from the upstream). Its objects are read by [`restore`].
+fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<persist::Record> {
     // A panic in the store while reading a damaged file is one more unusable file.
     let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        store.load(key, fingerprint)
+        store.record(key, fingerprint)
     }))
     .unwrap_or(Err(persist::PersistError::Unreadable));
     match loaded {
@@ -377,6 +377,20 @@ fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<p
             None
         }
     }
+}
+
+/// Read a resource's stored objects into its cache ([`persist::restore_from`]); a panic in the
+/// store while reading a damaged file is one more unusable file.
+fn restore(
+    store: &persist::Store,
+    cache: &ResourceCache,
+    key: &str,
+    record: &persist::Record,
+) -> Result<(), persist::PersistError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        persist::restore_from(store, cache, key, record)
+    }))
+    .unwrap_or(Err(persist::PersistError::Unreadable))
 }
 
 fn discard(store: &persist::Store, key: &str) {
