@@ -25,7 +25,8 @@
 //! unset none of this exists, and the cache pays nothing.
 //!
 //! **Loading.** At start, a resource whose record matches its configuration is loaded into its
-//! cache before its reflector starts ([`restore`]); the reflector then checks that the upstream
+//! cache before its reflector starts ([`restore_from`], which reads each object's head on one
+//! thread per core while the file is read); the reflector then checks that the upstream
 //! has reached the stored RV and resumes its watch from there (a 410 makes it relist, as any
 //! expired watch does; an upstream behind the stored RV, another cluster or a restore, too). Anything that cannot be
 //! loaded — a file that is not a readable database, another schema version, an object that
@@ -560,6 +561,9 @@ fn parse(
     Ok(objects)
 }
 
+/// One batch of a warm start's load, parsed: its place in key order, and its objects.
+type Parsed = (usize, Vec<Arc<Object>>);
+
 /// Install resource `key` of `store` (its [`Store::record`] is `record`) in its (new, empty)
 /// cache, as [`restore`] does, reading the file and the objects' heads at the same time: this
 /// thread reads the objects in batches while one thread per core reads their heads. Err, with
@@ -579,10 +583,12 @@ pub fn restore_from(
         let parsers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut result: Result<Vec<(usize, Vec<Arc<Object>>)>, PersistError> =
-                        Ok(Vec::new());
+                    let mut result: Result<Vec<Parsed>, PersistError> = Ok(Vec::new());
                     loop {
-                        let next = rx.lock().map_err(|_| ()).and_then(|r| r.recv().map_err(|_| ()));
+                        let next = rx
+                            .lock()
+                            .map_err(|_| ())
+                            .and_then(|r| r.recv().map_err(|_| ()));
                         let Ok((at, batch)) = next else {
                             break;
                         };
@@ -939,6 +945,51 @@ mod tests {
         restore(&new_cache(), &other).unwrap();
         restore(&cache, &other).unwrap();
         assert_eq!(cache.rv(), 9);
+    }
+
+    #[test]
+    fn a_load_overlapped_with_parsing_restores_every_object_in_order_or_nothing() {
+        let dir = tempdir();
+        let store = Store::open(&dir).unwrap();
+        let key = resource_key(&config());
+        // More than two batches, so several parsing threads each get some.
+        let objects: Vec<(String, Bytes)> = (0..2 * BATCH + 10)
+            .map(|i| {
+                let name = format!("cm-{i:05}");
+                (
+                    format!("ns/{name}"),
+                    Bytes::copy_from_slice(cm(&name, 5).raw()),
+                )
+            })
+            .collect();
+        let mut r = record();
+        r.rv = 9;
+        r.objects = objects.len() as u64;
+        store.write(&key, &r, true, &objects, &[]).unwrap();
+        let record = store.record(&key, &r.config).unwrap().unwrap();
+        let cache = new_cache();
+        restore_from(&store, &cache, &key, &record).unwrap();
+        assert_eq!(cache.rv(), 9);
+        let want: Vec<(String, Vec<u8>)> = objects
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_vec()))
+            .collect();
+        assert_eq!(contents(&cache), want);
+        // One object that does not parse, in the last batch: nothing is restored.
+        store
+            .write(
+                &key,
+                &record,
+                false,
+                &[("ns/cm-99999".into(), Bytes::from_static(b"{not json"))],
+                &["ns/cm-00000".into()],
+            )
+            .unwrap();
+        let cache = new_cache();
+        assert!(restore_from(&store, &cache, &key, &record).is_err());
+        assert!(!cache.is_synced());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
