@@ -20,6 +20,8 @@ pub struct ChildConfig {
     pub delegated_with_token: Option<String>,
     /// Serve HTTPS with this certificate and key (PEM files) instead of plain HTTP.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Cache every resource as metadata only (`resources[].metadataOnly`).
+    pub metadata_only: bool,
 }
 
 impl ChildConfig {
@@ -29,6 +31,7 @@ impl ChildConfig {
             forward_consistent: false,
             delegated_with_token: None,
             tls: None,
+            metadata_only: false,
         }
     }
 
@@ -36,7 +39,8 @@ impl ChildConfig {
         let mut y = String::from("resources:\n");
         for (g, v, r) in &self.resources {
             y.push_str(&format!(
-                "  - {{ group: \"{g}\", version: {v}, resource: {r} }}\n"
+                "  - {{ group: \"{g}\", version: {v}, resource: {r}, metadataOnly: {} }}\n",
+                self.metadata_only
             ));
         }
         if self.delegated_with_token.is_some() {

@@ -209,6 +209,12 @@ pub struct ResourceConfig {
     /// clients see the objects as the apiserver would send them without those annotations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop_annotations: Vec<String>,
+    /// Cache only each object's metadata (`meta.k8s.io/v1` PartialObjectMetadata, listed and
+    /// watched from the upstream in that form): metadata informers, `kubectl get` Tables whose
+    /// columns need only metadata and kcache's index queries are answered from the cache;
+    /// every read of whole objects is passed through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metadata_only: bool,
 }
 
 /// Retention of history and snapshots.
@@ -324,6 +330,7 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         field_selector: None,
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
+        metadata_only: false,
     })
     .collect()
 }
@@ -422,11 +429,37 @@ impl Config {
                 LabelSelector::parse(s).map_err(|e| invalid(field("labelSelector"), e.message))?;
             }
             if let Some(s) = &r.field_selector {
-                FieldSelector::parse(s).map_err(|e| invalid(field("fieldSelector"), e.message))?;
+                let sel = FieldSelector::parse(s)
+                    .map_err(|e| invalid(field("fieldSelector"), e.message))?;
+                // A metadata-only cache cannot check a field outside metadata on what it holds,
+                // so no request could be answered from it.
+                if let Some(other) = sel
+                    .requirements()
+                    .iter()
+                    .find(|q| r.metadata_only && !q.field.starts_with("metadata."))
+                {
+                    return Err(invalid(
+                        field("fieldSelector"),
+                        format!(
+                            "{:?} is not a metadata field, and metadataOnly caches only metadata",
+                            other.field
+                        ),
+                    ));
+                }
             }
             for (j, ix) in r.indexes.iter().enumerate() {
                 let at = field(&format!("indexes[{j}]"));
                 ix.validate().map_err(|m| invalid(at.clone(), m))?;
+                if let Some(path) = ix
+                    .field
+                    .as_deref()
+                    .filter(|p| r.metadata_only && !p.starts_with("metadata."))
+                {
+                    return Err(invalid(
+                        at,
+                        format!("{path:?} is not a metadata field, and metadataOnly caches only metadata"),
+                    ));
+                }
                 if r.indexes[..j].iter().any(|o| o.name == ix.name) {
                     return Err(invalid(at, format!("index {} is defined twice", ix.name)));
                 }
@@ -529,6 +562,7 @@ impl Config {
     pub fn cache_config_for(&self, r: &ResourceConfig) -> CacheConfig {
         let mut cfg = self.cache_config();
         cfg.strip.annotations = r.drop_annotations.clone();
+        cfg.strip.metadata_only = r.metadata_only;
         cfg
     }
 
@@ -725,6 +759,28 @@ mod tests {
         assert!(text(&e).starts_with("adminListen:"), "{e}");
         // Any free port for both is fine (tests do that).
         Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
+    }
+
+    #[test]
+    fn metadata_only_caches_can_select_and_index_metadata_only() {
+        let c = Config::parse(
+            "resources:\n- version: v1\n  resource: secrets\n  metadataOnly: true\n  fieldSelector: metadata.namespace=a\n  indexes: [{name: byOwner, field: 'metadata.ownerReferences[*].name'}, {name: byApp, label: app}]\n",
+        )
+        .unwrap();
+        assert!(c.cache_config_for(&c.resources[0]).strip.metadata_only);
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  metadataOnly: true\n  fieldSelector: spec.nodeName=n1\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("resources[0].fieldSelector:"), "{e}");
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  metadataOnly: true\n  indexes: [{name: byNode, field: spec.nodeName}]\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("resources[0].indexes[0]:"), "{e}");
+        // Not set: whole objects, as before.
+        let c = Config::parse("resources:\n- version: v1\n  resource: pods\n").unwrap();
+        assert!(!c.cache_config_for(&c.resources[0]).strip.metadata_only);
     }
 
     #[test]

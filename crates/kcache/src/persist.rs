@@ -187,14 +187,19 @@ pub fn resource_key(r: &ResourceConfig) -> String {
 /// the cache's own `CacheConfig::strip`). Indexes are not part of it: they are computed again
 /// from the bytes at load.
 pub fn fingerprint(r: &ResourceConfig, strip: &Strip) -> String {
-    serde_json::json!({
+    let mut f = serde_json::json!({
         "namespace": r.namespace,
         "labelSelector": r.label_selector,
         "fieldSelector": r.field_selector,
         "dropManagedFields": strip.managed_fields,
         "dropAnnotations": strip.annotations,
-    })
-    .to_string()
+    });
+    // Only when set, so that the stores of full caches written before the option existed
+    // still match.
+    if strip.metadata_only {
+        f["metadataOnly"] = true.into();
+    }
+    f.to_string()
 }
 
 fn now_ms() -> u64 {
@@ -692,6 +697,7 @@ mod tests {
             field_selector: None,
             indexes: Vec::new(),
             drop_annotations: Vec::new(),
+            metadata_only: false,
         }
     }
 

@@ -557,6 +557,16 @@ async fn from_cache(
     if representation == Representation::Upstream {
         return forward("the cache does not serve the requested media type");
     }
+    // A metadata-only cache holds each object's metadata, not the object.
+    let metadata_only = cache.strip().metadata_only;
+    if metadata_only
+        && matches!(
+            representation,
+            Representation::Json | Representation::Protobuf
+        )
+    {
+        return forward("this resource is cached as metadata only");
+    }
     let mirror = match representation {
         Representation::Protobuf => match app.mirrors.ready(cache) {
             Some(m) => Some(m),
@@ -579,17 +589,24 @@ async fn from_cache(
         }
         _ => {}
     }
+    let include_param = q
+        .iter()
+        .find(|(k, _)| k == "includeObject")
+        .map(|(_, v)| v.as_str());
     let printer = match representation {
         Representation::Table => match app.printer(cache).await {
+            // From metadata alone: only columns of metadata, and rows without whole objects.
+            Some(p)
+                if metadata_only
+                    && (!p.reads_only_metadata() || include_param == Some("Object")) =>
+            {
+                return forward("this Table needs more than the metadata this resource caches")
+            }
             Some(p) => Some(p),
             None => return forward("the cache cannot print this resource as a Table"),
         },
         _ => None,
     };
-    let include_param = q
-        .iter()
-        .find(|(k, _)| k == "includeObject")
-        .map(|(_, v)| v.as_str());
     let form = |pretty: bool| -> Result<Form<'_>, ApiError> {
         Ok(match (&printer, representation) {
             (Some(printer), _) => Form::Table {
@@ -750,16 +767,19 @@ fn upstream_only(
     }
     let sel = sel?;
     let info = &cache.info;
+    // A metadata-only cache can check metadata fields only.
+    let metadata_only = cache.strip().metadata_only;
     sel.requirements()
         .iter()
         .find(|r| {
-            !crate::selector::known_field(
+            let known = crate::selector::known_field(
                 &r.field,
                 &info.group,
                 &info.resource,
                 info.namespaced,
                 info.custom,
-            ) && cache.indexes.by_selectable_field(&r.field).is_none()
+            ) || cache.indexes.by_selectable_field(&r.field).is_some();
+            !known || (metadata_only && !r.field.starts_with("metadata."))
         })
         .map(|r| format!("field selector on {:?}", r.field))
 }

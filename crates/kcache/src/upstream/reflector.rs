@@ -118,6 +118,31 @@ enum WatchEnd {
     Behind { rv: u64 },
 }
 
+/// What a reflector's lists and watches accept.
+struct Accepts {
+    list: &'static str,
+    watch: &'static str,
+}
+
+/// JSON objects, or for a metadata-only cache their PartialObjectMetadata, as client-go's
+/// metadata informers ask for it: the upstream then sends (and is read for) only metadata.
+/// Plain JSON stays acceptable after it, so an upstream that cannot answer the metadata form
+/// sends whole objects, which the cache turns into it (see `object::Strip::metadata_only`).
+fn accepts(cache: &ResourceCache) -> Accepts {
+    if cache.strip().metadata_only {
+        Accepts {
+            list:
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            watch: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+        }
+    } else {
+        Accepts {
+            list: "application/json",
+            watch: "application/json",
+        }
+    }
+}
+
 /// Keeps one cache in step with the upstream.
 pub struct Reflector {
     upstream: Upstream,
@@ -126,6 +151,8 @@ pub struct Reflector {
     streaming_supported: bool,
     /// Query parameters restricting what is cached (the resource's scope), pre-encoded.
     scope_query: String,
+    /// The media types its lists and watches ask for (see [`accepts`]).
+    accept: Accepts,
     /// Lists installed so far: tells whether a failed streaming sync had already synced.
     installs: u64,
     /// Whether the current watch has delivered a live event or bookmark.
@@ -147,6 +174,7 @@ impl Reflector {
         metrics: Arc<Metrics>,
     ) -> Reflector {
         let scope_query = super::scope_query(&cache);
+        let accept = accepts(&cache);
         let event_counters =
             [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
                 metrics.upstream_events.get_or_create_owned(&TypeLabels {
@@ -162,6 +190,7 @@ impl Reflector {
             cache,
             cfg,
             scope_query,
+            accept,
             installs: 0,
             progressed: false,
             relist_streak: 0,
@@ -319,7 +348,10 @@ impl Reflector {
     /// freshness probe asks, and counted with it).
     async fn upstream_revision(&self) -> Result<u64, UpstreamError> {
         let url = format!("{}?limit=1{}", self.collection(), self.scope_query);
-        let body = self.upstream.get(&url, Purpose::Probe).await?;
+        let body = self
+            .upstream
+            .get_accepting(&url, self.accept.list, Purpose::Probe)
+            .await?;
         #[derive(Deserialize)]
         struct Head {
             metadata: super::ListMeta,
@@ -350,7 +382,11 @@ impl Reflector {
             if let Some(c) = &cont {
                 url.push_str(&format!("&continue={}", enc(c)));
             }
-            let body = match self.upstream.get(&url, Purpose::ReflectorList).await {
+            let body = match self
+                .upstream
+                .get_accepting(&url, self.accept.list, Purpose::ReflectorList)
+                .await
+            {
                 Ok(b) => b,
                 // The snapshot behind our continue token was compacted: start over.
                 Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
@@ -462,7 +498,10 @@ impl Reflector {
                 self.collection(), self.scope_query)
         };
         self.progressed = false;
-        let resp = self.upstream.open(&url, Purpose::ReflectorWatch).await?;
+        let resp = self
+            .upstream
+            .open_accepting(&url, self.accept.watch, Purpose::ReflectorWatch)
+            .await?;
         self.cache.contact();
         // The upstream ends the stream after timeoutSeconds; one still open well after that
         // is on a connection that died silently (no FIN or RST reached us), so give up on it.
