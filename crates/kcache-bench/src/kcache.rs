@@ -22,6 +22,8 @@ pub struct ChildConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Cache every resource as metadata only (`resources[].metadataOnly`).
     pub metadata_only: bool,
+    /// `dropManagedFields: true`.
+    pub drop_managed_fields: bool,
 }
 
 impl ChildConfig {
@@ -32,6 +34,7 @@ impl ChildConfig {
             delegated_with_token: None,
             tls: None,
             metadata_only: false,
+            drop_managed_fields: false,
         }
     }
 
@@ -42,6 +45,9 @@ impl ChildConfig {
                 "  - {{ group: \"{g}\", version: {v}, resource: {r}, metadataOnly: {} }}\n",
                 self.metadata_only
             ));
+        }
+        if self.drop_managed_fields {
+            y.push_str("dropManagedFields: true\n");
         }
         if self.delegated_with_token.is_some() {
             y.push_str("auth:\n  mode: delegated\n");
