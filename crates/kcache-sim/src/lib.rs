@@ -28,6 +28,7 @@ mod fixture_data;
 mod health;
 mod http;
 mod list;
+mod metadata;
 mod patch;
 mod protobuf;
 mod query;
