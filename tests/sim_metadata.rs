@@ -459,11 +459,12 @@ async fn watch_events_in_metadata_form() {
     let want = format!(
         r#"{{"type":"BOOKMARK","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{rv}","creationTimestamp":null}}}}}}"#
     );
+    let rv_text = rv.to_string();
     loop {
         let line = meta.next_line(Duration::from_secs(10)).await.unwrap();
         let ev: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(ev["type"], "BOOKMARK", "{line}");
-        if ev["object"]["metadata"]["resourceVersion"] == rv.to_string() {
+        if ev["object"]["metadata"]["resourceVersion"] == rv_text.as_str() {
             assert_eq!(line, want);
             break;
         }
