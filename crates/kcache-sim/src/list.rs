@@ -1,5 +1,6 @@
 //! LIST: which state answers (consistent read, cache, exact history, continuation), paging,
-//! continue tokens, and the list envelope built from stored object bytes.
+//! continue tokens, and the list envelope built from stored object bytes (or, for metadata
+//! clients, the PartialObjectMetadataList of the `metadata` module).
 
 use super::encode::{write_str, J};
 use super::metadata::{self, Form};
@@ -145,11 +146,13 @@ fn select(
 /// How a list is written: the negotiated encoding and form.
 #[derive(Clone, Copy, Debug)]
 pub struct Output {
+    /// JSON or protobuf.
     pub media: Media,
+    /// The objects' own form or PartialObjectMetadata (then always JSON).
     pub form: Form,
 }
 
-/// Builds the list body in `out.media` when every item has that form, else in JSON (with the
+/// Builds the list body in `output.media` when every item has that form, else in JSON (with the
 /// trailing newline), and says which it is. The apiserver transforms a list only once it has
 /// it, so a form that cannot be a list is refused here, after any error of the read itself.
 fn body(
@@ -157,14 +160,14 @@ fn body(
     list_rv: u64,
     page: &Page,
     continue_rv: i64,
-    out: Output,
+    output: Output,
 ) -> Result<(Vec<u8>, Media), SimError> {
-    let media = out.media;
+    let media = output.media;
     let token = page
         .more_after
         .as_deref()
         .map(|k| encode_continue(continue_rv, k));
-    match out.form {
+    match output.form {
         Form::Object => {}
         Form::Metadata => return Err(metadata::wrong_form(rt, true)),
         Form::MetadataList => {
