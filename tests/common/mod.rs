@@ -76,6 +76,7 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
         field_selector: None,
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
+        memory_budget: None,
     }
 }
 
