@@ -241,7 +241,10 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
             "/api/v1/namespaces/shop/configmaps/cm-3?resourceVersion=0",
             json_accept,
         ),
-        ("/api/v1/namespaces/shop/configmaps?resourceVersion=0", table),
+        (
+            "/api/v1/namespaces/shop/configmaps?resourceVersion=0",
+            table,
+        ),
         ("/api/v1/configmaps?resourceVersion=0", metadata),
         ("/api/v1/configmaps?resourceVersion=0", protobuf),
         ("/api/v1/namespaces/shop/configmaps/cm-3", protobuf),
@@ -262,7 +265,11 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
             "{path}: not from the cache"
         );
         let reads = |c: (u64, u64, u64, u64)| c.0 + c.1;
-        assert_eq!(reads(after), reads(before) + 2, "{path}: both reached the sim");
+        assert_eq!(
+            reads(after),
+            reads(before) + 2,
+            "{path}: both reached the sim"
+        );
     }
     // A watch too: through kcache, the upstream's events.
     let rv = get(&env.url(), "/api/v1/configmaps").await.json()["metadata"]["resourceVersion"]
@@ -277,9 +284,16 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
     .await;
     assert_eq!(w.status, 200);
     assert!(w.headers.get("x-kcache-cache-age").is_none());
-    assert_eq!(env.sim.request_counts().2, watches + 1, "the watch is the upstream's");
+    assert_eq!(
+        env.sim.request_counts().2,
+        watches + 1,
+        "the watch is the upstream's"
+    );
     env.sim.create("", "configmaps", sized("late", 10)).unwrap();
-    let ev = w.next_json(Duration::from_secs(10)).await.expect("an event");
+    let ev = w
+        .next_json(Duration::from_secs(10))
+        .await
+        .expect("an event");
     assert_eq!(ev["type"], "ADDED");
     assert_eq!(ev["object"]["metadata"]["name"], "late");
 
@@ -295,22 +309,34 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
         assert_eq!(status["reason"], "ServiceUnavailable");
         assert_eq!(status["code"], 503);
         let message = status["message"].as_str().unwrap();
-        assert!(message.contains("configmaps") && message.contains("memoryBudget"), "{message}");
+        assert!(
+            message.contains("configmaps") && message.contains("memoryBudget"),
+            "{message}"
+        );
     }
 
     // The other resource is still served from the cache.
     let secrets = get(&env.url(), "/api/v1/secrets?resourceVersion=0").await;
     assert_eq!(secrets.status, 200);
-    assert!(secrets.header("x-kcache-cache-age").is_some(), "from the cache");
+    assert!(
+        secrets.header("x-kcache-cache-age").is_some(),
+        "from the cache"
+    );
 
     // Metrics, readiness.
     let m = env.metrics().await;
     assert_eq!(
-        sample(&m, &["kcache_cache_over_budget{", "resource=\"configmaps\""]),
+        sample(
+            &m,
+            &["kcache_cache_over_budget{", "resource=\"configmaps\""]
+        ),
         Some(1.0)
     );
     assert_eq!(
-        sample(&m, &["kcache_cache_budget_bytes{", "resource=\"configmaps\""]),
+        sample(
+            &m,
+            &["kcache_cache_budget_bytes{", "resource=\"configmaps\""]
+        ),
         Some(4096.0)
     );
     assert_eq!(
@@ -342,7 +368,10 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
         .lines()
         .find(|l| l.contains("cache v1/configmaps"))
         .unwrap_or_else(|| panic!("{text}"));
-    assert!(line.starts_with("[+]cache v1/configmaps ok (warning: over memoryBudget"), "{line}");
+    assert!(
+        line.starts_with("[+]cache v1/configmaps ok (warning: over memoryBudget"),
+        "{line}"
+    );
     assert!(text.contains("[+]cache v1/secrets ok\n"), "{text}");
     assert!(text.ends_with("readyz check passed\n"), "{text}");
     assert_eq!(get(&env.admin_url(), "/readyz").await.status, 200);
@@ -363,8 +392,7 @@ impl Follower {
         let rv = common::mirror::rv_of(o);
         match ev["type"].as_str().unwrap() {
             "ADDED" | "MODIFIED" => {
-                self.view
-                    .insert(common::mirror::key(o), rv.to_string());
+                self.view.insert(common::mirror::key(o), rv.to_string());
             }
             "DELETED" => {
                 self.view.remove(&common::mirror::key(o));
@@ -393,7 +421,10 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
 
     // A raw follower, a client-go-style mirror and kube-runtime's watcher, all through kcache.
     let list = get(&base, "/api/v1/configmaps?resourceVersion=0").await;
-    assert!(list.header("x-kcache-cache-age").is_some(), "from the cache");
+    assert!(
+        list.header("x-kcache-cache-age").is_some(),
+        "from the cache"
+    );
     let list = list.json();
     let mut follower = Follower {
         view: list["items"]
@@ -413,7 +444,10 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
     };
     let mut w = Watch::open(&base, &watch_path(follower.rv)).await;
     assert_eq!(w.status, 200);
-    assert!(w.headers.get("x-kcache-cache-age").is_some(), "from the cache");
+    assert!(
+        w.headers.get("x-kcache-cache-age").is_some(),
+        "from the cache"
+    );
     let mirror = spawn_mirror_opts(
         base.clone(),
         "/api/v1/configmaps".into(),
@@ -465,7 +499,10 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
             None => {}
         }
     }
-    assert!(cache.is_over_budget(), "the stream ended because of the budget");
+    assert!(
+        cache.is_over_budget(),
+        "the stream ended because of the budget"
+    );
     assert!(from_cache > 0, "the watch was live before the switch");
     // Nothing of the resource is kept any more.
     assert_eq!(cache.size(), (0, 0));
@@ -476,22 +513,32 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
     let watches = env.sim.request_counts().2;
     let mut w = Watch::open(&base, &watch_path(follower.rv)).await;
     assert_eq!(w.status, 200);
-    assert!(w.headers.get("x-kcache-cache-age").is_none(), "passed through");
+    assert!(
+        w.headers.get("x-kcache-cache-age").is_none(),
+        "passed through"
+    );
     assert!(env.sim.request_counts().2 > watches, "the upstream's watch");
     churn.await.unwrap();
     let want = || upstream_view(&env.sim, "configmaps", &|_| true);
     while follower.view != want() {
-        let ev = w
-            .next_json(EVENTUALLY)
-            .await
-            .unwrap_or_else(|| panic!("the follower's view stayed {:?}, not {:?}", follower.view, want()));
+        let ev = w.next_json(EVENTUALLY).await.unwrap_or_else(|| {
+            panic!(
+                "the follower's view stayed {:?}, not {:?}",
+                follower.view,
+                want()
+            )
+        });
         assert_ne!(ev["type"], "ERROR", "{ev}");
         follower.apply(&ev);
     }
 
     // The client-go-style mirror and kube-runtime end equal to the upstream, without a relist.
     common::mirror::converge("mirror", &mirror, &want).await;
-    assert_eq!(mirror.lock().unwrap().starts, 1, "no relist: no 410 reached the mirror");
+    assert_eq!(
+        mirror.lock().unwrap().starts,
+        1,
+        "no relist: no 410 reached the mirror"
+    );
     wait_until("kube-runtime's store equals the upstream", || async {
         store_view(&store) == want()
     })
@@ -500,7 +547,10 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
 
     let m = env.metrics().await;
     assert_eq!(
-        sample(&m, &["kcache_cache_over_budget{", "resource=\"configmaps\""]),
+        sample(
+            &m,
+            &["kcache_cache_over_budget{", "resource=\"configmaps\""]
+        ),
         Some(1.0)
     );
     assert_eq!(
@@ -510,7 +560,11 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
     assert!(
         sample(
             &m,
-            &["kcache_watchers_closed_total{", "resource=\"configmaps\"", "reason=\"over_budget\""]
+            &[
+                "kcache_watchers_closed_total{",
+                "resource=\"configmaps\"",
+                "reason=\"over_budget\""
+            ]
         )
         .is_some_and(|n| n >= 1.0),
         "{m}"
@@ -542,8 +596,14 @@ fn memory_budgets_are_quantities() {
         assert_eq!(budget(q).unwrap(), Some(bytes), "{q}");
     }
     let none = Config::parse("resources:\n- version: v1\n  resource: pods\n").unwrap();
-    assert_eq!(none.resources[0].memory_budget_bytes(), None, "absent: no budget");
-    for q in ["", "lots", "-1Gi", "0", "1.5", "512MB", "100m", "1Gi ", "Gi"] {
+    assert_eq!(
+        none.resources[0].memory_budget_bytes(),
+        None,
+        "absent: no budget"
+    );
+    for q in [
+        "", "lots", "-1Gi", "0", "1.5", "512MB", "100m", "1Gi ", "Gi",
+    ] {
         let e = budget(q).unwrap_err();
         let text = kcache::error::Report(&e).to_string();
         assert!(

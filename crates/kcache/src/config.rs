@@ -268,11 +268,7 @@ pub fn parse_quantity(text: &str) -> Result<u64, String> {
         "E" => (10u128.pow(18), 0),
         "m" => (1, 3),
         s if s.starts_with(['e', 'E']) => {
-            let exp: u32 = s[1..]
-                .parse()
-                .ok()
-                .filter(|e| *e <= 18)
-                .ok_or_else(bad)?;
+            let exp: u32 = s[1..].parse().ok().filter(|e| *e <= 18).ok_or_else(bad)?;
             (10u128.pow(exp), 0)
         }
         _ => return Err(bad()),
@@ -901,8 +897,8 @@ mod tests {
         }
         // Not whole bytes, not quantities, not above zero, too large.
         for q in [
-            "1500m", "0.3", "", ".", "Mi", "1..5", "1.2.3", "-1", "1 Mi", "1MB", "1e", "1e99",
-            "0", "0Gi", "99999Ei",
+            "1500m", "0.3", "", ".", "Mi", "1..5", "1.2.3", "-1", "1 Mi", "1MB", "1e", "1e99", "0",
+            "0Gi", "99999Ei",
         ] {
             assert!(parse_quantity(q).is_err(), "{q:?}");
         }

@@ -468,7 +468,14 @@ impl Metrics {
             let _ = f.get_or_create(&labels);
         }
         let _ = self.watchers.get_or_create(&labels);
-        for reason in ["timeout", "client", "slow", "error", "shutdown", "over_budget"] {
+        for reason in [
+            "timeout",
+            "client",
+            "slow",
+            "error",
+            "shutdown",
+            "over_budget",
+        ] {
             let _ = self.watchers_closed.get_or_create(&ReasonLabels {
                 resource: r(),
                 reason,

@@ -827,7 +827,10 @@ mod tests {
         p.flush().await;
         assert!(store.load(&key, &fp).unwrap().is_none(), "discarded");
         p.flush().await;
-        assert!(store.load(&key, &fp).unwrap().is_none(), "and not written again");
+        assert!(
+            store.load(&key, &fp).unwrap().is_none(),
+            "and not written again"
+        );
         drop(p);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);

@@ -384,7 +384,11 @@ mod tests {
         };
         tokio::task::yield_now().await;
         m.stop();
-        assert_eq!(reader.await.unwrap(), None, "a waiting reader goes upstream at once");
+        assert_eq!(
+            reader.await.unwrap(),
+            None,
+            "a waiting reader goes upstream at once"
+        );
         m.install(12, vec![("a".into(), 12, b("a12"))], 0);
         m.apply("a", 13, b("a13"), false, 0);
         m.bookmark(14, b("bm"));
