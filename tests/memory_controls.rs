@@ -17,8 +17,10 @@ use common::mirror::{
     kube_runtime_configmaps, spawn_mirror_opts, store_view, upstream_view, MirrorOpts, Start,
 };
 use common::*;
+use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
 use kcache::config::Config;
 use kcache::index::IndexConfig;
+use prost::Message;
 use serde_json::{json, Value};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -404,6 +406,23 @@ impl Follower {
     }
 }
 
+/// The next length-prefixed frame of a protobuf watch; None at its end (or after `timeout`).
+async fn next_frame(w: &mut Watch, timeout: Duration) -> Option<Vec<u8>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if w.buffered().len() >= 4 {
+            let len = u32::from_be_bytes(w.buffered()[..4].try_into().unwrap()) as usize;
+            if w.buffered().len() >= 4 + len {
+                let frame: Vec<u8> = w.take_buffered(4 + len);
+                return Some(frame[4..].to_vec());
+            }
+        }
+        if !w.read_more(deadline).await {
+            return None;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream() {
     let mut b = budgeted("24Ki");
@@ -446,6 +465,23 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
     assert_eq!(w.status, 200);
     assert!(
         w.headers.get("x-kcache-cache-age").is_some(),
+        "from the cache"
+    );
+    // A protobuf watch (client-go's typed clients), once the type's protobuf mirror serves.
+    let protobuf: &[(&str, &str)] = &[(
+        "Accept",
+        "application/vnd.kubernetes.protobuf, application/json",
+    )];
+    wait_until("protobuf answered from the cache", || async {
+        let r = get_with(&base, "/api/v1/configmaps?resourceVersion=0", protobuf).await;
+        r.header("x-kcache-cache-age").is_some()
+            && r.header("content-type") == Some("application/vnd.kubernetes.protobuf")
+    })
+    .await;
+    let mut pw = Watch::open_with(&base, &watch_path(follower.rv), protobuf).await;
+    assert_eq!(pw.status, 200);
+    assert!(
+        pw.headers.get("x-kcache-cache-age").is_some(),
         "from the cache"
     );
     let mirror = spawn_mirror_opts(
@@ -504,6 +540,16 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
         "the stream ended because of the budget"
     );
     assert!(from_cache > 0, "the watch was live before the switch");
+    // The protobuf watch ends cleanly too, without an ERROR frame (its mirror stopped with the
+    // cache: no 410 for a frame it could no longer make).
+    let mut frames = 0;
+    while let Some(frame) = next_frame(&mut pw, EVENTUALLY).await {
+        let ev = WatchEvent::decode(&frame[..]).expect("WatchEvent");
+        assert_ne!(ev.r#type.as_deref(), Some("ERROR"), "a clean end");
+        frames += 1;
+    }
+    assert!(pw.ended, "the protobuf watch ended");
+    assert!(frames > 0, "the protobuf watch was live before the switch");
     // Nothing of the resource is kept any more.
     assert_eq!(cache.size(), (0, 0));
     assert_eq!(cache.snapshot().objects.len(), 0);
