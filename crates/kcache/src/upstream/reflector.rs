@@ -201,6 +201,10 @@ impl Reflector {
                      is passed through to the upstream until kcache restarts");
                 return;
             }
+            // Only ever after the cache went over budget (above); never a loop of its own.
+            if matches!(state, State::Stopped) {
+                return;
+            }
             state = self.step(state).await;
         }
     }
