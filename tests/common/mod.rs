@@ -77,6 +77,7 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
         metadata_only: false,
+        memory_budget: None,
     }
 }
 

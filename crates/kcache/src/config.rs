@@ -215,6 +215,83 @@ pub struct ResourceConfig {
     /// every read of whole objects is passed through.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub metadata_only: bool,
+    /// The most this type's cached objects may take, as a Kubernetes quantity (`512Mi`, `2Gi`,
+    /// `500M`, or plain bytes); absent: no budget. Counted as the sum of the cached objects'
+    /// JSON bytes (see [`ResourceConfig::memory_budget_bytes`]). A type that goes over it is no
+    /// longer cached: its reads are passed through to the upstream until kcache restarts.
+    #[serde(
+        default,
+        deserialize_with = "quantity_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_budget: Option<String>,
+}
+
+/// A quantity as its text: YAML gives `512Mi` as a string and `4096` as a number, and both
+/// are quantities (a number is bytes).
+fn quantity_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Text(String),
+        Number(u64),
+    }
+    Ok(Option::<Text>::deserialize(d)?.map(|t| match t {
+        Text::Text(s) => s,
+        Text::Number(n) => n.to_string(),
+    }))
+}
+
+/// Bytes of a Kubernetes quantity: digits with an optional fraction, then a binary suffix
+/// (`Ki` `Mi` `Gi` `Ti` `Pi` `Ei`), a decimal one (`k` `M` `G` `T` `P` `E`), a decimal
+/// exponent (`e6`, `E6`) or nothing (bytes). The result must be a whole number of bytes above
+/// zero, so `1.5Gi` is fine and `0.5` or `100m` (milli) are not. Err is the message for the
+/// field.
+pub fn parse_quantity(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text:?} is not a quantity of bytes like 512Mi, 2Gi, 500M or 1000000");
+    let digits_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(bad());
+    }
+    // The value is mantissa × multiplier / 10^fraction digits, in integers: no rounding.
+    let (multiplier, divisor_exp): (u128, u32) = match suffix {
+        "" => (1, 0),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        "k" => (10u128.pow(3), 0),
+        "M" => (10u128.pow(6), 0),
+        "G" => (10u128.pow(9), 0),
+        "T" => (10u128.pow(12), 0),
+        "P" => (10u128.pow(15), 0),
+        "E" => (10u128.pow(18), 0),
+        "m" => (1, 3),
+        s if s.starts_with(['e', 'E']) => {
+            let exp: u32 = s[1..].parse().ok().filter(|e| *e <= 18).ok_or_else(bad)?;
+            (10u128.pow(exp), 0)
+        }
+        _ => return Err(bad()),
+    };
+    let mantissa: u128 = format!("{whole}{fraction}").parse().map_err(|_| bad())?;
+    let divisor = 10u128
+        .checked_pow(fraction.len() as u32 + divisor_exp)
+        .ok_or_else(bad)?;
+    let scaled = mantissa.checked_mul(multiplier).ok_or_else(bad)?;
+    if scaled % divisor != 0 {
+        return Err(format!("{text:?} is not a whole number of bytes"));
+    }
+    match u64::try_from(scaled / divisor) {
+        Ok(0) => Err("must be more than 0; omit it for no budget".into()),
+        Ok(bytes) => Ok(bytes),
+        Err(_) => Err(bad()),
+    }
 }
 
 /// Retention of history and snapshots.
@@ -331,6 +408,7 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
         metadata_only: false,
+        memory_budget: None,
     })
     .collect()
 }
@@ -464,6 +542,9 @@ impl Config {
                     return Err(invalid(at, format!("index {} is defined twice", ix.name)));
                 }
             }
+            if let Some(q) = &r.memory_budget {
+                parse_quantity(q).map_err(|m| invalid(field("memoryBudget"), m))?;
+            }
             if self.resources[..i]
                 .iter()
                 .any(|o| o.group == r.group && o.resource == r.resource)
@@ -563,6 +644,9 @@ impl Config {
         let mut cfg = self.cache_config();
         cfg.strip.annotations = r.drop_annotations.clone();
         cfg.strip.metadata_only = r.metadata_only;
+        cfg.memory_budget = r
+            .memory_budget_bytes()
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
         cfg
     }
 
@@ -701,6 +785,13 @@ impl Config {
 }
 
 impl ResourceConfig {
+    /// The memory budget in bytes (None: no budget). The quantity was validated on load.
+    pub fn memory_budget_bytes(&self) -> Option<u64> {
+        self.memory_budget
+            .as_deref()
+            .and_then(|q| parse_quantity(q).ok())
+    }
+
     /// The part of the collection this resource caches. Selectors were validated on load.
     pub fn scope(&self) -> Scope {
         Scope {
@@ -843,6 +934,30 @@ mod tests {
         );
         let e = Config::parse("staleness:\n  maxStaleness: 1\n").unwrap_err();
         assert!(text(&e).contains("maxStaleness"), "{e}");
+    }
+
+    #[test]
+    fn quantities() {
+        for (q, bytes) in [
+            ("1", 1),
+            ("1Ki", 1024),
+            ("0.5Ki", 512),
+            ("2Gi", 2 << 30),
+            ("500M", 500_000_000),
+            ("1.5Gi", 3 << 29),
+            ("1e3", 1000),
+            ("1E3", 1000),
+            ("2000m", 2),
+        ] {
+            assert_eq!(parse_quantity(q), Ok(bytes), "{q}");
+        }
+        // Not whole bytes, not quantities, not above zero, too large.
+        for q in [
+            "1500m", "0.3", "", ".", "Mi", "1..5", "1.2.3", "-1", "1 Mi", "1MB", "1e", "1e99", "0",
+            "0Gi", "99999Ei",
+        ] {
+            assert!(parse_quantity(q).is_err(), "{q:?}");
+        }
     }
 
     #[test]
