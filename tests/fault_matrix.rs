@@ -210,9 +210,10 @@ impl Front {
                 url: env.url(),
             },
             Tiers::Two => {
-                let mut config = kcache::config::Config::default();
-                config.resources =
-                    vec![resource("", "v1", "configmaps"), resource("", "v1", "pods")];
+                let config = kcache::config::Config {
+                    resources: vec![resource("", "v1", "configmaps"), resource("", "v1", "pods")],
+                    ..kcache::config::Config::default()
+                };
                 let edge = env.start_edge(&config).await;
                 let url = edge.url();
                 Front {
