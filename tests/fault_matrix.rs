@@ -13,8 +13,13 @@
 //! | 5 | upstream unreachable for 60 s while its store changes | reads served from cache with the age header, stale in metrics and /readyz?verbose, readiness green |
 //! | 6 | 1,000 downstream watchers that never read, large objects | RSS bounded; a normal watcher stays exact |
 //!
-//! The two minute-long cases sort first so they start together (libtest runs tests by name
-//! on as many threads as there are cores); the others are short.
+//! Cases 1-5 also run through two tiers (`..._through_two_tiers`): the watchers connect to a
+//! second kcache in front of the first, the faults hit the sim behind the first, and both
+//! tiers' caches and every watcher end equal to the upstream without tier 2 ever relisting
+//! (a relist at tier 1 reaches tier 2 as events).
+//!
+//! The minute-long cases sort first so they start together (libtest runs tests by name on as
+//! many threads as there are cores); the others are short.
 
 mod common;
 
@@ -98,9 +103,9 @@ struct Watcher {
     mirror: Mirror,
 }
 
-/// Six watchers: unfiltered and filtered, each way of starting.
-fn spawn_watchers(env: &Env) -> Vec<Watcher> {
-    let base = env.url();
+/// Six watchers at `base` (kcache, or the edge kcache in front of it): unfiltered and
+/// filtered, each way of starting.
+fn spawn_watchers(env: &Env, base: String) -> Vec<Watcher> {
     // The newest RV of each type: the cache RV only moves with its own type's events.
     let recent = |resource| {
         env.sim
@@ -183,8 +188,60 @@ async fn wait_started(watchers: &[Watcher]) {
     }
 }
 
-/// Every watcher and kcache's own caches end equal to the upstream; memory stayed bounded.
-async fn check_converged(env: &Env, watchers: &[Watcher], within: Duration, rss_before: f64) {
+/// Where the watchers connect: to kcache in front of the sim, or to a second kcache (tier 2)
+/// in front of that one, while the faults hit the sim behind tier 1.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tiers {
+    One,
+    Two,
+}
+
+/// The watchers' kcache: tier 1 itself, or a tier 2 caching the same types from it.
+struct Front {
+    edge: Option<kcache::server::Running>,
+    url: String,
+}
+
+impl Front {
+    async fn start(env: &Env, tiers: Tiers) -> Front {
+        match tiers {
+            Tiers::One => Front {
+                edge: None,
+                url: env.url(),
+            },
+            Tiers::Two => {
+                let config = kcache::config::Config {
+                    resources: vec![resource("", "v1", "configmaps"), resource("", "v1", "pods")],
+                    ..kcache::config::Config::default()
+                };
+                let edge = env.start_edge(&config).await;
+                let url = edge.url();
+                Front {
+                    edge: Some(edge),
+                    url,
+                }
+            }
+        }
+    }
+
+    /// Relists of tier 2 (0 with one tier): a fault at the sim must reach tier 2 as events,
+    /// never as a relist (tier 1's downstream watches survive its own relists).
+    fn edge_relists(&self) -> u64 {
+        self.edge
+            .as_ref()
+            .map_or(0, |e| e.cache("", "v1", "configmaps").unwrap().relists())
+    }
+}
+
+/// Every watcher and kcache's own caches (both tiers') end equal to the upstream; memory
+/// stayed bounded.
+async fn check_converged(
+    env: &Env,
+    front: &Front,
+    watchers: &[Watcher],
+    within: Duration,
+    rss_before: f64,
+) {
     for w in watchers {
         let sim = env.sim.clone();
         converge_within(w.name, &w.mirror, within, &|| {
@@ -204,7 +261,16 @@ async fn check_converged(env: &Env, watchers: &[Watcher], within: Duration, rss_
             upstream_view(&env.sim, r, &|_| true),
             "{r}"
         );
+        if let Some(edge) = &front.edge {
+            let cache = edge.cache("", "v1", r).unwrap();
+            assert_eq!(
+                cache_view(&cache),
+                upstream_view(&env.sim, r, &|_| true),
+                "tier 2 {r}"
+            );
+        }
     }
+    assert_eq!(front.edge_relists(), 0, "tier 2 relisted");
     // The objects here are a few MiB; the two tests running beside this one (libtest's
     // threads) start their own sim and kcache, a few tens of MiB each.
     let grown = rss_mib() - rss_before;
@@ -227,9 +293,19 @@ fn age_of(r: &common::Resp) -> f64 {
 /// Case 2: every watch answers 410 for a full minute, under churn.
 #[tokio::test]
 async fn a_minute_of_410_on_every_watch() {
+    minute_of_410(Tiers::One).await
+}
+
+#[tokio::test]
+async fn a_minute_of_410_on_every_watch_through_two_tiers() {
+    minute_of_410(Tiers::Two).await
+}
+
+async fn minute_of_410(tiers: Tiers) {
     let (env, seed_objects) = start_env(|_| {}).await;
+    let front = Front::start(&env, tiers).await;
     let rss = rss_mib();
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(20));
     let before = relists(&env);
@@ -252,16 +328,26 @@ async fn a_minute_of_410_on_every_watch() {
     let ops = churn.stop().await;
     eprintln!("410 minute: {ops} changes, {during} relists");
     // After the storm the reflector may still sleep out its last backoff (≤ 30 s).
-    check_converged(&env, &watchers, Duration::from_secs(45), rss).await;
+    check_converged(&env, &front, &watchers, Duration::from_secs(45), rss).await;
 }
 
 /// Case 5: the upstream is unreachable for 60 s while its store keeps changing.
 #[tokio::test]
 async fn a_minute_upstream_unreachable() {
+    minute_unreachable(Tiers::One).await
+}
+
+#[tokio::test]
+async fn a_minute_upstream_unreachable_through_two_tiers() {
+    minute_unreachable(Tiers::Two).await
+}
+
+async fn minute_unreachable(tiers: Tiers) {
     let (env, seed_objects) = start_env(|_| {}).await;
+    let front = Front::start(&env, tiers).await;
     let rss = rss_mib();
     let base = env.url();
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(20));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -298,6 +384,13 @@ async fn a_minute_upstream_unreachable() {
                 t.elapsed()
             );
         }
+        // Through tier 2 too: tier 1 answers its consistency probes from its cache.
+        if tiers == Tiers::Two {
+            for path in ["/api/v1/configmaps?resourceVersion=0", "/api/v1/configmaps"] {
+                let r = get(&front.url, path).await;
+                assert_eq!(r.status, 200, "tier 2 {path}: {}", r.text());
+            }
+        }
         let ready = get(&env.admin_url(), "/readyz").await;
         assert_eq!(ready.status, 200, "stays ready while stale");
         let verbose = get(&env.admin_url(), "/readyz?verbose").await.text();
@@ -328,7 +421,7 @@ async fn a_minute_upstream_unreachable() {
     env.sim.faults().set_unreachable(false);
     let ops = churn.stop().await;
     eprintln!("unreachable minute: {ops} changes, {checks} rounds of checks");
-    check_converged(&env, &watchers, Duration::from_secs(30), rss).await;
+    check_converged(&env, &front, &watchers, Duration::from_secs(30), rss).await;
     let m = get(&env.admin_url(), "/metrics").await.text();
     assert!(m.contains("kcache_upstream_reachable{resource=\"configmaps\"} 1"));
     let verbose = get(&env.admin_url(), "/readyz?verbose").await.text();
@@ -338,9 +431,19 @@ async fn a_minute_upstream_unreachable() {
 /// Case 1: upstream watches dropped mid-stream, again and again.
 #[tokio::test]
 async fn dropped_upstream_watches() {
+    dropped_watches(Tiers::One).await
+}
+
+#[tokio::test]
+async fn dropped_upstream_watches_through_two_tiers() {
+    dropped_watches(Tiers::Two).await
+}
+
+async fn dropped_watches(tiers: Tiers) {
     let (env, seed_objects) = start_env(|_| {}).await;
+    let front = Front::start(&env, tiers).await;
     let rss = rss_mib();
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(10));
     for _ in 0..32 {
@@ -348,20 +451,30 @@ async fn dropped_upstream_watches() {
         env.sim.faults().drop_watches();
     }
     churn.stop().await;
-    check_converged(&env, &watchers, Duration::from_secs(30), rss).await;
+    check_converged(&env, &front, &watchers, Duration::from_secs(30), rss).await;
     assert_eq!(relists(&env), 0, "a dropped watch resumes from its RV");
 }
 
 /// Case 3: 500s and 503s, and latency beyond kcache's request timeout (1 s here).
 #[tokio::test]
 async fn upstream_errors_and_timeouts() {
+    errors_and_timeouts(Tiers::One).await
+}
+
+#[tokio::test]
+async fn upstream_errors_and_timeouts_through_two_tiers() {
+    errors_and_timeouts(Tiers::Two).await
+}
+
+async fn errors_and_timeouts(tiers: Tiers) {
     let (env, seed_objects) = start_env(|b| {
         b.config.staleness.upstream_request_timeout_seconds = 1;
     })
     .await;
+    let front = Front::start(&env, tiers).await;
     let rss = rss_mib();
     let base = env.url();
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(10));
     let faults = env.sim.faults();
@@ -392,16 +505,26 @@ async fn upstream_errors_and_timeouts() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     churn.stop().await;
-    check_converged(&env, &watchers, Duration::from_secs(30), rss).await;
+    check_converged(&env, &front, &watchers, Duration::from_secs(30), rss).await;
     assert!(cache.upstream_reachable());
 }
 
 /// Case 4: the upstream restarts with its history compacted.
 #[tokio::test]
 async fn upstream_restart_with_compacted_history() {
+    restart_with_compacted_history(Tiers::One).await
+}
+
+#[tokio::test]
+async fn upstream_restart_with_compacted_history_through_two_tiers() {
+    restart_with_compacted_history(Tiers::Two).await
+}
+
+async fn restart_with_compacted_history(tiers: Tiers) {
     let (env, seed_objects) = start_env(|_| {}).await;
+    let front = Front::start(&env, tiers).await;
     let rss = rss_mib();
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(10));
     for _ in 0..4 {
@@ -410,7 +533,7 @@ async fn upstream_restart_with_compacted_history() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     churn.stop().await;
-    check_converged(&env, &watchers, Duration::from_secs(30), rss).await;
+    check_converged(&env, &front, &watchers, Duration::from_secs(30), rss).await;
     assert!(
         relists(&env) >= 1,
         "a compacted upstream makes kcache relist"
@@ -439,6 +562,7 @@ async fn stalled_downstream_watchers() {
         b.sim.history_limit = 512;
     })
     .await;
+    let front = Front::start(&env, Tiers::One).await;
     let base = env.url();
     let blob = |i: usize| format!("{i:08}{}", "x".repeat(BLOB - 8));
     for i in 0..BIG {
@@ -452,7 +576,7 @@ async fn stalled_downstream_watchers() {
             .unwrap();
     }
     env.settle("", "configmaps").await;
-    let watchers = spawn_watchers(&env);
+    let watchers = spawn_watchers(&env, front.url.clone());
     wait_started(&watchers).await;
     let rss_before = rss_mib();
     let addr = base.trim_start_matches("http://").to_string();

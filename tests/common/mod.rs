@@ -76,6 +76,8 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
         field_selector: None,
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
+        metadata_only: false,
+        memory_budget: None,
     }
 }
 

@@ -20,6 +20,10 @@ pub struct ChildConfig {
     pub delegated_with_token: Option<String>,
     /// Serve HTTPS with this certificate and key (PEM files) instead of plain HTTP.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Cache every resource as metadata only (`resources[].metadataOnly`).
+    pub metadata_only: bool,
+    /// `dropManagedFields: true`.
+    pub drop_managed_fields: bool,
     /// Keep the caches on disk here (`cache.persistDir`), for a warm restart.
     pub persist_dir: Option<PathBuf>,
 }
@@ -31,6 +35,8 @@ impl ChildConfig {
             forward_consistent: false,
             delegated_with_token: None,
             tls: None,
+            metadata_only: false,
+            drop_managed_fields: false,
             persist_dir: None,
         }
     }
@@ -39,8 +45,12 @@ impl ChildConfig {
         let mut y = String::from("resources:\n");
         for (g, v, r) in &self.resources {
             y.push_str(&format!(
-                "  - {{ group: \"{g}\", version: {v}, resource: {r} }}\n"
+                "  - {{ group: \"{g}\", version: {v}, resource: {r}, metadataOnly: {} }}\n",
+                self.metadata_only
             ));
+        }
+        if self.drop_managed_fields {
+            y.push_str("dropManagedFields: true\n");
         }
         if self.delegated_with_token.is_some() {
             y.push_str("auth:\n  mode: delegated\n");

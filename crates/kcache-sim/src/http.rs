@@ -5,6 +5,7 @@ use super::discovery;
 use super::encode::indent;
 use super::faults::FaultState;
 use super::list::{self, Scope};
+use super::metadata::{self, Form};
 use super::patch;
 use super::protobuf::{self, Media};
 use super::query::{list_options, parse_rv, Query};
@@ -191,12 +192,15 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
         .is_some_and(accepts_gzip);
     // Errors are negotiated against every serializer, protobuf included, whatever the
     // resource (the 406 for a custom resource is protobuf when the client asked for it).
-    let proto_errors = path.starts_with("/api")
-        && protobuf::negotiate(accept.as_deref(), true) == Some(Media::Protobuf);
+    // A Status has no other form, so an Accept of only `as=...` clauses finds nothing for it.
+    let error_media = protobuf::negotiate_error(accept.as_deref());
+    let api = path.starts_with("/api");
     let f = Fmt {
         pretty,
-        proto_errors,
+        proto_errors: api && error_media == Some(Media::Protobuf),
+        raw_errors: api && error_media.is_none(),
         media: Media::Json,
+        form: Form::Object,
         gzip,
     };
     count(&ctx.counts, req.method(), &path, &query);
@@ -280,8 +284,13 @@ struct Fmt {
     pretty: bool,
     /// Status errors in protobuf.
     proto_errors: bool,
+    /// No `Accept` clause fits a Status: the apiserver then writes errors as indented JSON
+    /// whatever the User-Agent (`err-pom-list-wrong-as`).
+    raw_errors: bool,
     /// The encoding of objects and lists (set once the resource is known).
     media: Media,
+    /// The form of objects and lists: their own, or PartialObjectMetadata (set with `media`).
+    form: Form,
     /// The client accepts gzip.
     gzip: bool,
 }
@@ -347,7 +356,7 @@ fn error_response(ctx: &Ctx, err: &SimError, f: Fmt) -> Response {
         return finish(b, sized_body(protobuf::status_body(&err.status_json())));
     }
     let mut body = err.status_json().to_body();
-    if f.pretty {
+    if f.pretty || f.raw_errors {
         body = indent(&body);
     }
     let mut b = base(ctx, code, "application/json");
@@ -364,6 +373,18 @@ fn object_response(
     obj: &StoredObj,
     f: Fmt,
 ) -> Response {
+    match f.form {
+        Form::Object => {}
+        Form::Metadata => {
+            let meta = obj.metadata(rt);
+            let mut body = Vec::with_capacity(meta.len() + 1);
+            body.extend_from_slice(meta);
+            body.push(b'\n');
+            return json(ctx, code, body, f);
+        }
+        // The apiserver transforms the object after the read (or write) succeeded.
+        Form::MetadataList => return error_response(ctx, &metadata::wrong_form(rt, false), f),
+    }
     if f.media == Media::Protobuf {
         if let Some(env) = obj.proto_envelope(rt) {
             return proto(ctx, code, env, f);
@@ -626,7 +647,7 @@ async fn resource(
     let mut f = f;
     // Custom resources have no protobuf form (protobuf alone is a 406). Built-ins do; those
     // the sim cannot encode (no schema, or a field it does not know) are answered in JSON.
-    f.media = protobuf::negotiate(accept, !a.rt.custom).ok_or(SimError::NotAcceptable)?;
+    (f.media, f.form) = protobuf::negotiate(accept, !a.rt.custom).ok_or(SimError::NotAcceptable)?;
     if !protobuf::kind_supported(&a.rt) {
         f.media = Media::Json;
     }
@@ -740,7 +761,10 @@ async fn collection_get(
         &opts,
         ctx.cfg.too_large_rv_wait,
         a.lag,
-        f.media,
+        list::Output {
+            media: f.media,
+            form: f.form,
+        },
     )
     .await?;
     Ok(match media {
@@ -763,6 +787,7 @@ async fn watch_response(
         lag: a.lag,
         progress_bookmarks: ctx.cfg.progress_bookmarks,
         media: f.media,
+        form: f.form,
     };
     let (rx, media) =
         watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
@@ -854,7 +879,11 @@ fn delete_collection(
             }
         }
     }
-    let (body, media) = list::body_of(&a.rt, ctx.store.current_rv(), gone, f.media);
+    let output = list::Output {
+        media: f.media,
+        form: f.form,
+    };
+    let (body, media) = list::body_of(&a.rt, ctx.store.current_rv(), gone, output)?;
     Ok(match media {
         Media::Protobuf => proto(ctx, StatusCode::OK, body, f),
         Media::Json => json(ctx, StatusCode::OK, body, f),

@@ -19,6 +19,10 @@
 //! the apps/v1 workloads, Jobs and EndpointSlices) and protobuf Status errors;
 //! custom resources get JSON (or a 406), and so do kinds without schema and objects with a
 //! field the schema does not know (see that module's docs).
+//!
+//! Metadata clients that ask for `as=PartialObjectMetadataList` (LIST) or
+//! `as=PartialObjectMetadata` (GET, WATCH) get that form, written by the sim's own `metadata`
+//! module from the recordings (`pom-*`), not by kcache's renderer.
 
 pub mod certs;
 mod discovery;
@@ -28,6 +32,7 @@ mod fixture_data;
 mod health;
 mod http;
 mod list;
+mod metadata;
 mod patch;
 mod protobuf;
 mod query;

@@ -1,7 +1,9 @@
 //! LIST: which state answers (consistent read, cache, exact history, continuation), paging,
-//! continue tokens, and the list envelope built from stored object bytes.
+//! continue tokens, and the list envelope built from stored object bytes (or, for metadata
+//! clients, the PartialObjectMetadataList of the `metadata` module).
 
 use super::encode::{write_str, J};
+use super::metadata::{self, Form};
 use super::protobuf::{self, ListMeta, Media};
 use super::query::{parse_rv, ListOptions, Rvm};
 use super::status::SimError;
@@ -141,19 +143,39 @@ fn select(
     }
 }
 
-/// Builds the list body in `media` when every item has that form, else in JSON (with the
-/// trailing newline), and says which it is.
+/// How a list is written: the negotiated encoding and form.
+#[derive(Clone, Copy, Debug)]
+pub struct Output {
+    /// JSON or protobuf.
+    pub media: Media,
+    /// The objects' own form or PartialObjectMetadata (then always JSON).
+    pub form: Form,
+}
+
+/// Builds the list body in `output.media` when every item has that form, else in JSON (with the
+/// trailing newline), and says which it is. The apiserver transforms a list only once it has
+/// it, so a form that cannot be a list is refused here, after any error of the read itself.
 fn body(
     rt: &ResourceType,
     list_rv: u64,
     page: &Page,
     continue_rv: i64,
-    media: Media,
-) -> (Vec<u8>, Media) {
+    output: Output,
+) -> Result<(Vec<u8>, Media), SimError> {
+    let media = output.media;
     let token = page
         .more_after
         .as_deref()
         .map(|k| encode_continue(continue_rv, k));
+    match output.form {
+        Form::Object => {}
+        Form::Metadata => return Err(metadata::wrong_form(rt, true)),
+        Form::MetadataList => {
+            let items = page.items.iter().map(|o| &o.metadata(rt)[..]);
+            let body = metadata::list_body(list_rv, token.as_deref(), page.remaining, items);
+            return Ok((body, Media::Json));
+        }
+    }
     if media == Media::Protobuf {
         let items: Option<Vec<&[u8]>> = page
             .items
@@ -167,7 +189,7 @@ fn body(
                 continue_token: token.as_deref().unwrap_or(""),
                 remaining_item_count: page.remaining.map(|r| r as i64),
             };
-            return (protobuf::list_body(rt, &meta, &items), Media::Protobuf);
+            return Ok((protobuf::list_body(rt, &meta, &items), Media::Protobuf));
         }
     }
     let size: usize = page.items.iter().map(|o| o.bytes.len() + 1).sum();
@@ -219,7 +241,7 @@ fn body(
         out.push(b'}');
     }
     out.push(b'\n');
-    (out, Media::Json)
+    Ok((out, Media::Json))
 }
 
 fn page_limit(limit: i64) -> Option<usize> {
@@ -233,7 +255,7 @@ pub async fn list(
     opts: &ListOptions,
     too_large_wait: Duration,
     lag: Duration,
-    media: Media,
+    output: Output,
 ) -> Result<(Vec<u8>, Media), SimError> {
     let rt = scope.rt;
     let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
@@ -249,7 +271,7 @@ pub async fn list(
         if token_rv < 0 {
             let snap = store.snapshot(group, resource)?;
             let page = select(&snap, scope, opts, Some(&start), limit);
-            return Ok(body(rt, snap.rv, &page, -1, media));
+            return body(rt, snap.rv, &page, -1, output);
         }
         let token_rv = token_rv as u64;
         let snap = match store.snapshot_at(group, resource, token_rv) {
@@ -257,27 +279,27 @@ pub async fn list(
             other => other?,
         };
         let page = select(&snap, scope, opts, Some(&start), limit);
-        return Ok(body(rt, token_rv, &page, token_rv as i64, media));
+        return body(rt, token_rv, &page, token_rv as i64, output);
     }
     let Some(rv_raw) = opts.rv.as_deref() else {
         // Consistent read of the latest state; limit honoured.
         let snap = store.snapshot(group, resource)?;
         let page = select(&snap, scope, opts, None, page_limit(opts.limit));
-        return Ok(body(rt, snap.rv, &page, snap.rv as i64, media));
+        return body(rt, snap.rv, &page, snap.rv as i64, output);
     };
     let rv = parse_rv(rv_raw)?;
     if rv == 0 {
         // Served from the "cache": everything, limit ignored (L2), list RV = the type's RV.
         let snap = store.lagged(group, resource, lag)?;
         let page = select(&snap, scope, opts, None, None);
-        return Ok(body(rt, snap.type_rv, &page, 0, media));
+        return body(rt, snap.type_rv, &page, 0, output);
     }
     let limit = page_limit(opts.limit);
     match (&opts.rvm, limit) {
         (Some(Rvm::Exact), _) | (None, Some(_)) => {
             let snap = store.snapshot_at(group, resource, rv)?;
             let page = select(&snap, scope, opts, None, limit);
-            Ok(body(rt, rv, &page, rv as i64, media))
+            body(rt, rv, &page, rv as i64, output)
         }
         (Some(Rvm::NotOlderThan), Some(_)) => {
             let snap = store.snapshot(group, resource)?;
@@ -288,7 +310,7 @@ pub async fn list(
                 });
             }
             let page = select(&snap, scope, opts, None, limit);
-            Ok(body(rt, snap.rv, &page, snap.rv as i64, media))
+            body(rt, snap.rv, &page, snap.rv as i64, output)
         }
         (_, None) => {
             // "Cache" path: wait for the RV, then the current state.
@@ -300,7 +322,7 @@ pub async fn list(
             }
             let snap = store.lagged(group, resource, lag)?;
             let page = select(&snap, scope, opts, None, None);
-            Ok(body(rt, snap.type_rv.max(rv), &page, 0, media))
+            body(rt, snap.type_rv.max(rv), &page, 0, output)
         }
     }
 }
@@ -317,8 +339,8 @@ pub fn body_of(
     rt: &ResourceType,
     rv: u64,
     items: Vec<Arc<StoredObj>>,
-    media: Media,
-) -> (Vec<u8>, Media) {
+    output: Output,
+) -> Result<(Vec<u8>, Media), SimError> {
     body(
         rt,
         rv,
@@ -328,7 +350,7 @@ pub fn body_of(
             remaining: None,
         },
         0,
-        media,
+        output,
     )
 }
 

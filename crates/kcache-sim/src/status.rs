@@ -191,7 +191,7 @@ pub enum SimError {
         /// The authorizer's sentence.
         message: String,
     },
-    /// Any other code (injected faults).
+    /// Any other code (injected faults, the 406 of a wrong PartialObjectMetadata form).
     #[error("{message}")]
     Other {
         /// HTTP status code.

@@ -37,6 +37,8 @@ pub struct StoredObj {
     pub key: String,
     /// The protobuf message of `value` (None: it has none here), encoded on first use.
     proto: OnceLock<Option<Bytes>>,
+    /// The PartialObjectMetadata of `value`, encoded on first use.
+    meta: OnceLock<Bytes>,
 }
 
 impl StoredObj {
@@ -49,7 +51,14 @@ impl StoredObj {
             rv,
             key,
             proto: OnceLock::new(),
+            meta: OnceLock::new(),
         }
+    }
+
+    /// The object as a PartialObjectMetadata (no trailing newline), encoded once.
+    pub fn metadata(&self, rt: &ResourceType) -> &Bytes {
+        self.meta
+            .get_or_init(|| Bytes::from(crate::metadata::encode(rt, &self.value)))
     }
 
     /// The object's protobuf message (bare, without envelope), encoded once; None when it has
@@ -143,6 +152,8 @@ pub struct Event {
     leave: OnceLock<Bytes>,
     proto_frames: [OnceLock<Option<Bytes>>; 3],
     proto_leave: OnceLock<Option<Bytes>>,
+    meta_frames: [OnceLock<Bytes>; 3],
+    meta_leave: OnceLock<Bytes>,
 }
 
 /// `{"type":T,"object":O}\n`
@@ -195,6 +206,24 @@ impl Event {
                     None => self.obj.proto_envelope(&self.rt),
                 }?;
                 Some(crate::protobuf::watch_frame("DELETED", &env))
+            })
+            .clone()
+    }
+
+    /// [`Event::frame`] with the object as a PartialObjectMetadata (shared by all watchers).
+    pub fn metadata_frame(&self, kind: EventKind) -> Bytes {
+        let idx = kind as usize;
+        self.meta_frames[idx]
+            .get_or_init(|| frame(kind.name(), self.obj.metadata(&self.rt)))
+            .clone()
+    }
+
+    /// [`Event::leave_frame`] with the object as a PartialObjectMetadata.
+    pub fn metadata_leave_frame(&self) -> Bytes {
+        self.meta_leave
+            .get_or_init(|| match &self.prev {
+                Some(p) => frame("DELETED", p.with_rv(&self.rt, self.rv).metadata(&self.rt)),
+                None => frame("DELETED", self.obj.metadata(&self.rt)),
             })
             .clone()
     }
@@ -742,6 +771,8 @@ impl Store {
             leave: OnceLock::new(),
             proto_frames: Default::default(),
             proto_leave: OnceLock::new(),
+            meta_frames: Default::default(),
+            meta_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(stored)
@@ -916,6 +947,8 @@ impl Store {
             leave: OnceLock::new(),
             proto_frames: Default::default(),
             proto_leave: OnceLock::new(),
+            meta_frames: Default::default(),
+            meta_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(stored)
@@ -968,6 +1001,8 @@ impl Store {
             leave: OnceLock::new(),
             proto_frames: Default::default(),
             proto_leave: OnceLock::new(),
+            meta_frames: Default::default(),
+            meta_leave: OnceLock::new(),
         };
         self.publish(&mut st, &key, ev);
         Ok(gone)

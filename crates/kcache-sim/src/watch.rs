@@ -6,6 +6,7 @@
 //! read fast enough) is closed, as the apiserver closes a blocked watcher.
 
 use super::encode::J;
+use super::metadata::{self, Form};
 use super::protobuf::{self, Media};
 use super::query::{parse_rv, ListOptions};
 use super::status::SimError;
@@ -38,16 +39,45 @@ pub struct WatchEnv {
     /// The encoding the client negotiated (protobuf falls back to JSON for the whole stream
     /// when an object of its start has no protobuf form).
     pub media: Media,
+    /// The form the client negotiated for the objects (`as=PartialObjectMetadata`).
+    pub form: Form,
+}
+
+/// How a stream writes its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lines {
+    /// JSON lines carrying the objects as stored.
+    Json,
+    /// Protobuf frames.
+    Protobuf,
+    /// JSON lines carrying each object, BOOKMARKs included, as a PartialObjectMetadata.
+    /// ERROR events keep their plain Status (the apiserver transforms no Status).
+    Metadata,
+}
+
+/// The ADDED frame of an object of the initial state.
+fn initial_frame(rt: &ResourceType, obj: &StoredObj, lines: Lines) -> Bytes {
+    match lines {
+        Lines::Metadata => frame("ADDED", obj.metadata(rt)),
+        Lines::Protobuf => match obj.proto_envelope(rt) {
+            Some(env) => protobuf::watch_frame("ADDED", &env),
+            None => frame("ADDED", &obj.bytes),
+        },
+        Lines::Json => frame("ADDED", &obj.bytes),
+    }
 }
 
 /// The object of a BOOKMARK event in the apiserver's form for the type, as a frame in the
 /// stream's encoding (None: a protobuf stream of a kind the sim cannot encode, which
 /// negotiation never starts).
-fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, proto: bool) -> Option<Bytes> {
+fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, lines: Lines) -> Option<Bytes> {
+    if lines == Lines::Metadata {
+        return Some(frame("BOOKMARK", &metadata::bookmark(rv, initial_end)));
+    }
     let obj = bookmark_object(rt, rv, initial_end);
     let mut json = Vec::new();
     obj.write(&mut json);
-    if !proto {
+    if lines == Lines::Json {
         return Some(frame("BOOKMARK", &json));
     }
     let value: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
@@ -120,14 +150,12 @@ impl Filter {
 
     /// The frame this watcher sees for `ev`, if any (W2 transitions). `Err`: the stream is
     /// protobuf and the object has no protobuf form here.
-    fn frame_for(&self, ev: &Event, proto: bool) -> Result<Option<Bytes>, ()> {
+    fn frame_for(&self, ev: &Event, lines: Lines) -> Result<Option<Bytes>, ()> {
         let now = self.matches(&ev.obj);
-        let send = |kind: EventKind| {
-            if proto {
-                ev.proto_frame(kind).ok_or(())
-            } else {
-                Ok(ev.frame(kind))
-            }
+        let send = |kind: EventKind| match lines {
+            Lines::Protobuf => ev.proto_frame(kind).ok_or(()),
+            Lines::Metadata => Ok(ev.metadata_frame(kind)),
+            Lines::Json => Ok(ev.frame(kind)),
         };
         let frame = match ev.kind {
             EventKind::Added | EventKind::Deleted if now => send(ev.kind)?,
@@ -137,8 +165,11 @@ impl Filter {
                 match (before, now) {
                     (true, true) => send(EventKind::Modified)?,
                     (false, true) => send(EventKind::Added)?,
-                    (true, false) if proto => ev.proto_leave_frame().ok_or(())?,
-                    (true, false) => ev.leave_frame(),
+                    (true, false) => match lines {
+                        Lines::Protobuf => ev.proto_leave_frame().ok_or(())?,
+                        Lines::Metadata => ev.metadata_leave_frame(),
+                        Lines::Json => ev.leave_frame(),
+                    },
                     (false, false) => return Ok(None),
                 }
             }
@@ -226,15 +257,20 @@ pub async fn start(
     }
     let proto = proto && initial_objs.iter().all(|o| o.proto(&rt).is_some());
     let media = if proto { Media::Protobuf } else { Media::Json };
+    // `as=PartialObjectMetadataList` on a watch is not refused by the apiserver, whose
+    // transformation of each object then fails and hands it on as it is; the sim writes the
+    // objects in their own JSON form then (no recording shows this case).
+    let lines = match (proto, env.form) {
+        (true, _) => Lines::Protobuf,
+        (false, Form::Metadata) => Lines::Metadata,
+        (false, Form::Object | Form::MetadataList) => Lines::Json,
+    };
     if initial_state {
         for obj in &initial_objs {
-            frames.push(match obj.proto_envelope(&rt).filter(|_| proto) {
-                Some(env) => protobuf::watch_frame("ADDED", &env),
-                None => frame("ADDED", &obj.bytes),
-            });
+            frames.push(initial_frame(&rt, obj, lines));
         }
         if streaming && filter.opts.allow_bookmarks {
-            frames.extend(bookmark(&rt, start_rv, true, proto));
+            frames.extend(bookmark(&rt, start_rv, true, lines));
         }
     } else {
         // From an explicit RV (or from "now" for sendInitialEvents=false).
@@ -279,7 +315,7 @@ pub async fn start(
         interval: env.bookmark_interval,
         progress: (env.progress_bookmarks && env.lag.is_zero()).then(|| store.clone()),
         lag: env.lag,
-        proto,
+        lines,
     };
     tokio::spawn(w.run(frames, sub.replay));
     Ok((rx, media))
@@ -308,8 +344,8 @@ struct Watcher {
     lag: Duration,
     /// The store, when bookmarks carry its revision.
     progress: Option<Arc<Store>>,
-    /// Whether the stream is protobuf.
-    proto: bool,
+    /// How the stream writes its objects.
+    lines: Lines,
 }
 
 enum Flow {
@@ -382,7 +418,7 @@ impl Watcher {
                     }
                     self.seen_rv = self.seen_rv.max(store_rv);
                     if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
-                        if let Some(f) = bookmark(&self.rt, self.seen_rv, false, self.proto) {
+                        if let Some(f) = bookmark(&self.rt, self.seen_rv, false, self.lines) {
                             if let Flow::Stop = self.emit(f).await { return; }
                         }
                     }
@@ -409,7 +445,7 @@ impl Watcher {
         if ev.rv <= self.start_rv {
             return Flow::Continue;
         }
-        match self.filter.frame_for(ev, self.proto) {
+        match self.filter.frame_for(ev, self.lines) {
             Ok(Some(f)) => self.emit(f).await,
             Ok(None) => Flow::Continue,
             // No protobuf form for this object: end the stream; the client's re-watch

@@ -209,6 +209,89 @@ pub struct ResourceConfig {
     /// clients see the objects as the apiserver would send them without those annotations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop_annotations: Vec<String>,
+    /// Cache only each object's metadata (`meta.k8s.io/v1` PartialObjectMetadata, listed and
+    /// watched from the upstream in that form): metadata informers, `kubectl get` Tables whose
+    /// columns need only metadata and kcache's index queries are answered from the cache;
+    /// every read of whole objects is passed through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metadata_only: bool,
+    /// The most this type's cached objects may take, as a Kubernetes quantity (`512Mi`, `2Gi`,
+    /// `500M`, or plain bytes); absent: no budget. Counted as the sum of the cached objects'
+    /// JSON bytes (see [`ResourceConfig::memory_budget_bytes`]). A type that goes over it is no
+    /// longer cached: its reads are passed through to the upstream until kcache restarts.
+    #[serde(
+        default,
+        deserialize_with = "quantity_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_budget: Option<String>,
+}
+
+/// A quantity as its text: YAML gives `512Mi` as a string and `4096` as a number, and both
+/// are quantities (a number is bytes).
+fn quantity_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Text(String),
+        Number(u64),
+    }
+    Ok(Option::<Text>::deserialize(d)?.map(|t| match t {
+        Text::Text(s) => s,
+        Text::Number(n) => n.to_string(),
+    }))
+}
+
+/// Bytes of a Kubernetes quantity: digits with an optional fraction, then a binary suffix
+/// (`Ki` `Mi` `Gi` `Ti` `Pi` `Ei`), a decimal one (`k` `M` `G` `T` `P` `E`), a decimal
+/// exponent (`e6`, `E6`) or nothing (bytes). The result must be a whole number of bytes above
+/// zero, so `1.5Gi` is fine and `0.5` or `100m` (milli) are not. Err is the message for the
+/// field.
+pub fn parse_quantity(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text:?} is not a quantity of bytes like 512Mi, 2Gi, 500M or 1000000");
+    let digits_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(bad());
+    }
+    // The value is mantissa × multiplier / 10^fraction digits, in integers: no rounding.
+    let (multiplier, divisor_exp): (u128, u32) = match suffix {
+        "" => (1, 0),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        "k" => (10u128.pow(3), 0),
+        "M" => (10u128.pow(6), 0),
+        "G" => (10u128.pow(9), 0),
+        "T" => (10u128.pow(12), 0),
+        "P" => (10u128.pow(15), 0),
+        "E" => (10u128.pow(18), 0),
+        "m" => (1, 3),
+        s if s.starts_with(['e', 'E']) => {
+            let exp: u32 = s[1..].parse().ok().filter(|e| *e <= 18).ok_or_else(bad)?;
+            (10u128.pow(exp), 0)
+        }
+        _ => return Err(bad()),
+    };
+    let mantissa: u128 = format!("{whole}{fraction}").parse().map_err(|_| bad())?;
+    let divisor = 10u128
+        .checked_pow(fraction.len() as u32 + divisor_exp)
+        .ok_or_else(bad)?;
+    let scaled = mantissa.checked_mul(multiplier).ok_or_else(bad)?;
+    if scaled % divisor != 0 {
+        return Err(format!("{text:?} is not a whole number of bytes"));
+    }
+    match u64::try_from(scaled / divisor) {
+        Ok(0) => Err("must be more than 0; omit it for no budget".into()),
+        Ok(bytes) => Ok(bytes),
+        Err(_) => Err(bad()),
+    }
 }
 
 /// Retention of history and snapshots.
@@ -324,6 +407,8 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         field_selector: None,
         indexes: Vec::new(),
         drop_annotations: Vec::new(),
+        metadata_only: false,
+        memory_budget: None,
     })
     .collect()
 }
@@ -422,14 +507,43 @@ impl Config {
                 LabelSelector::parse(s).map_err(|e| invalid(field("labelSelector"), e.message))?;
             }
             if let Some(s) = &r.field_selector {
-                FieldSelector::parse(s).map_err(|e| invalid(field("fieldSelector"), e.message))?;
+                let sel = FieldSelector::parse(s)
+                    .map_err(|e| invalid(field("fieldSelector"), e.message))?;
+                // A metadata-only cache cannot check a field outside metadata on what it holds,
+                // so no request could be answered from it.
+                if let Some(other) = sel
+                    .requirements()
+                    .iter()
+                    .find(|q| r.metadata_only && !q.field.starts_with("metadata."))
+                {
+                    return Err(invalid(
+                        field("fieldSelector"),
+                        format!(
+                            "{:?} is not a metadata field, and metadataOnly caches only metadata",
+                            other.field
+                        ),
+                    ));
+                }
             }
             for (j, ix) in r.indexes.iter().enumerate() {
                 let at = field(&format!("indexes[{j}]"));
                 ix.validate().map_err(|m| invalid(at.clone(), m))?;
+                if let Some(path) = ix
+                    .field
+                    .as_deref()
+                    .filter(|p| r.metadata_only && !p.starts_with("metadata."))
+                {
+                    return Err(invalid(
+                        at,
+                        format!("{path:?} is not a metadata field, and metadataOnly caches only metadata"),
+                    ));
+                }
                 if r.indexes[..j].iter().any(|o| o.name == ix.name) {
                     return Err(invalid(at, format!("index {} is defined twice", ix.name)));
                 }
+            }
+            if let Some(q) = &r.memory_budget {
+                parse_quantity(q).map_err(|m| invalid(field("memoryBudget"), m))?;
             }
             if self.resources[..i]
                 .iter()
@@ -529,6 +643,10 @@ impl Config {
     pub fn cache_config_for(&self, r: &ResourceConfig) -> CacheConfig {
         let mut cfg = self.cache_config();
         cfg.strip.annotations = r.drop_annotations.clone();
+        cfg.strip.metadata_only = r.metadata_only;
+        cfg.memory_budget = r
+            .memory_budget_bytes()
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
         cfg
     }
 
@@ -667,6 +785,13 @@ impl Config {
 }
 
 impl ResourceConfig {
+    /// The memory budget in bytes (None: no budget). The quantity was validated on load.
+    pub fn memory_budget_bytes(&self) -> Option<u64> {
+        self.memory_budget
+            .as_deref()
+            .and_then(|q| parse_quantity(q).ok())
+    }
+
     /// The part of the collection this resource caches. Selectors were validated on load.
     pub fn scope(&self) -> Scope {
         Scope {
@@ -725,6 +850,28 @@ mod tests {
         assert!(text(&e).starts_with("adminListen:"), "{e}");
         // Any free port for both is fine (tests do that).
         Config::parse("listen: 127.0.0.1:0\nadminListen: 127.0.0.1:0\n").unwrap();
+    }
+
+    #[test]
+    fn metadata_only_caches_can_select_and_index_metadata_only() {
+        let c = Config::parse(
+            "resources:\n- version: v1\n  resource: secrets\n  metadataOnly: true\n  fieldSelector: metadata.namespace=a\n  indexes: [{name: byOwner, field: 'metadata.ownerReferences[*].name'}, {name: byApp, label: app}]\n",
+        )
+        .unwrap();
+        assert!(c.cache_config_for(&c.resources[0]).strip.metadata_only);
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  metadataOnly: true\n  fieldSelector: spec.nodeName=n1\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("resources[0].fieldSelector:"), "{e}");
+        let e = Config::parse(
+            "resources:\n- version: v1\n  resource: pods\n  metadataOnly: true\n  indexes: [{name: byNode, field: spec.nodeName}]\n",
+        )
+        .unwrap_err();
+        assert!(text(&e).starts_with("resources[0].indexes[0]:"), "{e}");
+        // Not set: whole objects, as before.
+        let c = Config::parse("resources:\n- version: v1\n  resource: pods\n").unwrap();
+        assert!(!c.cache_config_for(&c.resources[0]).strip.metadata_only);
     }
 
     #[test]
@@ -787,6 +934,30 @@ mod tests {
         );
         let e = Config::parse("staleness:\n  maxStaleness: 1\n").unwrap_err();
         assert!(text(&e).contains("maxStaleness"), "{e}");
+    }
+
+    #[test]
+    fn quantities() {
+        for (q, bytes) in [
+            ("1", 1),
+            ("1Ki", 1024),
+            ("0.5Ki", 512),
+            ("2Gi", 2 << 30),
+            ("500M", 500_000_000),
+            ("1.5Gi", 3 << 29),
+            ("1e3", 1000),
+            ("1E3", 1000),
+            ("2000m", 2),
+        ] {
+            assert_eq!(parse_quantity(q), Ok(bytes), "{q}");
+        }
+        // Not whole bytes, not quantities, not above zero, too large.
+        for q in [
+            "1500m", "0.3", "", ".", "Mi", "1..5", "1.2.3", "-1", "1 Mi", "1MB", "1e", "1e99", "0",
+            "0Gi", "99999Ei",
+        ] {
+            assert!(parse_quantity(q).is_err(), "{q:?}");
+        }
     }
 
     #[test]

@@ -119,6 +119,10 @@ pub struct Metrics {
     pub inflight: Family<VerbLabels, Gauge>,
     pub cached_objects: Family<ResourceLabels, Gauge>,
     pub cached_bytes: Family<ResourceLabels, Gauge>,
+    /// `resources[].memoryBudget` in bytes, for resources with one.
+    pub cache_budget: Family<ResourceLabels, Gauge>,
+    /// 1 once a resource with a budget went over it (and is passed through), else 0.
+    pub cache_over_budget: Family<ResourceLabels, Gauge>,
     pub cache_memory: Family<MemoryLabels, Gauge>,
     pub upstream_events: Family<TypeLabels, Counter>,
     pub watch_events_sent: Family<ResourceLabels, Counter>,
@@ -166,6 +170,8 @@ impl Metrics {
             inflight: Family::default(),
             cached_objects: Family::default(),
             cached_bytes: Family::default(),
+            cache_budget: Family::default(),
+            cache_over_budget: Family::default(),
             cache_memory: Family::default(),
             upstream_events: Family::default(),
             watch_events_sent: Family::default(),
@@ -227,6 +233,19 @@ impl Metrics {
             m.cached_bytes.clone(),
         );
         r.register(
+            "cache_budget_bytes",
+            "The resource's memoryBudget: the most its cached objects' JSON may take (only \
+             resources with a budget)",
+            m.cache_budget.clone(),
+        );
+        r.register(
+            "cache_over_budget",
+            "1 once the resource's cached objects went over its memoryBudget: it is no longer \
+             cached and its reads are passed through to the upstream until kcache restarts \
+             (only resources with a budget)",
+            m.cache_over_budget.clone(),
+        );
+        r.register(
             "cache_memory_bytes",
             "Estimated bytes a cache holds, by component: json (the objects' JSON), head (per \
              object beyond its JSON: struct, key, labels and fields), index (object map and \
@@ -246,7 +265,8 @@ impl Metrics {
         r.register("watchers", "Open downstream watches", m.watchers.clone());
         r.register(
             "watchers_closed",
-            "Downstream watches ended, by reason (timeout, client, slow, error, shutdown)",
+            "Downstream watches ended, by reason (timeout, client, slow, error, shutdown, \
+             over_budget)",
             m.watchers_closed.clone(),
         );
         r.register(
@@ -448,7 +468,14 @@ impl Metrics {
             let _ = f.get_or_create(&labels);
         }
         let _ = self.watchers.get_or_create(&labels);
-        for reason in ["timeout", "client", "slow", "error", "shutdown"] {
+        for reason in [
+            "timeout",
+            "client",
+            "slow",
+            "error",
+            "shutdown",
+            "over_budget",
+        ] {
             let _ = self.watchers_closed.get_or_create(&ReasonLabels {
                 resource: r(),
                 reason,
@@ -526,6 +553,14 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(objects as i64);
             self.cached_bytes.get_or_create(&labels).set(bytes as i64);
+            if let Some(budget) = c.memory_budget() {
+                self.cache_budget
+                    .get_or_create(&labels)
+                    .set(i64::try_from(budget).unwrap_or(i64::MAX));
+                self.cache_over_budget
+                    .get_or_create(&labels)
+                    .set(i64::from(c.is_over_budget()));
+            }
             let memory = c.memory();
             for (component, n) in [
                 ("json", memory.json),

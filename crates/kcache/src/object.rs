@@ -209,6 +209,10 @@ pub struct Strip {
     /// These keys of `metadata.annotations` (for example
     /// `kubectl.kubernetes.io/last-applied-configuration`).
     pub annotations: Vec<String>,
+    /// Everything but `metadata`: each object is kept as its `meta.k8s.io/v1`
+    /// PartialObjectMetadata, the form metadata informers read (`resources[].metadataOnly`).
+    /// Its raw JSON is then that PartialObjectMetadata, `kind` and `apiVersion` included.
+    pub metadata_only: bool,
 }
 
 impl Strip {
@@ -216,13 +220,13 @@ impl Strip {
     pub fn managed_fields(drop: bool) -> Strip {
         Strip {
             managed_fields: drop,
-            annotations: Vec::new(),
+            ..Strip::default()
         }
     }
 
     /// Whether anything is left out.
     pub fn is_empty(&self) -> bool {
-        !self.managed_fields && self.annotations.is_empty()
+        !self.managed_fields && self.annotations.is_empty() && !self.metadata_only
     }
 
     /// An object's text without what this leaves out; None when it has none of it.
@@ -306,26 +310,37 @@ impl Object {
         line: Option<&str>,
     ) -> Result<Object, ObjectError> {
         let text = std::str::from_utf8(raw).map_err(|_| ObjectError::Utf8)?;
+        // A metadata-only type is listed and watched as PartialObjectMetadata, so its objects
+        // arrive in that form; a full object (an upstream that ignored the `as=` of the
+        // request) is turned into it, so the cache never holds the two forms mixed.
+        let metadata = (strip.metadata_only && !crate::table::is_partial_object_metadata(raw))
+            .then(|| crate::table::partial_object_metadata(raw));
+        let text = match &metadata {
+            Some(m) => std::str::from_utf8(m).map_err(|_| ObjectError::Utf8)?,
+            None => text,
+        };
         // Each edit below rebuilds the text of this one object (rare: fields kept out of the
         // cache, a list item with its type fields in another order).
         let stripped = strip.apply(text)?;
         let text = stripped.as_deref().unwrap_or(text);
         let prefix = info.typed_prefix();
+        // Kept as they are, type fields and all: custom resources (whose list items carry
+        // them) and PartialObjectMetadata (whose list items do too).
+        let as_is = info.custom || strip.metadata_only;
         // `body` is what is parsed; with `prepend`, the raw JSON is `prepend` + `body[1..]`.
         let mut untyped = None;
-        let (body, prepend): (&str, Option<&str>) =
-            if info.custom || text.starts_with(prefix.as_str()) {
-                (text, None)
-            } else {
-                let top = Members::parse(text)?;
-                if top.get("kind").is_some() || top.get("apiVersion").is_some() {
-                    // Some other key order: drop the type fields; the prefix brings them back.
-                    untyped = Some(without_members(text, &top, |k| {
-                        k == "kind" || k == "apiVersion"
-                    }));
-                }
-                (untyped.as_deref().unwrap_or(text), Some(prefix.as_str()))
-            };
+        let (body, prepend): (&str, Option<&str>) = if as_is || text.starts_with(prefix.as_str()) {
+            (text, None)
+        } else {
+            let top = Members::parse(text)?;
+            if top.get("kind").is_some() || top.get("apiVersion").is_some() {
+                // Some other key order: drop the type fields; the prefix brings them back.
+                untyped = Some(without_members(text, &top, |k| {
+                    k == "kind" || k == "apiVersion"
+                }));
+            }
+            (untyped.as_deref().unwrap_or(text), Some(prefix.as_str()))
+        };
         let top = Members::parse(body)?;
         let meta = top.object("metadata");
         let name = meta.str("name").ok_or(ObjectError::NoName)?;
@@ -355,7 +370,7 @@ impl Object {
         // The raw JSON, the body's bytes possibly behind the type prefix.
         let line_start = line.map_or(0, |ty| LINE_START.len() + ty.len() + LINE_MID.len());
         let (raw_len, item_at) = match prepend {
-            None if info.custom => (body.len(), 0),
+            None if as_is => (body.len(), 0),
             None => (body.len(), prefix.len()),
             Some(p) => {
                 let rest = body.get(1..).unwrap_or_default();
@@ -1168,6 +1183,7 @@ mod tests {
         let strip = Strip {
             managed_fields: true,
             annotations: vec![last.to_string()],
+            ..Strip::default()
         };
         let cases = [
             // The only annotation: the map goes, as Go's omitempty leaves an empty one out.
@@ -1228,5 +1244,58 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn metadata_only_keeps_the_partial_object_metadata_as_it_came() {
+        let strip = Strip {
+            metadata_only: true,
+            ..Strip::default()
+        };
+        let pom = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"7","creationTimestamp":"2026-11-22T09:58:05Z","labels":{"app":"web"}}}"#;
+        let o = Object::from_upstream_stripped(
+            &cm_info(),
+            &IndexSet::default(),
+            pom.as_bytes(),
+            &strip,
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.raw(), pom.as_bytes());
+        // PartialObjectMetadataList items carry their type fields.
+        let mut item = BytesMut::new();
+        o.write_item(&mut item);
+        assert_eq!(&item[..], pom.as_bytes());
+        assert_eq!((o.key(), o.rv, o.label("app")), ("ns/a", 7, Some("web")));
+        // A whole object (an upstream that ignored `as=`) becomes the same PartialObjectMetadata.
+        let full = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"7","creationTimestamp":"2026-11-22T09:58:05Z","labels":{"app":"web"}},"data":{"k":"v"}}"#;
+        let o = Object::from_upstream_stripped(
+            &cm_info(),
+            &IndexSet::default(),
+            full.as_bytes(),
+            &strip,
+            Some("ADDED"),
+        )
+        .unwrap();
+        assert_eq!(o.raw(), pom.as_bytes());
+        // With managedFields dropped too.
+        let strip = Strip {
+            managed_fields: true,
+            metadata_only: true,
+            ..Strip::default()
+        };
+        let with_managed = pom.replace(
+            r#""labels":{"app":"web"}"#,
+            r#""labels":{"app":"web"},"managedFields":[{"manager":"m"}]"#,
+        );
+        let o = Object::from_upstream_stripped(
+            &cm_info(),
+            &IndexSet::default(),
+            with_managed.as_bytes(),
+            &strip,
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.raw(), pom.as_bytes());
     }
 }

@@ -208,14 +208,19 @@ pub fn resource_key(r: &ResourceConfig) -> String {
 /// the cache's own `CacheConfig::strip`). Indexes are not part of it: they are computed again
 /// from the bytes at load.
 pub fn fingerprint(r: &ResourceConfig, strip: &Strip) -> String {
-    serde_json::json!({
+    let mut f = serde_json::json!({
         "namespace": r.namespace,
         "labelSelector": r.label_selector,
         "fieldSelector": r.field_selector,
         "dropManagedFields": strip.managed_fields,
         "dropAnnotations": strip.annotations,
-    })
-    .to_string()
+    });
+    // Only when set, so that the stores of full caches written before the option existed
+    // still match.
+    if strip.metadata_only {
+        f["metadataOnly"] = true.into();
+    }
+    f.to_string()
 }
 
 fn now_ms() -> u64 {
@@ -640,6 +645,8 @@ pub struct Tracked {
     written: Option<std::time::Instant>,
     /// After a failed flush, the next is not tried before this (see `flush_one`).
     retry_at: Option<std::time::Instant>,
+    /// Set once what is stored of a cache over its memory budget was discarded.
+    forgotten: bool,
 }
 
 impl Tracked {
@@ -657,6 +664,7 @@ impl Tracked {
             committed,
             written: restored.then(std::time::Instant::now),
             retry_at: None,
+            forgotten: false,
         }
     }
 }
@@ -761,10 +769,17 @@ impl Persister {
 
 /// Commit one cache's changes; Ok(false) when there was nothing to commit.
 async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
+    if t.cache.is_over_budget() {
+        return forget(store, t).await;
+    }
     if !t.cache.is_synced() || t.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
         return Ok(false);
     }
     let snap = t.cache.snapshot();
+    // After the snapshot: one taken as the cache went over budget may be of the emptied cache.
+    if t.cache.is_over_budget() {
+        return forget(store, t).await;
+    }
     let due = t.written.is_none_or(|w| w.elapsed() >= REFRESH_EVERY);
     if t.committed.as_ref().is_some_and(|(_, rv)| *rv == snap.rv) && !due {
         return Ok(false);
@@ -824,6 +839,25 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
     Ok(true)
 }
 
+/// A cache that went over its memory budget holds nothing and is passed through until kcache
+/// restarts: what is stored of it is discarded (once), so that the next start does not load
+/// a state that was about to go over the budget, and the type syncs from the upstream as
+/// without `persistDir` (going over the budget again if it still is). Ok(true) when it was
+/// discarded now.
+async fn forget(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
+    if t.forgotten {
+        return Ok(false);
+    }
+    let s = store.clone();
+    let key = t.key.clone();
+    tokio::task::spawn_blocking(move || s.discard(&key))
+        .await
+        .map_err(PersistError::Task)??;
+    t.forgotten = true;
+    t.committed = None;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -850,6 +884,8 @@ mod tests {
             field_selector: None,
             indexes: Vec::new(),
             drop_annotations: Vec::new(),
+            metadata_only: false,
+            memory_budget: None,
         }
     }
 
@@ -917,6 +953,72 @@ mod tests {
         drop(p);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn budgeted(budget: usize) -> Arc<ResourceCache> {
+        Arc::new(ResourceCache::new(
+            info(),
+            Scope::default(),
+            CacheConfig {
+                memory_budget: Some(budget),
+                ..CacheConfig::default()
+            },
+        ))
+    }
+
+    /// A cache that goes over its budget is forgotten on disk, so the next start syncs it from
+    /// the upstream (and goes over again there, cheaply, if it still is).
+    #[tokio::test]
+    async fn a_cache_over_its_budget_is_not_kept() {
+        let dir = tempdir();
+        let store = Arc::new(Store::open(&dir).unwrap());
+        let size = cm("a", 5).raw().len();
+        let cache = budgeted(size * 3);
+        cache.replace(vec![cm("a", 5), cm("b", 6)], 10);
+        let key = resource_key(&config());
+        let mut p = Persister::new(
+            store.clone(),
+            vec![Tracked::new(cache.clone(), key.clone(), record(), false)],
+            FLUSH_EVERY,
+            Arc::new(Metrics::new()),
+        );
+        p.flush().await;
+        let fp = fingerprint(&config(), &Strip::default());
+        assert!(store.load(&key, &fp).unwrap().is_some());
+        cache.apply(EventType::Added, cm("c", 11));
+        cache.apply(EventType::Added, cm("d", 12));
+        assert!(cache.is_over_budget());
+        p.flush().await;
+        assert!(store.load(&key, &fp).unwrap().is_none(), "discarded");
+        p.flush().await;
+        assert!(
+            store.load(&key, &fp).unwrap().is_none(),
+            "and not written again"
+        );
+        drop(p);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A stored state over the budget (lowered since) is not loaded whole: the cache goes over
+    /// budget at once.
+    #[test]
+    fn a_stored_state_over_the_budget_is_not_restored() {
+        let mut r = record();
+        r.rv = 9;
+        r.objects = 2;
+        let stored = Stored {
+            record: r,
+            objects: vec![
+                ("ns/a".into(), Bytes::copy_from_slice(cm("a", 5).raw())),
+                ("ns/b".into(), Bytes::copy_from_slice(cm("b", 6).raw())),
+            ],
+        };
+        let cache = budgeted(cm("a", 5).raw().len());
+        restore(&cache, &stored).unwrap();
+        assert!(cache.is_over_budget());
+        assert_eq!(cache.size(), (0, 0));
+        assert!(cache.is_settled() && !cache.is_synced());
     }
 
     #[test]

@@ -71,11 +71,12 @@ impl Running {
         format!("http://{}", self.admin_addr)
     }
 
-    /// Wait until every cache has synced; false on timeout.
+    /// Wait until every cache has synced (or gone over its memory budget: see
+    /// `ResourceCache::is_settled`); false on timeout.
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.app.registry.all().all(|c| c.is_synced()) {
+            if self.app.registry.all().all(|c| c.is_settled()) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -306,7 +307,7 @@ pub async fn start(
     let watcher = app.clone();
     tokio::spawn(async move {
         let started = std::time::Instant::now();
-        while !watcher.registry.all().all(|c| c.is_synced()) {
+        while !watcher.registry.all().all(|c| c.is_settled()) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (objects, bytes) = watcher

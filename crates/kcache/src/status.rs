@@ -70,6 +70,22 @@ pub enum ApiError {
     /// 503 when the upstream cannot be reached for a request kcache must forward.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 for what only kcache's cache of a type can answer (its index endpoints, selectors
+    /// on its index fields) once that type went over its memory budget (`budget` bytes) and
+    /// is no longer cached. 503 ServiceUnavailable is the apiserver's answer for a part of the
+    /// API that is there but cannot serve now (an aggregated API whose backend is down);
+    /// unlike the 429 of a cache still initialising it carries no Retry-After, because
+    /// retrying does not help before kcache restarts.
+    #[error(
+        "kcache no longer caches {resource}: its cached objects went over the memoryBudget of \
+         {budget} bytes, so kcache's indexes of it are unavailable until kcache restarts \
+         (reads of {resource} are passed through to the upstream)"
+    )]
+    OverBudget {
+        group: String,
+        resource: String,
+        budget: usize,
+    },
     /// 504 after waiting for the cache to reach a requested resourceVersion.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
@@ -126,7 +142,7 @@ impl ApiError {
             ApiError::InvalidListOptions(_) => 422,
             ApiError::NotReady => 429,
             ApiError::Internal(_) => 500,
-            ApiError::Unavailable(_) => 503,
+            ApiError::Unavailable(_) | ApiError::OverBudget { .. } => 503,
             ApiError::TooLargeResourceVersion { .. } | ApiError::Timeout(_) => 504,
         }
     }
@@ -220,6 +236,13 @@ impl ApiError {
             ),
             ApiError::Internal(m) => (m.clone(), None, None),
             ApiError::Unavailable(m) => (m.clone(), Some("ServiceUnavailable"), None),
+            ApiError::OverBudget {
+                group, resource, ..
+            } => (
+                self.to_string(),
+                Some("ServiceUnavailable"),
+                Some(about(group, resource, None).1),
+            ),
             ApiError::TooLargeResourceVersion { .. } => (
                 format!("Timeout: {self}"),
                 Some("Timeout"),

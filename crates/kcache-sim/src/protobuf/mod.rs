@@ -10,7 +10,8 @@
 //!   406 (whose Status body is itself protobuf, as recorded). Errors are protobuf Status
 //!   objects whenever the client prefers protobuf, whatever the resource.
 //!   Clauses asking for another form (`as=Table`, `as=PartialObjectMetadata`) are never
-//!   protobuf here: those keep their JSON behaviour.
+//!   protobuf here: they are skipped, and the JSON ones are answered as the `metadata`
+//!   module says.
 //! * **Objects** ([`encode_object`], cached per stored object version): the stored JSON walked along a hand-written schema
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
@@ -51,6 +52,7 @@ mod wire;
 pub use encode::Unencodable;
 
 use super::encode::J;
+use super::metadata::{self, Form};
 use super::types::ResourceType;
 use bytes::Bytes;
 use serde_json::Value;
@@ -75,12 +77,28 @@ pub enum Media {
     Protobuf,
 }
 
-/// The encoding the apiserver picks for `accept`: the client's most preferred media type
-/// the server can produce; protobuf only when `protobuf_ok` (a built-in kind). None: nothing
-/// acceptable (406). No `Accept` at all is JSON.
-pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<Media> {
+/// The encoding and form the apiserver picks for `accept`: the client's most preferred
+/// media type the server can produce; protobuf only when `protobuf_ok` (a built-in kind).
+/// None: nothing acceptable (406). No `Accept` at all is JSON.
+///
+/// JSON clauses may ask for the PartialObjectMetadata forms (see
+/// [`metadata::clause_form`]). Protobuf clauses asking for another form (`as=...`) are
+/// skipped: the apiserver would answer a protobuf PartialObjectMetadataList, the sim has no
+/// encoder for it, and the clients that ask for it list the JSON form next.
+pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<(Media, Form)> {
+    pick(accept, protobuf_ok, true)
+}
+
+/// The encoding of an error response: as [`negotiate`], but a clause asking for another form
+/// is never acceptable for a Status. None: the apiserver writes the Status as indented JSON
+/// (`err-pom-list-wrong-as`, whose only clause is `as=PartialObjectMetadata`).
+pub fn negotiate_error(accept: Option<&str>) -> Option<Media> {
+    pick(accept, true, false).map(|(media, _)| media)
+}
+
+fn pick(accept: Option<&str>, protobuf_ok: bool, transforms: bool) -> Option<(Media, Form)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Some(Media::Json);
+        return Some((Media::Json, Form::Object));
     };
     let mut clauses: Vec<(f32, &str, Vec<&str>)> = accept
         .split(',')
@@ -102,9 +120,15 @@ pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<Media> {
     for (_, media, params) in clauses {
         let other_form = params.iter().any(|p| p.starts_with("as="));
         match media.to_ascii_lowercase().as_str() {
-            "" | "*/*" | "application/*" | "application/json" => return Some(Media::Json),
+            "" | "*/*" | "application/*" | "application/json" => {
+                match metadata::clause_form(&params) {
+                    Some(Form::Object) => return Some((Media::Json, Form::Object)),
+                    Some(form) if transforms => return Some((Media::Json, form)),
+                    _ => {}
+                }
+            }
             "application/vnd.kubernetes.protobuf" if protobuf_ok && !other_form => {
-                return Some(Media::Protobuf)
+                return Some((Media::Protobuf, Form::Object))
             }
             _ => {}
         }

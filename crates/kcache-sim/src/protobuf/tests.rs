@@ -387,8 +387,8 @@ fn status_errors_match_the_recordings() {
 
 #[test]
 fn negotiation() {
-    let p = Some(Media::Protobuf);
-    let j = Some(Media::Json);
+    let p = Some((Media::Protobuf, Form::Object));
+    let j = Some((Media::Json, Form::Object));
     assert_eq!(
         negotiate(Some("application/vnd.kubernetes.protobuf"), true),
         p
@@ -440,6 +440,26 @@ fn negotiation() {
     );
     assert_eq!(negotiate(None, true), j);
     assert_eq!(negotiate(Some("application/yaml"), true), None);
+    // What client-go's metadata client sends for a LIST: the protobuf clause is skipped.
+    let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    assert_eq!(
+        negotiate(Some(metadata_list), true),
+        Some((Media::Json, Form::MetadataList))
+    );
+    assert_eq!(negotiate_error(Some(metadata_list)), Some(Media::Json));
+    // Only a transformation: acceptable for objects, not for an error (indented JSON).
+    let only = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    assert_eq!(
+        negotiate(Some(only), true),
+        Some((Media::Json, Form::Metadata))
+    );
+    assert_eq!(negotiate_error(Some(only)), None);
+    assert_eq!(
+        negotiate_error(Some(
+            "application/vnd.kubernetes.protobuf, application/json"
+        )),
+        Some(Media::Protobuf)
+    );
 }
 
 #[test]

@@ -64,8 +64,8 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
         .into_response()
 }
 
-/// Ready once every cached resource has synced and no shutdown is under way; lists them with
-/// `?verbose`.
+/// Ready once every cached resource has synced (or gone over its memory budget, and so is
+/// passed through) and no shutdown is under way; lists them with `?verbose`.
 async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
     let verbose = verbose(&req);
     let mut lines = Vec::new();
@@ -79,7 +79,7 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
     let mut caches: Vec<_> = app.registry.all().collect();
     caches.sort_by_key(|c| c.info.to_string());
     for c in caches {
-        let synced = c.is_synced();
+        let synced = c.is_settled();
         ready &= synced;
         let mark = if synced { "+" } else { "-" };
         // A synced cache stays ready while stale; see `staleness::ready_detail`.

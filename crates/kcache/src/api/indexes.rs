@@ -107,6 +107,9 @@ fn lookup<'a>(
             resource: "indexes".into(),
             name: index.into(),
         })?;
+    if cache.is_over_budget() {
+        return Err(super::over_budget_error(cache));
+    }
     if !cache.is_synced() {
         return Err(ApiError::NotReady);
     }
@@ -141,6 +144,11 @@ async fn answer(
         Err(e) => return response::error(&e),
     };
     let resp = f(cache, i).unwrap_or_else(|e| response::error(&e));
+    // After the read: the cache may have gone over its budget and been emptied meanwhile
+    // (see `ResourceCache::is_over_budget`).
+    if cache.is_over_budget() {
+        return response::error(&super::over_budget_error(cache));
+    }
     super::staleness::with_age(resp, cache)
 }
 

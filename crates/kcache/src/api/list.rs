@@ -311,15 +311,30 @@ async fn page(
     }
     // An indexed list is selective: it is built in memory like a page.
     if limit <= 0 && indexed(cache, snap, filter).is_none() {
-        if let Form::Json { pretty: false } = form {
-            let head = list_head(info, snap.rv, None, None);
-            let tail = list_tail(info, snap.rv, None, None);
+        // The envelope around the items, and the whole body when there are none (only a
+        // PartialObjectMetadataList differs then: `"items":null`).
+        let envelope = match form {
+            Form::Json { pretty: false } => Some((
+                list_head(info, snap.rv, None, None),
+                list_tail(info, snap.rv, None, None),
+                None,
+            )),
+            // A metadata-only cache's objects are the list's items as they are.
+            Form::Metadata if cache.strip().metadata_only => {
+                let (head, empty) =
+                    table::partial_object_metadata_list_head(&snap.rv.to_string(), None, None);
+                Some((head, "]}\n".to_string(), Some(empty)))
+            }
+            _ => None,
+        };
+        if let Some((head, tail, empty)) = envelope {
             return Answer::Ready(stream_all(
                 snap.objects.clone(),
                 range(filter, start),
                 filter.clone(),
                 head,
                 tail,
+                empty,
             ));
         }
     }
@@ -351,7 +366,13 @@ pub fn index_page(
         limit.max(0) as usize,
         Some(candidates),
     );
-    render(&cache.info, snap, p, Form::Json { pretty: false })
+    // A metadata-only cache's objects are PartialObjectMetadata: listed as such.
+    let form = if cache.strip().metadata_only {
+        Form::Metadata
+    } else {
+        Form::Json { pretty: false }
+    };
+    render(&cache.info, snap, p, form)
 }
 
 /// The response for one selected page.
@@ -412,6 +433,8 @@ struct ListCursor {
     first: bool,
     head: Option<String>,
     tail: Option<String>,
+    /// The whole body when no item is selected, if it is not head and tail around nothing.
+    empty: Option<String>,
 }
 
 impl ListCursor {
@@ -441,7 +464,15 @@ impl ListCursor {
             self.next.0 = Bound::Excluded(k);
         }
         if exhausted {
-            buf.extend_from_slice(self.tail.take()?.as_bytes());
+            let tail = self.tail.take()?;
+            // Nothing selected: this is the first chunk (chunks end early only once items
+            // filled them), so it can still be the empty body instead.
+            if self.first {
+                if let Some(empty) = self.empty.take() {
+                    return Some(Bytes::from(empty));
+                }
+            }
+            buf.extend_from_slice(tail.as_bytes());
         }
         Some(buf.freeze())
     }
@@ -457,6 +488,7 @@ fn stream_all(
     filter: Filter,
     head: String,
     tail: String,
+    empty: Option<String>,
 ) -> Response {
     let mut cursor = ListCursor {
         objects,
@@ -465,6 +497,7 @@ fn stream_all(
         first: true,
         head: Some(head),
         tail: Some(tail),
+        empty,
     };
     let first = cursor.next_chunk().unwrap_or_default();
     if cursor.done() {

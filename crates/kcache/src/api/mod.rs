@@ -476,9 +476,42 @@ async fn serve_from_cache(
     let Some(cache) = app.registry.get(&path.group, &path.version, &path.resource) else {
         return Ok(Answer::Upstream);
     };
+    if cache.is_over_budget() {
+        return over_budget(&q, cache);
+    }
+    let answer = from_cache(app, req, path, &q, caller, cache).await;
+    // Checked again after the cache was read: a type that went over its budget meanwhile may
+    // have been read emptied, so whatever was made of it is dropped, unsent (see
+    // `ResourceCache::is_over_budget`). A watch's stream checks for itself as it goes.
+    if cache.is_over_budget() {
+        return over_budget(&q, cache);
+    }
     // Whatever the cache answers from here on, errors included, carries its age.
-    let answer = from_cache(app, req, path, q, caller, cache).await;
     Ok(staleness::stamp(answer, cache, protobuf_errors))
+}
+
+/// A read of a type that went over its memory budget: passed through to the upstream as a
+/// read of an uncached type is, except one selecting on a kcache index field, which the
+/// upstream does not know and kcache can no longer answer.
+fn over_budget(q: &[(String, String)], cache: &ResourceCache) -> Result<Answer, ApiError> {
+    let field_selector = q
+        .iter()
+        .find(|(k, _)| k == "fieldSelector")
+        .and_then(|(_, v)| FieldSelector::parse(v).ok());
+    if names_index_field(field_selector.as_ref(), cache) {
+        return Err(over_budget_error(cache));
+    }
+    Ok(Answer::Upstream)
+}
+
+/// What kcache answers for what only its cache of a type over budget could answer (its
+/// indexes).
+fn over_budget_error(cache: &ResourceCache) -> ApiError {
+    ApiError::OverBudget {
+        group: cache.info.group.clone(),
+        resource: cache.info.resource.clone(),
+        budget: cache.memory_budget().unwrap_or(0),
+    }
 }
 
 /// [`serve_from_cache`] once the resource is known to be cached.
@@ -486,7 +519,7 @@ async fn from_cache(
     app: &App,
     req: &http::request::Parts,
     path: route::ResourcePath,
-    q: Vec<(String, String)>,
+    q: &[(String, String)],
     caller: &Caller,
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
@@ -518,7 +551,7 @@ async fn from_cache(
     // Before authorization: the upstream authorizes what it answers.
     if !local {
         let selects = path.name.is_none() || is_watch;
-        if let Some(why) = upstream_only(&q, field_selector.as_ref(), cache, selects) {
+        if let Some(why) = upstream_only(q, field_selector.as_ref(), cache, selects) {
             tracing::debug!(resource = %info, %why, "forwarded: not answerable from the cache");
             return Ok(Answer::Upstream);
         }
@@ -557,6 +590,16 @@ async fn from_cache(
     if representation == Representation::Upstream {
         return forward("the cache does not serve the requested media type");
     }
+    // A metadata-only cache holds each object's metadata, not the object.
+    let metadata_only = cache.strip().metadata_only;
+    if metadata_only
+        && matches!(
+            representation,
+            Representation::Json | Representation::Protobuf
+        )
+    {
+        return forward("this resource is cached as metadata only");
+    }
     let mirror = match representation {
         Representation::Protobuf => match app.mirrors.ready(cache) {
             Some(m) => Some(m),
@@ -579,17 +622,24 @@ async fn from_cache(
         }
         _ => {}
     }
+    let include_param = q
+        .iter()
+        .find(|(k, _)| k == "includeObject")
+        .map(|(_, v)| v.as_str());
     let printer = match representation {
         Representation::Table => match app.printer(cache).await {
+            // From metadata alone: only columns of metadata, and rows without whole objects.
+            Some(p)
+                if metadata_only
+                    && (!p.reads_only_metadata() || include_param == Some("Object")) =>
+            {
+                return forward("this Table needs more than the metadata this resource caches")
+            }
             Some(p) => Some(p),
             None => return forward("the cache cannot print this resource as a Table"),
         },
         _ => None,
     };
-    let include_param = q
-        .iter()
-        .find(|(k, _)| k == "includeObject")
-        .map(|(_, v)| v.as_str());
     let form = |pretty: bool| -> Result<Form<'_>, ApiError> {
         Ok(match (&printer, representation) {
             (Some(printer), _) => Form::Table {
@@ -611,7 +661,7 @@ async fn from_cache(
         {
             return Ok(Answer::Upstream);
         }
-        let opts = GetOptions::parse(&q);
+        let opts = GetOptions::parse(q);
         let consistent =
             opts.resource_version.is_none() && app.consistent(cache, Read::Get).await?;
         let key = match &ns {
@@ -631,7 +681,7 @@ async fn from_cache(
         .await;
     }
 
-    let mut opts = ListOptions::parse(&q, info, &cache.indexes, path.legacy_watch)?;
+    let mut opts = ListOptions::parse(q, info, &cache.indexes, path.legacy_watch)?;
     if let Some(name) = &path.name {
         // `.../NAME?watch=1`: a watch of one object.
         let mut sel = opts.field.to_string();
@@ -750,16 +800,19 @@ fn upstream_only(
     }
     let sel = sel?;
     let info = &cache.info;
+    // A metadata-only cache can check metadata fields only.
+    let metadata_only = cache.strip().metadata_only;
     sel.requirements()
         .iter()
         .find(|r| {
-            !crate::selector::known_field(
+            let known = crate::selector::known_field(
                 &r.field,
                 &info.group,
                 &info.resource,
                 info.namespaced,
                 info.custom,
-            ) && cache.indexes.by_selectable_field(&r.field).is_none()
+            ) || cache.indexes.by_selectable_field(&r.field).is_some();
+            !known || (metadata_only && !r.field.starts_with("metadata."))
         })
         .map(|r| format!("field selector on {:?}", r.field))
 }

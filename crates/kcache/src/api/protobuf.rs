@@ -63,10 +63,13 @@ impl Mirrors {
     }
 
     /// Whether the type can be answered in protobuf at all: a built-in (the apiserver serves
-    /// custom resources in JSON only) while mirrors are enabled and the upstream has not
-    /// refused protobuf for it.
+    /// custom resources in JSON only) cached whole (a metadata-only cache has no objects to
+    /// mirror) while mirrors are enabled and the upstream has not refused protobuf for it.
     pub fn servable(&self, cache: &ResourceCache) -> bool {
-        self.enabled && !cache.info.custom && !cache.mirror().is_some_and(|m| m.is_unsupported())
+        self.enabled
+            && !cache.info.custom
+            && !cache.strip().metadata_only
+            && !cache.mirror().is_some_and(|m| m.is_unsupported())
     }
 
     /// The mirror of `cache` if it can answer now; starts it on first use.

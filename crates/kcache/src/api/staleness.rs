@@ -86,7 +86,17 @@ pub fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
 /// replica fronts the same upstream, so failing readiness would take all of them out of the
 /// Service at once and turn stale reads into no reads; the age is in the detail, the metrics
 /// and every answer instead.
+///
+/// A type over its memory budget is ready too, with a warning: every read of it is answered
+/// correctly, by the upstream.
 pub fn ready_detail(cache: &ResourceCache) -> String {
+    if let Some(over) = cache.overage() {
+        return format!(
+            "ok (warning: over memoryBudget of {} bytes at {} bytes; not cached, reads passed \
+             through to the upstream until kcache restarts)",
+            over.budget, over.bytes
+        );
+    }
     if !cache.is_synced() {
         return "not synced".into();
     }

@@ -9,6 +9,13 @@
 //! own body; if it falls behind the retained history it gets a 410 ERROR event and relists, as a client of
 //! the apiserver does after being dropped. Nothing is ever skipped silently.
 //!
+//! A watch of a type that goes over its memory budget ends cleanly, without an event, as at
+//! its timeout: its client re-watches from the last resourceVersion it got, which kcache then
+//! passes through to the upstream, which has that RV in its history (the cache's RVs are the
+//! upstream's), so the client misses nothing and need not relist. The watcher checks for that
+//! after each read of the cache and before sending what it read (see
+//! `ResourceCache::is_over_budget`).
+//!
 //! A watcher whose selector pins an indexed value is routed instead (see `cache::dispatch`): it
 //! is woken only by events for that value, taken from a small queue, and reads the history as
 //! above only at its start and after the queue overflowed.
@@ -377,6 +384,16 @@ impl Watcher {
         up
     }
 
+    /// Whether the type went over its memory budget: then the watch ends cleanly, without an
+    /// event (see the module docs). Asked after every read of the cache.
+    fn over_budget(&mut self) -> bool {
+        let over = self.cache.is_over_budget();
+        if over {
+            self.open.reason = "over_budget";
+        }
+        over
+    }
+
     /// Send one event line, counted.
     async fn send_event(&mut self, line: Bytes) {
         self.unsent_count += 1;
@@ -472,7 +489,11 @@ impl Watcher {
     async fn place(&mut self, rv: u64) -> Option<Cursor> {
         loop {
             self.subscription.borrow_and_update();
-            match self.cache.cursor_after(rv, true, self.epoch) {
+            let placed = self.cache.cursor_after(rv, true, self.epoch);
+            if self.over_budget() {
+                return None;
+            }
+            match placed {
                 Ok(cursor) => return Some(cursor),
                 Err(AtError::TooOld { oldest }) => {
                     self.open.reason = "error";
@@ -511,7 +532,11 @@ impl Watcher {
                     return false;
                 }
                 let (end, now) = self.cache.position();
-                if let Ok(events) = sub.take(&end) {
+                let taken = sub.take(&end);
+                if self.over_budget() {
+                    return false;
+                }
+                if let Ok(events) = taken {
                     for ev in events {
                         // Already delivered by the history read that preceded the queue.
                         if cursor.covers(ev.seq) {
@@ -532,7 +557,11 @@ impl Watcher {
             if self.time_is_up() {
                 return false;
             }
-            match self.cache.read_from(cursor, BATCH) {
+            let read = self.cache.read_from(cursor, BATCH);
+            if self.over_budget() {
+                return false;
+            }
+            match read {
                 // History never answers "future" for a cursor; both mean the watch cannot go on:
                 // it fell so far behind that history moved past it, or history was reset.
                 Err(AtError::TooOld { oldest }) | Err(AtError::Future { current: oldest }) => {
@@ -777,6 +806,10 @@ impl Watcher {
     /// End a protobuf watch whose next frame could not be made: a 410, so the client relists
     /// (from the cache, or from the upstream) instead of missing the event.
     async fn lost(&mut self, rv: u64) {
+        // The mirror stopped because the type went over its budget: a clean end instead.
+        if self.over_budget() {
+            return;
+        }
         self.open.reason = "error";
         let line = self.expired(rv, self.cache.history_start().max(rv + 1));
         self.send(line).await;

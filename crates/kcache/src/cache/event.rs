@@ -129,8 +129,12 @@ impl Event {
     }
 
     /// The line of `kind` for metadata-only watches: the object as `PartialObjectMetadata`,
-    /// built once per event and shared by all of them, as JSON lines are.
+    /// built once per event and shared by all of them, as JSON lines are. The objects of a
+    /// metadata-only cache are PartialObjectMetadata already: their JSON lines are these.
     pub fn metadata_line(&self, kind: LineKind) -> Bytes {
+        if crate::table::is_partial_object_metadata(self.object.raw()) {
+            return self.json_line(kind);
+        }
         self.others().metadata[kind as usize]
             .get_or_init(|| {
                 let (ty, raw) = self.state(kind);

@@ -56,6 +56,8 @@ struct State {
     rv: u64,
     /// Events applied since the last sweep.
     since_sweep: u64,
+    /// Set by [`Mirror::stop`]: the mirror holds nothing and takes nothing from then on.
+    stopped: bool,
 }
 
 /// The protobuf bytes of one cached resource's object versions; see the module docs.
@@ -83,6 +85,7 @@ impl Mirror {
                 status: MirrorStatus::Starting,
                 rv: 0,
                 since_sweep: 0,
+                stopped: false,
             }),
             changed: watch::channel(0).0,
         }
@@ -123,7 +126,26 @@ impl Mirror {
 
     /// Protobuf reads of this type go upstream from now on.
     pub fn set_unsupported(&self, why: String) {
-        self.lock().status = MirrorStatus::Unsupported(why);
+        let mut st = self.lock();
+        if !st.stopped {
+            st.status = MirrorStatus::Unsupported(why);
+        }
+        drop(st);
+        self.announce();
+    }
+
+    /// The type is no longer cached (its cache went over its memory budget): drop every
+    /// version and take none from now on, whatever its loop still delivers. Readers waiting
+    /// for versions wake up and go upstream.
+    pub fn stop(&self) {
+        let mut st = self.lock();
+        st.stopped = true;
+        st.status = MirrorStatus::Unsupported("the type is no longer cached".into());
+        st.versions = HashMap::new();
+        st.by_rv = HashMap::default();
+        st.deleted = HashMap::new();
+        st.bookmark = None;
+        drop(st);
         self.announce();
     }
 
@@ -131,6 +153,9 @@ impl Mirror {
     /// history readers may still need; the sweep does, by `floor`), then the mirror is synced.
     pub fn install(&self, rv: u64, objects: Vec<(Box<str>, u64, Bytes)>, floor: u64) {
         let mut st = self.lock();
+        if st.stopped {
+            return;
+        }
         // Keys the list no longer has were deleted while the mirror was not watching: at the
         // latest at the list's RV, so the sweep can drop them once the floor passes it.
         let listed: std::collections::HashSet<&str> =
@@ -162,6 +187,9 @@ impl Mirror {
     /// still serve: versions that cannot be the state at any RV from there on are dropped.
     pub fn apply(&self, key: &str, rv: u64, bytes: Bytes, deleted: bool, floor: u64) {
         let mut st = self.lock();
+        if st.stopped {
+            return;
+        }
         st.by_rv.insert(rv, bytes.clone());
         match st.versions.get_mut(key) {
             Some(v) => insert(v, rv, bytes),
@@ -187,6 +215,9 @@ impl Mirror {
     /// object for kcache's own bookmarks.
     pub fn bookmark(&self, rv: u64, object: Bytes) {
         let mut st = self.lock();
+        if st.stopped {
+            return;
+        }
         st.rv = st.rv.max(rv);
         if st.bookmark.is_none() {
             st.bookmark = Some(object);
@@ -341,6 +372,28 @@ mod tests {
         m.install(30, vec![("a".into(), 5, b("a5"))], 20);
         assert_eq!(m.get(6), None);
         assert_eq!(m.keys(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_mirror_holds_and_takes_nothing() {
+        let m = std::sync::Arc::new(Mirror::new());
+        m.install(10, vec![("a".into(), 10, b("a10"))], 0);
+        let reader = {
+            let m = m.clone();
+            tokio::spawn(async move { m.wait_all(&[11], Duration::from_secs(30)).await })
+        };
+        tokio::task::yield_now().await;
+        m.stop();
+        assert_eq!(
+            reader.await.unwrap(),
+            None,
+            "a waiting reader goes upstream at once"
+        );
+        m.install(12, vec![("a".into(), 12, b("a12"))], 0);
+        m.apply("a", 13, b("a13"), false, 0);
+        m.bookmark(14, b("bm"));
+        assert_eq!((m.keys(), m.get(12), m.get(13)), (0, None, None));
+        assert!(m.is_unsupported() && m.bookmark_object().is_none());
     }
 
     #[tokio::test]

@@ -52,6 +52,9 @@ pub struct CacheConfig {
     pub max_snapshots: usize,
     /// What the type's objects are cached without (memory controls).
     pub strip: Strip,
+    /// The most the cached objects' JSON may take, in bytes (`resources[].memoryBudget`);
+    /// None: no budget. See [`ResourceCache::is_over_budget`] for what happens above it.
+    pub memory_budget: Option<usize>,
 }
 
 impl Default for CacheConfig {
@@ -61,6 +64,7 @@ impl Default for CacheConfig {
             history_max_events: 100_000,
             max_snapshots: 32,
             strip: Strip::default(),
+            memory_budget: None,
         }
     }
 }
@@ -110,6 +114,15 @@ pub struct Snapshot {
     /// The posting sets of exactly these objects; None when they were not kept (then lists
     /// scan).
     pub postings: Option<Postings>,
+}
+
+/// What a cache held when it went over its memory budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overage {
+    /// The cached objects' JSON bytes the list or event would have made.
+    pub bytes: usize,
+    /// The budget, in bytes.
+    pub budget: usize,
 }
 
 /// Why a state at an RV cannot be produced.
@@ -187,6 +200,11 @@ pub struct ResourceCache {
     dispatch: dispatch::Dispatch,
     /// Selector evaluations by watchers (what index dispatch saves; tests read it).
     evaluations: std::sync::atomic::AtomicU64,
+    /// Set, for good, when the cached objects went over the memory budget (see
+    /// [`ResourceCache::is_over_budget`]).
+    over_budget: std::sync::OnceLock<Overage>,
+    /// Announces `over_budget` to tasks that wait for it (the protobuf mirror's loop).
+    over_budget_tx: watch::Sender<bool>,
 }
 
 impl ResourceCache {
@@ -239,6 +257,8 @@ impl ResourceCache {
             indexes,
             dispatch: Default::default(),
             evaluations: Default::default(),
+            over_budget: std::sync::OnceLock::new(),
+            over_budget_tx: watch::channel(false).0,
         }
     }
 
@@ -367,6 +387,90 @@ impl ResourceCache {
         self.since_last_contact().is_none() && self.is_synced()
     }
 
+    // ---- the memory budget ----
+    //
+    // The budget is checked where the bytes are already counted (`State::bytes`, O(1) per
+    // event): a list or event that would take the cached objects over it is not installed;
+    // instead the cache is emptied (objects, posting sets, history, snapshots, the protobuf
+    // mirror) and marked over budget, for good. From then on kcache passes every read of the
+    // type through to the upstream (see `api`), its reflector and mirror stop, and its open
+    // watches end cleanly, so that their clients resume from their last resourceVersion
+    // against the upstream. Only a restart caches the type again.
+    //
+    // Readers need no lock for this: the mark is set before the state is emptied, under the
+    // write lock, so a reader that reads the state first and checks the mark after never
+    // takes an emptied state for the collection (it sees the mark, and passes the read on).
+
+    /// The memory budget in bytes, if one is configured.
+    pub fn memory_budget(&self) -> Option<usize> {
+        self.cfg.memory_budget
+    }
+
+    /// Whether the type went over its memory budget: nothing of it is cached any more and
+    /// nothing will be until kcache restarts. Readers check it after they read the cache (see
+    /// the comment above): a state read while this was false is a real state of the type.
+    pub fn is_over_budget(&self) -> bool {
+        self.over_budget.get().is_some()
+    }
+
+    /// What the cache would have held when it went over its budget, if it did.
+    pub fn overage(&self) -> Option<Overage> {
+        self.over_budget.get().copied()
+    }
+
+    /// Resolves once the type has gone over its budget (never, if it does not).
+    pub async fn until_over_budget(&self) {
+        let mut rx = self.over_budget_tx.subscribe();
+        let _ = rx.wait_for(|over| *over).await;
+    }
+
+    /// Whether the type is done syncing: synced, or over its budget (then it never will be,
+    /// and is passed through instead). What readiness and start-up wait for.
+    pub fn is_settled(&self) -> bool {
+        self.is_synced() || self.is_over_budget()
+    }
+
+    /// Whether objects of `bytes` JSON bytes in all would be over the budget.
+    pub fn exceeds_budget(&self, bytes: usize) -> bool {
+        self.cfg.memory_budget.is_some_and(|budget| bytes > budget)
+    }
+
+    /// A list the reflector is gathering is over the budget before it is complete (`bytes`
+    /// so far): the cache goes over budget without holding the rest of it.
+    pub fn over_budget_while_listing(&self, bytes: usize) {
+        let mut st = self.write();
+        self.go_over_budget(&mut st, bytes);
+        drop(st);
+        self.announce_over_budget();
+    }
+
+    /// Mark the cache over budget, then empty it (in that order: see the comment above).
+    /// Under the write lock; [`ResourceCache::announce_over_budget`] after releasing it.
+    fn go_over_budget(&self, st: &mut State, bytes: usize) {
+        let budget = self.cfg.memory_budget.unwrap_or(0);
+        let _ = self.over_budget.set(Overage { bytes, budget });
+        // New containers rather than `clear()`: their capacity goes back to the allocator.
+        st.objects = ObjectMap::new();
+        st.postings = Postings::new(&self.indexes);
+        st.bytes = 0;
+        st.history = VecDeque::new();
+        st.relists = VecDeque::new();
+        st.snapshots = VecDeque::new();
+        st.history_start = st.rv;
+        // Routed watchers wake (and find the mark) like every other.
+        self.dispatch.overflow_all();
+    }
+
+    /// Tell everything waiting on the cache that it went over budget: watchers and readers
+    /// waiting for an RV wake up (and find the mark), the protobuf mirror drops its bytes.
+    fn announce_over_budget(&self) {
+        if let Some(mirror) = self.mirror.get() {
+            mirror.stop();
+        }
+        self.over_budget_tx.send_replace(true);
+        self.rv_tx.send_modify(|_| {});
+    }
+
     // ---- writer side (the reflector) ----
 
     /// Install a complete list of the collection at `rv` (initial sync or relist). After the
@@ -398,6 +502,9 @@ impl ResourceCache {
 
     /// [`ResourceCache::replace`] without the contact: returns the summary and the cache RV.
     fn install<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> (ReplaceSummary, u64) {
+        if self.is_over_budget() {
+            return (ReplaceSummary::default(), self.rv());
+        }
         // Reuses the vector's allocation when the objects come shared (the reflector's).
         let mut objects: Vec<Arc<Object>> = objects.into_iter().map(Into::into).collect();
         // A list comes in key order; sorted all the same (cheap then), since the map is built
@@ -411,7 +518,16 @@ impl ResourceCache {
             }
             same
         });
-        let bytes = objects.iter().map(|o| o.raw().len()).sum();
+        let bytes: usize = objects.iter().map(|o| o.raw().len()).sum();
+        if self.exceeds_budget(bytes) {
+            drop(objects);
+            let mut st = self.write();
+            self.go_over_budget(&mut st, bytes);
+            let now = st.rv;
+            drop(st);
+            self.announce_over_budget();
+            return (ReplaceSummary::default(), now);
+        }
         let mut new_map = ObjectMap::new();
         crate::index::dense_order(&objects, |o| {
             new_map.insert(Key::of(o), o.clone());
@@ -501,21 +617,28 @@ impl ResourceCache {
 
     /// Apply one upstream watch event. Events at or below the cache RV are repeats (after a
     /// re-watch) and are ignored.
+    /// An event that would take the cached objects over the budget is not applied: the cache
+    /// goes over budget instead (see [`ResourceCache::is_over_budget`]).
     pub fn apply(&self, ty: EventType, object: Object) {
         let mut st = self.write();
-        if object.rv <= st.rv {
+        if object.rv <= st.rv || self.is_over_budget() {
             return;
         }
         let object = Arc::new(object);
         let key = Key::of(&object);
         let prev = st.objects.get(&key).cloned();
         let rv = object.rv;
-        if let Some(p) = &prev {
-            st.bytes -= p.raw().len();
-        }
+        let mut bytes = st.bytes - prev.as_ref().map_or(0, |p| p.raw().len());
         if ty != EventType::Deleted {
-            st.bytes += object.raw().len();
+            bytes += object.raw().len();
         }
+        if self.exceeds_budget(bytes) {
+            self.go_over_budget(&mut st, bytes);
+            drop(st);
+            self.announce_over_budget();
+            return;
+        }
+        st.bytes = bytes;
         let indexes = &self.indexes;
         let new = (ty != EventType::Deleted).then_some(&*object);
         st.postings.update(indexes, &key, prev.as_deref(), new);
@@ -858,12 +981,17 @@ impl ResourceCache {
         self.rv_tx.subscribe()
     }
 
-    /// Wait until the cache has reached `rv`, at most `timeout`. Err carries the current RV.
+    /// Wait until the cache has reached `rv`, at most `timeout`. Err carries the current RV;
+    /// it comes at once when the cache goes over its budget (it will not move again).
     pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), u64> {
         let mut rx = self.subscribe();
-        let wait = async move { rx.wait_for(|cur| *cur >= rv).await.is_ok() };
+        let wait = async move {
+            rx.wait_for(|cur| *cur >= rv || self.is_over_budget())
+                .await
+                .is_ok()
+        };
         match tokio::time::timeout(timeout, wait).await {
-            Ok(true) => Ok(()),
+            Ok(true) if !self.is_over_budget() => Ok(()),
             _ => Err(self.rv()),
         }
     }
@@ -1261,6 +1389,71 @@ mod tests {
             c.cursor_after(9, false, c.epoch()).err(),
             Some(AtError::Future { current: 5 })
         );
+    }
+
+    fn budgeted(budget: usize) -> ResourceCache {
+        let cfg = CacheConfig {
+            memory_budget: Some(budget),
+            ..CacheConfig::default()
+        };
+        ResourceCache::new(info(), Scope::default(), cfg)
+    }
+
+    /// At the budget exactly the objects stay; one byte over, by a list or an event, nothing
+    /// of the type is kept any more, for good, and everything waiting on it wakes.
+    #[tokio::test]
+    async fn over_the_budget_the_cache_empties_itself_for_good() {
+        let len = |o: Object| o.raw().len();
+        let at_budget = len(cm("a", 11, "y")) + len(cm("b", 6, "x"));
+        let c = budgeted(at_budget);
+        c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
+        assert!(!c.is_over_budget());
+        // Replacing an object counts its new size only: exactly at the budget.
+        c.apply(EventType::Modified, cm("a", 11, "y"));
+        assert!(!c.is_over_budget());
+        assert_eq!(c.size(), (2, at_budget));
+        let (mut cursor, _) = c.position();
+        let waiter = {
+            let mut rx = c.subscribe();
+            tokio::spawn(async move { rx.changed().await.is_ok() })
+        };
+        c.apply(EventType::Added, cm("c", 12, "x"));
+        assert!(c.is_over_budget());
+        assert_eq!(
+            c.overage(),
+            Some(Overage {
+                bytes: at_budget + len(cm("c", 12, "x")),
+                budget: at_budget
+            })
+        );
+        assert_eq!(c.size(), (0, 0));
+        assert!(c.snapshot().objects.is_empty());
+        assert!(c.memory().history == 0 && c.memory().json == 0);
+        assert!(waiter.await.unwrap(), "watchers are woken");
+        // A watcher that reads now gets nothing it could take for the collection; it checks
+        // the mark after reading.
+        assert!(c.read_from(&mut cursor, 10).is_err() || c.is_over_budget());
+        // Nothing is taken any more.
+        c.apply(EventType::Deleted, cm("c", 13, "x"));
+        c.replace(vec![cm("a", 11, "y")], 20);
+        assert_eq!(c.size(), (0, 0));
+        assert!(c.is_over_budget() && c.is_settled());
+        // A wait for an RV ends at once.
+        assert!(c.wait_for_rv(100, Duration::from_secs(30)).await.is_err());
+        tokio::time::timeout(Duration::from_secs(5), c.until_over_budget())
+            .await
+            .unwrap();
+    }
+
+    #[test]
+    fn a_list_over_the_budget_is_not_installed() {
+        let size = cm("a", 5, "x").raw().len();
+        let c = budgeted(size * 2 - 1);
+        c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
+        assert!(c.is_over_budget() && !c.is_synced() && c.is_settled());
+        assert_eq!(c.size(), (0, 0));
+        let unbounded = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
+        assert!(!unbounded.exceeds_budget(usize::MAX));
     }
 
     #[test]

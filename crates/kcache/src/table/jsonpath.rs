@@ -72,6 +72,12 @@ impl JsonPath {
         Ok(JsonPath { steps })
     }
 
+    /// Whether the path reads only inside the object's `metadata` (its first step is that
+    /// field): such a column can be printed from a PartialObjectMetadata.
+    pub(crate) fn within_metadata(&self) -> bool {
+        matches!(self.steps.first(), Some(Step::Field(f)) if f == "metadata")
+    }
+
     /// client-go's `FindResults(...)[0]` with missing keys allowed; `Err` where client-go
     /// reports an error (index out of range, not a list, incomparable filter values).
     pub(crate) fn find<'a>(&self, root: &'a Value) -> Result<Vec<&'a Value>, ()> {

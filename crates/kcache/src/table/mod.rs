@@ -213,6 +213,18 @@ impl Printer {
         self.supported
     }
 
+    /// Whether every cell comes from the object's metadata, so that a metadata-only cache
+    /// can print it: the default columns (`Name` and `Created At`, or a custom resource's
+    /// `Age`) and custom resource columns under `.metadata`; built-in printers read spec and
+    /// status.
+    pub fn reads_only_metadata(&self) -> bool {
+        match &self.source {
+            Source::Default => true,
+            Source::Custom(cols) => cols.iter().all(|c| c.path.within_metadata()),
+            Source::Builtin { .. } => false,
+        }
+    }
+
     /// Why the printer is not supported, if it is not.
     pub fn unsupported_reason(&self) -> Option<&str> {
         self.unsupported_reason.as_deref()
@@ -534,14 +546,52 @@ fn crd_cell(col: &CrdColumn, obj: &Value, now: i128) -> Value {
 
 // ----- PartialObjectMetadata -----------------------------------------------------------------
 
+/// How a PartialObjectMetadata starts, as the apiserver writes one (the struct's field order).
+const PARTIAL_PREFIX: &[u8] =
+    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+
+/// Whether `object` is already a PartialObjectMetadata as the apiserver writes it (the objects
+/// of a metadata-only cache are: see `object::Strip::metadata_only`).
+pub fn is_partial_object_metadata(object: &[u8]) -> bool {
+    object.starts_with(PARTIAL_PREFIX)
+}
+
 /// The PartialObjectMetadata of one object (`{"kind":"PartialObjectMetadata","apiVersion":
 /// "meta.k8s.io/v1","metadata":{…}}`), as in `rows[].object` and PartialObjectMetadataList
-/// items: no trailing newline (append one for a GET body).
+/// items: no trailing newline (append one for a GET body). A PartialObjectMetadata is its own
+/// (a metadata-only cache's objects): returned as it is, unparsed.
 pub fn partial_object_metadata(object: &[u8]) -> Bytes {
+    if is_partial_object_metadata(object) {
+        return Bytes::copy_from_slice(object);
+    }
     let obj: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
     let mut out = Vec::with_capacity(object.len());
     write_partial(&mut out, &obj);
     Bytes::from(out)
+}
+
+/// A PartialObjectMetadataList's envelope up to its items' opening bracket, and the whole body
+/// of one without items (`"items":null`, as the apiserver writes it): for lists streamed from
+/// objects that are PartialObjectMetadata already (closed by `]}` and a newline).
+pub fn partial_object_metadata_list_head(
+    rv: &str,
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) -> (String, String) {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(
+        br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":"#,
+    );
+    write_list_meta(&mut out, rv, continue_token, remaining);
+    out.extend_from_slice(br#","items":"#);
+    let mut empty = out.clone();
+    empty.extend_from_slice(b"null}\n");
+    out.push(b'[');
+    // Only ASCII and JSON-escaped strings were written.
+    (
+        String::from_utf8(out).unwrap_or_default(),
+        String::from_utf8(empty).unwrap_or_default(),
+    )
 }
 
 /// A PartialObjectMetadataList body (`Accept: …;as=PartialObjectMetadataList;…`): an empty
@@ -552,33 +602,30 @@ pub fn partial_object_metadata_list(
     continue_token: Option<&str>,
     remaining: Option<u64>,
 ) -> Bytes {
-    let mut out = Vec::with_capacity(128 + objects.iter().map(|o| o.len()).sum::<usize>());
-    out.extend_from_slice(
-        br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":"#,
-    );
-    write_list_meta(&mut out, rv, continue_token, remaining);
-    out.extend_from_slice(br#","items":"#);
+    let (head, empty) = partial_object_metadata_list_head(rv, continue_token, remaining);
     if objects.is_empty() {
-        out.extend_from_slice(b"null");
-    } else {
-        out.push(b'[');
-        for (i, raw) in objects.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
+        return Bytes::from(empty);
+    }
+    let mut out =
+        Vec::with_capacity(head.len() + 4 + objects.iter().map(|o| o.len()).sum::<usize>());
+    out.extend_from_slice(head.as_bytes());
+    for (i, raw) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if is_partial_object_metadata(raw) {
+            out.extend_from_slice(raw);
+        } else {
             let obj: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
             write_partial(&mut out, &obj);
         }
-        out.push(b']');
     }
-    out.extend_from_slice(b"}\n");
+    out.extend_from_slice(b"]}\n");
     Bytes::from(out)
 }
 
 fn write_partial(out: &mut Vec<u8>, obj: &Value) {
-    out.extend_from_slice(
-        br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
-    );
+    out.extend_from_slice(PARTIAL_PREFIX);
     write_object_meta(out, obj.get("metadata").unwrap_or(&Value::Null));
     out.push(b'}');
 }

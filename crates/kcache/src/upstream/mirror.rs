@@ -85,8 +85,19 @@ impl MirrorReflector {
         }
     }
 
-    /// Run until the type turns out not to be servable in protobuf, or the task is dropped.
+    /// Run until the type turns out not to be servable in protobuf, its cache goes over its
+    /// memory budget (the type is then passed through; see `ResourceCache::is_over_budget`),
+    /// or the task is dropped.
     pub async fn run(self) {
+        let cache = self.cache.clone();
+        let mirror = self.mirror.clone();
+        tokio::select! {
+            _ = self.follow() => {}
+            _ = cache.until_over_budget() => mirror.stop(),
+        }
+    }
+
+    async fn follow(self) {
         let name = self.cache.info.to_string();
         if !self.cache.strip().is_empty() {
             // The cached JSON lacks fields that the upstream's protobuf has: the two would

@@ -24,6 +24,11 @@
 //! Resume, which asks the upstream's current revision (one `limit=1` list) and goes on to
 //! Watching at the stored RV, or to Sync when the upstream is behind the stored state (another
 //! cluster, or a restore); a 410 in Watching relists like any other.
+//!
+//! A resource with a memory budget (`resources[].memoryBudget`) whose list or events take its
+//! cache over it stops for good: the cache empties itself (`ResourceCache::is_over_budget`),
+//! and the loop ends. A list is checked while it comes in, so one far over the budget is not
+//! held whole first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +110,8 @@ enum State {
         then: Box<State>,
         attempt: u32,
     },
+    /// The cache went over its memory budget: the loop ends.
+    Stopped,
 }
 
 /// How a watch stream ended.
@@ -116,6 +123,33 @@ enum WatchEnd {
     /// A streaming relist's initial events ended at an RV older than the cache's: answered by
     /// a watch cache that lags (another replica's, or this one's behind etcd), not installed.
     Behind { rv: u64 },
+    /// The list or an event took the cache over its memory budget: stop.
+    OverBudget,
+}
+
+/// What a reflector's lists and watches accept.
+struct Accepts {
+    list: &'static str,
+    watch: &'static str,
+}
+
+/// JSON objects, or for a metadata-only cache their PartialObjectMetadata, as client-go's
+/// metadata informers ask for it: the upstream then sends (and is read for) only metadata.
+/// Plain JSON stays acceptable after it, so an upstream that cannot answer the metadata form
+/// sends whole objects, which the cache turns into it (see `object::Strip::metadata_only`).
+fn accepts(cache: &ResourceCache) -> Accepts {
+    if cache.strip().metadata_only {
+        Accepts {
+            list:
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            watch: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+        }
+    } else {
+        Accepts {
+            list: "application/json",
+            watch: "application/json",
+        }
+    }
 }
 
 /// Keeps one cache in step with the upstream.
@@ -126,6 +160,8 @@ pub struct Reflector {
     streaming_supported: bool,
     /// Query parameters restricting what is cached (the resource's scope), pre-encoded.
     scope_query: String,
+    /// The media types its lists and watches ask for (see [`accepts`]).
+    accept: Accepts,
     /// Lists installed so far: tells whether a failed streaming sync had already synced.
     installs: u64,
     /// Whether the current watch has delivered a live event or bookmark.
@@ -147,6 +183,7 @@ impl Reflector {
         metrics: Arc<Metrics>,
     ) -> Reflector {
         let scope_query = super::scope_query(&cache);
+        let accept = accepts(&cache);
         let event_counters =
             [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
                 metrics.upstream_events.get_or_create_owned(&TypeLabels {
@@ -162,6 +199,7 @@ impl Reflector {
             cache,
             cfg,
             scope_query,
+            accept,
             installs: 0,
             progressed: false,
             relist_streak: 0,
@@ -172,7 +210,7 @@ impl Reflector {
         super::collection_path(&self.cache)
     }
 
-    /// Run until the task is dropped.
+    /// Run until the task is dropped, or the cache goes over its memory budget.
     pub async fn run(mut self) {
         // A cache restored from disk resumes its watch from the stored RV: the upstream sends
         // what changed since, or a 410 that makes it relist (see `persist`).
@@ -186,6 +224,16 @@ impl Reflector {
             State::Sync
         };
         loop {
+            if let Some(over) = self.cache.overage() {
+                tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
+                    "over its memoryBudget: no longer cached, its objects dropped; every read of it \
+                     is passed through to the upstream until kcache restarts");
+                return;
+            }
+            // Only ever after the cache went over budget (above); never a loop of its own.
+            if matches!(state, State::Stopped) {
+                return;
+            }
             state = self.step(state).await;
         }
     }
@@ -198,10 +246,11 @@ impl Reflector {
                 let result = if self.streaming_supported {
                     self.streaming_sync().await
                 } else {
-                    self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+                    self.paged_sync().await
                 };
                 match result {
                     Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
+                    Ok(WatchEnd::OverBudget) => State::Stopped,
                     Ok(WatchEnd::Relist | WatchEnd::Behind { .. }) => self.relist_state(),
                     // A streaming list that failed after its initial events were installed is
                     // an ordinary watch failure: resume from the cache RV, do not relist.
@@ -227,6 +276,7 @@ impl Reflector {
             }
             State::Watching { rv } => match self.watch(rv, false).await {
                 Ok(WatchEnd::Closed { rv }) => State::Watching { rv },
+                Ok(WatchEnd::OverBudget) => State::Stopped,
                 Ok(WatchEnd::Relist | WatchEnd::Behind { .. }) => {
                     tracing::info!(resource = %name, rv, "upstream watch expired; relisting");
                     self.relist_state()
@@ -270,6 +320,7 @@ impl Reflector {
                 }
                 *then
             }
+            State::Stopped => State::Stopped,
         }
     }
 
@@ -319,7 +370,10 @@ impl Reflector {
     /// freshness probe asks, and counted with it).
     async fn upstream_revision(&self) -> Result<u64, UpstreamError> {
         let url = format!("{}?limit=1{}", self.collection(), self.scope_query);
-        let body = self.upstream.get(&url, Purpose::Probe).await?;
+        let body = self
+            .upstream
+            .get_accepting(&url, self.accept.list, Purpose::Probe)
+            .await?;
         #[derive(Deserialize)]
         struct Head {
             metadata: super::ListMeta,
@@ -333,10 +387,12 @@ impl Reflector {
         })
     }
 
-    /// Consistent paged list; returns the list RV after installing it in the cache.
-    async fn paged_sync(&mut self) -> Result<u64, UpstreamError> {
+    /// Consistent paged list, installed in the cache: then `Closed` at the list's RV (where
+    /// the watch starts), or `OverBudget`.
+    async fn paged_sync(&mut self) -> Result<WatchEnd, UpstreamError> {
         let info = self.cache.info.clone();
         let mut objects = Vec::new();
+        let mut bytes = 0usize;
         let mut list_rv: Option<u64> = None;
         let mut cont: Option<String> = None;
         let started = std::time::Instant::now();
@@ -350,12 +406,17 @@ impl Reflector {
             if let Some(c) = &cont {
                 url.push_str(&format!("&continue={}", enc(c)));
             }
-            let body = match self.upstream.get(&url, Purpose::ReflectorList).await {
+            let body = match self
+                .upstream
+                .get_accepting(&url, self.accept.list, Purpose::ReflectorList)
+                .await
+            {
                 Ok(b) => b,
                 // The snapshot behind our continue token was compacted: start over.
                 Err(UpstreamError::Status { code: 410, .. }) if cont.is_some() => {
                     Metrics::counter(&self.metrics.upstream_expired, &info.resource).inc();
                     objects.clear();
+                    bytes = 0;
                     list_rv = None;
                     cont = None;
                     continue;
@@ -389,7 +450,12 @@ impl Reflector {
                     what: info.to_string(),
                     source,
                 })?;
+                bytes += o.raw().len();
                 objects.push(Arc::new(o));
+            }
+            if self.cache.exceeds_budget(bytes) {
+                self.cache.over_budget_while_listing(bytes);
+                return Ok(WatchEnd::OverBudget);
             }
             cont = page.metadata.continue_token.filter(|c| !c.is_empty());
             if cont.is_none() {
@@ -399,7 +465,10 @@ impl Reflector {
         }
         let rv = list_rv.unwrap_or(0);
         self.install(objects, rv);
-        Ok(rv)
+        if self.cache.is_over_budget() {
+            return Ok(WatchEnd::OverBudget);
+        }
+        Ok(WatchEnd::Closed { rv })
     }
 
     fn install(&mut self, objects: Vec<Arc<Object>>, rv: u64) {
@@ -426,14 +495,12 @@ impl Reflector {
                 tracing::info!(resource = %self.cache.info, %message,
                     "upstream does not support streaming lists; using paged lists");
                 self.streaming_supported = false;
-                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+                self.paged_sync().await
             }
             // Expired before its initial events were installed: the streaming form cannot be
             // had right now, a paged list can (looping on the stream would leave the cache
             // without any list for as long as the upstream keeps answering 410).
-            Ok(WatchEnd::Relist) if self.installs == installs => {
-                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
-            }
+            Ok(WatchEnd::Relist) if self.installs == installs => self.paged_sync().await,
             // A lagging watch cache answered: going back to its state would look like an
             // upstream restore (history dropped, every downstream watch ended with 410). A
             // consistent paged list is answered from etcd, so it is at least as new as
@@ -441,7 +508,7 @@ impl Reflector {
             Ok(WatchEnd::Behind { rv }) => {
                 tracing::info!(resource = %self.cache.info, rv, cache_rv = self.cache.rv(),
                     "streaming relist answered by a lagging watch cache; listing consistently");
-                self.paged_sync().await.map(|rv| WatchEnd::Closed { rv })
+                self.paged_sync().await
             }
             other => other,
         }
@@ -462,7 +529,10 @@ impl Reflector {
                 self.collection(), self.scope_query)
         };
         self.progressed = false;
-        let resp = self.upstream.open(&url, Purpose::ReflectorWatch).await?;
+        let resp = self
+            .upstream
+            .open_accepting(&url, self.accept.watch, Purpose::ReflectorWatch)
+            .await?;
         self.cache.contact();
         // The upstream ends the stream after timeoutSeconds; one still open well after that
         // is on a connection that died silently (no FIN or RST reached us), so give up on it.
@@ -474,6 +544,8 @@ impl Reflector {
         // object rather than the object itself (a ninth of the bytes), so what it leaves behind
         // in the allocator after the sync is small.
         let mut gathering: Option<Vec<Arc<Object>>> = initial.then(Vec::new);
+        // Their JSON bytes, against the memory budget.
+        let mut gathered_bytes = 0usize;
         let mut rv = rv;
         let deadline = tokio::time::Instant::now() + self.cfg.initial_events_timeout;
         let sync_started = std::time::Instant::now();
@@ -528,6 +600,9 @@ impl Reflector {
                                 return Ok(WatchEnd::Behind { rv: brv });
                             }
                             self.install(objects, brv);
+                            if self.cache.is_over_budget() {
+                                return Ok(WatchEnd::OverBudget);
+                            }
                         }
                     }
                     if gathering.is_none() {
@@ -577,6 +652,11 @@ impl Reflector {
             self.event_counters[ty as usize].inc();
             match &mut gathering {
                 Some(objects) => {
+                    gathered_bytes += object.raw().len();
+                    if self.cache.exceeds_budget(gathered_bytes) {
+                        self.cache.over_budget_while_listing(gathered_bytes);
+                        return Ok(WatchEnd::OverBudget);
+                    }
                     objects.push(Arc::new(object));
                     if objects.len() % 10_000 == 0 {
                         self.progress(objects.len(), sync_started);
@@ -585,6 +665,9 @@ impl Reflector {
                 None => {
                     rv = rv.max(object.rv);
                     self.cache.apply(ty, object);
+                    if self.cache.is_over_budget() {
+                        return Ok(WatchEnd::OverBudget);
+                    }
                     self.progressed = true;
                 }
             }
