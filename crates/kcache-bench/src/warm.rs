@@ -98,8 +98,9 @@ struct Start {
     others: f64,
 }
 
-/// Churn on the sim from a task: updates of random seeded ConfigMaps, and every tenth write a
-/// create followed later by a delete of the oldest created one, at `rate` writes per second.
+/// Churn on the sim from a task, at `rate` writes per second: one write in ten creates a
+/// ConfigMap, one in ten deletes the oldest created (once more than 20 exist), the others
+/// update a random seeded one.
 struct Churn {
     stop: Arc<AtomicBool>,
     writes: Arc<AtomicU64>,
