@@ -244,22 +244,7 @@ async fn kube_runtime_metadata_informers_through_kcache_end_equal_to_the_upstrea
     }
     for (reader, _) in &stores {
         wait_until("the metadata informer equals the upstream", || async {
-            let ours: BTreeMap<String, String> = reader
-                .state()
-                .iter()
-                .map(|m| {
-                    let m = &m.metadata;
-                    (
-                        format!(
-                            "{}/{}",
-                            m.namespace.as_deref().unwrap_or(""),
-                            m.name.as_deref().unwrap_or("")
-                        ),
-                        m.resource_version.clone().unwrap_or_default(),
-                    )
-                })
-                .collect();
-            ours == upstream(&env)
+            common::mirror::store_view(reader) == upstream(&env)
         })
         .await;
         let cm5 = reader
@@ -358,31 +343,7 @@ async fn widgets_env(columns: Value) -> Env {
     widgets.metadata_only = true;
     b.config.resources = vec![widgets];
     let env = b.start().await;
-    env.sim.register(kcache_sim::ResourceType {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        resource: "customresourcedefinitions".into(),
-        singular: "customresourcedefinition".into(),
-        kind: "CustomResourceDefinition".into(),
-        namespaced: false,
-        short_names: vec!["crd".into()],
-        custom: false,
-        selectable_fields: Vec::new(),
-    });
-    let mut crd: Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "managedFields",
-        "generation",
-    ] {
-        crd["metadata"].as_object_mut().unwrap().remove(k);
-    }
-    crd["spec"]["versions"][0]["additionalPrinterColumns"] = columns.clone();
-    env.sim
-        .create("apiextensions.k8s.io", "customresourcedefinitions", crd)
-        .unwrap();
+    create_widget_crd(&env.sim, Some(columns.clone()));
     // The Table columns the apiserver derives from them: Name, then each column.
     let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name",
         "description": "Name must be unique within a namespace.", "priority": 0})];

@@ -8,8 +8,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{fixture, get_with, Env, EnvBuilder, Watch};
-use kcache_sim::ResourceType;
+use common::{create_widget_crd, fixture, get_with, Env, EnvBuilder, Watch};
 use serde_json::Value;
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
@@ -39,30 +38,7 @@ async fn env() -> Env {
         "widgets",
         recorded_columns("table-list-widgets-ns-a.json"),
     );
-    env.sim.register(ResourceType {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        resource: "customresourcedefinitions".into(),
-        singular: "customresourcedefinition".into(),
-        kind: "CustomResourceDefinition".into(),
-        namespaced: false,
-        short_names: vec!["crd".into()],
-        custom: false,
-        selectable_fields: Vec::new(),
-    });
-    let mut crd: Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "managedFields",
-        "generation",
-    ] {
-        crd["metadata"].as_object_mut().unwrap().remove(k);
-    }
-    env.sim
-        .create("apiextensions.k8s.io", "customresourcedefinitions", crd)
-        .unwrap();
+    create_widget_crd(&env.sim, None);
     env
 }
 

@@ -366,15 +366,18 @@ pub async fn kube_runtime_configmaps(
     (reader, task)
 }
 
-/// What a kube-runtime reflector store holds: key → resourceVersion.
-pub fn store_view(
-    store: &kube_runtime::reflector::Store<k8s_openapi::api::core::v1::ConfigMap>,
-) -> View {
+/// What a kube-runtime reflector store holds (whole objects or their metadata): key →
+/// resourceVersion.
+pub fn store_view<K>(store: &kube_runtime::reflector::Store<K>) -> View
+where
+    K: kube_client::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
     store
         .state()
         .iter()
         .map(|c| {
-            let m = &c.metadata;
+            let m = c.meta();
             (
                 format!(
                     "{}/{}",

@@ -81,6 +81,39 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
     }
 }
 
+/// Serve the widgets' CustomResourceDefinition of the recordings (its server-assigned fields
+/// left to the sim), with these `additionalPrinterColumns` instead of the recorded ones if
+/// given: kcache reads a custom resource's printer columns from it.
+pub fn create_widget_crd(sim: &Sim, printer_columns: Option<serde_json::Value>) {
+    sim.register(ResourceType {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        resource: "customresourcedefinitions".into(),
+        singular: "customresourcedefinition".into(),
+        kind: "CustomResourceDefinition".into(),
+        namespaced: false,
+        short_names: vec!["crd".into()],
+        custom: false,
+        selectable_fields: Vec::new(),
+    });
+    let mut crd: serde_json::Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
+    let meta = crd["metadata"].as_object_mut().unwrap();
+    for k in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "managedFields",
+        "generation",
+    ] {
+        meta.remove(k);
+    }
+    if let Some(columns) = printer_columns {
+        crd["spec"]["versions"][0]["additionalPrinterColumns"] = columns;
+    }
+    sim.create("apiextensions.k8s.io", "customresourcedefinitions", crd)
+        .unwrap();
+}
+
 /// The widgets CRD of the recordings.
 pub fn widget_type() -> ResourceType {
     ResourceType {
