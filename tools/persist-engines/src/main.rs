@@ -78,7 +78,9 @@ fn value(i: usize, version: usize) -> Vec<u8> {
     .into_bytes();
     let mut x = (i as u64).wrapping_mul(6364136223846793005) ^ version as u64;
     while v.len() < 1100 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         v.push(b'a' + (x >> 59) as u8);
     }
     v.extend_from_slice(b"\"}}");
@@ -138,7 +140,9 @@ fn run_redb(dir: &Path, n: usize, seconds: usize) -> Result {
         {
             let mut table = tx.open_table(TABLE).unwrap();
             for i in 0..n {
-                table.insert(key(i).as_str(), value(i, 0).as_slice()).unwrap();
+                table
+                    .insert(key(i).as_str(), value(i, 0).as_slice())
+                    .unwrap();
             }
         }
         tx.commit().unwrap();
