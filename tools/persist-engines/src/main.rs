@@ -59,7 +59,7 @@ impl Engine {
     }
 }
 
-struct Result {
+struct Measured {
     first_commit: f64,
     read: f64,
     amplification: f64,
@@ -121,7 +121,7 @@ fn changes(s: usize, n: usize) -> impl Iterator<Item = usize> {
     })
 }
 
-fn run(engine: Engine, dir: &Path, n: usize, seconds: usize) -> Result {
+fn run(engine: Engine, dir: &Path, n: usize, seconds: usize) -> Measured {
     match engine {
         Engine::Redb => run_redb(dir, n, seconds),
         Engine::Fjall => run_fjall(dir, n, seconds),
@@ -130,7 +130,7 @@ fn run(engine: Engine, dir: &Path, n: usize, seconds: usize) -> Result {
 
 const TABLE: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("objects");
 
-fn run_redb(dir: &Path, n: usize, seconds: usize) -> Result {
+fn run_redb(dir: &Path, n: usize, seconds: usize) -> Measured {
     use redb::{ReadableTable, ReadableTableMetadata};
     let file: PathBuf = dir.join("store.redb");
     let t = Instant::now();
@@ -177,7 +177,7 @@ fn run_redb(dir: &Path, n: usize, seconds: usize) -> Result {
     }
     let amplification = (written() - before) as f64 / changed as f64;
     drop(db);
-    Result {
+    Measured {
         first_commit,
         read,
         amplification,
@@ -185,7 +185,7 @@ fn run_redb(dir: &Path, n: usize, seconds: usize) -> Result {
     }
 }
 
-fn run_fjall(dir: &Path, n: usize, seconds: usize) -> Result {
+fn run_fjall(dir: &Path, n: usize, seconds: usize) -> Measured {
     use fjall::{Config, PartitionCreateOptions, PersistMode};
     let t = Instant::now();
     {
@@ -235,7 +235,7 @@ fn run_fjall(dir: &Path, n: usize, seconds: usize) -> Result {
     let amplification = (written() - before) as f64 / changed as f64;
     drop(part);
     drop(ks);
-    Result {
+    Measured {
         first_commit,
         read,
         amplification,
