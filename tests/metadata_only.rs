@@ -32,6 +32,11 @@ async fn env() -> Env {
     let mut b = EnvBuilder::default();
     let mut cms = resource("", "v1", "configmaps");
     cms.metadata_only = true;
+    cms.indexes = vec![kcache::index::IndexConfig {
+        name: "byApp".into(),
+        field: None,
+        label: Some("app".into()),
+    }];
     let mut pods = resource("", "v1", "pods");
     pods.metadata_only = true;
     b.config.resources = vec![cms, pods];
@@ -151,6 +156,23 @@ async fn metadata_reads_come_from_the_cache_and_whole_objects_from_the_upstream(
     .await
     .json();
     assert_eq!(rest["items"].as_array().unwrap().len(), 2);
+
+    // kcache's own index queries list what the cache holds: PartialObjectMetadata.
+    let r = get(
+        &env.url(),
+        "/apis/kcache.dev/v1/indexes/core/v1/configmaps/byApp?values=db",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let by_app = r.json();
+    assert_eq!(by_app["kind"], "PartialObjectMetadataList");
+    let names: Vec<&str> = by_app["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cm-1", "cm-3", "cm-5"]);
 
     // Whole objects are not in the cache: the upstream answers.
     same_as_upstream(
