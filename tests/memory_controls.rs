@@ -317,6 +317,17 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
         );
     }
 
+    // Nor are they listed among kcache's indexes any more.
+    let listed = get(&env.url(), "/apis/kcache.dev/v1/indexes").await.json();
+    let resources: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["resource"].as_str().unwrap())
+        .collect();
+    assert!(!resources.contains(&"configmaps"), "{resources:?}");
+    assert!(resources.contains(&"secrets"), "{resources:?}");
+
     // The other resource is still served from the cache.
     let secrets = get(&env.url(), "/api/v1/secrets?resourceVersion=0").await;
     assert_eq!(secrets.status, 200);

@@ -56,7 +56,8 @@ pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response
     if let Err(refused) = super::admission::admit(&app, req.headers(), req.extensions()).await {
         return refused;
     }
-    let mut caches: Vec<_> = app.registry.all().collect();
+    // A type over its memory budget has no cache to query: its indexes are not offered.
+    let mut caches: Vec<_> = app.registry.all().filter(|c| !c.is_over_budget()).collect();
     caches.sort_by_key(|c| c.info.to_string());
     let items: Vec<Value> = caches
         .iter()
