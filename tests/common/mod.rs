@@ -67,18 +67,7 @@ impl Default for EnvBuilder {
 
 /// `group/version/resource` → a resource config entry.
 pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
-    ResourceConfig {
-        group: group.into(),
-        version: version.into(),
-        resource: resource.into(),
-        namespace: None,
-        label_selector: None,
-        field_selector: None,
-        indexes: Vec::new(),
-        drop_annotations: Vec::new(),
-        metadata_only: false,
-        memory_budget: None,
-    }
+    ResourceConfig::new(group, version, resource)
 }
 
 /// Serve the widgets' CustomResourceDefinition of the recordings (its server-assigned fields

@@ -398,18 +398,7 @@ pub fn default_resources() -> Vec<ResourceConfig> {
         ("batch", "v1", "jobs"),
     ]
     .into_iter()
-    .map(|(g, v, r)| ResourceConfig {
-        group: g.into(),
-        version: v.into(),
-        resource: r.into(),
-        namespace: None,
-        label_selector: None,
-        field_selector: None,
-        indexes: Vec::new(),
-        drop_annotations: Vec::new(),
-        metadata_only: false,
-        memory_budget: None,
-    })
+    .map(|(g, v, r)| ResourceConfig::new(g, v, r))
     .collect()
 }
 
@@ -785,6 +774,23 @@ impl Config {
 }
 
 impl ResourceConfig {
+    /// `group/version/resource`, cached whole with no restriction, index or memory control:
+    /// what a config entry naming only those three means.
+    pub fn new(group: &str, version: &str, resource: &str) -> ResourceConfig {
+        ResourceConfig {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            indexes: Vec::new(),
+            drop_annotations: Vec::new(),
+            metadata_only: false,
+            memory_budget: None,
+        }
+    }
+
     /// The memory budget in bytes (None: no budget). The quantity was validated on load.
     pub fn memory_budget_bytes(&self) -> Option<u64> {
         self.memory_budget

@@ -1248,19 +1248,22 @@ mod tests {
 
     #[test]
     fn metadata_only_keeps_the_partial_object_metadata_as_it_came() {
+        let build = |raw: &str, strip: &Strip, line: Option<&str>| {
+            Object::from_upstream_stripped(
+                &cm_info(),
+                &IndexSet::default(),
+                raw.as_bytes(),
+                strip,
+                line,
+            )
+            .unwrap()
+        };
         let strip = Strip {
             metadata_only: true,
             ..Strip::default()
         };
         let pom = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"7","creationTimestamp":"2026-11-22T09:58:05Z","labels":{"app":"web"}}}"#;
-        let o = Object::from_upstream_stripped(
-            &cm_info(),
-            &IndexSet::default(),
-            pom.as_bytes(),
-            &strip,
-            None,
-        )
-        .unwrap();
+        let o = build(pom, &strip, None);
         assert_eq!(o.raw(), pom.as_bytes());
         // PartialObjectMetadataList items carry their type fields.
         let mut item = BytesMut::new();
@@ -1269,15 +1272,7 @@ mod tests {
         assert_eq!((o.key(), o.rv, o.label("app")), ("ns/a", 7, Some("web")));
         // A whole object (an upstream that ignored `as=`) becomes the same PartialObjectMetadata.
         let full = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"7","creationTimestamp":"2026-11-22T09:58:05Z","labels":{"app":"web"}},"data":{"k":"v"}}"#;
-        let o = Object::from_upstream_stripped(
-            &cm_info(),
-            &IndexSet::default(),
-            full.as_bytes(),
-            &strip,
-            Some("ADDED"),
-        )
-        .unwrap();
-        assert_eq!(o.raw(), pom.as_bytes());
+        assert_eq!(build(full, &strip, Some("ADDED")).raw(), pom.as_bytes());
         // With managedFields dropped too.
         let strip = Strip {
             managed_fields: true,
@@ -1288,14 +1283,6 @@ mod tests {
             r#""labels":{"app":"web"}"#,
             r#""labels":{"app":"web"},"managedFields":[{"manager":"m"}]"#,
         );
-        let o = Object::from_upstream_stripped(
-            &cm_info(),
-            &IndexSet::default(),
-            with_managed.as_bytes(),
-            &strip,
-            None,
-        )
-        .unwrap();
-        assert_eq!(o.raw(), pom.as_bytes());
+        assert_eq!(build(&with_managed, &strip, None).raw(), pom.as_bytes());
     }
 }

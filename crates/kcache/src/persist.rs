@@ -878,18 +878,7 @@ mod tests {
     }
 
     fn config() -> ResourceConfig {
-        ResourceConfig {
-            group: "".into(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            indexes: Vec::new(),
-            drop_annotations: Vec::new(),
-            metadata_only: false,
-            memory_budget: None,
-        }
+        ResourceConfig::new("", "v1", "configmaps")
     }
 
     fn record() -> Record {

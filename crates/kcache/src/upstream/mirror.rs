@@ -89,11 +89,12 @@ impl MirrorReflector {
     /// memory budget (the type is then passed through; see `ResourceCache::is_over_budget`),
     /// or the task is dropped.
     pub async fn run(self) {
+        // The cache stops the mirror itself as it goes over budget (`Mirror::stop`); this ends
+        // the task that feeds it.
         let cache = self.cache.clone();
-        let mirror = self.mirror.clone();
         tokio::select! {
             _ = self.follow() => {}
-            _ = cache.until_over_budget() => mirror.stop(),
+            _ = cache.until_over_budget() => {}
         }
     }
 

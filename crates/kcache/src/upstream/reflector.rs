@@ -213,8 +213,11 @@ impl Reflector {
     /// Run until the task is dropped, or the cache goes over its memory budget.
     pub async fn run(mut self) {
         // A cache restored from disk resumes its watch from the stored RV: the upstream sends
-        // what changed since, or a 410 that makes it relist (see `persist`).
-        let mut state = if self.cache.is_synced() {
+        // what changed since, or a 410 that makes it relist (see `persist`). One restored over
+        // its budget has nothing to follow.
+        let mut state = if self.cache.is_over_budget() {
+            State::Stopped
+        } else if self.cache.is_synced() {
             tracing::info!(resource = %self.cache.info, rv = self.cache.rv(), objects = self.cache.len(),
                 "restored from disk; resuming the watch");
             State::Resume {
@@ -223,18 +226,13 @@ impl Reflector {
         } else {
             State::Sync
         };
-        loop {
-            if let Some(over) = self.cache.overage() {
-                tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
-                    "over its memoryBudget: no longer cached, its objects dropped; every read of it \
-                     is passed through to the upstream until kcache restarts");
-                return;
-            }
-            // Only ever after the cache went over budget (above); never a loop of its own.
-            if matches!(state, State::Stopped) {
-                return;
-            }
+        while !matches!(state, State::Stopped) {
             state = self.step(state).await;
+        }
+        if let Some(over) = self.cache.overage() {
+            tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
+                "over its memoryBudget: no longer cached, its objects dropped; every read of it \
+                 is passed through to the upstream until kcache restarts");
         }
     }
 
@@ -320,6 +318,7 @@ impl Reflector {
                 }
                 *then
             }
+            // Terminal: `run` ends before stepping it.
             State::Stopped => State::Stopped,
         }
     }
