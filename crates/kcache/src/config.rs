@@ -643,7 +643,7 @@ impl Config {
         WatchConfig {
             bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),
             rv_wait: self.rv_wait(),
-            consistent_wait: self.rv_wait(),
+            upstream: Default::default(),
         }
     }
 

@@ -131,6 +131,21 @@ pub async fn bind_admin(config: &Config) -> Result<TcpListener, StartError> {
 
 /// Discover, start reflectors, serve the API on `listener` and kcache's own endpoints on
 /// `admin` (see [`bind_admin`]; tests pass any free port).
+/// Read the upstream's `/version` within `timeout`; whether it was had.
+async fn learn_version(upstream: &Upstream, timeout: Duration) -> bool {
+    match tokio::time::timeout(timeout, upstream.learn_version()).await {
+        Ok(Ok(minor)) => {
+            tracing::info!(minor, "upstream version");
+            true
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %Report(&e), "upstream version not known yet");
+            false
+        }
+        Err(_) => false,
+    }
+}
+
 pub async fn start(
     config: &Config,
     upstream: Upstream,
@@ -165,6 +180,23 @@ pub async fn start(
     let upstream = upstream
         .with_request_timeout(staleness.upstream_request_timeout)
         .with_metrics(&metrics);
+    // What kcache renders itself follows the upstream's version (continue tokens, bookmark
+    // objects); without an answer (a warm restart with the upstream down) the newest recorded
+    // behaviour is assumed, and continue tokens follow the upstream's own once one is seen.
+    // Asked briefly here (discovery needs the upstream anyway), then in the background, so that
+    // an unreachable upstream does not hold up a warm start.
+    if !learn_version(&upstream, Duration::from_secs(2)).await {
+        let upstream = upstream.clone();
+        tokio::spawn(async move {
+            let mut pause = Duration::from_secs(1);
+            while !learn_version(&upstream, upstream.request_timeout()).await {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+        });
+    }
+    let mut watch_config = config.watch_config();
+    watch_config.upstream = upstream.version().clone();
     let mut registry = Registry::default();
     let mut caches = Vec::new();
     let store = match &config.cache.persist_dir {
@@ -268,10 +300,27 @@ pub async fn start(
         }
         persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
     });
-    // One probe for all: the upstream's revision is global (see upstream::probe).
+    // One probe per cached collection, listing that collection first. The revision is global
+    // (see upstream::probe), but from v1.31 on the apiserver answers a consistent list from
+    // its watch cache once that cache has reached the revision: the type's own watch cache
+    // is current right after a write of that type, where another type's must first wait for a
+    // progress notification from etcd (tens of milliseconds).
     let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
-    let probe =
-        (!collections.is_empty()).then(|| RevisionProbe::new(upstream.clone(), collections));
+    let probes = collections
+        .iter()
+        .enumerate()
+        .map(|(i, own)| {
+            let mut order = vec![own.clone()];
+            order.extend(
+                collections
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, c)| c.clone()),
+            );
+            (own.clone(), RevisionProbe::new(upstream.clone(), order))
+        })
+        .collect();
     let mut reflectors = Vec::new();
     for cache in caches {
         let r = Reflector::new(
@@ -287,9 +336,9 @@ pub async fn start(
         stopping: stop.clone(),
         registry,
         upstream: upstream.clone(),
-        probe,
+        probes,
         printers: Default::default(),
-        watch: config.watch_config(),
+        watch: watch_config,
         consistent: config.consistent_reads(),
         staleness,
         rv_wait: config.rv_wait(),

@@ -190,7 +190,7 @@ pub async fn query(
                         },
                     })?
                 };
-                (snap, Some(t.start))
+                (snap, Some(t.key().to_string()))
             }
             None => (cache.snapshot(), None),
         };
@@ -201,6 +201,7 @@ pub async fn query(
             &values,
             start.as_deref(),
             limit,
+            app.upstream.version().token_form(),
         ))
     })
     .await

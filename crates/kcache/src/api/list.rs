@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::{stream, StreamExt};
 use http::StatusCode;
 
-use super::continue_token::ContinueToken;
+use super::continue_token::{ContinueToken, TokenForm};
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::plan::{self, Candidates};
@@ -38,6 +38,7 @@ pub async fn list(
     form: Form<'_>,
     local: bool,
     limits: &Limits,
+    tokens: TokenForm,
 ) -> Result<Answer, ApiError> {
     // The list-size limit turns larger answers into pages, whatever the client asked for.
     let cap = |requested: i64| {
@@ -94,9 +95,10 @@ pub async fn list(
             cache,
             &snap,
             &filter,
-            Some(&token.start),
+            Some(token.key()),
             cap(opts.limit),
             form,
+            tokens,
         )
         .await);
     }
@@ -109,12 +111,12 @@ pub async fn list(
             return Ok(Answer::Upstream);
         }
         let snap = cache.snapshot();
-        return Ok(page(cache, &snap, &filter, None, cap(opts.limit), form).await);
+        return Ok(page(cache, &snap, &filter, None, cap(opts.limit), form, tokens).await);
     };
     ensure_synced(cache)?;
     if rv == "0" {
         // Any state will do; the limit is ignored, as the apiserver's watch cache does (L2).
-        return Ok(page(cache, &cache.snapshot(), &filter, None, cap(0), form).await);
+        return Ok(page(cache, &cache.snapshot(), &filter, None, cap(0), form, tokens).await);
     }
     let n = parse_rv(rv)?;
     let rvm = opts.resource_version_match.as_deref();
@@ -123,7 +125,7 @@ pub async fn list(
         // No waiting for an RV the cache has not reached: the apiserver reads etcd at once, so
         // the upstream answers right away (the state, or its immediate 500 for a future RV).
         return match cache.snapshot_at(n) {
-            Ok(snap) => Ok(page(cache, &snap, &filter, None, cap(opts.limit), form).await),
+            Ok(snap) => Ok(page(cache, &snap, &filter, None, cap(opts.limit), form, tokens).await),
             // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
             // not hold, the upstream answers (the state, or its 410 once compacted; L5).
             Err(AtError::Future { current }) => forward(ApiError::TooLargeResourceVersion {
@@ -151,7 +153,7 @@ pub async fn list(
     } else {
         0
     };
-    Ok(page(cache, &cache.snapshot(), &filter, None, cap(limit), form).await)
+    Ok(page(cache, &cache.snapshot(), &filter, None, cap(limit), form, tokens).await)
 }
 
 fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
@@ -203,6 +205,7 @@ fn select(
     filter: &Filter,
     start: Option<&str>,
     limit: usize,
+    tokens: TokenForm,
 ) -> Page {
     select_with(
         cache,
@@ -211,6 +214,7 @@ fn select(
         start,
         limit,
         indexed(cache, snap, filter),
+        tokens,
     )
 }
 
@@ -222,6 +226,7 @@ fn select_with(
     start: Option<&str>,
     limit: usize,
     candidates: Option<Candidates<'_>>,
+    tokens: TokenForm,
 ) -> Page {
     let mut objects = Vec::new();
     let mut last_key: Option<&Key> = None;
@@ -272,7 +277,7 @@ fn select_with(
             // Tokens carry an int64 RV, as etcd's revisions are; an RV beyond that (no etcd
             // has one) continues at the latest state rather than wrapping around.
             let rv = i64::try_from(snap.rv).unwrap_or(-1);
-            Some(ContinueToken::after(rv, rel).encode())
+            Some(ContinueToken::after(rv, rel, tokens).encode())
         }
         _ => None,
     };
@@ -293,10 +298,11 @@ async fn page(
     start: Option<&str>,
     limit: i64,
     form: Form<'_>,
+    tokens: TokenForm,
 ) -> Answer {
     let info = &cache.info;
     if let Form::Protobuf(mirror) = form {
-        let p = select(cache, snap, filter, start, limit.max(0) as usize);
+        let p = select(cache, snap, filter, start, limit.max(0) as usize, tokens);
         let versions = protobuf::versions(&p.objects);
         return match mirror.wait_all(&versions, protobuf::MIRROR_WAIT).await {
             Some(items) => Answer::Ready(protobuf::list(
@@ -338,7 +344,7 @@ async fn page(
             ));
         }
     }
-    let p = select(cache, snap, filter, start, limit.max(0) as usize);
+    let p = select(cache, snap, filter, start, limit.max(0) as usize, tokens);
     Answer::Ready(render(info, snap, p, form))
 }
 
@@ -351,6 +357,7 @@ pub fn index_page(
     values: &[&str],
     start: Option<&str>,
     limit: i64,
+    tokens: TokenForm,
 ) -> Response {
     let filter = Filter::default();
     let candidates = snap
@@ -365,6 +372,7 @@ pub fn index_page(
         start,
         limit.max(0) as usize,
         Some(candidates),
+        tokens,
     );
     // A metadata-only cache's objects are PartialObjectMetadata: listed as such.
     let form = if cache.strip().metadata_only {
@@ -698,11 +706,19 @@ mod tests {
         let mut start: Option<String> = None;
         loop {
             let candidates = if use_index { indexed(c, snap, f) } else { None };
-            let p = select_with(c, snap, f, start.as_deref(), limit, candidates);
+            let p = select_with(
+                c,
+                snap,
+                f,
+                start.as_deref(),
+                limit,
+                candidates,
+                TokenForm::Relative,
+            );
             let keys = p.objects.iter().map(|o| o.key().to_string()).collect();
             out.push((keys, p.token.clone(), p.remaining));
             match p.token {
-                Some(t) => start = Some(ContinueToken::decode(&t).unwrap().start),
+                Some(t) => start = Some(ContinueToken::decode(&t).unwrap().key().to_string()),
                 None => return out,
             }
         }

@@ -53,9 +53,9 @@ use params::{GetOptions, ListOptions};
 pub struct App {
     pub registry: Registry,
     pub upstream: Upstream,
-    /// The upstream's current revision, for consistent reads of every resource (None when
-    /// nothing is cached).
-    pub probe: Option<Arc<RevisionProbe>>,
+    /// The upstream's current revision, one probe per cached collection (keyed by
+    /// [`collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
+    pub probes: std::collections::HashMap<String, Arc<RevisionProbe>>,
     /// Table printers, built on first use from the upstream's column definitions.
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
@@ -136,26 +136,37 @@ impl App {
         printer.supported().then_some(printer)
     }
 
-    /// Make the cache fit for a consistent read: Ok(true) once it has reached the upstream's
-    /// revision as of after the read arrived (see [`RevisionProbe`] for why that is never
-    /// stale); Ok(false) when the upstream must answer instead.
+    /// Decide where a consistent read is answered: [`Consistency::Cache`] once the cache has
+    /// reached the upstream's revision as of after the read arrived (see [`RevisionProbe`] for
+    /// why that is never stale), [`Consistency::Upstream`] when the upstream must answer, and
+    /// [`Consistency::Unconfirmed`] only while the upstream cannot be reached at all.
     ///
-    /// Waiting is not free: the read waits for a probe (one upstream round trip, more when it
-    /// joins a queue) and then for the cache's watch to deliver the probed revision, which
-    /// takes as long as the upstream's watch cache lags. For a GET, forwarding costs the
-    /// upstream one object, no more than the probe itself, so when the cache's catch-up is
-    /// expected to take longer than a round trip (a lagging watch) the GET is forwarded at once:
-    /// otherwise a 50 ms lag would hold every consistent GET 50 ms against the upstream's ~1 ms.
-    /// A LIST waits: forwarding it costs the upstream the whole collection.
-    async fn consistent(&self, cache: &ResourceCache, read: Read) -> Result<bool, ApiError> {
+    /// Never slower than passing the read through, as far as kcache can tell beforehand:
+    /// - a type already found unprovable at the RV it is still at is forwarded at once (no
+    ///   probe, no wait: nothing of it has happened since);
+    /// - a GET whose cache is expected to take longer to catch up than the upstream takes to
+    ///   answer (a lagging watch) is forwarded at once: forwarding costs the upstream one
+    ///   object, no more than the probe itself;
+    /// - a wait is bounded by how long this cache is expected to take to catch up (a few times
+    ///   its measured catch-up), not by the full `consistentReads.waitSeconds`: a type whose
+    ///   events arrive within milliseconds of a write and that has not reached the revision
+    ///   after many times that is quiet, and waiting longer only delays the read. One read per
+    ///   second still waits the full time, so a watch that starts lagging is measured again;
+    /// - a probe the upstream answered with an error, or that failed while the reflector still
+    ///   reaches the upstream, forwards the read (one replica's 429 or 5xx is not an outage).
+    async fn consistent(
+        &self,
+        cache: &ResourceCache,
+        read: Read,
+    ) -> Result<Consistency, ApiError> {
         // A state restored from disk that the reflector has not yet confirmed with the upstream
         // is treated as no state: the read goes upstream, as it would before a first sync (the
         // stale-while-down policy below is for states this kcache has seen current).
         if !self.consistent.from_cache || !cache.is_synced() || cache.is_unconfirmed() {
-            return Ok(false);
+            return Ok(Consistency::Upstream);
         }
-        let Some(probe) = &self.probe else {
-            return Ok(false);
+        let Some(probe) = self.probes.get(&collection_path(cache)) else {
+            return Ok(Consistency::Upstream);
         };
         let resource = cache.info.resource.clone();
         let outcome = |o: &'static str| {
@@ -167,46 +178,55 @@ impl App {
                 })
                 .inc()
         };
-        // A type that could not be proven fresh at the RV it is still at cannot be now either
-        // (nothing of it has happened since): forward at once, without a probe or a wait. With
-        // `fallback` off the read gets its full wait before the 504 instead, and while the
+        // With `fallback` off the read gets its full wait before the 504 instead, and while the
         // reflector cannot reach the upstream the probe decides (stale while down, below).
-        if self.consistent.fallback && cache.upstream_reachable() && cache.is_unprovable() {
+        let quick = self.consistent.fallback && cache.upstream_reachable();
+        if quick && cache.is_unprovable() {
             outcome("forwarded");
-            return Ok(false);
+            return Ok(Consistency::Upstream);
         }
-        if read == Read::Get
-            && self.consistent.fallback
-            && cache.upstream_reachable()
-            && waiting_is_slower(cache, probe)
-        {
+        if read == Read::Get && quick && waiting_is_slower(cache, probe) {
             outcome("forwarded_lagging");
-            return Ok(false);
+            return Ok(Consistency::Upstream);
         }
         let started = std::time::Instant::now();
         let target = match probe.target().await {
             Ok(t) => t,
-            // The upstream cannot say what is current, so it could not answer the read
-            // either: serve what the cache has (stale while down), unless it is older than
-            // the policy allows.
             Err(e) => {
+                // The upstream answered (an error status), or the reflector still reaches it:
+                // the upstream can answer the read itself.
+                if e.upstream_answered() || cache.upstream_reachable() {
+                    tracing::debug!(resource = %cache.info, error = %Report(&e),
+                        "consistency probe failed; forwarding the read");
+                    outcome("forwarded_probe_failed");
+                    return Ok(Consistency::Upstream);
+                }
+                // Not reachable at all: forwarding would fail too. Serve what the cache has,
+                // marked, unless it is older than the policy allows.
                 tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.age(),
-                    "consistency probe failed; answering from the cache");
+                    "upstream unreachable; answering from the cache unconfirmed");
                 if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
                     outcome("too_stale");
                     return Err(refused);
                 }
                 outcome("stale");
-                return Ok(true);
+                return Ok(Consistency::Unconfirmed);
             }
         };
         let probed = std::time::Instant::now();
-        let waited = cache.wait_for_rv(target, self.consistent.wait).await;
+        let bound = if quick {
+            wait_bound(cache, probe, self.consistent.wait)
+        } else {
+            self.consistent.wait
+        };
+        let waited = cache.wait_for_rv(target, bound).await;
         // Only a wait that ended is a catch-up: one that ran out says the type cannot reach
         // `P` at all (a quiet type, which the unprovable memo below handles), not how far its
         // watch lags, and counting it would keep the type's GETs forwarded long after.
         if waited.is_ok() {
-            cache.record_catch_up(probed.elapsed());
+            let took = probed.elapsed();
+            cache.record_catch_up(took);
+            probe.record_catch_up(took);
         }
         self.metrics
             .consistent_wait
@@ -217,13 +237,13 @@ impl App {
         match waited {
             Ok(()) => {
                 outcome("cache");
-                Ok(true)
+                Ok(Consistency::Cache)
             }
             Err(current) => {
                 cache.mark_unprovable(current);
                 if self.consistent.fallback {
                     outcome("forwarded");
-                    Ok(false)
+                    Ok(Consistency::Upstream)
                 } else {
                     outcome("timeout");
                     Err(ApiError::TooLargeResourceVersion {
@@ -236,10 +256,80 @@ impl App {
     }
 }
 
+/// Where a consistent read is answered (see [`App::consistent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consistency {
+    /// The cache has reached the upstream's current revision.
+    Cache,
+    /// The upstream answers.
+    Upstream,
+    /// The upstream cannot be reached at all: the cache answers, marked with
+    /// [`UNCONFIRMED_HEADER`] (within `staleness.maxConsistentReadStalenessSeconds`).
+    Unconfirmed,
+}
+
+impl Consistency {
+    fn answered_by_cache(self) -> bool {
+        self != Consistency::Upstream
+    }
+}
+
+/// Set (`true`) on a consistent read answered from the cache while the upstream could not be
+/// reached to confirm it current (see docs/semantics.md, "Stale while down").
+pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
+
+/// Mark an answer as unconfirmed when it is one.
+fn mark_unconfirmed(answer: Result<Answer, ApiError>, c: Consistency) -> Result<Answer, ApiError> {
+    match answer {
+        Ok(Answer::Ready(mut resp)) if c == Consistency::Unconfirmed => {
+            resp.headers_mut().insert(
+                UNCONFIRMED_HEADER,
+                http::HeaderValue::from_static("true"),
+            );
+            Ok(Answer::Ready(resp))
+        }
+        other => other,
+    }
+}
+
+/// How long a consistent read waits for `cache` to reach the probed revision: a few times what
+/// it is expected to take (this type's measured catch-up, else any type's, else the probe's
+/// round trip) plus a little, at most `full`; `full` for one read per second, to measure a
+/// watch that started lagging.
+fn wait_bound(cache: &ResourceCache, probe: &RevisionProbe, full: Duration) -> Duration {
+    let expected = cache
+        .expected_catch_up()
+        .or_else(|| probe.catch_up())
+        .or_else(|| probe.round_trip());
+    let Some(expected) = expected else {
+        return full;
+    };
+    let bound = expected
+        .saturating_mul(CATCH_UP_BOUND_FACTOR)
+        .saturating_add(CATCH_UP_SLACK)
+        .min(full);
+    if bound < full && cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY) {
+        full
+    } else {
+        bound
+    }
+}
+
+/// A consistent read waits this many times the expected catch-up (plus [`CATCH_UP_SLACK`]):
+/// the events of a write arrive within about one catch-up, so several without the revision
+/// mean there is nothing of this type to arrive.
+const CATCH_UP_BOUND_FACTOR: u32 = 4;
+
+/// Added to the bounded wait: scheduling noise on a busy machine, so a cache that is current
+/// is not forwarded for being a few milliseconds late.
+const CATCH_UP_SLACK: Duration = Duration::from_millis(20);
+
 /// Which kind of consistent read is deciding between the cache and the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Read {
     Get,
+    /// A LIST, or a watch whose initial events must be consistent (its end bookmark promises
+    /// a state no older than the upstream's when it began).
     List,
 }
 
@@ -556,6 +646,14 @@ async fn from_cache(
             return Ok(Answer::Upstream);
         }
     }
+    // Until its first sync the cache has nothing to answer with: the upstream answers every
+    // read of the type meanwhile (pages and continuations, GETs, watches), so no client gets
+    // a 429 the upstream would not give. kcache's own index selectors, which only the cache
+    // can answer, get the 429 (A4) instead.
+    if !cache.is_synced() && !local {
+        tracing::debug!(resource = %info, "forwarded: not synced yet");
+        return Ok(Answer::Upstream);
+    }
     // The cache holds what kcache may read; the caller may read only what the upstream's
     // authorizer allows them, asked before anything of the cache is looked at.
     let verb = match (&path.name, is_watch) {
@@ -662,23 +760,26 @@ async fn from_cache(
             return Ok(Answer::Upstream);
         }
         let opts = GetOptions::parse(q);
-        let consistent =
-            opts.resource_version.is_none() && app.consistent(cache, Read::Get).await?;
+        let consistency = match opts.resource_version {
+            None => app.consistent(cache, Read::Get).await?,
+            Some(_) => Consistency::Upstream,
+        };
         let key = match &ns {
             Some(ns) => format!("{ns}/{name}"),
             None => name.clone(),
         };
         let pretty = response::wants_pretty(opts.pretty, user_agent);
-        return get::get(
+        let answer = get::get(
             cache,
             &key,
             name,
             &opts,
-            consistent,
+            consistency.answered_by_cache(),
             app.rv_wait,
             form(pretty)?,
         )
         .await;
+        return mark_unconfirmed(answer, consistency);
     }
 
     let mut opts = ListOptions::parse(q, info, &cache.indexes, path.legacy_watch)?;
@@ -721,9 +822,24 @@ async fn from_cache(
             }
             _ => watch::Encoding::Json,
         };
+        // A watch whose end bookmark promises a consistent state (initial events with
+        // resourceVersion unset: W6b) is served from the cache only once it has reached the
+        // upstream's current revision; otherwise the upstream answers it, bookmark and all.
+        let initial = opts
+            .send_initial_events
+            .unwrap_or(opts.resource_version.is_none());
+        // While the upstream cannot be reached at all, such a watch is served as a consistent
+        // list would be then: unconfirmed, marked, within the staleness bound.
+        let consistency = if initial && opts.allow_bookmarks && opts.resource_version.is_none() {
+            app.consistent(cache, Read::List).await?
+        } else {
+            Consistency::Cache
+        };
+        if consistency == Consistency::Upstream && !local {
+            return Ok(Answer::Upstream);
+        }
         let resp = watch::watch(
             cache.clone(),
-            app.probe.as_ref(),
             filter,
             &opts,
             &app.watch,
@@ -731,24 +847,28 @@ async fn from_cache(
             encoding,
             &app.metrics,
         )
-        .await?;
-        return Ok(Answer::Ready(resp));
+        .await;
+        return mark_unconfirmed(resp.map(Answer::Ready), consistency);
     }
     let pretty = response::wants_pretty(opts.pretty, user_agent);
-    let consistent = opts.resource_version.is_none()
-        && opts.continue_token.is_none()
-        && app.consistent(cache, Read::List).await?;
-    list::list(
+    let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
+        app.consistent(cache, Read::List).await?
+    } else {
+        Consistency::Upstream
+    };
+    let answer = list::list(
         cache,
         filter,
         &opts,
-        consistent,
+        consistency.answered_by_cache(),
         app.rv_wait,
         form(pretty)?,
         local,
         &app.limits,
+        app.upstream.version().token_form(),
     )
-    .await
+    .await;
+    mark_unconfirmed(answer, consistency)
 }
 
 /// Whether the request's field selector names a configured field-path index of `cache` (a CRD
@@ -794,6 +914,16 @@ fn upstream_only(
 ) -> Option<String> {
     if let Some((k, _)) = q.iter().find(|(k, _)| !KNOWN_PARAMS.contains(&k.as_str())) {
         return Some(format!("parameter {k:?}"));
+    }
+    // Refused by every version, but with a 500 up to v1.33 and a 400 from v1.34 on: the
+    // upstream's own answer is the exact one.
+    if let Some((_, rv)) = q
+        .iter()
+        .find(|(k, v)| k == "resourceVersion" && !v.is_empty())
+    {
+        if params::parse_rv(rv).is_err() {
+            return Some(format!("resourceVersion {rv:?} is not a number"));
+        }
     }
     if !selects {
         return None;

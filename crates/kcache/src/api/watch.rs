@@ -46,7 +46,7 @@ use crate::resource::{json_str, ResourceInfo};
 use crate::selector::{FieldOp, LabelOp};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::RevisionProbe;
+use crate::upstream::UpstreamVersion;
 
 /// Initial events are sent in chunks of about this size. The chunks are the watcher's own
 /// (live events are shared lines), so a client that stops reading during its initial events
@@ -64,9 +64,8 @@ pub struct WatchConfig {
     pub bookmark_interval: Duration,
     /// How long a watch waits for the cache to reach a requested RV before the 504.
     pub rv_wait: Duration,
-    /// How long the initial-events-end bookmark of an RV-unset watch waits for the cache to
-    /// reach the upstream's current RV before it is sent at the cache's RV.
-    pub consistent_wait: Duration,
+    /// The upstream's version: bookmark objects are written as it writes them.
+    pub upstream: UpstreamVersion,
 }
 
 impl Default for WatchConfig {
@@ -74,20 +73,20 @@ impl Default for WatchConfig {
         WatchConfig {
             bookmark_interval: Duration::from_secs(60),
             rv_wait: Duration::from_secs(3),
-            consistent_wait: Duration::from_secs(3),
+            upstream: UpstreamVersion::default(),
         }
     }
 }
 
 /// Where a watch starts.
 enum Start {
-    /// Synthetic ADDED for every object of the snapshot, then the events from `cursor` (the
-    /// first after the snapshot); the initial-events-end bookmark once the watcher is current
-    /// up to `end_at` (if requested).
+    /// Synthetic ADDED for every object of the snapshot, then (if requested) the
+    /// initial-events-end bookmark at the snapshot's RV, then the events from `cursor` (the
+    /// first after the snapshot).
     Initial {
         snapshot: Snapshot,
         cursor: Cursor,
-        end_at: Option<u64>,
+        end_bookmark: bool,
     },
     /// The events from `cursor`, current up to `rv` (a watch of what happens from now on).
     Now { cursor: Cursor, rv: u64 },
@@ -97,10 +96,11 @@ enum Start {
     Error(ApiError),
 }
 
-/// Open a watch on `cache`.
+/// Open a watch on `cache`. A watch whose initial events must be consistent (resourceVersion
+/// unset with the end bookmark asked for: W6b) comes here only once the cache has reached the
+/// upstream's current revision (see `App::consistent`), so its bookmark is never below it.
 pub async fn watch(
     cache: Arc<ResourceCache>,
-    probe: Option<&Arc<RevisionProbe>>,
     filter: Filter,
     opts: &ListOptions,
     cfg: &WatchConfig,
@@ -128,33 +128,12 @@ pub async fn watch(
     let subscription = cache.subscribe();
     let epoch = cache.epoch();
     let start = match (initial, rv_param) {
-        (true, None) => {
-            // "Most recent": initial events at once, the end bookmark once the cache has
-            // caught up with what the upstream has now.
-            // The upstream's revision, unless the type was already found unable to reach it
-            // at the RV it is still at: then the bookmark comes at once, at the cache's RV,
-            // rather than after the wait (the 1.28 apiserver itself would hang here until the
-            // type's next write: rule W6b of docs/semantics.md).
-            let target = match (end_bookmark, probe) {
-                (true, Some(_)) if cache.is_unprovable() => None,
-                (true, Some(p)) => p.target().await.ok(),
-                _ => None,
-            };
+        (true, None | Some("0")) => {
             let (snapshot, cursor) = cache.snapshot_with_cursor();
-            let end_at = end_bookmark.then(|| target.unwrap_or(snapshot.rv).max(snapshot.rv));
             Start::Initial {
                 snapshot,
                 cursor,
-                end_at,
-            }
-        }
-        (true, Some("0")) => {
-            let (snapshot, cursor) = cache.snapshot_with_cursor();
-            let end_at = end_bookmark.then_some(snapshot.rv);
-            Start::Initial {
-                snapshot,
-                cursor,
-                end_at,
+                end_bookmark,
             }
         }
         (true, Some(rv)) => {
@@ -163,11 +142,10 @@ pub async fn watch(
             match cache.wait_for_rv(n, cfg.rv_wait).await {
                 Ok(()) => {
                     let (snapshot, cursor) = cache.snapshot_with_cursor();
-                    let end_at = end_bookmark.then_some(snapshot.rv);
                     Start::Initial {
                         snapshot,
                         cursor,
-                        end_at,
+                        end_bookmark,
                     }
                 }
                 Err(current) => Start::Error(ApiError::TooLargeResourceVersion {
@@ -204,7 +182,7 @@ pub async fn watch(
             timer: Box::pin(tokio::time::sleep_until(deadline)),
             allow_bookmarks: opts.allow_bookmarks,
             bookmark_interval: cfg.bookmark_interval,
-            consistent_wait: cfg.consistent_wait,
+            upstream: cfg.upstream.clone(),
             epoch,
             subscription,
             stopping: (Box::pin(async move {
@@ -215,7 +193,6 @@ pub async fn watch(
             encoding,
             first_table: true,
             routed,
-            probe: probe.cloned(),
         }
         .run(start)
     });
@@ -297,7 +274,6 @@ enum Pick {
 enum Wake {
     Changed,
     Bookmark,
-    EndWait,
     End(&'static str),
 }
 
@@ -344,7 +320,8 @@ struct Watcher {
     timer: Pin<Box<Sleep>>,
     allow_bookmarks: bool,
     bookmark_interval: Duration,
-    consistent_wait: Duration,
+    /// The upstream's version, for the form of bookmark objects.
+    upstream: UpstreamVersion,
     epoch: u64,
     subscription: tokio::sync::watch::Receiver<u64>,
     stopping: futures::future::Fuse<BoxedSignal>,
@@ -354,8 +331,6 @@ struct Watcher {
     /// Set when the watcher receives its events through index dispatch rather than by reading
     /// every event of the history.
     routed: Option<Registration>,
-    /// Told when the end bookmark's target could not be reached within the wait.
-    probe: Option<Arc<RevisionProbe>>,
 }
 
 /// The shutdown signal, as a future the watcher keeps.
@@ -409,33 +384,37 @@ impl Watcher {
     async fn run(mut self, start: Start) {
         // `cursor`: the next event not yet given; `rv`: what the watcher is current up to
         // (its bookmarks' RV).
-        let (mut cursor, mut rv, mut end_at) = match start {
+        let (mut cursor, mut rv) = match start {
             Start::Error(e) => {
                 self.open.reason = "error";
                 let line = self.error_line(&e);
                 self.send(line).await;
                 return;
             }
-            Start::Now { cursor, rv } => (cursor, rv, None),
+            Start::Now { cursor, rv } => (cursor, rv),
             Start::After { rv } => match self.place(rv).await {
-                Some(cursor) => (cursor, rv, None),
+                Some(cursor) => (cursor, rv),
                 None => return,
             },
             Start::Initial {
                 snapshot,
                 cursor,
-                end_at,
+                end_bookmark,
             } => {
                 if !self.send_initial(&snapshot).await {
                     return;
                 }
-                (cursor, snapshot.rv, end_at)
+                if end_bookmark {
+                    if let Some(line) = self.bookmark(snapshot.rv, true) {
+                        self.send(line).await;
+                    }
+                }
+                (cursor, snapshot.rv)
             }
         };
         let started_at = rv;
         let mut last_bookmark = rv;
         let mut next_bookmark = self.next_bookmark_time(Instant::now());
-        let end_deadline = Instant::now() + self.consistent_wait;
         // A routed watcher reads history first (from its start) and after a queue overflow.
         let mut from_history = true;
         loop {
@@ -444,20 +423,8 @@ impl Watcher {
             if !self.catch_up(&mut cursor, &mut rv, &mut from_history).await {
                 return;
             }
-            if let Some(target) = end_at {
-                if rv >= target || Instant::now() >= end_deadline {
-                    if rv < target && self.probe.is_some() {
-                        self.cache.mark_unprovable(rv);
-                    }
-                    end_at = None;
-                    last_bookmark = rv;
-                    if let Some(line) = self.bookmark(rv, true) {
-                        self.send(line).await;
-                    }
-                }
-            }
-            match self.wait(next_bookmark, end_at.map(|_| end_deadline)).await {
-                Wake::Changed | Wake::EndWait => {}
+            match self.wait(next_bookmark).await {
+                Wake::Changed => {}
                 Wake::Bookmark => {
                     // A routed watcher's cursor moves only with its own events: bring it to
                     // the cache's position first.
@@ -586,22 +553,18 @@ impl Watcher {
     }
 
     /// Sleep until something needs this watcher's attention.
-    async fn wait(&mut self, next_bookmark: Instant, end_wait: Option<Instant>) -> Wake {
+    async fn wait(&mut self, next_bookmark: Instant) -> Wake {
         self.count_sent();
         let mut due = self.deadline;
         if self.allow_bookmarks {
             due = due.min(next_bookmark);
         }
-        if let Some(end) = end_wait {
-            due = due.min(end);
-        }
         if self.timer.deadline() != due {
             self.timer.as_mut().reset(due);
         }
         let sub = self.routed.as_ref().map(|r| r.sub.clone());
-        // A routed watcher wakes for its own events only; every change matters to it just while
-        // it waits for the cache to reach its initial-events-end target.
-        let global = sub.is_none() || end_wait.is_some();
+        // A routed watcher wakes for its own events only.
+        let global = sub.is_none();
         let own = async {
             match &sub {
                 Some(s) => s.notified().await,
@@ -614,12 +577,9 @@ impl Watcher {
             }
             _ = own => Wake::Changed,
             _ = self.timer.as_mut() => {
-                // What came due: the end first, then the initial-events wait, else a bookmark.
-                let now = Instant::now();
-                if now >= self.deadline {
+                // What came due: the end first, else a bookmark.
+                if Instant::now() >= self.deadline {
                     Wake::End("timeout")
-                } else if end_wait.is_some_and(|e| now >= e) {
-                    Wake::EndWait
                 } else if self.allow_bookmarks {
                     Wake::Bookmark
                 } else {
@@ -856,16 +816,23 @@ impl Watcher {
         if let Encoding::Protobuf(mirror) = &self.encoding {
             return super::protobuf::bookmark(&self.cache.info, mirror, rv, initial_end);
         }
-        let line = bookmark_line(&self.cache.info, rv, initial_end);
+        let null_timestamp = self.upstream.null_creation_timestamp_in_bookmarks();
+        let line = bookmark_line(&self.cache.info, rv, initial_end, null_timestamp);
         Some(match self.encoding {
             // Metadata informers get the bookmark object as PartialObjectMetadata, like every
             // other object of their watch.
             Encoding::Metadata => {
-                let pom = if initial_end {
-                    format!("{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null,\"annotations\":{{\"k8s.io/initial-events-end\":\"true\"}}}}}}")
+                let timestamp = if null_timestamp {
+                    ",\"creationTimestamp\":null"
                 } else {
-                    format!("{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null}}}}")
+                    ""
                 };
+                let end = if initial_end {
+                    ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
+                } else {
+                    ""
+                };
+                let pom = format!("{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{timestamp}{end}}}}}");
                 crate::cache::event_line("BOOKMARK", pom.as_bytes())
             }
             _ => Bytes::from(line),
@@ -876,8 +843,9 @@ impl Watcher {
 /// A protobuf watcher's next frame could not be made (see `Watcher::line_for`).
 struct Lost;
 
-/// A BOOKMARK line in the built-in or CR form (W5, W6).
-pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> String {
+/// A BOOKMARK line in the built-in or CR form (W5, W6); built-in kinds' objects carry
+/// `"creationTimestamp":null` when `null_timestamp` (apiservers before v1.34).
+pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool, null_timestamp: bool) -> String {
     const END: &str = "\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
     let object = if info.custom {
         let meta = if initial_end {
@@ -891,13 +859,18 @@ pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> String 
             json_str(&info.kind)
         )
     } else {
+        let timestamp = if null_timestamp {
+            ",\"creationTimestamp\":null"
+        } else {
+            ""
+        };
         let extra = if initial_end {
             format!(",{END}")
         } else {
             String::new()
         };
         format!(
-            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null{extra}}}}}",
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{\"resourceVersion\":\"{rv}\"{timestamp}{extra}}}}}",
             json_str(&info.kind),
             json_str(&info.api_version())
         )
@@ -913,11 +886,11 @@ mod tests {
     fn bookmark_forms_match_the_recordings() {
         let cm = ResourceInfo::core_v1("configmaps", "ConfigMap");
         assert_eq!(
-            bookmark_line(&cm, 5565, false),
+            bookmark_line(&cm, 5565, false, true),
             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5565\",\"creationTimestamp\":null}}}\n"
         );
         assert_eq!(
-            bookmark_line(&cm, 4230, true),
+            bookmark_line(&cm, 4230, true, true),
             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"4230\",\"creationTimestamp\":null,\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n"
         );
         let w = ResourceInfo {
@@ -929,11 +902,11 @@ mod tests {
             custom: true,
         };
         assert_eq!(
-            bookmark_line(&w, 348, true),
+            bookmark_line(&w, 348, true, true),
             "{\"type\":\"BOOKMARK\",\"object\":{\"apiVersion\":\"fixtures.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"annotations\":{\"k8s.io/initial-events-end\":\"true\"},\"resourceVersion\":\"348\"}}}\n"
         );
         assert_eq!(
-            bookmark_line(&w, 4437, false),
+            bookmark_line(&w, 4437, false, true),
             "{\"type\":\"BOOKMARK\",\"object\":{\"apiVersion\":\"fixtures.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"resourceVersion\":\"4437\"}}}\n"
         );
     }

@@ -7,6 +7,7 @@ mod mirror;
 mod probe;
 mod reflector;
 mod stream;
+mod version;
 
 pub use cost::{CountedBody, Purpose};
 pub use mirror::MirrorReflector;
@@ -14,6 +15,7 @@ pub use mirror::MirrorReflector;
 pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Reflector, ReflectorConfig, StreamingList};
 pub use stream::{LineStream, WatchLine};
+pub use version::{TokenForm, UpstreamVersion};
 
 use std::path::PathBuf;
 
@@ -167,6 +169,8 @@ pub struct Upstream {
     /// Where requests and bytes are counted by purpose (None until a server owns this
     /// handle: see [`Upstream::with_metrics`]).
     cost: Option<std::sync::Arc<cost::Counters>>,
+    /// The upstream's version and the forms learnt from its answers.
+    version: UpstreamVersion,
 }
 
 impl Upstream {
@@ -237,6 +241,7 @@ impl Upstream {
             url,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cost: None,
+            version: UpstreamVersion::default(),
         })
     }
 
@@ -250,6 +255,20 @@ impl Upstream {
     pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Upstream {
         self.request_timeout = timeout;
         self
+    }
+
+    /// What of the upstream's behaviour depends on its version (see [`UpstreamVersion`]).
+    pub fn version(&self) -> &UpstreamVersion {
+        &self.version
+    }
+
+    /// Read the upstream's `/version` into [`Upstream::version`]; the minor version, or the
+    /// error when it could not be had (then the newest recorded behaviour is assumed).
+    pub async fn learn_version(&self) -> Result<u32, UpstreamError> {
+        let body = self.get("/version", Purpose::Setup).await?;
+        self.version
+            .learn_version(&body)
+            .ok_or_else(|| UpstreamError::Malformed("/version: no minor version".into()))
     }
 
     /// The bound on kcache's own requests (see [`Upstream::with_request_timeout`]).

@@ -60,6 +60,14 @@ pub enum ProbeError {
     Ended,
 }
 
+impl ProbeError {
+    /// Whether the upstream answered the probe (with an error status): it is reachable, and can
+    /// answer the read itself.
+    pub fn upstream_answered(&self) -> bool {
+        matches!(self, ProbeError::Upstream(e) if e.code().is_some())
+    }
+}
+
 #[derive(Default)]
 struct State {
     running: bool,
@@ -77,6 +85,9 @@ pub struct RevisionProbe {
     state: Mutex<State>,
     /// How long a probe takes, from sending to its answer.
     round_trip: LatencyEstimate,
+    /// How long the caches read with this probe took to reach its revisions: what a cache
+    /// that has not measured its own yet may expect.
+    catch_up: LatencyEstimate,
 }
 
 impl RevisionProbe {
@@ -87,6 +98,7 @@ impl RevisionProbe {
             current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
             round_trip: LatencyEstimate::default(),
+            catch_up: LatencyEstimate::default(),
         })
     }
 
@@ -108,6 +120,17 @@ impl RevisionProbe {
     /// upstream takes to answer a consistent one-object read.
     pub fn round_trip(&self) -> Option<std::time::Duration> {
         self.round_trip.get()
+    }
+
+    /// Take one measurement of how long a cache took to reach a revision of this probe.
+    pub fn record_catch_up(&self, took: std::time::Duration) {
+        self.catch_up.record(took);
+    }
+
+    /// The estimated time a cache takes to reach a revision of this probe (None before any
+    /// did).
+    pub fn catch_up(&self) -> Option<std::time::Duration> {
+        self.catch_up.get()
     }
 
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
@@ -166,6 +189,11 @@ impl RevisionProbe {
         let body = self.upstream.get(&url, Purpose::Probe).await?;
         let head: Head = serde_json::from_slice(&body)
             .map_err(UpstreamError::decode(format!("list of {collection}")))?;
+        // A one-item page of a collection of several carries the upstream's own token: the
+        // form kcache's tokens copy.
+        if let Some(token) = head.metadata.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            self.upstream.version().learn_token(token);
+        }
         head.metadata
             .resource_version
             .parse()

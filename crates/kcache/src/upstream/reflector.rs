@@ -457,6 +457,9 @@ impl Reflector {
                 return Ok(WatchEnd::OverBudget);
             }
             cont = page.metadata.continue_token.filter(|c| !c.is_empty());
+            if let Some(c) = &cont {
+                self.upstream.version().learn_token(c);
+            }
             if cont.is_none() {
                 break;
             }

@@ -1,0 +1,155 @@
+//! What of the upstream's behaviour depends on its version, learnt from the upstream itself.
+//!
+//! kcache answers as the apiserver it fronts would, and apiservers of different versions answer
+//! some things differently (the recordings of v1.28 and v1.34 and their differences are in
+//! `tests/fixtures/kube-apiserver-v1.34/DIFF-1.28.md`; docs/compatibility.md says what kcache
+//! relies on per version). What kcache renders itself follows the upstream:
+//!
+//! - **Continue tokens.** v1.34 writes the start key with a leading `/`
+//!   (`"start":"/cm-10\u0000"`), v1.28 without. Both versions accept both forms, but a client
+//!   must not be able to tell kcache's tokens from the upstream's, so kcache writes the form it
+//!   last saw the upstream write ([`UpstreamVersion::learn_token`]: every upstream list page
+//!   kcache reads, its consistency probes included), and until it has seen one, the form of
+//!   the upstream's version.
+//! - **Bookmark objects** of built-in kinds carry `"creationTimestamp":null` up to v1.33 and
+//!   not from v1.34 on.
+//! - **An unparsable `resourceVersion`** is a 500 up to v1.33 and a 400 from v1.34 on.
+//!
+//! Behaviour known only for v1.28 and v1.34 is switched at 1.34; a version kcache could not
+//! learn (the upstream unreachable at start) is taken for the newest one recorded. Nothing
+//! here decides whether the cache may answer: a difference that would is passed through to
+//! the upstream instead (see docs/compatibility.md).
+
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+/// The first minor version recorded with the newer behaviours listed in the module docs.
+const NEWER_FROM_MINOR: u32 = 34;
+
+/// How a continue token writes its start key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenForm {
+    /// `"start":"cm-10\u0000"` (v1.28).
+    Relative,
+    /// `"start":"/cm-10\u0000"` (v1.34).
+    Rooted,
+}
+
+/// The upstream's version and the forms learnt from its answers; shared by every handle of
+/// one upstream (cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamVersion {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The minor version from `/version` (0: not known).
+    minor: AtomicU32,
+    /// The token form last seen in an upstream answer: 0 none yet, 1 relative, 2 rooted.
+    token_form: AtomicU8,
+}
+
+impl UpstreamVersion {
+    /// A version fixed at `1.minor` (tests and tools that know what they front).
+    pub fn of_minor(minor: u32) -> UpstreamVersion {
+        let v = UpstreamVersion::default();
+        v.inner.minor.store(minor, Ordering::Relaxed);
+        v
+    }
+
+    /// Take the version from the body of the upstream's `/version`. Returns the minor version
+    /// when the body could be read.
+    pub fn learn_version(&self, body: &[u8]) -> Option<u32> {
+        #[derive(Deserialize)]
+        struct Info {
+            minor: String,
+        }
+        let info: Info = serde_json::from_slice(body).ok()?;
+        // Vendors append to it ("34+").
+        let digits: String = info
+            .minor
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        let minor = digits.parse().ok()?;
+        self.inner.minor.store(minor, Ordering::Relaxed);
+        Some(minor)
+    }
+
+    /// The minor version, when known.
+    pub fn minor(&self) -> Option<u32> {
+        match self.inner.minor.load(Ordering::Relaxed) {
+            0 => None,
+            m => Some(m),
+        }
+    }
+
+    /// Note the form of a continue token the upstream wrote (ignored when it does not decode:
+    /// then it is not the apiserver's own format, and says nothing).
+    pub fn learn_token(&self, token: &str) {
+        use base64::Engine;
+        #[derive(Deserialize)]
+        struct Wire {
+            start: String,
+        }
+        let Ok(data) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token) else {
+            return;
+        };
+        let Ok(wire) = serde_json::from_slice::<Wire>(&data) else {
+            return;
+        };
+        let form = if wire.start.starts_with('/') { 2 } else { 1 };
+        self.inner.token_form.store(form, Ordering::Relaxed);
+    }
+
+    /// The form of the continue tokens kcache writes: the upstream's own.
+    pub fn token_form(&self) -> TokenForm {
+        match self.inner.token_form.load(Ordering::Relaxed) {
+            1 => TokenForm::Relative,
+            2 => TokenForm::Rooted,
+            _ if self.newer() => TokenForm::Rooted,
+            _ => TokenForm::Relative,
+        }
+    }
+
+    /// Whether bookmark objects of built-in kinds carry `"creationTimestamp":null`.
+    pub fn null_creation_timestamp_in_bookmarks(&self) -> bool {
+        !self.newer()
+    }
+
+    /// Whether an unparsable `resourceVersion` is a 400 (else the older 500).
+    pub fn invalid_rv_is_bad_request(&self) -> bool {
+        self.newer()
+    }
+
+    fn newer(&self) -> bool {
+        self.minor().is_none_or(|m| m >= NEWER_FROM_MINOR)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_and_forms() {
+        let v = UpstreamVersion::default();
+        assert_eq!(v.token_form(), TokenForm::Rooted, "unknown: the newest recorded");
+        assert_eq!(
+            v.learn_version(br#"{"major":"1","minor":"28","gitVersion":"v1.28.7"}"#),
+            Some(28)
+        );
+        assert_eq!(v.token_form(), TokenForm::Relative);
+        assert!(v.null_creation_timestamp_in_bookmarks());
+        assert!(!v.invalid_rv_is_bad_request());
+        assert_eq!(v.learn_version(br#"{"major":"1","minor":"34+"}"#), Some(34));
+        assert!(v.invalid_rv_is_bad_request());
+        // What the upstream wrote wins over what its version suggests.
+        v.learn_token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MzUzLCJzdGFydCI6ImZpeHR1cmVzLWEvY20tMDJcdTAwMDAifQ");
+        assert_eq!(v.token_form(), TokenForm::Relative);
+        assert_eq!(v.learn_version(b"not json"), None);
+    }
+}
