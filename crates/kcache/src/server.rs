@@ -345,6 +345,7 @@ pub async fn start(
         auth: crate::auth::Auth::new(auth, upstream.clone(), metrics.clone()),
         limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
         metrics: metrics.clone(),
+        catch_up: Default::default(),
         mirrors: api::Mirrors::new(
             upstream.clone(),
             config.reflector_config(),

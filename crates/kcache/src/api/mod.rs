@@ -74,6 +74,9 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The protobuf mirrors of the cached types that clients read in protobuf.
     pub mirrors: Mirrors,
+    /// How long caches take to reach a probed revision, over every type: what a type that has
+    /// not measured its own may expect (see [`App::consistent`]).
+    pub catch_up: crate::latency::LatencyEstimate,
 }
 
 /// How reads with resourceVersion unset are answered.
@@ -215,7 +218,7 @@ impl App {
         };
         let probed = std::time::Instant::now();
         let bound = if quick {
-            wait_bound(cache, probe, self.consistent.wait)
+            self.wait_bound(cache, probe)
         } else {
             self.consistent.wait
         };
@@ -226,7 +229,7 @@ impl App {
         if waited.is_ok() {
             let took = probed.elapsed();
             cache.record_catch_up(took);
-            probe.record_catch_up(took);
+            self.catch_up.record(took);
         }
         self.metrics
             .consistent_wait
@@ -253,6 +256,38 @@ impl App {
                 }
             }
         }
+    }
+}
+
+impl App {
+    /// How long a consistent read waits for `cache` to reach the probed revision: a few times
+    /// what this type is expected to take (its measured catch-up, plus a little, at most the
+    /// full wait; the full wait for one read per second, to measure a watch that started
+    /// lagging). A type that has not measured its own: the full wait for its first read, then
+    /// a few times any type's catch-up, else the probe's round trip.
+    fn wait_bound(&self, cache: &ResourceCache, probe: &RevisionProbe) -> Duration {
+        let full = self.consistent.wait;
+        let short = |expected: Duration| {
+            expected
+                .saturating_mul(CATCH_UP_BOUND_FACTOR)
+                .saturating_add(CATCH_UP_SLACK)
+                .min(full)
+        };
+        if let Some(own) = cache.expected_catch_up() {
+            let bound = short(own);
+            return if bound < full && cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY) {
+                full
+            } else {
+                bound
+            };
+        }
+        if cache.first_catch_up_try() {
+            return full;
+        }
+        self.catch_up
+            .get()
+            .or_else(|| probe.round_trip())
+            .map_or(full, short)
     }
 }
 
@@ -289,29 +324,6 @@ fn mark_unconfirmed(answer: Result<Answer, ApiError>, c: Consistency) -> Result<
             Ok(Answer::Ready(resp))
         }
         other => other,
-    }
-}
-
-/// How long a consistent read waits for `cache` to reach the probed revision: a few times what
-/// it is expected to take (this type's measured catch-up, else any type's, else the probe's
-/// round trip) plus a little, at most `full`; `full` for one read per second, to measure a
-/// watch that started lagging.
-fn wait_bound(cache: &ResourceCache, probe: &RevisionProbe, full: Duration) -> Duration {
-    let expected = cache
-        .expected_catch_up()
-        .or_else(|| probe.catch_up())
-        .or_else(|| probe.round_trip());
-    let Some(expected) = expected else {
-        return full;
-    };
-    let bound = expected
-        .saturating_mul(CATCH_UP_BOUND_FACTOR)
-        .saturating_add(CATCH_UP_SLACK)
-        .min(full);
-    if bound < full && cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY) {
-        full
-    } else {
-        bound
     }
 }
 

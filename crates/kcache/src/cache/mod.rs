@@ -194,6 +194,9 @@ pub struct ResourceCache {
     /// When a consistent read last waited to measure `catch_up` while reads were being
     /// forwarded (microseconds since `created`; 0: never).
     catch_up_sampled: std::sync::atomic::AtomicU64,
+    /// Whether a consistent read has waited for this cache yet (see
+    /// [`ResourceCache::first_catch_up_try`]).
+    catch_up_tried: std::sync::atomic::AtomicBool,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
     /// Watchers registered under an index value.
@@ -253,6 +256,7 @@ impl ResourceCache {
             mirror: std::sync::OnceLock::new(),
             catch_up: LatencyEstimate::default(),
             catch_up_sampled: std::sync::atomic::AtomicU64::new(0),
+            catch_up_tried: std::sync::atomic::AtomicBool::new(false),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
             dispatch: Default::default(),
@@ -360,6 +364,15 @@ impl ResourceCache {
                 .catch_up_sampled
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
+    }
+
+    /// True for the first consistent read that waits for this cache, false after: that one
+    /// waits the full time, so a type's catch-up is measured before shorter waits are judged
+    /// by it.
+    pub fn first_catch_up_try(&self) -> bool {
+        !self
+            .catch_up_tried
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Time since the last upstream event, bookmark, list page or watch opened.

@@ -85,9 +85,6 @@ pub struct RevisionProbe {
     state: Mutex<State>,
     /// How long a probe takes, from sending to its answer.
     round_trip: LatencyEstimate,
-    /// How long the caches read with this probe took to reach its revisions: what a cache
-    /// that has not measured its own yet may expect.
-    catch_up: LatencyEstimate,
 }
 
 impl RevisionProbe {
@@ -98,7 +95,6 @@ impl RevisionProbe {
             current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
             round_trip: LatencyEstimate::default(),
-            catch_up: LatencyEstimate::default(),
         })
     }
 
@@ -120,17 +116,6 @@ impl RevisionProbe {
     /// upstream takes to answer a consistent one-object read.
     pub fn round_trip(&self) -> Option<std::time::Duration> {
         self.round_trip.get()
-    }
-
-    /// Take one measurement of how long a cache took to reach a revision of this probe.
-    pub fn record_catch_up(&self, took: std::time::Duration) {
-        self.catch_up.record(took);
-    }
-
-    /// The estimated time a cache takes to reach a revision of this probe (None before any
-    /// did).
-    pub fn catch_up(&self) -> Option<std::time::Duration> {
-        self.catch_up.get()
     }
 
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
