@@ -35,44 +35,32 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
-/// The whole configuration.
+/// The whole configuration. Every key is optional at every depth: a key left out (or a section
+/// given in part) takes its value from the `Default` impls, which are the documented defaults.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Address to serve on (`--listen` overrides it).
-    #[serde(default = "default_listen")]
     pub listen: String,
     /// Address of kcache's own endpoints, plain HTTP and unauthenticated: `/livez`, `/readyz`,
     /// `/healthz` and `/metrics` (`--admin-listen` overrides it). They are kept off the API
     /// address, where those paths are the upstream's.
-    #[serde(default = "default_admin_listen")]
     pub admin_listen: String,
     /// Resources to cache; everything else is passed through.
-    #[serde(default = "default_resources")]
     pub resources: Vec<ResourceConfig>,
     /// Drop `metadata.managedFields` before caching (saves memory; clients see objects
     /// without them).
-    #[serde(default)]
     pub drop_managed_fields: bool,
-    #[serde(default)]
     pub cache: CacheSettings,
-    #[serde(default)]
     pub watch: WatchSettings,
-    #[serde(default)]
     pub upstream: UpstreamSettings,
-    #[serde(default)]
     pub consistent_reads: ConsistentReadSettings,
-    #[serde(default)]
     pub staleness: StalenessSettings,
     /// Seconds in-flight requests may take to finish on SIGTERM before kcache exits.
-    #[serde(default = "default_grace")]
     pub shutdown_grace_seconds: u64,
     /// Serve HTTPS instead of plain HTTP (see [`TlsSettings`]).
-    #[serde(default)]
     pub tls: TlsSettings,
-    #[serde(default)]
     pub auth: AuthSettings,
-    #[serde(default)]
     /// kcache's own limits; 0 means no limit.
     pub limits: LimitConfig,
 }
@@ -115,7 +103,7 @@ fn default_grace() -> u64 {
 
 /// Reads with resourceVersion unset ("most recent", what kubectl and relisting informers send).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConsistentReadSettings {
     /// `cache`: answer from the cache once it has caught up with the upstream's current
     /// resourceVersion; `upstream`: always forward them.
@@ -296,7 +284,7 @@ pub fn parse_quantity(text: &str) -> Result<u64, String> {
 
 /// Retention of history and snapshots.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct CacheSettings {
     /// Seconds of events kept for watch resume and consistent pages.
     pub history_window_seconds: u64,
@@ -307,17 +295,12 @@ pub struct CacheSettings {
     /// bytes the answers carry). `false`: no mirrors; readers that accept JSON after protobuf
     /// get JSON from the cache (client-go decodes by Content-Type), protobuf-only readers are
     /// passed through.
-    #[serde(default = "default_protobuf")]
     pub protobuf: bool,
     /// Keep each cached resource's objects and resourceVersion in a database in this
     /// directory, so that a restarted kcache serves them at once and resumes its upstream
     /// watches instead of relisting (see `persist`). Absent: nothing is written to disk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub persist_dir: Option<PathBuf>,
-}
-
-fn default_protobuf() -> bool {
-    true
 }
 
 impl Default for CacheSettings {
@@ -334,7 +317,7 @@ impl Default for CacheSettings {
 
 /// Downstream watch behaviour.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct WatchSettings {
     /// Seconds between periodic bookmarks (the apiserver: 60).
     pub bookmark_interval_seconds: u64,
@@ -354,7 +337,7 @@ impl Default for WatchSettings {
 
 /// How kcache reads from the upstream.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpstreamSettings {
     /// Page size of the initial paged list.
     pub page_size: u32,
@@ -688,25 +671,20 @@ impl Config {
 
 /// HTTPS serving. Without `certFile` and `keyFile` kcache serves plain HTTP.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct TlsSettings {
     /// PEM certificate chain, leaf first (`--tls-cert-file` overrides it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_file: Option<PathBuf>,
     /// PEM private key of the leaf certificate (`--tls-key-file` overrides it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
     /// PEM bundle of CAs whose client certificates identify callers (`--client-ca-file`
     /// overrides it). Presenting a certificate stays optional.
-    #[serde(
-        default,
-        rename = "clientCAFile",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "clientCAFile", skip_serializing_if = "Option::is_none")]
     pub client_ca_file: Option<PathBuf>,
     /// Seconds between checks of the files for changes (rotated certificates are picked up
     /// without a restart).
-    #[serde(default = "default_tls_reload")]
     pub reload_interval_seconds: u64,
 }
 
@@ -891,6 +869,11 @@ mod tests {
         let c =
             Config::parse("cache: {historyWindowSeconds: 300, historyMaxEvents: 10}\n").unwrap();
         assert_eq!(c.cache.persist_dir, None);
+        // The section's other keys may be left out (every key is optional at every depth).
+        let c = Config::parse("cache: {persistDir: /var/lib/kcache}\n").unwrap();
+        assert_eq!(c.cache.persist_dir, Some(PathBuf::from("/var/lib/kcache")));
+        assert_eq!(c.cache_config().history_window, Duration::from_secs(300));
+        assert!(c.protobuf_enabled());
         let e = Config::parse(
             "cache: {historyWindowSeconds: 300, historyMaxEvents: 10, persistDir: ''}\n",
         )
@@ -964,6 +947,28 @@ mod tests {
         ] {
             assert!(parse_quantity(q).is_err(), "{q:?}");
         }
+    }
+
+    #[test]
+    fn sections_may_be_given_in_part() {
+        let c = Config::parse("watch: {bookmarkIntervalSeconds: 30}\n").unwrap();
+        assert_eq!(c.watch_config().bookmark_interval, Duration::from_secs(30));
+        assert_eq!(c.rv_wait(), Duration::from_secs(3));
+        let c = Config::parse("upstream: {streamingList: never}\n").unwrap();
+        assert_eq!(c.reflector_config().page_size, 500);
+        let c = Config::parse("consistentReads: {onTimeout: error}\n").unwrap();
+        assert!(c.consistent_reads().from_cache);
+        assert_eq!(c.consistent_reads().wait, Duration::from_secs(3));
+        let c = Config::parse("tls: {reloadIntervalSeconds: 5}\n").unwrap();
+        assert!(!c.tls.enabled());
+        // Bad values are still refused, naming the field.
+        let e = Config::parse("watch: {bookmarkIntervalSeconds: 0}\n").unwrap_err();
+        assert!(
+            text(&e).starts_with("watch.bookmarkIntervalSeconds:"),
+            "{e}"
+        );
+        let e = Config::parse("cache: {historyWindow: 1}\n").unwrap_err();
+        assert!(text(&e).contains("historyWindow"), "{e}");
     }
 
     #[test]
