@@ -612,9 +612,10 @@ async fn l6_future_rv_waits_3s_then_504() {
     }
 }
 
-/// L7: ListOptions validation (422 Invalid, kind ListOptions, group meta.k8s.io), number parse
-/// errors (400) and a non-numeric RV (500 without reason), verbatim, from kcache's own code,
-/// for lists and watches.
+/// L7: ListOptions validation (422 Invalid, kind ListOptions, group meta.k8s.io) and number
+/// parse errors (400), verbatim, from kcache's own code, for lists and watches. A non-numeric
+/// RV is refused by every version, but differently (a 500 up to v1.33, a 400 from v1.34), so
+/// the upstream answers it: verbatim too.
 #[tokio::test]
 async fn l7_validation_errors_verbatim() {
     let env = fixtures_env().await;
@@ -630,11 +631,12 @@ async fn l7_validation_errors_verbatim() {
         "err-list-cm-limit-abc",
         "err-list-cm-timeoutseconds-abc",
         "err-watch-cm-timeoutseconds-abc",
-        "err-list-cm-rv-not-a-number",
     ] {
         let r = check_verbatim(&env, name).await;
         assert_from_cache(&r, name);
     }
+    let r = check_verbatim(&env, "err-list-cm-rv-not-a-number").await;
+    assert_forwarded(&r, "err-list-cm-rv-not-a-number");
     // The same rules for a custom resource.
     let r = send(
         &env,
@@ -1131,11 +1133,13 @@ async fn g2_three_kinds_of_404() {
     }
 }
 
-/// A cache that has not synced answers 429 TooManyRequests with Retry-After: 1 (the apiserver's
-/// "storage is (re)initializing"), for lists, gets and watches; consistent reads still go
-/// upstream.
+/// A cache that has not synced yet answers nothing itself: every read of its type (lists at any
+/// RV, continuations, gets, watches) is passed through to the upstream, which can answer it, so
+/// no client gets a 429 the upstream would not give. Only kcache's own index selectors, which
+/// the upstream does not know, get the apiserver's 429 "storage is (re)initializing" with
+/// Retry-After: 1 (A4).
 #[tokio::test]
-async fn not_synced_is_429_with_retry_after() {
+async fn not_synced_reads_are_passed_through() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     for o in kcache_sim::seed::fixture_dataset()
         .into_iter()
@@ -1143,8 +1147,14 @@ async fn not_synced_is_429_with_retry_after() {
     {
         sim.create(o.group, o.resource, o.object).unwrap();
     }
+    let mut cms = resource("", "v1", "configmaps");
+    cms.indexes = vec![kcache::index::IndexConfig {
+        name: "byData".into(),
+        field: Some("data.k".into()),
+        label: None,
+    }];
     let config = Config {
-        resources: vec![resource("", "v1", "configmaps")],
+        resources: vec![cms],
         ..Config::default()
     };
     let upstream = Upstream::from_url(&sim.url()).unwrap();
@@ -1153,31 +1163,67 @@ async fn not_synced_is_429_with_retry_after() {
     let kcache = kcache::server::start(&config, upstream, listener, admin)
         .await
         .unwrap();
-    // The reflector has not run yet (single-threaded test runtime): from now on every answer
-    // from the upstream takes 1.5 s, so the cache stays unsynced while we ask.
-    sim.faults().set_latency(Duration::from_millis(1500));
-    const WANT: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"storage is (re)initializing\",\"reason\":\"TooManyRequests\",\"details\":{\"retryAfterSeconds\":1},\"code\":429}\n";
-    for path in [
+    // The reflector has not run yet (single-threaded test runtime): its streaming list is
+    // answered without the end bookmark from now on, and every answer takes 3 s, so the cache
+    // stays unsynced (3 s for the stream's head, 2 s of silence, 3 s for the paged list) while
+    // we ask. The reads are sent together: those passed through take 3 s too.
+    sim.faults().withhold_initial_events_end(true);
+    sim.faults().set_latency(Duration::from_secs(3));
+    let first_page = raw::request(
+        kcache.addr,
+        "GET",
+        &format!("{CMS_A}?limit=10"),
+        &[],
+        b"",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(first_page.status, 200, "{}", first_page.text());
+    let token = first_page.json()["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let paths = [
         format!("{CMS_A}?resourceVersion=0"),
         format!("{CMS_A}?resourceVersion=5&limit=2"),
+        format!("{CMS_A}?limit=10&continue={token}"),
         format!("{CMS_A}/cm-01?resourceVersion=0"),
-        format!("{CMS_A}?watch=1"),
-        format!("{CMS_A}?watch=1&resourceVersion=0&allowWatchBookmarks=true"),
-    ] {
-        let r = raw::request(kcache.addr, "GET", &path, &[], b"", Duration::from_secs(5)).await;
-        assert_eq!(r.status, 429, "{path}: {}", r.text());
-        assert_eq!(r.text(), WANT, "{path}");
-        assert_eq!(r.header("retry-after"), Some("1"), "{path}");
-        assert_eq!(r.header("content-type"), Some("application/json"));
-        assert!(r.header("audit-id").is_some());
-        assert_framing(&r, &path);
+        format!("{CMS_A}/cm-01"),
+        format!("{CMS_A}?watch=1&timeoutSeconds=5"),
+        format!("{CMS_A}?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=5"),
+    ];
+    let answers = futures::future::join_all(paths.iter().map(|path| {
+        // A watch's head is enough.
+        let max = if path.contains("watch=1") { 4 } else { 10 };
+        raw::request(kcache.addr, "GET", path, &[], b"", Duration::from_secs(max))
+    }))
+    .await;
+    for (path, r) in paths.iter().zip(answers) {
+        assert!(
+            r.status == 200 || r.status == 410,
+            "{path}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert!(
+            r.header(kcache::api::CACHE_AGE_HEADER).is_none(),
+            "{path}: answered by the upstream"
+        );
     }
     assert!(!kcache.app.registry.all().any(|c| c.is_synced()));
-    // A consistent read is the upstream's, synced or not.
-    let r = raw::request(kcache.addr, "GET", CMS_B, &[], b"", Duration::from_secs(10)).await;
-    assert_eq!(r.status, 200);
+    // kcache's own index selector: only the cache can answer it.
+    const WANT: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"storage is (re)initializing\",\"reason\":\"TooManyRequests\",\"details\":{\"retryAfterSeconds\":1},\"code\":429}\n";
+    let path = format!("{CMS_A}?resourceVersion=0&fieldSelector=data.k%3Dv");
+    let r = raw::request(kcache.addr, "GET", &path, &[], b"", Duration::from_secs(5)).await;
+    assert_eq!(r.status, 429, "{path}: {}", r.text());
+    assert_eq!(r.text(), WANT, "{path}");
+    assert_eq!(r.header("retry-after"), Some("1"), "{path}");
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert!(r.header("audit-id").is_some());
+    assert_framing(&r, &path);
+    sim.faults().withhold_initial_events_end(false);
     sim.faults().set_latency(Duration::ZERO);
-    assert!(kcache.wait_synced(Duration::from_secs(20)).await);
+    assert!(kcache.wait_synced(Duration::from_secs(30)).await);
     let r = raw::request(
         kcache.addr,
         "GET",
@@ -1188,6 +1234,7 @@ async fn not_synced_is_429_with_retry_after() {
     )
     .await;
     assert_eq!(r.status, 200);
+    assert!(r.header(kcache::api::CACHE_AGE_HEADER).is_some());
 }
 
 /// E1: compact JSON with one trailing newline for programs; `?pretty=true` or a curl/Wget/browser

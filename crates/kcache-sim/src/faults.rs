@@ -27,6 +27,7 @@ pub struct FaultState {
     fail_requests: Mutex<(usize, u16)>,
     latency: Mutex<Duration>,
     unreachable: AtomicBool,
+    withhold_end: AtomicBool,
 }
 
 impl FaultState {
@@ -40,6 +41,7 @@ impl FaultState {
             fail_requests: Mutex::new((0, 500)),
             latency: Mutex::new(Duration::ZERO),
             unreachable: AtomicBool::new(false),
+            withhold_end: AtomicBool::new(false),
         }
     }
 
@@ -62,6 +64,11 @@ impl FaultState {
         }
         f.0 -= 1;
         Some(SimError::injected(f.1))
+    }
+
+    /// Whether streaming lists leave out their initial-events-end bookmark.
+    pub fn withholds_initial_events_end(&self) -> bool {
+        self.withhold_end.load(Ordering::SeqCst)
     }
 
     /// The added latency.
@@ -126,6 +133,14 @@ impl Faults {
             .fail_requests
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = (n, code);
+    }
+
+    /// While on, streaming lists (`sendInitialEvents=true`) send their initial events but not
+    /// the initial-events-end bookmark, as a v1.28 apiserver was seen doing for types nobody
+    /// writes (in front of etcd 3.4, WatchList on): a client waiting for it waits until the
+    /// type's next write.
+    pub fn withhold_initial_events_end(&self, on: bool) {
+        self.state.withhold_end.store(on, Ordering::SeqCst);
     }
 
     /// Adds `d` before every response.

@@ -784,6 +784,7 @@ async fn watch_response(
         too_large_wait: ctx.cfg.too_large_rv_wait,
         drop_rx: ctx.faults.drop_watches.subscribe(),
         fail_410: ctx.faults.take_watch_410(),
+        withhold_end: ctx.faults.withholds_initial_events_end(),
         lag: a.lag,
         progress_bookmarks: ctx.cfg.progress_bookmarks,
         media: f.media,

@@ -31,6 +31,9 @@ pub struct WatchEnv {
     pub drop_rx: watch::Receiver<u64>,
     /// Answer with an ERROR 410 at once (injected fault).
     pub fail_410: bool,
+    /// Leave out the initial-events-end bookmark (injected fault: what a v1.28 apiserver in
+    /// front of etcd 3.4 was seen doing for quiet types, see `Faults::withhold_initial_events_end`).
+    pub withhold_end: bool,
     /// How far the serving replica's watch cache lags etcd: it starts from the state it held
     /// that long ago and delivers each event that long after it happened.
     pub lag: Duration,
@@ -269,7 +272,7 @@ pub async fn start(
         for obj in &initial_objs {
             frames.push(initial_frame(&rt, obj, lines));
         }
-        if streaming && filter.opts.allow_bookmarks {
+        if streaming && filter.opts.allow_bookmarks && !env.withhold_end {
             frames.extend(bookmark(&rt, start_rv, true, lines));
         }
     } else {

@@ -116,7 +116,16 @@ pub async fn list(
     ensure_synced(cache)?;
     if rv == "0" {
         // Any state will do; the limit is ignored, as the apiserver's watch cache does (L2).
-        return Ok(page(cache, &cache.snapshot(), &filter, None, cap(0), form, tokens).await);
+        return Ok(page(
+            cache,
+            &cache.snapshot(),
+            &filter,
+            None,
+            cap(0),
+            form,
+            tokens,
+        )
+        .await);
     }
     let n = parse_rv(rv)?;
     let rvm = opts.resource_version_match.as_deref();
@@ -153,7 +162,16 @@ pub async fn list(
     } else {
         0
     };
-    Ok(page(cache, &cache.snapshot(), &filter, None, cap(limit), form, tokens).await)
+    Ok(page(
+        cache,
+        &cache.snapshot(),
+        &filter,
+        None,
+        cap(limit),
+        form,
+        tokens,
+    )
+    .await)
 }
 
 fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {

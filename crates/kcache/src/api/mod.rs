@@ -157,11 +157,7 @@ impl App {
     ///   second still waits the full time, so a watch that starts lagging is measured again;
     /// - a probe the upstream answered with an error, or that failed while the reflector still
     ///   reaches the upstream, forwards the read (one replica's 429 or 5xx is not an outage).
-    async fn consistent(
-        &self,
-        cache: &ResourceCache,
-        read: Read,
-    ) -> Result<Consistency, ApiError> {
+    async fn consistent(&self, cache: &ResourceCache, read: Read) -> Result<Consistency, ApiError> {
         // A state restored from disk that the reflector has not yet confirmed with the upstream
         // is treated as no state: the read goes upstream, as it would before a first sync (the
         // stale-while-down policy below is for states this kcache has seen current).
@@ -317,10 +313,8 @@ pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
 fn mark_unconfirmed(answer: Result<Answer, ApiError>, c: Consistency) -> Result<Answer, ApiError> {
     match answer {
         Ok(Answer::Ready(mut resp)) if c == Consistency::Unconfirmed => {
-            resp.headers_mut().insert(
-                UNCONFIRMED_HEADER,
-                http::HeaderValue::from_static("true"),
-            );
+            resp.headers_mut()
+                .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
             Ok(Answer::Ready(resp))
         }
         other => other,

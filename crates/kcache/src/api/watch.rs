@@ -845,7 +845,12 @@ struct Lost;
 
 /// A BOOKMARK line in the built-in or CR form (W5, W6); built-in kinds' objects carry
 /// `"creationTimestamp":null` when `null_timestamp` (apiservers before v1.34).
-pub fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool, null_timestamp: bool) -> String {
+pub fn bookmark_line(
+    info: &ResourceInfo,
+    rv: u64,
+    initial_end: bool,
+    null_timestamp: bool,
+) -> String {
     const END: &str = "\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
     let object = if info.custom {
         let meta = if initial_end {

@@ -176,7 +176,12 @@ impl RevisionProbe {
             .map_err(UpstreamError::decode(format!("list of {collection}")))?;
         // A one-item page of a collection of several carries the upstream's own token: the
         // form kcache's tokens copy.
-        if let Some(token) = head.metadata.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(token) = head
+            .metadata
+            .continue_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+        {
             self.upstream.version().learn_token(token);
         }
         head.metadata

@@ -137,7 +137,11 @@ mod tests {
     #[test]
     fn version_and_forms() {
         let v = UpstreamVersion::default();
-        assert_eq!(v.token_form(), TokenForm::Rooted, "unknown: the newest recorded");
+        assert_eq!(
+            v.token_form(),
+            TokenForm::Rooted,
+            "unknown: the newest recorded"
+        );
         assert_eq!(
             v.learn_version(br#"{"major":"1","minor":"28","gitVersion":"v1.28.7"}"#),
             Some(28)
