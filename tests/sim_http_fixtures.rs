@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use kcache_sim::Profile;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -99,18 +100,34 @@ async fn lists_match_recorded_bytes() {
     assert!(!resp.text().ends_with('\n'));
 }
 
-#[tokio::test]
-async fn paging_tokens_and_list_resource_versions() {
-    let sim = seeded(fast_cfg()).await;
+/// The start key of the continue token in a recorded list body.
+fn recorded_start(p: Profile, name: &str) -> Value {
+    let body: Value = serde_json::from_str(&fixture_in(p, &format!("{name}.json"))).unwrap();
+    decode_token(body["metadata"]["continue"].as_str().unwrap())["start"].clone()
+}
+
+per_profile!(paging_tokens_and_list_resource_versions);
+
+async fn paging_tokens_and_list_resource_versions(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
     let rv = sim.current_rv();
-    // Namespaced pages: start key relative to the namespace, all pages at the first page's RV.
+    // Namespaced pages: start key relative to the namespace (v1.34: with a leading `/`), all
+    // pages at the first page's RV.
     let p1 = get(&sim, "/api/v1/namespaces/fixtures-a/configmaps?limit=10")
         .await
         .json();
     let t1 = p1["metadata"]["continue"].as_str().unwrap().to_string();
+    let start = recorded_start(p, "list-cm-ns-a-limit10-page1");
+    assert_eq!(
+        start,
+        match p {
+            Profile::V1_28 => "cm-10\u{0}",
+            Profile::V1_34 => "/cm-10\u{0}",
+        }
+    );
     assert_eq!(
         decode_token(&t1),
-        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": "cm-10\u{0}"})
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
     );
     assert_eq!(p1["metadata"]["remainingItemCount"], 15);
     assert_eq!(p1["metadata"]["resourceVersion"], rv.to_string());
@@ -147,7 +164,24 @@ async fn paging_tokens_and_list_resource_versions() {
     // Cluster-wide: namespace/name keys.
     let all = get(&sim, "/api/v1/configmaps?limit=5").await.json();
     let tok = decode_token(all["metadata"]["continue"].as_str().unwrap());
-    assert_eq!(tok["start"], "fixtures-a/cm-05\u{0}");
+    let lead = if p == Profile::V1_34 { "/" } else { "" };
+    assert_eq!(tok["start"], format!("{lead}fixtures-a/cm-05\u{0}"));
+    // The recording's cluster-wide token has the same form (its items differ: other clients).
+    assert!(recorded_start(p, "list-cm-all-limit5-page1")
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{lead}fixtures-a/cm-")));
+    // Custom resources too.
+    let w = get(
+        &sim,
+        "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets?limit=2",
+    )
+    .await
+    .json();
+    assert_eq!(
+        decode_token(w["metadata"]["continue"].as_str().unwrap())["start"],
+        recorded_start(p, "list-widgets-ns-a-limit2")
+    );
     assert_eq!(all["metadata"]["remainingItemCount"], 24);
     // RV=0 ignores limit and reports the type's last event RV; RV unset reports the global RV.
     let widget_rv = sim
@@ -195,6 +229,91 @@ async fn paging_tokens_and_list_resource_versions() {
         sim.current_rv().to_string()
     );
     assert_ne!(widget_rv, sim.current_rv());
+}
+
+/// A continue token with this start key and RV.
+fn token(rv: u64, start: &str) -> String {
+    use base64::Engine;
+    let json = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+per_profile!(continue_start_keys_of_both_forms_are_accepted);
+
+/// Both profiles take a start key with or without the leading `/` (the apiserver's
+/// `DecodeContinue` adds a missing one) and refuse one that `path.Clean` would change.
+async fn continue_start_keys_of_both_forms_are_accepted(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
+    let rv = sim.current_rv();
+    let page = |start: &str| {
+        format!(
+            "/api/v1/namespaces/fixtures-a/configmaps?limit=10&continue={}",
+            token(rv, start)
+        )
+    };
+    let plain = get(&sim, &page("cm-10\u{0}")).await;
+    let slashed = get(&sim, &page("/cm-10\u{0}")).await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(
+        normalize(&plain.text(), None),
+        normalize(&fixture_in(p, "list-cm-ns-a-limit10-page2.json"), None)
+    );
+    assert_eq!(slashed.text(), plain.text());
+    // Cluster-wide keys (namespace/name) likewise.
+    let all = |start: &str| format!("/api/v1/configmaps?limit=3&continue={}", token(rv, start));
+    let a = get(&sim, &all("fixtures-a/cm-24\u{0}")).await;
+    let b = get(&sim, &all("/fixtures-a/cm-24\u{0}")).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.text(), b.text());
+    let names: Vec<String> = a.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["cm-25", "b-cm-1", "b-cm-2"]);
+    // Keys that path.Clean changes are refused, quoting the key as sent.
+    for bad in [
+        "../fixtures-b/b-cm-1\u{0}",
+        "/../fixtures-b/b-cm-1\u{0}",
+        "./cm-10\u{0}",
+        "a/./cm-10\u{0}",
+        "//cm-10\u{0}",
+        "a//cm-10\u{0}",
+        "cm-10/",
+    ] {
+        let r = get(&sim, &page(bad)).await;
+        assert_eq!(r.status, 400, "{bad:?}");
+        let status = r.json();
+        assert_eq!(status["reason"], "BadRequest");
+        assert_eq!(
+            status["message"],
+            format!("invalid continue token: continue key is not valid: {bad}"),
+            "{bad:?}"
+        );
+    }
+    // The recorded refusal of a token that is not base64.
+    let (_, path) = fixture_request_in(p, "err-list-cm-continue-invalid");
+    let r = get(&sim, &path).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.text(), fixture_in(p, "err-list-cm-continue-invalid.json"));
+}
+
+per_profile!(version_is_the_recorded_one);
+
+/// `/version` is the profile's recorded document, byte for byte (indented, no newline).
+async fn version_is_the_recorded_one(p: Profile) {
+    let sim = kcache_sim::Sim::start(profile_cfg(p)).await.unwrap();
+    assert_eq!(sim.profile(), p);
+    let v = get(&sim, "/version").await;
+    assert_eq!(v.status, 200);
+    assert_eq!(v.header("content-type"), Some("application/json"));
+    assert_eq!(v.text(), fixture_in(p, "discovery-version.json"));
+    assert_eq!(v.json()["gitVersion"], p.git_version());
+    assert!(v.json()["gitVersion"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{}.", p.name())));
 }
 
 #[tokio::test]

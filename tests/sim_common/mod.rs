@@ -2,7 +2,7 @@
 //! loading and seeding, and byte normalisation for server-assigned fields.
 #![allow(dead_code)]
 
-use kcache_sim::{ResourceType, Sim, SimConfig};
+use kcache_sim::{Profile, ResourceType, Sim, SimConfig};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -11,14 +11,53 @@ use tokio::net::TcpStream;
 
 pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
 
-/// A recorded file of the real apiserver as text (see `kcache_sim::recordings`).
+/// One `#[tokio::test]` per upstream profile for each named `async fn NAME(p: Profile)`: a
+/// module `NAME` with the tests `v1_28` and `v1_34`, each comparing the sim of that profile
+/// with that profile's recordings.
+#[macro_export]
+macro_rules! per_profile {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn v1_28() {
+                super::$name(kcache_sim::Profile::V1_28).await
+            }
+            #[tokio::test]
+            async fn v1_34() {
+                super::$name(kcache_sim::Profile::V1_34).await
+            }
+        }
+    )*};
+}
+
+/// A recorded file of the real v1.28 apiserver as text (see `kcache_sim::recordings`).
 pub fn fixture(name: &str) -> String {
     kcache_sim::recordings::read_string(name)
 }
 
+/// A recorded file of the profile's apiserver as text.
+pub fn fixture_in(p: Profile, name: &str) -> String {
+    kcache_sim::recordings::read_string_in(p, name)
+}
+
 /// The request line of a fixture's `.http` sidecar: (method, path-and-query).
 pub fn fixture_request(name: &str) -> (String, String) {
-    let http = fixture(&format!("{name}.http"));
+    fixture_request_in(Profile::V1_28, name)
+}
+
+/// The recorded status code of a fixture (the `HTTP/1.1 NNN` line of its sidecar).
+pub fn fixture_status_in(p: Profile, name: &str) -> u16 {
+    fixture_in(p, &format!("{name}.http"))
+        .lines()
+        .find(|l| l.starts_with("HTTP/1.1 ") || l.starts_with("HTTP/2 "))
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {} {name}.http", p.name()))
+}
+
+/// The request line of a profile's fixture `.http` sidecar: (method, path-and-query).
+pub fn fixture_request_in(p: Profile, name: &str) -> (String, String) {
+    let http = fixture_in(p, &format!("{name}.http"));
     let line = http
         .lines()
         .skip_while(|l| !l.starts_with("### request"))
@@ -214,6 +253,14 @@ pub fn fast_cfg() -> SimConfig {
     }
 }
 
+/// `fast_cfg` imitating `p`.
+pub fn profile_cfg(p: Profile) -> SimConfig {
+    SimConfig {
+        profile: p,
+        ..fast_cfg()
+    }
+}
+
 /// Removes the fields the server assigns so an object can be created again.
 pub fn strip_server_fields(mut obj: Value) -> Value {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -253,7 +300,15 @@ pub async fn seeded(cfg: SimConfig) -> Sim {
 /// `rv_base`: resourceVersions become offsets from it (else `RV`).
 pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
     let mut out = s.to_string();
-    for key in ["uid", "creationTimestamp", "continue", "resourceVersion"] {
+    // `time`: managedFields entries (the sim keeps the v1.28 recording's, the v1.34 one has
+    // its own).
+    for key in [
+        "uid",
+        "creationTimestamp",
+        "time",
+        "continue",
+        "resourceVersion",
+    ] {
         let pat = format!("\"{key}\":\"");
         let mut result = String::new();
         let mut rest = out.as_str();

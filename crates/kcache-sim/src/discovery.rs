@@ -2,27 +2,28 @@
 //! built from the registered types, in the apiserver's JSON shapes.
 
 use super::encode::J;
+use super::profile::Profile;
 use super::types::ResourceType;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// `/version` (the apiserver always indents this one and adds no newline).
-pub fn version() -> Vec<u8> {
-    let doc = J::Obj(vec![
-        ("major", J::s("1")),
-        ("minor", J::s("28")),
-        ("gitVersion", J::s("v1.28.7")),
-        (
-            "gitCommit",
-            J::s("0000000000000000000000000000000000000000"),
-        ),
+/// `/version` as the profile's apiserver recorded it (always indented, no newline).
+pub fn version(profile: Profile) -> Vec<u8> {
+    let b = profile.build_info();
+    let mut fields = vec![("major", J::s(b.major)), ("minor", J::s(b.minor))];
+    for (k, v) in b.compatibility.into_iter().flatten() {
+        fields.push((k, J::s(v)));
+    }
+    fields.extend([
+        ("gitVersion", J::s(b.git_version)),
+        ("gitCommit", J::s(b.git_commit)),
         ("gitTreeState", J::s("clean")),
-        ("buildDate", J::s("2024-01-01T00:00:00Z")),
-        ("goVersion", J::s("go1.21.13")),
+        ("buildDate", J::s(b.build_date)),
+        ("goVersion", J::s(b.go_version)),
         ("compiler", J::s("gc")),
         ("platform", J::s("linux/amd64")),
     ]);
-    super::encode::indent(&doc.to_body())
+    super::encode::indent(&J::Obj(fields).to_body())
 }
 
 /// `/api` (APIVersions).

@@ -5,6 +5,7 @@
 //! apiserver's form: check names as a v1.28 kube-apiserver reports them, `[+]NAME ok` lines,
 //! the `NAME check passed` trailer, and a small exposition of apiserver metric families.
 
+use super::profile::Profile;
 use super::store::Store;
 use super::types::ResourceType;
 use http::StatusCode;
@@ -66,13 +67,13 @@ pub struct Answer {
 
 /// The answer for `path` if it is one of these endpoints. `query` is the raw query string:
 /// `verbose` counts when present, whatever its value, as in the apiserver.
-pub fn answer(store: &Store, path: &str, query: Option<&str>) -> Option<Answer> {
+pub fn answer(store: &Store, profile: Profile, path: &str, query: Option<&str>) -> Option<Answer> {
     if path == "/metrics" {
         return Some(Answer {
             code: StatusCode::OK,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
             nosniff: false,
-            body: metrics(store),
+            body: metrics(store, profile),
         });
     }
     let rest = path.strip_prefix('/')?;
@@ -144,7 +145,7 @@ pub fn answer(store: &Store, path: &str, query: Option<&str>) -> Option<Answer> 
 
 /// A small exposition in the apiserver's form: its build info (a gauge, as the text format
 /// has no info type), stored objects per resource, and its priority levels' seats.
-fn metrics(store: &Store) -> String {
+fn metrics(store: &Store, profile: Profile) -> String {
     let mut out = String::new();
     out.push_str(
         "# HELP apiserver_storage_objects [STABLE] Number of stored objects at the time of last check split by kind.\n\
@@ -187,8 +188,12 @@ fn metrics(store: &Store) -> String {
     }
     out.push_str(
         "# HELP kubernetes_build_info [ALPHA] A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.\n\
-         # TYPE kubernetes_build_info gauge\n\
-         kubernetes_build_info{build_date=\"2024-01-01T00:00:00Z\",compiler=\"gc\",git_commit=\"0000000000000000000000000000000000000000\",git_tree_state=\"clean\",git_version=\"v1.28.7\",go_version=\"go1.21.13\",major=\"1\",minor=\"28\",platform=\"linux/amd64\"} 1\n",
+         # TYPE kubernetes_build_info gauge\n",
     );
+    let b = profile.build_info();
+    out.push_str(&format!(
+        "kubernetes_build_info{{build_date=\"{}\",compiler=\"gc\",git_commit=\"{}\",git_tree_state=\"clean\",git_version=\"{}\",go_version=\"{}\",major=\"{}\",minor=\"{}\",platform=\"linux/amd64\"}} 1\n",
+        b.build_date, b.git_commit, b.git_version, b.go_version, b.major, b.minor
+    ));
     out
 }

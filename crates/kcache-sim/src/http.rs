@@ -205,7 +205,7 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
     };
     count(&ctx.counts, req.method(), &path, &query);
     req.extensions_mut().insert(Lag(ctx.replicas.pick()));
-    if let Some(a) = super::health::answer(&ctx.store, &path, req.uri().query()) {
+    if let Some(a) = super::health::answer(&ctx.store, ctx.cfg.profile, &path, req.uri().query()) {
         let mut b = base(&ctx, a.code, a.content_type);
         if a.nosniff {
             b = b.header("X-Content-Type-Options", "nosniff");
@@ -442,7 +442,7 @@ async fn route(
     match segs.as_slice() {
         ["version"] => Ok(finish(
             base(ctx, StatusCode::OK, "application/json"),
-            Body::from(discovery::version()),
+            Body::from(discovery::version(ctx.cfg.profile)),
         )),
         ["api"] => ok(discovery::api_versions(ctx.addr)),
         ["api", "v1"] => {
@@ -764,6 +764,7 @@ async fn collection_get(
         list::Output {
             media: f.media,
             form: f.form,
+            profile: ctx.cfg.profile,
         },
     )
     .await?;
@@ -883,6 +884,7 @@ fn delete_collection(
     let output = list::Output {
         media: f.media,
         form: f.form,
+        profile: ctx.cfg.profile,
     };
     let (body, media) = list::body_of(&a.rt, ctx.store.current_rv(), gone, output)?;
     Ok(match media {

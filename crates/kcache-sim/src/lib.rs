@@ -34,6 +34,7 @@ mod http;
 mod list;
 mod metadata;
 mod patch;
+mod profile;
 mod protobuf;
 mod query;
 pub mod rbac;
@@ -47,6 +48,7 @@ mod types;
 mod watch;
 
 pub use faults::Faults;
+pub use profile::Profile;
 pub use selector::{FieldSelector, LabelSelector};
 pub use status::{Cause, SimError, Target};
 pub use types::ResourceType;
@@ -62,6 +64,8 @@ use tokio::task::JoinHandle;
 /// Sim behaviour knobs.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
+    /// The upstream version imitated (default v1.28, the sim's behaviour before profiles).
+    pub profile: Profile,
     /// Period of watch BOOKMARK events (the apiserver's is about 60 s).
     pub bookmark_interval: Duration,
     /// Whether bookmarks carry the store's revision rather than the type's newest event: an
@@ -107,6 +111,7 @@ pub struct StorageReads {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
+            profile: Profile::V1_28,
             bookmark_interval: Duration::from_secs(60),
             progress_bookmarks: false,
             history_limit: 10_000,
@@ -120,16 +125,24 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// The simulated cluster of `kcache demo`: its watch caches are kept current (bookmarks
-    /// every second carry the store's revision), so kcache can prove a consistent read of a
-    /// quiet type fresh within a second and answer `kubectl get` from its cache. With the 1.28
-    /// default, a type without writes of its own is forwarded instead, and the sim's Tables
-    /// have no rows.
+    /// The defaults, imitating `profile`.
+    pub fn for_profile(profile: Profile) -> SimConfig {
+        SimConfig {
+            profile,
+            ..SimConfig::default()
+        }
+    }
+
+    /// The simulated cluster of `kcache demo`: the current version (v1.34), its watch caches
+    /// kept current (bookmarks every second carry the store's revision), so kcache can prove a
+    /// consistent read of a quiet type fresh within a second and answer `kubectl get` from its
+    /// cache. With the 1.28 default, a type without writes of its own is forwarded instead,
+    /// and the sim's Tables have no rows.
     pub fn demo() -> SimConfig {
         SimConfig {
             bookmark_interval: Duration::from_secs(1),
             progress_bookmarks: true,
-            ..SimConfig::default()
+            ..SimConfig::for_profile(Profile::V1_34)
         }
     }
 }
@@ -201,6 +214,11 @@ impl Sim {
 
     fn store(&self) -> &Store {
         &self.inner.ctx.store
+    }
+
+    /// The upstream version this sim imitates.
+    pub fn profile(&self) -> Profile {
+        self.inner.ctx.cfg.profile
     }
 
     /// API requests served so far: (lists, gets, watches, other). Tests use it to tell what

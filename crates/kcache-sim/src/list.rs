@@ -4,6 +4,7 @@
 
 use super::encode::{write_str, J};
 use super::metadata::{self, Form};
+use super::profile::Profile;
 use super::protobuf::{self, ListMeta, Media};
 use super::query::{parse_rv, ListOptions, Rvm};
 use super::status::SimError;
@@ -16,18 +17,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Encodes a continue token: base64url (no padding) of
-/// `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`.
-pub fn encode_continue(rv: i64, start_after: &str) -> String {
+/// `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`, the key relative to the list's
+/// prefix (v1.28: `cm-10`; v1.34 writes it with a leading `/`: `/cm-10`; the token inside a
+/// 410 Expired Status has none in either).
+pub fn encode_continue(rv: i64, start_after: &str, slash: bool) -> String {
     let mut json = Vec::new();
     json.extend_from_slice(b"{\"v\":\"meta.k8s.io/v1\",\"rv\":");
     json.extend_from_slice(rv.to_string().as_bytes());
     json.extend_from_slice(b",\"start\":");
-    write_str(&mut json, &format!("{start_after}\u{0}"));
+    let lead = if slash { "/" } else { "" };
+    write_str(&mut json, &format!("{lead}{start_after}\u{0}"));
     json.push(b'}');
     URL_SAFE_NO_PAD.encode(json)
 }
 
-/// Decodes a continue token into (start key relative to the list prefix, rv).
+/// Decodes a continue token into (start key relative to the list prefix, rv). Both forms of
+/// start key are accepted, whatever the profile: like the apiserver's `DecodeContinue`, a `/`
+/// is put in front of a key without one, and the key is refused unless Go's `path.Clean`
+/// leaves it unchanged (no `.` or `..` segment, no empty segment, no trailing `/`).
 pub fn decode_continue(token: &str) -> Result<(String, i64), SimError> {
     let bad = |why: String| SimError::BadRequest(format!("invalid continue token: {why}"));
     let raw = URL_SAFE_NO_PAD.decode(token.as_bytes()).map_err(|e| {
@@ -56,10 +63,20 @@ pub fn decode_continue(token: &str) -> Result<(String, i64), SimError> {
             "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)".into(),
         ));
     }
-    if start.split('/').any(|seg| seg == ".." || seg == ".") || start.starts_with('/') {
+    let rel = start.strip_prefix('/').unwrap_or(start);
+    if !path_is_clean(rel) {
         return Err(bad(format!("continue key is not valid: {start}")));
     }
-    Ok((start.to_string(), rv))
+    Ok((rel.to_string(), rv))
+}
+
+/// Whether Go's `path.Clean("/" + rel)` is `"/" + rel`: every segment non-empty and neither
+/// `.` nor `..` (`"/"` alone is clean).
+fn path_is_clean(rel: &str) -> bool {
+    rel.is_empty()
+        || rel
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
 /// Go reports the offset of the first bad byte (or the end for a bad length).
@@ -150,6 +167,8 @@ pub struct Output {
     pub media: Media,
     /// The objects' own form or PartialObjectMetadata (then always JSON).
     pub form: Form,
+    /// The upstream imitated (continue tokens write their start key with a leading `/` in v1.34).
+    pub profile: Profile,
 }
 
 /// Builds the list body in `output.media` when every item has that form, else in JSON (with the
@@ -166,7 +185,7 @@ fn body(
     let token = page
         .more_after
         .as_deref()
-        .map(|k| encode_continue(continue_rv, k));
+        .map(|k| encode_continue(continue_rv, k, output.profile.slash_start_keys()));
     match output.form {
         Form::Object => {}
         Form::Metadata => return Err(metadata::wrong_form(rt, true)),
@@ -330,7 +349,7 @@ pub async fn list(
 fn expired_continue(start: &str) -> SimError {
     SimError::Expired {
         message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into(),
-        continue_token: Some(encode_continue(-1, start.trim_end_matches('\u{0}'))),
+        continue_token: Some(encode_continue(-1, start.trim_end_matches('\u{0}'), false)),
     }
 }
 
@@ -361,14 +380,16 @@ mod tests {
     #[test]
     fn token_matches_apiserver_bytes() {
         assert_eq!(
-            encode_continue(353, "fixtures-a/cm-02"),
+            encode_continue(353, "fixtures-a/cm-02", false),
             "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MzUzLCJzdGFydCI6ImZpeHR1cmVzLWEvY20tMDJcdTAwMDAifQ"
         );
         assert_eq!(
-            encode_continue(-1, "cm-10"),
+            encode_continue(-1, "cm-10", false),
             "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoiY20tMTBcdTAwMDAifQ"
         );
-        let (start, rv) = decode_continue(&encode_continue(7, "a/b")).unwrap();
+        let (start, rv) = decode_continue(&encode_continue(7, "a/b", false)).unwrap();
+        assert_eq!((start.as_str(), rv), ("a/b\u{0}", 7));
+        let (start, rv) = decode_continue(&encode_continue(7, "a/b", true)).unwrap();
         assert_eq!((start.as_str(), rv), ("a/b\u{0}", 7));
     }
 

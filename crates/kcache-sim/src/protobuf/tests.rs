@@ -286,7 +286,7 @@ fn configmap_lists_match_the_recordings() {
     let (lm, _) = check_list_items(&want);
     assert_eq!(
         lm.r#continue.as_deref(),
-        Some(crate::list::encode_continue(359, "cm-05").as_str())
+        Some(crate::list::encode_continue(359, "cm-05", false).as_str())
     );
     assert_eq!(lm.remaining_item_count, Some(20));
     let json = json_file("list-cm-ns-a-trailing-slash.json");
@@ -295,7 +295,7 @@ fn configmap_lists_match_the_recordings() {
         .map(encode_cm)
         .collect();
     let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
-    let token = crate::list::encode_continue(359, "cm-05");
+    let token = crate::list::encode_continue(359, "cm-05", false);
     let meta = ListMeta {
         resource_version: "359",
         continue_token: &token,
