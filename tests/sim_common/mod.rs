@@ -302,14 +302,21 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
     let mut out = s.to_string();
     // `time`: managedFields entries (the sim keeps the v1.28 recording's, the v1.34 one has
     // its own).
+    // `clusterIP(s)`: a Service's allocated addresses.
     for key in [
         "uid",
         "creationTimestamp",
         "time",
         "continue",
         "resourceVersion",
+        "clusterIP",
+        "clusterIPs\":[",
     ] {
-        let pat = format!("\"{key}\":\"");
+        let pat = if key.ends_with('[') {
+            format!("\"{key}\"")
+        } else {
+            format!("\"{key}\":\"")
+        };
         let mut result = String::new();
         let mut rest = out.as_str();
         while let Some(i) = rest.find(&pat) {
@@ -323,7 +330,7 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
                     _ => val.to_string(),
                 },
                 ("continue", _) if val.is_empty() => String::new(),
-                _ => key.to_uppercase(),
+                _ => key.trim_end_matches("\":[").to_uppercase(),
             };
             result.push_str(&repl);
             rest = &after[end..];
@@ -331,6 +338,36 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
         result.push_str(rest);
         out = result;
     }
+    // The resourceVersion the recorder wrote into cm-01 when patching it.
+    const PATCHED: &str = "changed-after-rv-";
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find(PATCHED) {
+        result.push_str(&rest[..i + PATCHED.len()]);
+        let after = &rest[i + PATCHED.len()..];
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        result.push('N');
+        rest = &after[end..];
+    }
+    result.push_str(rest);
+    out = result;
+    // The random suffix of the projected service-account volume's name.
+    const API_ACCESS: &str = "kube-api-access-";
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find(API_ACCESS) {
+        result.push_str(&rest[..i + API_ACCESS.len()]);
+        let after = &rest[i + API_ACCESS.len()..];
+        let end = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        result.push_str("XXXXX");
+        rest = &after[end..];
+    }
+    result.push_str(rest);
+    out = result;
     // "current: N" in 504 messages and "(N)" in too-old messages.
     let mut result = String::new();
     let mut rest = out.as_str();

@@ -168,7 +168,7 @@ impl Sim {
     pub async fn start_on(addr: SocketAddr, cfg: SimConfig) -> std::io::Result<Sim> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer));
+        let store = Arc::new(Store::new(cfg.history_limit, cfg.watch_buffer, cfg.profile));
         let faults = Arc::new(FaultState::new());
         let replicas = http::Replicas::new(cfg.watch_cache_lags.clone());
         let now = std::time::Instant::now();
@@ -386,9 +386,19 @@ impl Sim {
         self.store().current_rv()
     }
 
-    /// Forgets history up to now: older RVs give 410 (watch ERROR event, list 410).
+    /// Forgets history up to now, as an etcd compaction: older RVs give 410 (watch ERROR event,
+    /// list 410). On `Profile::V1_34` lists at an older RV (Exact, `limit`, continue tokens)
+    /// are still answered while the type's watch cache holds that RV: its window is the last
+    /// `SimConfig::history_limit` events of the type; `compact_watch_cache` moves it to now.
     pub fn compact(&self) {
         self.store().compact();
+    }
+
+    /// Moves every type's watch-cache window up to now (as when the cache's event window has
+    /// passed): on `Profile::V1_34` lists at older RVs are then answered from etcd, so a 410
+    /// after `compact`. No effect on what `Profile::V1_28` serves (it reads those from etcd).
+    pub fn compact_watch_cache(&self) {
+        self.store().compact_watch_cache();
     }
 
     /// Fault injection handle.
