@@ -13,21 +13,38 @@ pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
 
 /// One `#[tokio::test]` per upstream profile for each named `async fn NAME(p: Profile)`: a
 /// module `NAME` with the tests `v1_28` and `v1_34`, each comparing the sim of that profile
-/// with that profile's recordings.
+/// with that profile's recordings. The profile is also the test thread's [`profile`] (tokio's
+/// test runtime runs the test and its tasks on that thread).
 #[macro_export]
 macro_rules! per_profile {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test]
             async fn v1_28() {
+                $crate::common::set_profile(kcache_sim::Profile::V1_28);
                 super::$name(kcache_sim::Profile::V1_28).await
             }
             #[tokio::test]
             async fn v1_34() {
+                $crate::common::set_profile(kcache_sim::Profile::V1_34);
                 super::$name(kcache_sim::Profile::V1_34).await
             }
         }
     )*};
+}
+
+thread_local! {
+    static PROFILE: std::cell::Cell<Profile> = const { std::cell::Cell::new(Profile::V1_28) };
+}
+
+/// Sets the profile of the running test (see `per_profile!`).
+pub fn set_profile(p: Profile) {
+    PROFILE.set(p);
+}
+
+/// The profile of the running test: the one `per_profile!` runs it as, else v1.28.
+pub fn profile() -> Profile {
+    PROFILE.get()
 }
 
 /// A recorded file of the real v1.28 apiserver as text (see `kcache_sim::recordings`).
