@@ -1,6 +1,6 @@
 //! LIST, GET, error and discovery answers compared byte for byte with the recordings of a
-//! real kube-apiserver v1.28 (server-assigned uid/resourceVersion/creationTimestamp/continue
-//! values normalised).
+//! real kube-apiserver, for each upstream profile with its own recordings (v1.28, v1.34;
+//! server-assigned uid/resourceVersion/creationTimestamp/continue values normalised).
 
 #[path = "sim_common/mod.rs"]
 mod common;
@@ -10,9 +10,11 @@ use kcache_sim::Profile;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// Request the fixture's own request line and compare the normalised body.
+/// Request the fixture's own request line and compare the normalised body, status and (for a
+/// paged list) the continue token's start key with the sim's profile's recording.
 async fn check(sim: &kcache_sim::Sim, name: &str) {
-    let (method, path) = fixture_request(name);
+    let p = sim.profile();
+    let (method, path) = fixture_request_in(p, name);
     let resp = request(
         sim.addr(),
         &method,
@@ -22,24 +24,36 @@ async fn check(sim: &kcache_sim::Sim, name: &str) {
         Duration::from_secs(10),
     )
     .await;
-    let want = fixture(&format!("{name}.json"));
+    let want = fixture_in(p, &format!("{name}.json"));
     assert_eq!(
         normalize(&resp.text(), None),
         normalize(&want, None),
-        "fixture {name} ({method} {path})"
+        "{p} fixture {name} ({method} {path})"
     );
-    let want_status: u16 = fixture(&format!("{name}.http"))
-        .lines()
-        .find(|l| l.starts_with("HTTP/1.1 "))
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap();
-    assert_eq!(resp.status, want_status, "status of {name}");
+    assert_eq!(
+        resp.status,
+        fixture_status_in(p, name),
+        "{p} status of {name}"
+    );
+    let token = |body: &str| {
+        serde_json::from_str::<Value>(body).ok().and_then(|v| {
+            v.pointer("/metadata/continue")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| decode_token(t)["start"].clone())
+        })
+    };
+    assert_eq!(
+        token(&resp.text()),
+        token(&want),
+        "{p} continue start key of {name}"
+    );
 }
 
-#[tokio::test]
-async fn lists_match_recorded_bytes() {
-    let sim = seeded(fast_cfg()).await;
+per_profile!(lists_match_recorded_bytes);
+
+async fn lists_match_recorded_bytes(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
     for name in [
         "list-cm-ns-a",
         "list-cm-ns-b",
@@ -82,12 +96,12 @@ async fn lists_match_recorded_bytes() {
         "list-cm-ns-a-limit-negative-ignored",
         "list-cm-ns-a-allowwatchbookmarks-maybe-ignored",
     ] {
-        let (_, path) = fixture_request(name);
+        let (_, path) = fixture_request_in(p, name);
         assert_eq!(get(&sim, &path).await.text(), plain, "{name}");
     }
     // Pretty printing for ?pretty=true (indent 2, no trailing newline).
     let resp = get(&sim, "/api/v1/namespaces/fixtures-b/configmaps?pretty=true").await;
-    let want = fixture("list-cm-ns-b-pretty-param.json");
+    let want = fixture_in(p, "list-cm-ns-b-pretty-param.json");
     let compact =
         |s: &str| serde_json::to_string(&serde_json::from_str::<Value>(s).unwrap()).unwrap();
     assert_eq!(
@@ -110,6 +124,7 @@ per_profile!(paging_tokens_and_list_resource_versions);
 
 async fn paging_tokens_and_list_resource_versions(p: Profile) {
     let sim = seeded(profile_cfg(p)).await;
+    let fixture = |name: &str| fixture_in(p, name);
     let rv = sim.current_rv();
     // Namespaced pages: start key relative to the namespace (v1.34: with a leading `/`), all
     // pages at the first page's RV.
@@ -183,7 +198,9 @@ async fn paging_tokens_and_list_resource_versions(p: Profile) {
         recorded_start(p, "list-widgets-ns-a-limit2")
     );
     assert_eq!(all["metadata"]["remainingItemCount"], 24);
-    // RV=0 ignores limit and reports the type's last event RV; RV unset reports the global RV.
+    // RV=0 ignores limit and reports the watch cache's RV: the type's last event RV in v1.28,
+    // the store's revision in v1.34 (recorded: `list-widgets-ns-a-rv0` at 13831, the last
+    // widget written at 13619); RV unset reports the global RV.
     let widget_rv = sim
         .list("fixtures.example.com", "widgets")
         .iter()
@@ -213,6 +230,15 @@ async fn paging_tokens_and_list_resource_versions(p: Profile) {
         })
         .max()
         .unwrap();
+    assert_ne!(
+        widget_rv,
+        sim.current_rv(),
+        "the widgets are not the last write"
+    );
+    let (cm_rv, widget_rv) = match p {
+        Profile::V1_28 => (cm_rv, widget_rv),
+        Profile::V1_34 => (sim.current_rv(), sim.current_rv()),
+    };
     assert_eq!(cached["metadata"]["resourceVersion"], cm_rv.to_string());
     let w0 = get(
         &sim,
@@ -228,7 +254,6 @@ async fn paging_tokens_and_list_resource_versions(p: Profile) {
         w["metadata"]["resourceVersion"],
         sim.current_rv().to_string()
     );
-    assert_ne!(widget_rv, sim.current_rv());
 }
 
 /// A continue token with this start key and RV.
@@ -316,8 +341,9 @@ async fn version_is_the_recorded_one(p: Profile) {
         .starts_with(&format!("{}.", p.name())));
 }
 
+/// v1.28 reads these from etcd: 410 once compacted, an instant 500 for a future RV.
 #[tokio::test]
-async fn exact_lists_come_from_history_and_expire() {
+async fn v1_28_exact_lists_come_from_history_and_expire() {
     let sim = seeded(fast_cfg()).await;
     let before = sim.current_rv();
     let mut cm = sim
@@ -406,9 +432,147 @@ async fn exact_lists_come_from_history_and_expire() {
     assert!(tok["items"].as_array().unwrap().len() >= 25);
 }
 
+/// v1.34 serves Exact lists, `limit` with a resourceVersion and continuations from its watch
+/// cache: an RV etcd compacted is still answered while the cache window holds it (the
+/// `*-within-cache-window-200` recordings), a 410 only beyond it (the widget recordings), and
+/// a future RV waits and is then a 504, as on the cache path.
 #[tokio::test]
-async fn error_statuses_match_recorded_bytes() {
-    let sim = seeded(fast_cfg()).await;
+async fn v1_34_exact_lists_come_from_the_watch_cache_window() {
+    let p = Profile::V1_34;
+    let fixture = |name: &str| fixture_in(p, name);
+    let sim = seeded(profile_cfg(p)).await;
+    let cms = "/api/v1/namespaces/fixtures-a/configmaps";
+    let p1 = get(&sim, &format!("{cms}?limit=10")).await.json();
+    let t1 = p1["metadata"]["continue"].as_str().unwrap().to_string();
+    let before = sim.current_rv();
+    let mut cm = sim
+        .get("", "configmaps", Some("fixtures-a"), "cm-01")
+        .unwrap();
+    cm["data"]["greeting"] = json!(format!("changed-after-rv-{before}"));
+    sim.update("", "configmaps", cm).unwrap();
+    sim.compact();
+    // Compacted in etcd, held by the watch cache: the state at that RV.
+    for (path, name) in [
+        (
+            format!("{cms}?limit=10&continue={t1}"),
+            "err-list-cm-continue-expired-within-cache-window-200",
+        ),
+        (
+            format!("{cms}?resourceVersion={before}&resourceVersionMatch=Exact"),
+            "err-list-cm-rvm-exact-compacted-within-cache-window-200",
+        ),
+        (
+            format!("{cms}?resourceVersion={before}&limit=5"),
+            "err-list-cm-rv-compacted-limit-within-cache-window-200",
+        ),
+    ] {
+        let r = get(&sim, &path).await;
+        assert_eq!(r.status, fixture_status_in(p, name), "{name}");
+        assert_eq!(
+            normalize(&r.text(), None),
+            normalize(&fixture(&format!("{name}.json")), None),
+            "{name}"
+        );
+        let got = r.json();
+        assert_eq!(got["metadata"]["resourceVersion"], before.to_string());
+        let want: Value = serde_json::from_str(&fixture(&format!("{name}.json"))).unwrap();
+        if let Some(t) = want["metadata"]["continue"].as_str() {
+            let ours = decode_token(got["metadata"]["continue"].as_str().unwrap());
+            assert_eq!(ours["start"], decode_token(t)["start"], "{name}");
+            assert_eq!(ours["rv"], json!(before), "{name}");
+        }
+    }
+    // Beyond the cache window (and compacted): the recorded 410s, byte for byte.
+    sim.compact_watch_cache();
+    let widgets = "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets";
+    for (path, name) in [
+        (
+            format!(
+                "{widgets}?limit=1&continue={}",
+                token(before, "/w-blue\u{0}")
+            ),
+            "err-list-widgets-continue-expired-410",
+        ),
+        (
+            format!("{widgets}?resourceVersion={before}&resourceVersionMatch=Exact"),
+            "err-list-widgets-rvm-exact-compacted-410",
+        ),
+        (
+            format!("{widgets}?resourceVersion={before}&limit=2"),
+            "err-list-widgets-rv-compacted-limit-410",
+        ),
+    ] {
+        let r = get(&sim, &path).await;
+        assert_eq!(r.status, 410, "{name}");
+        assert_eq!(r.text(), fixture(&format!("{name}.json")), "{name}");
+    }
+    // Only etcd compacted, the cache window moved: etcd still answers.
+    let sim = seeded(profile_cfg(p)).await;
+    let before = sim.current_rv();
+    sim.create(
+        "",
+        "configmaps",
+        json!({"metadata": {"name": "later", "namespace": "fixtures-a"}}),
+    )
+    .unwrap();
+    sim.compact_watch_cache();
+    let r = get(
+        &sim,
+        &format!("{cms}?resourceVersion={before}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 25);
+    // Future RVs on the former etcd path: a 504 after the wait, as on the cache path.
+    for name in [
+        "err-list-cm-rvm-exact-future-rv",
+        "err-list-cm-rv-future-limit5",
+        "err-list-cm-rv-future-no-rvm",
+        "err-list-cm-rvm-notolderthan-future-rv",
+        "err-get-cm-rv-future",
+    ] {
+        let (_, path) = fixture_request_in(p, name);
+        let r = get(&sim, &path).await;
+        assert_eq!(r.status, 504, "{name}");
+        assert!(
+            r.total >= Duration::from_millis(290),
+            "waited {:?}",
+            r.total
+        );
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert_eq!(
+            normalize(&r.text(), None),
+            normalize(&fixture(&format!("{name}.json")), None),
+            "{name}"
+        );
+    }
+    // A future RV the store reaches within the wait is served.
+    let target = sim.current_rv() + 1;
+    let addr = sim.addr();
+    let waiting = tokio::spawn(async move {
+        let path = format!(
+            "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion={target}&resourceVersionMatch=Exact"
+        );
+        request(addr, "GET", &path, &[], b"", Duration::from_secs(5)).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sim.create(
+        "",
+        "configmaps",
+        json!({"metadata": {"name": "in-time", "namespace": "fixtures-a"}}),
+    )
+    .unwrap();
+    let r = waiting.await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["metadata"]["resourceVersion"], target.to_string());
+    // `resourceVersion=abc` on a list is v1.34's 400 (a GET keeps the 500 of storage).
+    check(&sim, "err-list-cm-rv-not-a-number").await;
+}
+
+per_profile!(error_statuses_match_recorded_bytes);
+
+async fn error_statuses_match_recorded_bytes(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
     for name in [
         "err-get-cm-missing",
         "err-get-cm-missing-rv0",
@@ -453,7 +617,7 @@ async fn error_statuses_match_recorded_bytes() {
         "err-unknown-resource-in-crd-group",
         "err-get-namespace-scoped-as-cluster-widget",
     ] {
-        let (method, path) = fixture_request(name);
+        let (method, path) = fixture_request_in(p, name);
         let r = request(sim.addr(), &method, &path, &[], b"", Duration::from_secs(5)).await;
         assert_eq!(r.status, 404, "{name}");
         assert_eq!(r.text(), "404 page not found\n", "{name}");
@@ -489,9 +653,11 @@ async fn send(sim: &kcache_sim::Sim, method: &str, path: &str, ct: &str, body: &
     .await
 }
 
-#[tokio::test]
-async fn writes_match_recorded_statuses() {
-    let sim = seeded(fast_cfg()).await;
+per_profile!(writes_match_recorded_statuses);
+
+async fn writes_match_recorded_statuses(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
+    let fixture = |name: &str| fixture_in(p, name);
     let cms = "/api/v1/namespaces/fixtures-a/configmaps";
     let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"posted-cm","labels":{"app":"web"}},"data":{"k":"v"}}"#;
     let created = send(&sim, "POST", cms, "application/json", body).await;
@@ -585,10 +751,12 @@ async fn writes_match_recorded_statuses() {
         "",
     )
     .await;
-    assert_eq!(
-        r.text(),
-        fixture("delete-cm-200.json").replace("3d23de36-0145-4e2b-a565-a94eb6135a5b", &uid)
-    );
+    let deleted = fixture("delete-cm-200.json");
+    let recorded_uid = serde_json::from_str::<Value>(&deleted).unwrap()["details"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(r.text(), deleted.replace(&recorded_uid, &uid));
     let r = send(
         &sim,
         "DELETE",
@@ -628,9 +796,10 @@ async fn writes_match_recorded_statuses() {
         .is_none());
 }
 
-#[tokio::test]
-async fn gets_and_status_subresource() {
-    let sim = seeded(fast_cfg()).await;
+per_profile!(gets_and_status_subresource);
+
+async fn gets_and_status_subresource(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
     for name in ["get-pod", "get-widget", "get-widget-rv0"] {
         check(&sim, name).await;
     }
@@ -702,9 +871,11 @@ fn without(mut v: Value, keys: &[&str]) -> Value {
     v
 }
 
-#[tokio::test]
-async fn discovery_documents() {
-    let sim = seeded(fast_cfg()).await;
+per_profile!(discovery_documents);
+
+async fn discovery_documents(p: Profile) {
+    let sim = seeded(profile_cfg(p)).await;
+    let fixture = |name: &str| fixture_in(p, name);
     let r = get(&sim, "/apis/fixtures.example.com").await;
     assert_eq!(r.text(), fixture("discovery-apis-fixtures.json"));
     let r = get(&sim, "/apis/fixtures.example.com/v1").await;
@@ -714,9 +885,12 @@ async fn discovery_documents() {
     );
     assert_eq!(r.json(), want);
     let r = get(&sim, "/api").await;
-    let want = fixture("discovery-api.json").replace("127.0.0.1:6443", &sim.addr().to_string());
+    let want = fixture("discovery-api.json")
+        .replace("127.0.0.1:6443", &sim.addr().to_string())
+        .replace("127.0.0.1:6543", &sim.addr().to_string());
     assert_eq!(r.text(), want);
-    // Every built-in entry we serve is the recorded one.
+    // Every built-in entry we serve is the recorded one (the sim lists no subresource but
+    // `status`: v1.34's new `pods/resize` is not served, so not listed).
     for (path, doc) in [
         ("/api/v1", "discovery-api-v1.json"),
         ("/apis/apps/v1", "discovery-apis-apps-v1.json"),
@@ -749,11 +923,9 @@ async fn discovery_documents() {
         ["apps", "batch", "discovery.k8s.io", "fixtures.example.com"]
     );
     let v = get(&sim, "/version").await;
-    assert!(v
-        .text()
-        .starts_with("{\n  \"major\": \"1\",\n  \"minor\": \"28\","));
+    assert_eq!(v.text(), fixture("discovery-version.json"));
     assert!(!v.text().ends_with('\n'));
-    // Aggregated discovery is answered with the legacy document.
+    // Aggregated discovery v2beta1 is answered with the legacy document.
     let agg = request(sim.addr(), "GET", "/apis", &[("Accept", "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")], b"", Duration::from_secs(5)).await;
     assert_eq!(agg.header("content-type"), Some("application/json"));
     assert_eq!(agg.json()["kind"], "APIGroupList");
@@ -761,9 +933,11 @@ async fn discovery_documents() {
     assert_eq!(get(&sim, "/livez").await.text(), "ok");
 }
 
-#[tokio::test]
-async fn the_recorded_data_set_seeds_cleanly() {
-    let sim = kcache_sim::Sim::start(fast_cfg()).await.unwrap();
+per_profile!(the_recorded_data_set_seeds_cleanly);
+
+async fn the_recorded_data_set_seeds_cleanly(p: Profile) {
+    let sim = kcache_sim::Sim::start(profile_cfg(p)).await.unwrap();
+    let fixture = |name: &str| fixture_in(p, name);
     sim.register(widgets());
     for o in kcache_sim::seed::fixture_dataset() {
         sim.create(o.group, o.resource, o.object).unwrap();

@@ -6,6 +6,21 @@
 mod common;
 
 use common::*;
+use kcache_sim::Profile;
+
+// The running test's profile decides which recordings these read and which upstream the sim
+// imitates (`per_profile!` sets it; see `common::profile`).
+fn fixture(name: &str) -> String {
+    fixture_in(profile(), name)
+}
+
+fn fixture_request(name: &str) -> (String, String) {
+    fixture_request_in(profile(), name)
+}
+
+fn fast_cfg() -> kcache_sim::SimConfig {
+    profile_cfg(profile())
+}
 use kcache_sim::Sim;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -108,8 +123,7 @@ async fn check(sim: &Sim, name: &str) {
     );
 }
 
-#[tokio::test]
-async fn metadata_reads_match_recorded_bytes() {
+async fn metadata_reads_match_recorded_bytes(_p: Profile) {
     let sim = recorded_state().await;
     for name in [
         "pom-list-cm-ns-a",
@@ -122,8 +136,7 @@ async fn metadata_reads_match_recorded_bytes() {
     }
 }
 
-#[tokio::test]
-async fn wrong_forms_fallbacks_and_errors() {
+async fn wrong_forms_fallbacks_and_errors(_p: Profile) {
     let sim = recorded_state().await;
     // client-go's Accept: the protobuf clause is skipped, the JSON transformation answers.
     let l = get_as(&sim, &format!("{CMS_A}?limit=5"), POM_LIST).await;
@@ -215,8 +228,7 @@ fn as_pom(full: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"]})
 }
 
-#[tokio::test]
-async fn paging_in_metadata_form() {
+async fn paging_in_metadata_form(_p: Profile) {
     let sim = recorded_state().await;
     for (path, cr) in [(CMS_A, false), (WIDGETS_A, true)] {
         let mut pom_next = format!("{path}?limit=2");
@@ -266,7 +278,9 @@ async fn paging_in_metadata_form() {
         json!({"metadata": {"name": "after-page-1", "namespace": "fixtures-a"}}),
     )
     .unwrap();
+    // Beyond the watch cache's window too (v1.34 serves older lists from it).
     sim.compact();
+    sim.compact_watch_cache();
     let next = format!("{CMS_A}?limit=10&continue={token}");
     let pom = get_as(&sim, &next, POM_LIST).await;
     let full = get(&sim, &next).await;
@@ -395,8 +409,13 @@ async fn next_pair(meta: &mut Stream, full: &mut Stream) -> (Value, Value) {
     (m, f)
 }
 
-#[tokio::test]
-async fn watch_events_in_metadata_form() {
+async fn watch_events_in_metadata_form(p: Profile) {
+    // v1.34 writes no zero creationTimestamp in a BOOKMARK's ObjectMeta.
+    let null_ts = if p == Profile::V1_28 {
+        r#","creationTimestamp":null"#
+    } else {
+        ""
+    };
     let sim = seeded(fast_cfg()).await;
     let rv = sim.current_rv();
     let path = format!(
@@ -457,7 +476,7 @@ async fn watch_events_in_metadata_form() {
     // one at the delete's RV (the type's last event).
     let rv = sim.current_rv();
     let want = format!(
-        r#"{{"type":"BOOKMARK","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{rv}","creationTimestamp":null}}}}}}"#
+        r#"{{"type":"BOOKMARK","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{rv}"{null_ts}}}}}}}"#
     );
     let rv_text = rv.to_string();
     loop {
@@ -470,7 +489,9 @@ async fn watch_events_in_metadata_form() {
         }
     }
     // A watch from a compacted RV: one ERROR event, a plain Status as for the full form.
+    // Beyond the watch cache's window too (v1.34 serves older lists from it).
     sim.compact();
+    sim.compact_watch_cache();
     let old = format!("{CMS_B}?watch=1&resourceVersion={}", rv - 1);
     let mut meta = Stream::open(sim.addr(), &old, POM).await;
     let mut full = Stream::open(sim.addr(), &old, "application/json, */*").await;
@@ -479,8 +500,13 @@ async fn watch_events_in_metadata_form() {
     assert_eq!(meta.next_line(Duration::from_secs(10)).await, None);
 }
 
-#[tokio::test]
-async fn watch_list_in_metadata_form() {
+async fn watch_list_in_metadata_form(p: Profile) {
+    // v1.34 writes no zero creationTimestamp in a BOOKMARK's ObjectMeta.
+    let null_ts = if p == Profile::V1_28 {
+        r#","creationTimestamp":null"#
+    } else {
+        ""
+    };
     let sim = seeded(fast_cfg()).await;
     let list = get_as(&sim, WIDGETS_A, POM_LIST).await.json();
     let path = format!(
@@ -503,7 +529,7 @@ async fn watch_list_in_metadata_form() {
     assert_eq!(
         serde_json::to_string(&m).unwrap(),
         format!(
-            r#"{{"type":"BOOKMARK","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{rv}","creationTimestamp":null,"annotations":{{"k8s.io/initial-events-end":"true"}}}}}}}}"#
+            r#"{{"type":"BOOKMARK","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{rv}"{null_ts},"annotations":{{"k8s.io/initial-events-end":"true"}}}}}}}}"#
         )
     );
     // Then live events, still in metadata form.
@@ -529,3 +555,11 @@ async fn watch_list_in_metadata_form() {
     );
     assert!(pom.contains(r#""labels":{"a":"2","b":"1"},"managedFields":[{"manager":"#));
 }
+
+per_profile!(
+    metadata_reads_match_recorded_bytes,
+    wrong_forms_fallbacks_and_errors,
+    paging_in_metadata_form,
+    watch_events_in_metadata_form,
+    watch_list_in_metadata_form,
+);

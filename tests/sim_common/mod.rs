@@ -13,21 +13,38 @@ pub const UA: &str = "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565";
 
 /// One `#[tokio::test]` per upstream profile for each named `async fn NAME(p: Profile)`: a
 /// module `NAME` with the tests `v1_28` and `v1_34`, each comparing the sim of that profile
-/// with that profile's recordings.
+/// with that profile's recordings. The profile is also the test thread's [`profile`] (tokio's
+/// test runtime runs the test and its tasks on that thread).
 #[macro_export]
 macro_rules! per_profile {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test]
             async fn v1_28() {
+                $crate::common::set_profile(kcache_sim::Profile::V1_28);
                 super::$name(kcache_sim::Profile::V1_28).await
             }
             #[tokio::test]
             async fn v1_34() {
+                $crate::common::set_profile(kcache_sim::Profile::V1_34);
                 super::$name(kcache_sim::Profile::V1_34).await
             }
         }
     )*};
+}
+
+thread_local! {
+    static PROFILE: std::cell::Cell<Profile> = const { std::cell::Cell::new(Profile::V1_28) };
+}
+
+/// Sets the profile of the running test (see `per_profile!`).
+pub fn set_profile(p: Profile) {
+    PROFILE.set(p);
+}
+
+/// The profile of the running test: the one `per_profile!` runs it as, else v1.28.
+pub fn profile() -> Profile {
+    PROFILE.get()
 }
 
 /// A recorded file of the real v1.28 apiserver as text (see `kcache_sim::recordings`).
@@ -302,14 +319,21 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
     let mut out = s.to_string();
     // `time`: managedFields entries (the sim keeps the v1.28 recording's, the v1.34 one has
     // its own).
+    // `clusterIP(s)`: a Service's allocated addresses.
     for key in [
         "uid",
         "creationTimestamp",
         "time",
         "continue",
         "resourceVersion",
+        "clusterIP",
+        "clusterIPs\":[",
     ] {
-        let pat = format!("\"{key}\":\"");
+        let pat = if key.ends_with('[') {
+            format!("\"{key}\"")
+        } else {
+            format!("\"{key}\":\"")
+        };
         let mut result = String::new();
         let mut rest = out.as_str();
         while let Some(i) = rest.find(&pat) {
@@ -323,7 +347,7 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
                     _ => val.to_string(),
                 },
                 ("continue", _) if val.is_empty() => String::new(),
-                _ => key.to_uppercase(),
+                _ => key.trim_end_matches("\":[").to_uppercase(),
             };
             result.push_str(&repl);
             rest = &after[end..];
@@ -331,6 +355,36 @@ pub fn normalize(s: &str, rv_base: Option<u64>) -> String {
         result.push_str(rest);
         out = result;
     }
+    // The resourceVersion the recorder wrote into cm-01 when patching it.
+    const PATCHED: &str = "changed-after-rv-";
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find(PATCHED) {
+        result.push_str(&rest[..i + PATCHED.len()]);
+        let after = &rest[i + PATCHED.len()..];
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        result.push('N');
+        rest = &after[end..];
+    }
+    result.push_str(rest);
+    out = result;
+    // The random suffix of the projected service-account volume's name.
+    const API_ACCESS: &str = "kube-api-access-";
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find(API_ACCESS) {
+        result.push_str(&rest[..i + API_ACCESS.len()]);
+        let after = &rest[i + API_ACCESS.len()..];
+        let end = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        result.push_str("XXXXX");
+        rest = &after[end..];
+    }
+    result.push_str(rest);
+    out = result;
     // "current: N" in 504 messages and "(N)" in too-old messages.
     let mut result = String::new();
     let mut rest = out.as_str();

@@ -790,6 +790,7 @@ async fn watch_response(
         progress_bookmarks: ctx.cfg.progress_bookmarks,
         media: f.media,
         form: f.form,
+        profile: ctx.cfg.profile,
     };
     let (rx, media) =
         watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;

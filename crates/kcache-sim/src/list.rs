@@ -268,6 +268,16 @@ fn page_limit(limit: i64) -> Option<usize> {
 }
 
 /// Serves a LIST following the apiserver's resourceVersion/limit/continue table.
+///
+/// v1.28 reads etcd for a consistent list, `limit` with a resourceVersion, `Exact` and
+/// continuations: an old RV is a 410 once compacted, a future one an instant 500. v1.34 serves
+/// all of them from the watch cache: an old RV the cache window still holds is answered even
+/// when etcd compacted it (410 only beyond the window, see `Store::snapshot_at`), a future one
+/// waits for the cache and then is the cache path's 504; a consistent list waits until the
+/// replica's cache reaches the store's revision and answers from it (ConsistentListFromCache;
+/// past `too_large_wait` it falls back to etcd). Lists the cache answers carry the cache's
+/// revision (the store's, kept current by progress notifications) rather than the type's last
+/// event.
 pub async fn list(
     store: &Store,
     scope: &Scope<'_>,
@@ -278,6 +288,7 @@ pub async fn list(
 ) -> Result<(Vec<u8>, Media), SimError> {
     let rt = scope.rt;
     let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
+    let v134 = output.profile.is_1_34();
     // Continuation: served from history at the token's RV (consistent pages).
     if let Some(token) = &opts.continue_token {
         if opts.rv.as_deref().is_some_and(|rv| rv != "0") {
@@ -288,12 +299,16 @@ pub async fn list(
         let (start, token_rv) = decode_continue(token)?;
         let limit = page_limit(opts.limit);
         if token_rv < 0 {
-            let snap = store.snapshot(group, resource)?;
+            let snap = if v134 {
+                consistent_from_cache(store, group, resource, lag, too_large_wait).await?
+            } else {
+                store.snapshot(group, resource)?
+            };
             let page = select(&snap, scope, opts, Some(&start), limit);
             return body(rt, snap.rv, &page, -1, output);
         }
         let token_rv = token_rv as u64;
-        let snap = match store.snapshot_at(group, resource, token_rv) {
+        let snap = match exact(store, group, resource, token_rv, lag, too_large_wait, v134).await {
             Err(SimError::Expired { .. }) => return Err(expired_continue(&start)),
             other => other?,
         };
@@ -302,23 +317,48 @@ pub async fn list(
     }
     let Some(rv_raw) = opts.rv.as_deref() else {
         // Consistent read of the latest state; limit honoured.
-        let snap = store.snapshot(group, resource)?;
+        let snap = if v134 {
+            consistent_from_cache(store, group, resource, lag, too_large_wait).await?
+        } else {
+            store.snapshot(group, resource)?
+        };
         let page = select(&snap, scope, opts, None, page_limit(opts.limit));
         return body(rt, snap.rv, &page, snap.rv as i64, output);
     };
-    let rv = parse_rv(rv_raw)?;
+    let rv = parse_rv(rv_raw).map_err(|e| match (v134, e) {
+        // v1.34 validates the list options before storage: a 400.
+        (true, SimError::Internal(msg)) => {
+            SimError::BadRequest(format!("invalid resource version: {msg}"))
+        }
+        (_, e) => e,
+    })?;
+    // The resourceVersion the watch cache answers at: the type's last event (v1.28), the
+    // cache's revision (v1.34).
+    let cache_rv = |snap: &Snapshot| if v134 { snap.rv } else { snap.type_rv };
     if rv == 0 {
-        // Served from the "cache": everything, limit ignored (L2), list RV = the type's RV.
+        // Served from the "cache": everything, limit ignored (L2).
         let snap = store.lagged(group, resource, lag)?;
         let page = select(&snap, scope, opts, None, None);
-        return body(rt, snap.type_rv, &page, 0, output);
+        return body(rt, cache_rv(&snap), &page, 0, output);
     }
     let limit = page_limit(opts.limit);
     match (&opts.rvm, limit) {
         (Some(Rvm::Exact), _) | (None, Some(_)) => {
-            let snap = store.snapshot_at(group, resource, rv)?;
+            let snap = exact(store, group, resource, rv, lag, too_large_wait, v134).await?;
             let page = select(&snap, scope, opts, None, limit);
             body(rt, rv, &page, rv as i64, output)
+        }
+        (Some(Rvm::NotOlderThan), Some(_)) if v134 => {
+            // The cache, once it has reached the RV, pages its current state.
+            if !store.wait_for_lagged(rv, lag, too_large_wait).await {
+                return Err(SimError::TooLargeResourceVersion {
+                    requested: rv,
+                    current: store.current_rv(),
+                });
+            }
+            let snap = store.lagged(group, resource, lag)?;
+            let page = select(&snap, scope, opts, None, limit);
+            body(rt, snap.rv, &page, snap.rv as i64, output)
         }
         (Some(Rvm::NotOlderThan), Some(_)) => {
             let snap = store.snapshot(group, resource)?;
@@ -341,8 +381,56 @@ pub async fn list(
             }
             let snap = store.lagged(group, resource, lag)?;
             let page = select(&snap, scope, opts, None, None);
-            body(rt, snap.type_rv.max(rv), &page, 0, output)
+            let list_rv = if v134 {
+                snap.rv.max(rv)
+            } else {
+                snap.type_rv.max(rv)
+            };
+            body(rt, list_rv, &page, 0, output)
         }
+    }
+}
+
+/// The state at exactly `rv`: from etcd (v1.28: an instant 500 for a future RV, 410 once
+/// compacted) or from the watch cache (v1.34: a future RV waits for the cache and is then a
+/// 504, an old one is served while the cache window holds it).
+async fn exact(
+    store: &Store,
+    group: &str,
+    resource: &str,
+    rv: u64,
+    lag: Duration,
+    too_large_wait: Duration,
+    v134: bool,
+) -> Result<Snapshot, SimError> {
+    if v134 && !store.wait_for_lagged(rv, lag, too_large_wait).await {
+        return Err(SimError::TooLargeResourceVersion {
+            requested: rv,
+            current: store.current_rv(),
+        });
+    }
+    store.snapshot_at(group, resource, rv, v134)
+}
+
+/// v1.34's consistent list (ConsistentListFromCache): the replica's watch cache first catches
+/// up with the store's revision of now, then answers from its own state (the same objects as
+/// etcd, later by the replica's lag). A cache that does not catch up within `too_large_wait`
+/// hands the read to etcd.
+async fn consistent_from_cache(
+    store: &Store,
+    group: &str,
+    resource: &str,
+    lag: Duration,
+    too_large_wait: Duration,
+) -> Result<Snapshot, SimError> {
+    if lag.is_zero() {
+        return store.snapshot(group, resource);
+    }
+    let target = store.current_rv();
+    if store.wait_for_lagged(target, lag, too_large_wait).await {
+        store.lagged(group, resource, lag)
+    } else {
+        store.snapshot(group, resource)
     }
 }
 

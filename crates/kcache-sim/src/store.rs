@@ -5,6 +5,7 @@
 //! Every object is serialised once when written; lists, GETs and watch events reuse the bytes.
 
 use super::encode::{encode_object, now_rfc3339};
+use super::profile::Profile;
 use super::status::{Cause, SimError, Target};
 use super::types::ResourceType;
 use bytes::Bytes;
@@ -245,6 +246,9 @@ struct TypeState {
     history: VecDeque<Arc<Event>>,
     /// The oldest RV a watch can resume from or an Exact list can read (compaction moves it).
     floor: u64,
+    /// The oldest RV the type's watch cache can still serve a list at (v1.34 reads old RVs
+    /// from the cache, compacted or not): history trimming and `compact_watch_cache` move it.
+    cache_floor: u64,
     /// Every event with rv > kept_from is in `history` (kept past a compaction so a lagging
     /// watch cache can still be rebuilt as it was).
     kept_from: u64,
@@ -299,6 +303,7 @@ pub enum UpdateMode {
 /// The store shared by the HTTP server and the Rust API.
 pub struct Store {
     state: Mutex<State>,
+    profile: Profile,
     rv_tx: watch::Sender<u64>,
     history_limit: usize,
     watch_buffer: usize,
@@ -372,7 +377,7 @@ fn random_suffix() -> String {
 
 impl Store {
     /// An empty store with the built-in types registered.
-    pub fn new(history_limit: usize, watch_buffer: usize) -> Store {
+    pub fn new(history_limit: usize, watch_buffer: usize, profile: Profile) -> Store {
         let (rv_tx, _) = watch::channel(INITIAL_RV);
         let store = Store {
             state: Mutex::new(State {
@@ -382,6 +387,7 @@ impl Store {
                 order: Vec::new(),
             }),
             rv_tx,
+            profile,
             history_limit: history_limit.max(1),
             watch_buffer: watch_buffer.max(16),
         };
@@ -413,6 +419,7 @@ impl Store {
                 objects: OrdMap::new(),
                 history: VecDeque::new(),
                 floor: 0,
+                cache_floor: 0,
                 kept_from: 0,
                 last_event_rv: rv,
                 tx,
@@ -459,7 +466,15 @@ impl Store {
 
     /// The state of one type as it was at `rv`, rebuilt from history.
     /// `Err(Expired)` when history no longer reaches back that far, `Err(Internal)` for a future RV.
-    pub fn snapshot_at(&self, group: &str, resource: &str, rv: u64) -> Result<Snapshot, SimError> {
+    /// With `cache_window` (v1.34) an RV etcd compacted is still served while the type's watch
+    /// cache holds it.
+    pub fn snapshot_at(
+        &self,
+        group: &str,
+        resource: &str,
+        rv: u64,
+        cache_window: bool,
+    ) -> Result<Snapshot, SimError> {
         let st = self.lock();
         let ts = st
             .types
@@ -470,7 +485,8 @@ impl Store {
                 "etcdserver: mvcc: required revision is a future revision".into(),
             ));
         }
-        if rv < ts.floor {
+        let in_cache = cache_window && rv >= ts.cache_floor && rv >= ts.kept_from;
+        if rv < ts.floor && !in_cache {
             return Err(SimError::Expired {
                 message: "The resourceVersion for the provided list is too old.".into(),
                 continue_token: None,
@@ -606,13 +622,43 @@ impl Store {
     }
 
     /// Forgets all history: watches and Exact lists from older RVs get 410. (The events stay
-    /// in memory, up to the history limit, only to rebuild what a lagging watch cache holds.)
+    /// in memory, up to the history limit, only to rebuild what a lagging watch cache holds,
+    /// and, for v1.34's lists, what the watch caches' window still holds.)
     pub fn compact(&self) {
         let mut st = self.lock();
         let rv = st.rv;
         for ts in st.types.values_mut() {
             ts.floor = rv;
         }
+    }
+
+    /// Moves every type's watch-cache window up to now: v1.34 lists at older RVs are no longer
+    /// served from the cache (etcd still serves them unless compacted).
+    pub fn compact_watch_cache(&self) {
+        let mut st = self.lock();
+        let rv = st.rv;
+        for ts in st.types.values_mut() {
+            ts.cache_floor = rv;
+        }
+    }
+
+    /// When the write of global RV `rv` (or the first after it) happened; now if none has yet.
+    pub fn written_at(&self, rv: u64) -> Instant {
+        let st = self.lock();
+        let i = st.writes.partition_point(|(_, w)| *w < rv);
+        st.writes.get(i).map_or_else(Instant::now, |w| w.0)
+    }
+
+    /// The global RV a watch cache lagging `lag` behind etcd has reached.
+    pub fn rv_lagged(&self, lag: Duration) -> u64 {
+        Self::rv_ago(&self.lock(), lag)
+    }
+
+    /// Whether the apiserver sets and bumps `metadata.generation` for this type (v1.34 does for
+    /// Pods too).
+    fn tracks_generation(&self, rt: &ResourceType) -> bool {
+        rt.has_generation()
+            || (self.profile.is_1_34() && rt.group.is_empty() && rt.resource == "pods")
     }
 
     /// Records a write: bumps nothing itself (the caller chose `rv`), appends history,
@@ -628,6 +674,7 @@ impl Store {
                 if let Some(old) = ts.history.pop_front() {
                     ts.kept_from = old.rv;
                     ts.floor = ts.floor.max(old.rv);
+                    ts.cache_floor = ts.cache_floor.max(old.rv);
                 }
             }
             // No receivers is fine: nobody is watching.
@@ -745,7 +792,7 @@ impl Store {
             Value::String(uuid::Uuid::new_v4().to_string()),
         );
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-        if rt.has_generation() {
+        if self.tracks_generation(&rt) {
             meta.insert("generation".into(), Value::from(1));
         } else {
             meta.remove("generation");
@@ -755,7 +802,7 @@ impl Store {
         meta.remove("selfLink");
         map.insert("kind".into(), Value::String(rt.kind.clone()));
         map.insert("apiVersion".into(), Value::String(rt.api_version()));
-        apply_create_defaults(&rt, &mut map);
+        apply_create_defaults(&rt, &mut map, self.profile);
         let stored = Arc::new(StoredObj::new(&rt, Value::Object(map), rv, okey.clone()));
         if let Some(ts) = st.types.get_mut(&key) {
             ts.objects.insert(okey, stored.clone());
@@ -917,7 +964,7 @@ impl Store {
         if new_value == old.value {
             return Ok(old);
         }
-        if rt.has_generation() && spec_changed(&rt, &old.value, &new_value) {
+        if self.tracks_generation(&rt) && spec_changed(&rt, &old.value, &new_value) {
             let gen = old
                 .value
                 .pointer("/metadata/generation")
@@ -1030,7 +1077,7 @@ impl Store {
 }
 
 /// Defaults the apiserver fills in on create for the types the sim knows.
-fn apply_create_defaults(rt: &ResourceType, map: &mut Map<String, Value>) {
+fn apply_create_defaults(rt: &ResourceType, map: &mut Map<String, Value>, profile: Profile) {
     if rt.custom || !rt.group.is_empty() {
         return;
     }
@@ -1044,7 +1091,12 @@ fn apply_create_defaults(rt: &ResourceType, map: &mut Map<String, Value>) {
         }
     };
     match rt.kind.as_str() {
-        "Pod" => status_phase(map, "Pending"),
+        "Pod" => {
+            status_phase(map, "Pending");
+            if profile.is_1_34() {
+                add_service_ca_source(map);
+            }
+        }
         "Namespace" => {
             let spec = map
                 .entry("spec")
@@ -1061,6 +1113,41 @@ fn apply_create_defaults(rt: &ResourceType, map: &mut Map<String, Value>) {
                 .or_insert_with(|| Value::String("Opaque".into()));
         }
         _ => {}
+    }
+}
+
+/// The v1.34 recordings' apiserver (OpenShift's kubernetes fork, its OpenShift mode off) adds a
+/// fourth source to the projected `kube-api-access-*` volume of every Pod: the
+/// `openshift-service-ca.crt` ConfigMap. The sim adds it where a Pod has that volume without it.
+fn add_service_ca_source(map: &mut Map<String, Value>) {
+    let Some(volumes) = map
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("volumes"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for v in volumes {
+        let api_access = v
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.starts_with("kube-api-access-"));
+        let Some(sources) = v
+            .get_mut("projected")
+            .and_then(|p| p.get_mut("sources"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        let has = sources.iter().any(|s| {
+            s.pointer("/configMap/name").and_then(Value::as_str) == Some("openshift-service-ca.crt")
+        });
+        if api_access && !has {
+            sources.push(serde_json::json!({"configMap": {
+                "name": "openshift-service-ca.crt",
+                "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}],
+            }}));
+        }
     }
 }
 
@@ -1145,7 +1232,7 @@ mod tests {
 
     #[test]
     fn history_reconstructs_old_state_and_compaction_expires_it() {
-        let s = Store::new(100, 100);
+        let s = Store::new(100, 100, Profile::V1_28);
         let a = s
             .create(
                 "",
@@ -1166,24 +1253,26 @@ mod tests {
         s.delete("", "configmaps", Some("ns"), "a", None, None)
             .unwrap();
         assert!(s.snapshot("", "configmaps").unwrap().objects.is_empty());
-        let old = s.snapshot_at("", "configmaps", rv_after_create).unwrap();
+        let old = s
+            .snapshot_at("", "configmaps", rv_after_create, false)
+            .unwrap();
         let got = old.objects.get("ns/a").unwrap();
         assert_eq!(got.value["data"]["k"], "1");
         assert!(s
-            .snapshot_at("", "configmaps", INITIAL_RV)
+            .snapshot_at("", "configmaps", INITIAL_RV, false)
             .unwrap()
             .objects
             .is_empty());
         s.compact();
         assert!(matches!(
-            s.snapshot_at("", "configmaps", rv_after_create),
+            s.snapshot_at("", "configmaps", rv_after_create, false),
             Err(SimError::Expired { .. })
         ));
     }
 
     #[test]
     fn noop_update_is_not_a_write_and_generation_tracks_spec() {
-        let s = Store::new(100, 100);
+        let s = Store::new(100, 100, Profile::V1_28);
         let d = s
             .create(
                 "apps",

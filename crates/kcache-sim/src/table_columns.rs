@@ -3,10 +3,12 @@
 //! and computes the cells from its cache).
 //!
 //! Where the recordings hold a Table of the kind, its `columnDefinitions` are used byte for
-//! byte. The recordings have no Deployment or Node Table; for those two the sim writes the
+//! byte, from the sim's profile's recordings (v1.34 changed the Pod `Node` column's
+//! description; the other recorded columns are the same in both). The recordings have no Deployment or Node Table; for those two the sim writes the
 //! columns the apiserver's printers declare (names, types, formats and priorities), with short
 //! descriptions of its own: kubectl prints names and honours priorities, not descriptions.
 
+use crate::Profile;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -39,6 +41,10 @@ const RECORDED: &[(&str, &str, &str)] = &[
         include_str!("../../../tests/fixtures/kube-apiserver-v1.28/table-list-namespaces.json"),
     ),
 ];
+
+/// The v1.34 recording of the one Table whose columns changed since v1.28.
+const RECORDED_1_34_PODS: &str =
+    include_str!("../../../tests/fixtures/kube-apiserver-v1.34/table-list-pods-ns-a.json");
 
 /// (name, type, priority, description) of the columns of kinds without a recording.
 type Column = (&'static str, &'static str, u8, &'static str);
@@ -131,8 +137,13 @@ const NODES: &[Column] = &[
 ];
 
 /// The columns of every built-in kind the demo holds that kcache prints, as
-/// (group, resource, `columnDefinitions` JSON array).
+/// (group, resource, `columnDefinitions` JSON array), as v1.28 declares them.
 pub fn builtin() -> Vec<(&'static str, &'static str, Bytes)> {
+    builtin_for(Profile::V1_28)
+}
+
+/// [`builtin`] as the profile's apiserver declares them.
+pub fn builtin_for(profile: Profile) -> Vec<(&'static str, &'static str, Bytes)> {
     #[derive(Deserialize)]
     struct Table<'a> {
         #[serde(borrow, rename = "columnDefinitions")]
@@ -141,6 +152,10 @@ pub fn builtin() -> Vec<(&'static str, &'static str, Bytes)> {
     let mut out: Vec<_> = RECORDED
         .iter()
         .map(|(group, resource, body)| {
+            let body = match (profile, *resource) {
+                (Profile::V1_34, "pods") => RECORDED_1_34_PODS,
+                _ => body,
+            };
             // The recordings are part of the build: a malformed one is a build-time fact,
             // caught by this module's test.
             let t: Table<'_> = serde_json::from_str(body).expect("recorded Table");
@@ -175,7 +190,7 @@ fn written(columns: &[Column]) -> Bytes {
 /// Let `sim` hand out the Table columns of the built-in kinds, so `kubectl get` through kcache
 /// prints the apiserver's columns (READY, STATUS, RESTARTS, AGE for pods).
 pub fn serve_builtin(sim: &crate::Sim) {
-    for (group, resource, columns) in builtin() {
+    for (group, resource, columns) in builtin_for(sim.profile()) {
         sim.serve_table_columns(group, resource, columns);
     }
 }
@@ -203,6 +218,35 @@ mod tests {
         assert!(recorded.contains(std::str::from_utf8(pods).unwrap()));
         for want in ["\"Ready\"", "\"Status\"", "\"Restarts\"", "\"Age\""] {
             assert!(std::str::from_utf8(pods).unwrap().contains(want), "{want}");
+        }
+    }
+
+    #[test]
+    fn each_profile_serves_its_recorded_columns() {
+        for p in Profile::ALL {
+            let all = builtin_for(p);
+            for (group, resource, columns) in &all {
+                let name = match *resource {
+                    "pods" => "table-list-pods-ns-a.json",
+                    "configmaps" => "table-list-cm-ns-a.json",
+                    "secrets" => "table-list-secrets-ns-a.json",
+                    "services" => "table-list-services-ns-a.json",
+                    "namespaces" => "table-list-namespaces.json",
+                    _ => continue,
+                };
+                let recorded = crate::recordings::read_string_in(p, name);
+                assert!(
+                    recorded.contains(std::str::from_utf8(columns).unwrap()),
+                    "{p} {group}/{resource}"
+                );
+            }
+            let pods = &all.iter().find(|(_, r, _)| *r == "pods").unwrap().2;
+            let node = if p == Profile::V1_34 {
+                "NodeName indicates in which node this pod is scheduled."
+            } else {
+                "NodeName is a request to schedule this pod onto a specific node."
+            };
+            assert!(std::str::from_utf8(pods).unwrap().contains(node), "{p}");
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use super::encode::J;
 use super::metadata::{self, Form};
+use super::profile::Profile;
 use super::protobuf::{self, Media};
 use super::query::{parse_rv, ListOptions};
 use super::status::SimError;
@@ -44,6 +45,8 @@ pub struct WatchEnv {
     pub media: Media,
     /// The form the client negotiated for the objects (`as=PartialObjectMetadata`).
     pub form: Form,
+    /// The upstream imitated.
+    pub profile: Profile,
 }
 
 /// How a stream writes its objects.
@@ -73,11 +76,27 @@ fn initial_frame(rt: &ResourceType, obj: &StoredObj, lines: Lines) -> Bytes {
 /// The object of a BOOKMARK event in the apiserver's form for the type, as a frame in the
 /// stream's encoding (None: a protobuf stream of a kind the sim cannot encode, which
 /// negotiation never starts).
-fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, lines: Lines) -> Option<Bytes> {
+fn bookmark(
+    rt: &ResourceType,
+    rv: u64,
+    initial_end: bool,
+    lines: Lines,
+    profile: Profile,
+) -> Option<Bytes> {
+    let null_timestamp = !profile.is_1_34();
     if lines == Lines::Metadata {
-        return Some(frame("BOOKMARK", &metadata::bookmark(rv, initial_end)));
+        let mut obj = metadata::bookmark(rv, initial_end);
+        if !null_timestamp {
+            // v1.34 omits a zero creationTimestamp (no recording of this form; the built-in
+            // BOOKMARKs show the change).
+            const NULL: &[u8] = b",\"creationTimestamp\":null";
+            if let Some(i) = obj.windows(NULL.len()).position(|w| w == NULL) {
+                obj.drain(i..i + NULL.len());
+            }
+        }
+        return Some(frame("BOOKMARK", &obj));
     }
-    let obj = bookmark_object(rt, rv, initial_end);
+    let obj = bookmark_object(rt, rv, initial_end, null_timestamp);
     let mut json = Vec::new();
     obj.write(&mut json);
     if lines == Lines::Json {
@@ -89,8 +108,9 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool, lines: Lines) -> Opti
     Some(protobuf::watch_frame("BOOKMARK", &env))
 }
 
-/// The BOOKMARK object (JSON).
-fn bookmark_object(rt: &ResourceType, rv: u64, initial_end: bool) -> J {
+/// The BOOKMARK object (JSON). Built-in kinds carry `"creationTimestamp":null` in v1.28 (Go's
+/// ObjectMeta), not in v1.34; custom resources never.
+fn bookmark_object(rt: &ResourceType, rv: u64, initial_end: bool, null_timestamp: bool) -> J {
     let annotations = J::Map(vec![("k8s.io/initial-events-end".into(), J::s("true"))]);
     if rt.custom {
         let mut meta = Vec::new();
@@ -104,10 +124,10 @@ fn bookmark_object(rt: &ResourceType, rv: u64, initial_end: bool) -> J {
             ("metadata", J::Obj(meta)),
         ])
     } else {
-        let mut meta = vec![
-            ("resourceVersion", J::Str(rv.to_string())),
-            ("creationTimestamp", J::Null),
-        ];
+        let mut meta = vec![("resourceVersion", J::Str(rv.to_string()))];
+        if null_timestamp {
+            meta.push(("creationTimestamp", J::Null));
+        }
         if initial_end {
             meta.push(("annotations", annotations));
         }
@@ -239,8 +259,12 @@ pub async fn start(
     // events are checked as they come).
     let proto = proto && sub.replay.iter().all(|ev| ev.proto_ok());
     let mut initial_objs = Vec::new();
+    let v134 = env.profile.is_1_34();
     if initial_state {
-        start_rv = if rv == Some(0) {
+        // The initial state's RV is the watch cache's: the type's last event for RV=0 in
+        // v1.28, the cache's revision otherwise (v1.34 keeps it current with etcd's progress
+        // notifications).
+        start_rv = if rv == Some(0) && !v134 {
             sub.snapshot.type_rv
         } else {
             sub.snapshot.rv
@@ -273,7 +297,7 @@ pub async fn start(
             frames.push(initial_frame(&rt, obj, lines));
         }
         if streaming && filter.opts.allow_bookmarks && !env.withhold_end {
-            frames.extend(bookmark(&rt, start_rv, true, lines));
+            frames.extend(bookmark(&rt, start_rv, true, lines, env.profile));
         }
     } else {
         // From an explicit RV (or from "now" for sendInitialEvents=false).
@@ -291,6 +315,13 @@ pub async fn start(
         start_rv = n;
     }
     let seen_rv = sub.snapshot.type_rv;
+    // v1.34: a WatchList from RV=0 served from a cache behind the store's revision of now gets
+    // a plain BOOKMARK at that revision once the cache has caught up with it (the recorded
+    // `watchlist-cm-ns-b-rv0`: initial-events-end at 15007, then 15011).
+    let catch_up_bookmark = (v134 && streaming && rv == Some(0) && filter.opts.allow_bookmarks)
+        .then(|| store.current_rv())
+        .filter(|now| *now > start_rv)
+        .map(|now| (now, Instant::from_std(store.written_at(now) + env.lag)));
     // The apiserver turns the seconds into a Go time.Duration, nanoseconds in an i64, with
     // Go's wrapping multiplication: zero picks a random timeout between 30 and 60 minutes, a
     // negative duration is a timer that has already fired.
@@ -317,8 +348,11 @@ pub async fn start(
             .unwrap_or_else(Instant::now),
         interval: env.bookmark_interval,
         progress: (env.progress_bookmarks && env.lag.is_zero()).then(|| store.clone()),
+        heartbeat: v134.then(|| store.clone()),
+        catch_up_bookmark,
         lag: env.lag,
         lines,
+        profile: env.profile,
     };
     tokio::spawn(w.run(frames, sub.replay));
     Ok((rx, media))
@@ -347,8 +381,16 @@ struct Watcher {
     lag: Duration,
     /// The store, when bookmarks carry its revision.
     progress: Option<Arc<Store>>,
+    /// The store, when a periodic bookmark is a heartbeat (v1.34): a watch that saw no event
+    /// of its type since its start gets one at the cache's revision once that moved past the
+    /// start (v1.28 sends none until the type has an event).
+    heartbeat: Option<Arc<Store>>,
+    /// A plain BOOKMARK still owed after the initial events: (its RV, when the cache reaches it).
+    catch_up_bookmark: Option<(u64, Instant)>,
     /// How the stream writes its objects.
     lines: Lines,
+    /// The upstream imitated.
+    profile: Profile,
 }
 
 enum Flow {
@@ -399,6 +441,9 @@ impl Watcher {
         let mut next_bm = self.next_bookmark(Instant::now());
         loop {
             let bm_at = next_bm.unwrap_or(self.deadline + Duration::from_secs(1));
+            let catch_up_at = self
+                .catch_up_bookmark
+                .map_or(self.deadline + Duration::from_secs(1), |(_, at)| at);
             tokio::select! {
                 r = self.rx.recv() => match r {
                     Ok(ev) => {
@@ -407,21 +452,27 @@ impl Watcher {
                     // Too far behind (or the store is gone): close the watch; the client re-watches.
                     Err(_) => return,
                 },
+                _ = sleep_until(catch_up_at), if self.catch_up_bookmark.is_some() => {
+                    let Some((rv, _)) = self.catch_up_bookmark.take() else { continue };
+                    if let Flow::Stop = self.drain().await { return; }
+                    let rv = rv.max(self.seen_rv);
+                    if let Some(f) = bookmark(&self.rt, rv, false, self.lines, self.profile) {
+                        if let Flow::Stop = self.emit(f).await { return; }
+                    }
+                }
                 _ = sleep_until(bm_at), if next_bm.is_some() => {
                     // Read before draining: the store broadcasts an event before its revision
                     // is visible, so everything up to `store_rv` is queued by now.
                     let store_rv = self.progress.as_ref().map_or(0, |s| s.current_rv());
+                    let cache_rv = self.heartbeat.as_ref().map_or(0, |s| s.rv_lagged(self.lag));
                     // Deliver anything already queued first, so a bookmark never overtakes an event.
-                    loop {
-                        match self.rx.try_recv() {
-                            Ok(ev) => if let Flow::Stop = self.on_event(&ev).await { return; },
-                            Err(broadcast::error::TryRecvError::Empty) => break,
-                            Err(_) => return,
-                        }
-                    }
+                    if let Flow::Stop = self.drain().await { return; }
                     self.seen_rv = self.seen_rv.max(store_rv);
-                    if self.filter.opts.allow_bookmarks && self.seen_rv > self.start_rv {
-                        if let Some(f) = bookmark(&self.rt, self.seen_rv, false, self.lines) {
+                    // The type's newest event when it had one since the start (both versions),
+                    // else v1.34's heartbeat at the cache's revision.
+                    let rv = if self.seen_rv > self.start_rv { self.seen_rv } else { cache_rv };
+                    if self.filter.opts.allow_bookmarks && rv > self.start_rv {
+                        if let Some(f) = bookmark(&self.rt, rv, false, self.lines, self.profile) {
                             if let Flow::Stop = self.emit(f).await { return; }
                         }
                     }
@@ -430,6 +481,21 @@ impl Watcher {
                 _ = sleep_until(self.deadline) => return,
                 _ = self.drop_rx.changed() => { self.abort().await; return; }
                 _ = self.tx.closed() => return,
+            }
+        }
+    }
+
+    /// Delivers the events already queued.
+    async fn drain(&mut self) -> Flow {
+        loop {
+            match self.rx.try_recv() {
+                Ok(ev) => {
+                    if let Flow::Stop = self.on_event(&ev).await {
+                        return Flow::Stop;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Empty) => return Flow::Continue,
+                Err(_) => return Flow::Stop,
             }
         }
     }
