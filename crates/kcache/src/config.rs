@@ -139,20 +139,27 @@ impl Default for ConsistentReadSettings {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct StalenessSettings {
-    /// 0: consistent reads (resourceVersion unset) that cannot be confirmed current because
-    /// the upstream does not answer are served from the cache, however old. N > 0: once the
-    /// cache is older than N seconds they get a 504 Timeout instead. Reads with a
-    /// resourceVersion are always served from the cache.
+    /// While the upstream cannot be reached at all, consistent reads (resourceVersion unset),
+    /// which nothing can confirm current, are served from the cache, marked, while the cache
+    /// is at most this many seconds old, and then get a 504 Timeout (0: however old). Reads
+    /// with a resourceVersion are always served from the cache.
     pub max_consistent_read_staleness_seconds: u64,
     /// Seconds kcache waits for the upstream to answer one of its own requests (a list page,
     /// a consistency probe, a watch's response head) before counting it unreachable.
     pub upstream_request_timeout_seconds: u64,
 }
 
+/// Two minutes: long enough to ride out an apiserver's restart or a rolling upgrade of its
+/// replicas (typically under a minute each), short enough that a client asking for the current
+/// state does not get one from long before an outage as if it were current; after it the
+/// client gets the 504 it would get without kcache. The readiness detail calls a cache with no
+/// contact for as long stale too (docs/operations.md).
+const DEFAULT_MAX_CONSISTENT_READ_STALENESS: u64 = 120;
+
 impl Default for StalenessSettings {
     fn default() -> Self {
         StalenessSettings {
-            max_consistent_read_staleness_seconds: 0,
+            max_consistent_read_staleness_seconds: DEFAULT_MAX_CONSISTENT_READ_STALENESS,
             upstream_request_timeout_seconds: crate::upstream::DEFAULT_REQUEST_TIMEOUT.as_secs(),
         }
     }
@@ -915,7 +922,10 @@ mod tests {
         let s = c.staleness();
         assert_eq!(s.max_consistent_read, Some(Duration::from_secs(2)));
         assert_eq!(s.upstream_request_timeout, Duration::from_secs(30));
-        assert_eq!(Config::default().staleness().max_consistent_read, None);
+        assert_eq!(
+            Config::default().staleness().max_consistent_read,
+            Some(Duration::from_secs(120))
+        );
         let e = Config::parse("staleness:\n  upstreamRequestTimeoutSeconds: 0\n").unwrap_err();
         assert!(
             text(&e).starts_with("staleness.upstreamRequestTimeoutSeconds:"),

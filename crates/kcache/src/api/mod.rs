@@ -155,8 +155,11 @@ impl App {
     ///   events arrive within milliseconds of a write and that has not reached the revision
     ///   after many times that is quiet, and waiting longer only delays the read. One read per
     ///   second still waits the full time, so a watch that starts lagging is measured again;
-    /// - a probe the upstream answered with an error, or that failed while the reflector still
-    ///   reaches the upstream, forwards the read (one replica's 429 or 5xx is not an outage).
+    /// - a probe the upstream answered with an error, or that got no answer in time while the
+    ///   reflector still reaches the upstream, forwards the read (one replica's 429, 5xx or
+    ///   slowness is not an outage); only an upstream that cannot be reached at all (the
+    ///   connection refused or cut, or no answer while the reflector has lost it too) has
+    ///   the cache answer unconfirmed.
     async fn consistent(&self, cache: &ResourceCache, read: Read) -> Result<Consistency, ApiError> {
         // A state restored from disk that the reflector has not yet confirmed with the upstream
         // is treated as no state: the read goes upstream, as it would before a first sync (the
@@ -192,9 +195,11 @@ impl App {
         let target = match probe.target().await {
             Ok(t) => t,
             Err(e) => {
-                // The upstream answered (an error status), or the reflector still reaches it:
-                // the upstream can answer the read itself.
-                if e.upstream_answered() || cache.upstream_reachable() {
+                // The upstream answered (an error status), or gave no answer in time while the
+                // reflector still reaches it (one slow replica): it can answer the read itself.
+                if e.upstream_answered()
+                    .unwrap_or_else(|| cache.upstream_reachable())
+                {
                     tracing::debug!(resource = %cache.info, error = %Report(&e),
                         "consistency probe failed; forwarding the read");
                     outcome("forwarded_probe_failed");

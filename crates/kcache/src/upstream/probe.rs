@@ -61,10 +61,19 @@ pub enum ProbeError {
 }
 
 impl ProbeError {
-    /// Whether the upstream answered the probe (with an error status): it is reachable, and can
-    /// answer the read itself.
-    pub fn upstream_answered(&self) -> bool {
-        matches!(self, ProbeError::Upstream(e) if e.code().is_some())
+    /// What the failure says of the upstream: `Some(true)` it answered (an error status, or a
+    /// body kcache could not read), so it can answer the read itself; `Some(false)` it could
+    /// not be reached (the connection was refused or cut); `None` it did not say (no answer in
+    /// time, which one slow replica and an upstream that is gone look alike).
+    pub fn upstream_answered(&self) -> Option<bool> {
+        match self {
+            ProbeError::Upstream(e) => match e.as_ref() {
+                UpstreamError::Transport(_) | UpstreamError::Body(_) => Some(false),
+                UpstreamError::Timeout(_) => None,
+                _ => Some(true),
+            },
+            ProbeError::NoCollection | ProbeError::Ended => None,
+        }
     }
 }
 

@@ -1,0 +1,211 @@
+//! The consistency promises of reads with resourceVersion unset, on an upstream that lags, one
+//! that fails, and one that cannot be reached, on both upstream versions:
+//!
+//! - a WatchList (`sendInitialEvents=true`, resourceVersion unset) never gets its
+//!   initial-events-end bookmark below the upstream's revision when the watch began: what the
+//!   client then holds includes every write acknowledged before it asked;
+//! - `consistentReads.source: upstream` passes such watches through, as it does lists and gets;
+//! - a consistency probe the upstream answers with an error passes the read through (the
+//!   upstream can answer it), and the cache answers unconfirmed, marked, only while the upstream
+//!   cannot be reached at all.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{get, resource, Env, EnvBuilder, Watch};
+use kcache::api::{CACHE_AGE_HEADER, UNCONFIRMED_HEADER};
+use kcache::config::ConsistentSource;
+use kcache_sim::{Profile, SimConfig};
+use serde_json::{json, Value};
+
+const NS: &str = "fixtures-a";
+
+async fn env(profile: Profile, lags: Vec<Duration>, source: ConsistentSource) -> Env {
+    let mut b = EnvBuilder {
+        sim: SimConfig {
+            bookmark_interval: Duration::from_secs(600),
+            watch_cache_lags: lags,
+            ..SimConfig::for_profile(profile)
+        },
+        ..EnvBuilder::default()
+    }
+    .resources(vec![resource("", "v1", "configmaps")]);
+    b.config.consistent_reads.source = source;
+    let env = b.start().await;
+    env.sim
+        .create(
+            "",
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        )
+        .unwrap();
+    env
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS}, "data": {"k": "v"}})
+}
+
+fn rv_of(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const WATCHLIST: &str = "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&watch=1&timeoutSeconds=5";
+
+/// Read a WatchList until its initial-events-end bookmark: the names of the objects before it
+/// and the bookmark's RV.
+async fn until_end_bookmark(w: &mut Watch) -> (Vec<String>, u64) {
+    let mut names = Vec::new();
+    loop {
+        let ev = w
+            .next_json(Duration::from_secs(10))
+            .await
+            .expect("the end bookmark comes");
+        let obj = &ev["object"];
+        if ev["type"] == "BOOKMARK" {
+            assert_eq!(
+                obj["metadata"]["annotations"]["k8s.io/initial-events-end"], "true",
+                "{ev}"
+            );
+            return (names, rv_of(obj));
+        }
+        names.push(obj["metadata"]["name"].as_str().unwrap().to_string());
+    }
+}
+
+/// Writes acknowledged just before a WatchList on a watch cache 300 ms behind: the end
+/// bookmark is never below them and the initial events hold them, every time; also when a
+/// write of another type came last (the ConfigMaps cannot then reach the upstream's revision,
+/// and the upstream answers the watch).
+async fn watchlist_on_a_lagging_upstream_is_consistent(profile: Profile) {
+    let env = env(
+        profile,
+        vec![Duration::from_millis(300)],
+        ConsistentSource::Cache,
+    )
+    .await;
+    let path = format!("/api/v1/namespaces/{NS}/configmaps?{WATCHLIST}");
+    for i in 0..6 {
+        let written = env
+            .sim
+            .create("", "configmaps", cm(&format!("cm-{i}")))
+            .unwrap();
+        let written = if i % 2 == 1 {
+            env.sim
+                .create(
+                    "",
+                    "namespaces",
+                    json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": format!("other-{i}")}}),
+                )
+                .unwrap()
+        } else {
+            written
+        };
+        let mut w = Watch::open(&env.url(), &path).await;
+        let (names, end) = until_end_bookmark(&mut w).await;
+        assert!(
+            end >= rv_of(&written),
+            "{profile}: bookmark at {end} below the write at {}",
+            rv_of(&written)
+        );
+        assert!(
+            names.contains(&format!("cm-{i}")),
+            "{profile}: write {i} missing from {names:?}"
+        );
+    }
+}
+
+/// `consistentReads.source: upstream`: a WatchList with resourceVersion unset is the upstream's.
+async fn source_upstream_covers_watchlists(profile: Profile) {
+    let env = env(profile, Vec::new(), ConsistentSource::Upstream).await;
+    env.sim.create("", "configmaps", cm("a")).unwrap();
+    env.settle("", "configmaps").await;
+    let w = Watch::open(
+        &env.url(),
+        &format!("/api/v1/namespaces/{NS}/configmaps?{WATCHLIST}"),
+    )
+    .await;
+    assert!(
+        w.headers.get(CACHE_AGE_HEADER).is_none(),
+        "{profile}: passed through"
+    );
+    // A watch from a resourceVersion is still the cache's.
+    let w = Watch::open(
+        &env.url(),
+        &format!("/api/v1/namespaces/{NS}/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1"),
+    )
+    .await;
+    assert!(
+        w.headers.get(CACHE_AGE_HEADER).is_some(),
+        "{profile}: from cache"
+    );
+}
+
+/// A probe answered with a 429 (one busy replica): the read goes to the upstream, which
+/// answers it; with the upstream unreachable the cache answers, marked unconfirmed.
+async fn failed_probe_forwards_while_the_upstream_answers(profile: Profile) {
+    let env = env(profile, Vec::new(), ConsistentSource::Cache).await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    let path = "/api/v1/configmaps";
+    let r = get(&env.url(), path).await;
+    assert_eq!(r.status, 200);
+    assert!(r.header(CACHE_AGE_HEADER).is_some(), "{profile}: provable");
+    // The next request the upstream gets, the probe, is refused.
+    env.sim.faults().fail_requests(1, 429);
+    let r = get(&env.url(), path).await;
+    assert_eq!(r.status, 200, "{profile}: {}", r.text());
+    assert!(
+        r.header(CACHE_AGE_HEADER).is_none(),
+        "{profile}: the upstream answered"
+    );
+    let m = env.kcache.metrics();
+    let forwarded = m
+        .consistent_reads
+        .get_or_create(&kcache::metrics::OutcomeLabels {
+            resource: "configmaps".into(),
+            outcome: "forwarded_probe_failed",
+        })
+        .get();
+    assert_eq!(forwarded, 1, "{profile}");
+    // Unreachable at all: the cache answers, marked.
+    env.sim.faults().set_unreachable(true);
+    let r = get(&env.url(), path).await;
+    assert_eq!(r.status, 200, "{profile}: {}", r.text());
+    assert_eq!(r.header(UNCONFIRMED_HEADER), Some("true"), "{profile}");
+    assert!(r.header(CACHE_AGE_HEADER).is_some());
+    env.sim.faults().set_unreachable(false);
+}
+
+macro_rules! per_profile {
+    ($($name:ident),* $(,)?) => {
+        mod v1_28 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(kcache_sim::Profile::V1_28).await
+                }
+            )*
+        }
+        mod v1_34 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(kcache_sim::Profile::V1_34).await
+                }
+            )*
+        }
+    };
+}
+
+per_profile! {
+    watchlist_on_a_lagging_upstream_is_consistent,
+    source_upstream_covers_watchlists,
+    failed_probe_forwards_while_the_upstream_answers,
+}
