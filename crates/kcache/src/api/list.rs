@@ -65,7 +65,12 @@ pub async fn list(
                 "specifying resource version is not allowed when using continue".into(),
             ));
         }
-        let token = ContinueToken::decode(token)?;
+        // A token kcache cannot read (garbage, or a format of a newer apiserver) is the
+        // upstream's to answer or refuse: never stricter than the upstream.
+        let token = match ContinueToken::decode(token) {
+            Ok(t) => t,
+            Err(e) => return forward(e),
+        };
         ensure_synced(cache)?;
         let snap = if token.rv < 0 {
             // An inconsistent continuation: the latest state.
