@@ -65,6 +65,15 @@ fn start_key(token: &str) -> String {
     v["start"].as_str().unwrap().to_string()
 }
 
+/// `namespace/name` of an object.
+fn key_of(o: &Value) -> String {
+    format!(
+        "{}/{}",
+        o["metadata"]["namespace"].as_str().unwrap(),
+        o["metadata"]["name"].as_str().unwrap()
+    )
+}
+
 /// One page: its item names, its continue token, and whether kcache's cache answered it.
 struct Page {
     names: Vec<String>,
@@ -80,13 +89,7 @@ async fn page(base: &str, path: &str) -> Page {
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| {
-            format!(
-                "{}/{}",
-                o["metadata"]["namespace"].as_str().unwrap(),
-                o["metadata"]["name"].as_str().unwrap()
-            )
-        })
+        .map(key_of)
         .collect();
     let token = body["metadata"]["continue"]
         .as_str()
@@ -137,18 +140,7 @@ async fn walk(
 
 async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
     let env = env(profile).await;
-    let all: BTreeSet<String> = env
-        .sim
-        .list("", "configmaps")
-        .iter()
-        .map(|o| {
-            format!(
-                "{}/{}",
-                o["metadata"]["namespace"].as_str().unwrap(),
-                o["metadata"]["name"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let all: BTreeSet<String> = env.sim.list("", "configmaps").iter().map(key_of).collect();
     let ns: BTreeSet<String> = all
         .iter()
         .filter(|k| k.starts_with(&format!("{NS}/")))
