@@ -314,10 +314,14 @@ impl Consistency {
 /// reached to confirm it current (see docs/semantics.md, "Stale while down").
 pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
 
-/// Mark an answer as unconfirmed when it is one.
-fn mark_unconfirmed(answer: Result<Answer, ApiError>, c: Consistency) -> Result<Answer, ApiError> {
+/// Mark an answer as unconfirmed when it is one (`c`: the decision of a consistent read, None
+/// for a read that was not one).
+fn mark_unconfirmed(
+    answer: Result<Answer, ApiError>,
+    c: Option<Consistency>,
+) -> Result<Answer, ApiError> {
     match answer {
-        Ok(Answer::Ready(mut resp)) if c == Consistency::Unconfirmed => {
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Unconfirmed) => {
             resp.headers_mut()
                 .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
             Ok(Answer::Ready(resp))
@@ -772,8 +776,8 @@ async fn from_cache(
         }
         let opts = GetOptions::parse(q);
         let consistency = match opts.resource_version {
-            None => app.consistent(cache, Read::Get).await?,
-            Some(_) => Consistency::Upstream,
+            None => Some(app.consistent(cache, Read::Get).await?),
+            Some(_) => None,
         };
         let key = match &ns {
             Some(ns) => format!("{ns}/{name}"),
@@ -785,7 +789,7 @@ async fn from_cache(
             &key,
             name,
             &opts,
-            consistency.answered_by_cache(),
+            consistency.is_some_and(Consistency::answered_by_cache),
             app.rv_wait,
             form(pretty)?,
         )
@@ -842,11 +846,11 @@ async fn from_cache(
         // While the upstream cannot be reached at all, such a watch is served as a consistent
         // list would be then: unconfirmed, marked, within the staleness bound.
         let consistency = if initial && opts.allow_bookmarks && opts.resource_version.is_none() {
-            app.consistent(cache, Read::List).await?
+            Some(app.consistent(cache, Read::List).await?)
         } else {
-            Consistency::Cache
+            None
         };
-        if consistency == Consistency::Upstream && !local {
+        if consistency == Some(Consistency::Upstream) && !local {
             return Ok(Answer::Upstream);
         }
         let resp = watch::watch(
@@ -863,15 +867,15 @@ async fn from_cache(
     }
     let pretty = response::wants_pretty(opts.pretty, user_agent);
     let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
-        app.consistent(cache, Read::List).await?
+        Some(app.consistent(cache, Read::List).await?)
     } else {
-        Consistency::Upstream
+        None
     };
     let answer = list::list(
         cache,
         filter,
         &opts,
-        consistency.answered_by_cache(),
+        consistency.is_some_and(Consistency::answered_by_cache),
         app.rv_wait,
         form(pretty)?,
         local,

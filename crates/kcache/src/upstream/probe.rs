@@ -3,14 +3,21 @@
 //! A consistent read (LIST/GET with resourceVersion unset) must reflect every write the upstream
 //! acknowledged before the read began. The upstream's resourceVersion is etcd's revision, one
 //! counter for every resource, so a single number answers "what is current" for all of them:
-//! kcache learns it, `P`, from a one-item consistent list (`limit=1`, resourceVersion unset) of
-//! one collection its reflectors read. The apiserver answers that list from etcd, never from its
-//! watch cache (rule L2 of docs/semantics.md: `limit` is honoured only
-//! on the etcd path), so it costs one object, not a collection.
+//! kcache learns it, `P`, from a one-item consistent list (`limit=1`, resourceVersion unset).
+//! A v1.28 apiserver answers that list from etcd, never from its watch cache (rule L2 of
+//! docs/semantics.md: `limit` is honoured only on the etcd path); from v1.31 on the apiserver
+//! answers it from its watch cache once that cache has reached etcd's current revision. Either
+//! way it costs one object, not a collection, and its list RV is etcd's revision of now.
+//!
+//! There is one probe per cached collection, which lists that collection first: on a newer
+//! apiserver the type's own watch cache is current right after a write of that type (a client
+//! reading its own write), where another type's must first wait for a progress notification
+//! from etcd, tens of milliseconds.
 //!
 //! A cache may answer the read once its RV is at least `P`. Why that is never stale:
 //! - `P` is read after the read arrived (a reader only joins a probe that has not been sent
-//!   yet, below) and comes from etcd, so `P` is at least the revision of every write
+//!   yet, below) and is etcd's revision as the apiserver read it after the probe arrived, so
+//!   `P` is at least the revision of every write
 //!   acknowledged before the read began. That holds on one apiserver whose watch cache lags
 //!   and with several apiservers behind one address alike: every replica reads the same etcd.
 //! - A cache's RV is that of the last event (or bookmark) its reflector applied from the
@@ -24,12 +31,13 @@
 //!
 //! A type nobody writes never reaches a `P` that other types' writes moved, so such reads wait
 //! for the bounded wait and are then forwarded. kcache remembers that a type could not be proven
-//! fresh at its cache RV `r` (`ResourceCache::mark_unprovable`, kept on the cache itself); until an event moves the
-//! type's RV, its consistent reads are forwarded at once, without a probe or a wait.
+//! fresh at its cache RV `r` (`ResourceCache::mark_unprovable`, kept on the cache itself); until
+//! the type's RV moves (an event, or a bookmark), its consistent reads are forwarded at once,
+//! without a probe or a wait.
 //!
 //! Probes are coalesced: at most one is in flight, and every reader that arrives while it runs
 //! joins the next one, which is sent when the current one returns. Under load that is one
-//! probe per upstream round trip, whatever the read rate and however many types are read.
+//! probe per upstream round trip per type read, whatever the read rate.
 //!
 //! The probe also keeps an estimate of its round trip ([`RevisionProbe::round_trip`]): a
 //! one-object read from etcd, which is what forwarding a consistent GET costs too, so the read
@@ -83,11 +91,11 @@ struct State {
     waiting: Vec<Waiter>,
 }
 
-/// The upstream's current revision, probed for every cached resource at once.
+/// The upstream's current revision, probed by listing one collection.
 pub struct RevisionProbe {
     upstream: Upstream,
-    /// Collection URLs the reflectors list (namespaced when a cache is); the probe lists the
-    /// first one that answers.
+    /// Collection URLs the reflectors list (namespaced when a cache is), the probe's own type
+    /// first; the probe lists the first one that answers.
     collections: Vec<String>,
     /// Index into `collections` of the one that answered last.
     current: AtomicUsize,
