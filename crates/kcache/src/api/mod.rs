@@ -75,7 +75,7 @@ pub struct App {
     /// The protobuf mirrors of the cached types that clients read in protobuf.
     pub mirrors: Mirrors,
     /// How long caches take to reach a probed revision, over every type: what a type that has
-    /// not measured its own may expect (see [`App::consistent`]).
+    /// not measured its own may expect (see docs/semantics.md, "Consistent reads").
     pub catch_up: crate::latency::LatencyEstimate,
 }
 
