@@ -11,8 +11,19 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub use crate::common::profile;
 use crate::common::{Env, EnvBuilder};
 use crate::raw::{self, Resp};
+
+/// A recording of the running test's profile (see `common::profile`) as text.
+pub fn fixture(name: &str) -> String {
+    raw::fixture_in(profile(), name)
+}
+
+/// The request line of a recording of the running test's profile: (method, path-and-query).
+pub fn fixture_request(name: &str) -> (String, String) {
+    raw::fixture_request_in(profile(), name)
+}
 
 /// The namespace of most recordings.
 pub const CMS_A: &str = "/api/v1/namespaces/fixtures-a/configmaps";
@@ -182,7 +193,7 @@ pub fn assert_consistent_source(env: &Env, r: &Resp, path: &str, what: &str) {
 
 /// [`assert_consistent_source`] for the request of fixture `name`.
 pub fn assert_consistent_fixture(env: &Env, r: &Resp, name: &str) {
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     assert_consistent_source(env, r, &path, name);
 }
 
@@ -203,7 +214,7 @@ impl Recorded {
 }
 
 pub fn recorded(name: &str) -> Recorded {
-    let http = raw::fixture(&format!("{name}.http"));
+    let http = fixture(&format!("{name}.http"));
     let mut lines = http
         .lines()
         .skip_while(|l| !l.starts_with("### response"))
@@ -219,7 +230,7 @@ pub fn recorded(name: &str) -> Recorded {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let dir = kcache_sim::recordings::dir();
+    let dir = kcache_sim::recordings::dir_of(profile());
     let body = ["json", "txt"]
         .iter()
         .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())
@@ -306,7 +317,7 @@ pub fn norm(s: &str) -> String {
 
 /// Replay fixture `name`'s own request against kcache and compare with the recording.
 pub async fn check(env: &Env, name: &str) -> Resp {
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     check_path(env, name, &path).await
 }
 
