@@ -1,7 +1,10 @@
 //! Real clients through kcache: kube-rs `Api` list/get/watch and kube-runtime's watcher with
-//! both initial-list strategies, against the simulated apiserver under churn.
+//! both initial-list strategies, against the simulated apiserver under churn. Every test runs
+//! against each upstream profile (v1.28, v1.34: `NAME::v1_28`, `NAME::v1_34`).
 
 mod common;
+#[path = "sim_common/mod.rs"]
+mod raw;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kcache_sim::seed::apply as apply_churn;
 use kcache_sim::seed::{self, Churn};
+use kcache_sim::Profile;
 use kube_client::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube_client::{Client, Config};
 use kube_runtime::{reflector, watcher, WatchStreamExt};
@@ -55,9 +59,11 @@ fn store_state<K: kube_client::Resource>(items: Vec<Arc<K>>) -> BTreeMap<String,
         .collect()
 }
 
-#[tokio::test]
-async fn kube_rs_api_list_get_watch() {
+per_profile!(kube_rs_api_list_get_watch);
+
+async fn kube_rs_api_list_get_watch(p: Profile) {
     let env = EnvBuilder::fixtures().start().await;
+    assert_eq!(env.sim.profile(), p);
     let api: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-a");
 
     // RV=0 list from the cache; RV unset (consistent) goes upstream; both see the same objects.
@@ -133,7 +139,7 @@ async fn kube_rs_api_list_get_watch() {
 
 /// kube-runtime's watcher feeding a reflector store, with either initial-list strategy, ends
 /// equal to the upstream after churn.
-async fn runtime_watcher_converges(streaming: bool) {
+async fn runtime_watcher_converges(p: Profile, streaming: bool) {
     let mut b = EnvBuilder::default().resources(vec![
         resource("", "v1", "pods"),
         resource("", "v1", "configmaps"),
@@ -141,6 +147,7 @@ async fn runtime_watcher_converges(streaming: bool) {
     b.seed = seed::demo_cluster(&seed::DemoSpec::default());
     let mut churn = Churn::new(3, &b.seed);
     let env = b.start().await;
+    assert_eq!(env.sim.profile(), p);
     let api: Api<Pod> = Api::all(client(&env.url()));
     let mut cfg = watcher::Config::default().any_semantic();
     if streaming {
@@ -177,24 +184,28 @@ async fn runtime_watcher_converges(streaming: bool) {
     task.abort();
 }
 
-#[tokio::test]
-async fn runtime_watcher_list_watch() {
-    runtime_watcher_converges(false).await;
+per_profile!(runtime_watcher_list_watch);
+
+async fn runtime_watcher_list_watch(p: Profile) {
+    runtime_watcher_converges(p, false).await;
 }
 
-#[tokio::test]
-async fn runtime_watcher_streaming_list() {
-    runtime_watcher_converges(true).await;
+per_profile!(runtime_watcher_streaming_list);
+
+async fn runtime_watcher_streaming_list(p: Profile) {
+    runtime_watcher_converges(p, true).await;
 }
+
+per_profile!(paged_list_when_upstream_lacks_streaming_lists);
 
 /// An upstream without WatchList (the v1.28 default) rejects sendInitialEvents; kcache falls
 /// back to a paged list and still serves and follows changes.
-#[tokio::test]
-async fn paged_list_when_upstream_lacks_streaming_lists() {
+async fn paged_list_when_upstream_lacks_streaming_lists(p: Profile) {
     let mut b = EnvBuilder::fixtures();
     b.sim.watchlist = false;
     b.config.upstream.page_size = 7;
     let env = b.start().await;
+    assert_eq!(env.sim.profile(), p);
     let api: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-a");
     let list = api.list(&ListParams::default().match_any()).await.unwrap();
     assert_eq!(list.items.len(), 25);
@@ -210,14 +221,16 @@ async fn paged_list_when_upstream_lacks_streaming_lists() {
     assert_eq!(got.metadata.resource_version.as_deref(), Some(rv));
 }
 
+per_profile!(restricted_cache_forwards_outside_its_scope);
+
 /// A cache restricted to one namespace answers inside it and forwards the rest.
-#[tokio::test]
-async fn restricted_cache_forwards_outside_its_scope() {
+async fn restricted_cache_forwards_outside_its_scope(p: Profile) {
     let mut b = EnvBuilder::fixtures();
     let mut cms = resource("", "v1", "configmaps");
     cms.namespace = Some("fixtures-b".into());
     b.config.resources = vec![cms];
     let env = b.start().await;
+    assert_eq!(env.sim.profile(), p);
     assert_eq!(env.kcache.cache("", "v1", "configmaps").unwrap().len(), 3);
     let inside: Api<ConfigMap> = Api::namespaced(client(&env.url()), "fixtures-b");
     assert_eq!(
@@ -250,11 +263,12 @@ async fn restricted_cache_forwards_outside_its_scope() {
     );
 }
 
+per_profile!(consistent_reads_from_cache_are_never_stale);
+
 /// Consistent reads (resourceVersion unset) are answered from the cache, never stale: a write
 /// the upstream acknowledged before the read is always visible, under churn, and the reads
 /// themselves do not reach the upstream (only the shared probes do).
-#[tokio::test]
-async fn consistent_reads_from_cache_are_never_stale() {
+async fn consistent_reads_from_cache_are_never_stale(p: Profile) {
     let seed_objects = seed::demo_cluster(&seed::DemoSpec::default());
     let mut churn = Churn::new(5, &seed_objects);
     let env = EnvBuilder {
@@ -267,6 +281,7 @@ async fn consistent_reads_from_cache_are_never_stale() {
     ])
     .start()
     .await;
+    assert_eq!(env.sim.profile(), p);
     let sim = env.sim.clone();
     let churner = tokio::spawn(async move {
         loop {

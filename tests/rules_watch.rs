@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Env;
+use kcache_sim::Profile;
 use raw::Resp;
 use rules_common::*;
 use serde_json::{json, Value};
@@ -53,7 +54,7 @@ fn spawn_watch(env: &Env, path: String, max: Duration) -> JoinHandle<Resp> {
 /// The recorder's writes behind `watch-cm-ns-a-from-list-rv`: create, label, patch, relabel
 /// (leaves app=web), relabel another (enters app=web), delete both.
 fn replay_recorded_writes(env: &Env) {
-    for line in raw::fixture("watch-cm-ns-a-from-list-rv.json").lines() {
+    for line in fixture("watch-cm-ns-a-from-list-rv.json").lines() {
         let ev: Value = serde_json::from_str(line).unwrap();
         let obj = raw::strip_server_fields(ev["object"].clone());
         let name = obj["metadata"]["name"].as_str().unwrap().to_string();
@@ -102,14 +103,69 @@ fn assert_one_chunk_per_event(r: &Resp, what: &str) {
     }
 }
 
-/// The stream's RV offsets normalised from `base` (ours) and 3909 (the recording's list RV).
-fn same_stream(ours: &str, base: u64, fixture: &str) {
-    assert_eq!(
-        raw::normalize(ours, Some(base)),
-        raw::normalize(&raw::fixture(fixture), Some(3909)),
-        "{fixture}"
-    );
+/// A recorded one-bookmark stream with the bookmark's resourceVersion set to `rv`.
+fn with_bookmark_rv(recorded: &str, rv: u64) -> String {
+    let ev: Value = serde_json::from_str(recorded.lines().next().unwrap()).unwrap();
+    let at = ev["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap();
+    recorded.replace(
+        &format!("\"resourceVersion\":\"{at}\""),
+        &format!("\"resourceVersion\":\"{rv}\""),
+    )
 }
+
+/// Replaces every resourceVersion by its rank among those of the text (`#0`, `#1`, ...): the
+/// v1.34 recordings' RVs are sparse (other clients wrote in between), the sim's dense.
+fn rank_rvs(s: &str) -> String {
+    const PAT: &str = "\"resourceVersion\":\"";
+    let value = |after: &str| after[..after.find('"').unwrap_or(after.len())].to_string();
+    let mut rvs: Vec<u64> = s
+        .match_indices(PAT)
+        .filter_map(|(i, _)| value(&s[i + PAT.len()..]).parse().ok())
+        .collect();
+    rvs.sort_unstable();
+    rvs.dedup();
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(PAT) {
+        out.push_str(&rest[..i + PAT.len()]);
+        let after = &rest[i + PAT.len()..];
+        let v = value(after);
+        match v
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| rvs.binary_search(&n).ok())
+        {
+            Some(rank) => out.push_str(&format!("#{rank}")),
+            None => out.push_str(&v),
+        }
+        rest = &after[v.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The stream compared with the recording: resourceVersions as offsets from `base` (ours) and
+/// from the recording's list RV (v1.28, whose RVs are as dense as the sim's), or as ranks
+/// (v1.34, whose cluster had other writers: the order of RVs is what a client relies on).
+fn same_stream(ours: &str, base: u64, name: &str) {
+    let recorded = fixture(name);
+    match profile() {
+        Profile::V1_28 => assert_eq!(
+            raw::normalize(ours, Some(base)),
+            raw::normalize(&recorded, Some(3909)),
+            "{name}"
+        ),
+        Profile::V1_34 => assert_eq!(
+            raw::normalize(&rank_rvs(ours), Some(u64::MAX)),
+            raw::normalize(&rank_rvs(&recorded), Some(u64::MAX)),
+            "{name}"
+        ),
+    }
+}
+
+per_profile!(w1_w2_stream_format_selector_transitions_legacy_path);
 
 /// W1 + W2: the recorded watches replayed. `{"type":T,"object":O}\n` per event, one chunk each,
 /// objects complete with kind/apiVersion, headers before any event, a clean end at
@@ -117,10 +173,10 @@ fn same_stream(ours: &str, base: u64, fixture: &str) {
 /// but the new RV on leaving, the unfiltered one MODIFIED for both; real deletes carry the
 /// deletion RV. The legacy `/watch/` path and a single-object watch (field selector or
 /// `…/NAME?watch=1`) give the same streams, also when replayed from kcache's history.
-#[tokio::test]
-async fn w1_w2_stream_format_selector_transitions_legacy_path() {
+async fn w1_w2_stream_format_selector_transitions_legacy_path(p: Profile) {
     // The apiserver's 60 s bookmark interval: the recordings (16 s) hold no bookmark.
     let env = common::EnvBuilder::fixtures().start().await;
+    assert_eq!(env.sim.profile(), p);
     env.settle("", "configmaps").await;
     let base = env.sim.current_rv();
     let all = spawn_watch(
@@ -217,12 +273,14 @@ async fn w1_w2_stream_format_selector_transitions_legacy_path() {
     }
 }
 
+per_profile!(w2_selector_transitions_match_upstream_streams);
+
 /// W2 for every kind of selector: kcache's streams are byte-identical to the upstream's own
 /// for the same requests (label and field selectors, set-based and negated, namespaces, CRs)
 /// while objects enter, leave, change inside and are deleted.
-#[tokio::test]
-async fn w2_selector_transitions_match_upstream_streams() {
+async fn w2_selector_transitions_match_upstream_streams(p: Profile) {
     let env = common::EnvBuilder::fixtures().start().await;
+    assert_eq!(env.sim.profile(), p);
     for (g, r) in [("", "configmaps"), ("", "pods"), (WIDGET_GROUP, "widgets")] {
         env.settle(g, r).await;
     }
@@ -328,38 +386,67 @@ async fn w2_selector_transitions_match_upstream_streams() {
     }
 }
 
+per_profile!(w3_too_old_rv_is_200_one_error_then_eof);
+
 /// W3: a watch from an RV older than the retained history: HTTP 200, exactly one ERROR event
 /// carrying the 410 Expired Status ("too old resource version: N (M)", M = the oldest RV still
 /// servable), then the stream ends; also through the legacy path.
-#[tokio::test]
-async fn w3_too_old_rv_is_200_one_error_then_eof() {
+async fn w3_too_old_rv_is_200_one_error_then_eof(p: Profile) {
     let mut b = builder();
     b.config.cache.history_max_events = 4;
     let env = b.start().await;
-    for i in 0..6 {
-        create_cm(&env, "fixtures-b", &format!("churn-{i}"), json!({}));
-    }
-    env.settle("", "configmaps").await;
+    // The v1.34 recordings of ConfigMap watches at RV 1 replay history instead (that server's
+    // ConfigMap watch cache still held RV 1: DIFF-1.28.md section 3); its widget ones are the
+    // 410, as at v1.28.
+    let (names, collection) = match p {
+        Profile::V1_28 => {
+            for i in 0..6 {
+                create_cm(&env, "fixtures-b", &format!("churn-{i}"), json!({}));
+            }
+            env.settle("", "configmaps").await;
+            (
+                [
+                    "err-watch-cm-rv1-too-old",
+                    "err-watch-legacy-path-rv1-too-old",
+                ],
+                CMS_B.to_string(),
+            )
+        }
+        Profile::V1_34 => {
+            for i in 0..6 {
+                create_widget(&env, "fixtures-b", &format!("churn-{i}"), json!({}));
+            }
+            env.settle(WIDGET_GROUP, "widgets").await;
+            (
+                [
+                    "err-watch-widgets-rv1-too-old",
+                    "err-watch-legacy-path-widgets-rv1-too-old",
+                ],
+                format!("/apis/{WIDGET_GROUP}/v1/namespaces/fixtures-b/widgets"),
+            )
+        }
+    };
+    let oldest_of = |name: &str, text: &str| -> u64 {
+        text.split("too old resource version: 1 (")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {text}"))
+    };
     let mut oldest = None;
-    for name in [
-        "err-watch-cm-rv1-too-old",
-        "err-watch-legacy-path-rv1-too-old",
-    ] {
-        let (_, path) = raw::fixture_request(name);
+    for name in names {
+        let (_, path) = fixture_request(name);
         let r = send(&env, &path).await;
         assert_watch_response(&r, name);
         assert!(r.clean_end, "{name}: the stream ends after the ERROR");
         assert!(r.total < Duration::from_secs(1), "{name}: at once");
         let text = r.text();
-        let m: u64 = text
-            .split("too old resource version: 1 (")
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{name}: {text}"));
+        let m = oldest_of(name, &text);
+        let rec = recorded(name).body;
+        let rec_m = oldest_of(name, &rec);
         assert_eq!(
             text,
-            recorded(name).body.replace("(1484)", &format!("({m})")),
+            rec.replace(&format!("({rec_m})"), &format!("({m})")),
             "{name}"
         );
         assert_eq!(r.chunks.len(), 1);
@@ -369,7 +456,7 @@ async fn w3_too_old_rv_is_200_one_error_then_eof() {
     let m = oldest.unwrap();
     let ok = send(
         &env,
-        &format!("{CMS_B}?watch=1&resourceVersion={m}&timeoutSeconds=1"),
+        &format!("{collection}?watch=1&resourceVersion={m}&timeoutSeconds=1"),
     )
     .await;
     assert_eq!(ok.status, 200);
@@ -377,7 +464,10 @@ async fn w3_too_old_rv_is_200_one_error_then_eof() {
     assert!(ok.lines().iter().any(|l| l["type"] == "ADDED"));
     let old = send(
         &env,
-        &format!("{CMS_B}?watch=1&resourceVersion={}&timeoutSeconds=1", m - 1),
+        &format!(
+            "{collection}?watch=1&resourceVersion={}&timeoutSeconds=1",
+            m - 1
+        ),
     )
     .await;
     assert!(
@@ -388,20 +478,26 @@ async fn w3_too_old_rv_is_200_one_error_then_eof() {
     );
 }
 
+per_profile!(w4_timeout_ends_cleanly_future_rv_silent);
+
 /// W4: `timeoutSeconds` ends the stream cleanly with no final event (0 bytes when nothing
 /// happened; headers at once); a future RV on a plain watch is accepted silently, and events
 /// come once the store passes it.
-#[tokio::test]
-async fn w4_timeout_ends_cleanly_future_rv_silent() {
+async fn w4_timeout_ends_cleanly_future_rv_silent(p: Profile) {
     let env = fixtures_env().await;
+    assert_eq!(env.sim.profile(), p);
     let cm_rv = cache_rv(&env, "", "configmaps");
-    let (_, timeout1) = raw::fixture_request("watch-cm-ns-a-timeout1-bookmarks");
+    let (_, timeout1) = fixture_request("watch-cm-ns-a-timeout1-bookmarks");
     let timeout1 = spawn_watch(
         &env,
-        replace_rv(&timeout1, 4231, cm_rv),
+        replace_rv(
+            &timeout1,
+            request_rv("watch-cm-ns-a-timeout1-bookmarks"),
+            cm_rv,
+        ),
         Duration::from_secs(5),
     );
-    let (_, future) = raw::fixture_request("watch-widgets-rv-future");
+    let (_, future) = fixture_request("watch-widgets-rv-future");
     let future = spawn_watch(
         &env,
         with_param(&future, "timeoutSeconds=2"),
@@ -442,12 +538,14 @@ async fn w4_timeout_ends_cleanly_future_rv_silent() {
     assert_eq!(names, [json!("f-2")], "only events after the requested RV");
 }
 
+per_profile!(w5_periodic_bookmarks_only_when_moved_and_asked);
+
 /// W5: with `allowWatchBookmarks`, a periodic BOOKMARK (built-in form with
-/// `creationTimestamp:null`, CR form with sorted keys) carrying the RV of the type's last event
-/// - not the global RV - once the type moved past the watch's start RV, even by writes the
-/// watch does not see. No bookmark on a quiet type, none without the parameter.
-#[tokio::test]
-async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
+/// `creationTimestamp:null` up to v1.33, without from v1.34; CR form with sorted keys) carrying
+/// the RV of the type's last event (v1.28; not the global RV) or of the cache (v1.34), once the
+/// type moved past the watch's start RV, even by writes the watch does not see. None without
+/// the parameter; none on a quiet type at v1.28, a heartbeat at v1.34.
+async fn w5_periodic_bookmarks_only_when_moved_and_asked(p: Profile) {
     let env = fixtures_env().await;
     let cm_start = cache_rv(&env, "", "configmaps");
     let w_start = cache_rv(&env, WIDGET_GROUP, "widgets");
@@ -457,10 +555,17 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
         ("widgets", watches_of(&env, "widgets") + 1),
         ("pods", watches_of(&env, "pods") + 1),
     ];
-    let (_, cm_path) = raw::fixture_request("watch-cm-ns-b-periodic-bookmark");
+    let (_, cm_path) = fixture_request("watch-cm-ns-b-periodic-bookmark");
     let cm = spawn_watch(
         &env,
-        with_param(&replace_rv(&cm_path, 5429, cm_start), "timeoutSeconds=4"),
+        with_param(
+            &replace_rv(
+                &cm_path,
+                request_rv("watch-cm-ns-b-periodic-bookmark"),
+                cm_start,
+            ),
+            "timeoutSeconds=4",
+        ),
         Duration::from_secs(7),
     );
     let cm_no_param = spawn_watch(
@@ -468,10 +573,17 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
         format!("{CMS_B}?resourceVersion={cm_start}&watch=1&timeoutSeconds=3"),
         Duration::from_secs(7),
     );
-    let (_, w_path) = raw::fixture_request("watch-widgets-label-periodic-bookmark");
+    let (_, w_path) = fixture_request("watch-widgets-label-periodic-bookmark");
     let widgets = spawn_watch(
         &env,
-        with_param(&replace_rv(&w_path, 4433, w_start), "timeoutSeconds=4"),
+        with_param(
+            &replace_rv(
+                &w_path,
+                request_rv("watch-widgets-label-periodic-bookmark"),
+                w_start,
+            ),
+            "timeoutSeconds=4",
+        ),
         Duration::from_secs(7),
     );
     let quiet = spawn_watch(
@@ -499,10 +611,19 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
     let cm = cm.await.unwrap();
     assert_watch_response(&cm, "cm bookmarks");
     assert!(!cm.text().is_empty(), "a bookmark once the type moved");
-    let want =
-        raw::fixture("watch-cm-ns-b-periodic-bookmark.json").replace("5565", &cm_rv.to_string());
+    let global = env.sim.current_rv();
+    // v1.28: at the type's last event. v1.34's bookmarks carry its watch cache's revision,
+    // which etcd's progress notifications move past the type's events: kcache's are at its
+    // cache's RV, which the upstream's bookmarks move likewise (the form is the same).
+    let bookmark_rv_ok = |rv: u64, type_rv: u64| match p {
+        Profile::V1_28 => rv == type_rv,
+        Profile::V1_34 => (type_rv..=global).contains(&rv),
+    };
+    let recorded_cm = fixture("watch-cm-ns-b-periodic-bookmark.json");
     for l in cm.text().lines() {
-        assert_eq!(format!("{l}\n"), want);
+        let rv = rv_of(&serde_json::from_str::<Value>(l).unwrap()["object"]);
+        assert!(bookmark_rv_ok(rv, cm_rv), "bookmark at {rv}: {l}");
+        assert_eq!(format!("{l}\n"), with_bookmark_rv(&recorded_cm, rv));
     }
     // Periodic, not at once: the 1 s interval. (That one comes at all is checked above.)
     let first = cm.chunks[0].0;
@@ -512,15 +633,35 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
     );
     let widgets = widgets.await.unwrap();
     assert!(!widgets.text().is_empty(), "CR bookmark");
-    let want = raw::fixture("watch-widgets-label-periodic-bookmark.json")
-        .replace("4437", &w_rv.to_string());
+    let recorded_w = fixture("watch-widgets-label-periodic-bookmark.json");
     for l in widgets.text().lines() {
-        assert_eq!(format!("{l}\n"), want);
+        let rv = rv_of(&serde_json::from_str::<Value>(l).unwrap()["object"]);
+        assert!(bookmark_rv_ok(rv, w_rv), "bookmark at {rv}: {l}");
+        assert_eq!(format!("{l}\n"), with_bookmark_rv(&recorded_w, rv));
     }
-    for (r, what) in [
-        (cm_no_param.await.unwrap(), "without allowWatchBookmarks"),
-        (quiet.await.unwrap(), "quiet type"),
-    ] {
+    let quiet = quiet.await.unwrap();
+    let mut silent = vec![(cm_no_param.await.unwrap(), "without allowWatchBookmarks")];
+    match p {
+        Profile::V1_28 => silent.push((quiet, "quiet type")),
+        // v1.34's periodic bookmark is a heartbeat: a type without events gets one too, at the
+        // cache's revision once that moved past the watch's start (the recorded
+        // `watch-widgets-no-bookmark-90s-cache-behind`), in the built-in form.
+        Profile::V1_34 => {
+            assert_watch_response(&quiet, "quiet type");
+            assert!(!quiet.text().is_empty(), "quiet type: a heartbeat bookmark");
+            for l in quiet.text().lines() {
+                let rv = rv_of(&serde_json::from_str::<Value>(l).unwrap()["object"]);
+                assert!(rv > pod_start && rv <= global, "heartbeat at {rv}");
+                assert_eq!(
+                    l,
+                    format!(
+                        r#"{{"type":"BOOKMARK","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}}}}}}"#
+                    )
+                );
+            }
+        }
+    }
+    for (r, what) in silent {
         assert_watch_response(&r, what);
         assert_eq!(r.text(), "", "{what}: no bookmark");
         assert!(
@@ -530,20 +671,38 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked() {
     }
 }
 
+per_profile!(w6_watchlist_initial_events_and_end_bookmark);
+
 /// W6: WatchList (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`): ADDED for every
 /// object, then the `k8s.io/initial-events-end` BOOKMARK - at once for RV=0 (at the cache RV),
 /// for RV="" once the cache reaches the upstream's current RV (a write of the type releases
 /// it) -, then live events; without allowWatchBookmarks no bookmark; an RV the cache has not
 /// reached holds the headers 3 s, then 200 with one ERROR event carrying the 504.
-#[tokio::test]
-async fn w6_watchlist_initial_events_and_end_bookmark() {
+async fn w6_watchlist_initial_events_and_end_bookmark(p: Profile) {
     let env = fixtures_env().await;
     let future = env.sim.current_rv() + 1000;
+    // v1.34 answers an explicit RV its cache reaches at once (the recording's is etcd's
+    // current revision: ADDED x3 and the end bookmark, no wait). In front of it kcache's cache
+    // of the quiet type reaches the upstream's revision with the upstream's next bookmark.
+    let explicit_current = (p == Profile::V1_34).then(|| {
+        spawn_watch(
+            &env,
+            with_param(
+                &replace_rv(
+                    &fixture_request("watchlist-widgets-rv-explicit-cache-behind").1,
+                    request_rv("watchlist-widgets-rv-explicit-cache-behind"),
+                    env.sim.current_rv(),
+                ),
+                "timeoutSeconds=2",
+            ),
+            Duration::from_secs(8),
+        )
+    });
     let explicit = spawn_watch(
         &env,
         replace_rv(
-            &raw::fixture_request("watchlist-widgets-rv-explicit-cache-behind").1,
-            4730,
+            &fixture_request("watchlist-widgets-rv-explicit-cache-behind").1,
+            request_rv("watchlist-widgets-rv-explicit-cache-behind"),
             future,
         ),
         Duration::from_secs(8),
@@ -553,12 +712,12 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
         ("watchlist-cm-ns-b-rv0", "", "configmaps"),
         ("watchlist-widgets-rv0", WIDGET_GROUP, "widgets"),
     ] {
-        let (_, path) = raw::fixture_request(name);
+        let (_, path) = fixture_request(name);
         let r = send(&env, &with_param(&path, "timeoutSeconds=1")).await;
         assert_watch_response(&r, name);
         assert_eq!(
             sorted_lines(&norm(&r.text())),
-            sorted_lines(&norm(&recorded(name).body)),
+            sorted_lines(&norm(&without_catch_up_bookmark(&recorded(name).body))),
             "{name}"
         );
         let lines = r.lines();
@@ -577,7 +736,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     }
     // Without allowWatchBookmarks: initial events only.
     let name = "watchlist-cm-ns-b-without-bookmarks";
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     let r = send(&env, &with_param(&path, "timeoutSeconds=1")).await;
     assert_eq!(
         sorted_lines(&norm(&r.text())),
@@ -588,7 +747,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     // was a widget) kcache answers at once, the bookmark at that revision.
     let released_by = create_widget(&env, "fixtures-b", "w-tmp-b", json!({}));
     env.settle(WIDGET_GROUP, "widgets").await;
-    let (_, rv_empty) = raw::fixture_request("watchlist-widgets-rv-empty-unblocked-by-write");
+    let (_, rv_empty) = fixture_request("watchlist-widgets-rv-empty-unblocked-by-write");
     let r = send(&env, &with_param(&rv_empty, "timeoutSeconds=1")).await;
     assert_watch_response(&r, "RV=\"\" WatchList");
     assert_from_cache(&r, "RV=\"\" WatchList of a type at the upstream's revision");
@@ -603,6 +762,8 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     assert!(r.chunks.last().unwrap().0 < Duration::from_millis(500));
     // On a type kcache cannot prove fresh (another type's write moved the upstream's revision)
     // the upstream answers it, bookmark and all: kcache never sends one below that revision.
+    // (v1.34 too: its periodic bookmarks to a watch that has seen an event of its type, as
+    // kcache's has seen w-tmp-b, carry that event's RV, not its revision.)
     create_cm(&env, "fixtures-b", "moves-global", json!({}));
     let global = env.sim.current_rv();
     found_quiet(&env, WIDGETS).await;
@@ -611,6 +772,23 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
     assert_forwarded(&r, "RV=\"\" WatchList of a quiet type");
     for l in r.lines().iter().filter(|l| l["type"] == "BOOKMARK") {
         assert!(rv_of(&l["object"]) >= global, "{}", r.text());
+    }
+    if let Some(w) = explicit_current {
+        let r = w.await.unwrap();
+        assert_watch_response(&r, "explicit current RV");
+        let name = "watchlist-widgets-rv-explicit-cache-behind";
+        assert!(
+            r.head_after < Duration::from_millis(2900),
+            "before the 3 s limit: {:?}",
+            r.head_after
+        );
+        assert!(r.text().lines().count() >= 4, "{}", r.text());
+        let first4 = r.text().lines().take(4).collect::<Vec<_>>().join("\n");
+        assert_eq!(
+            sorted_lines(&norm(&first4)),
+            sorted_lines(&norm(&recorded(name).body)),
+            "{name}"
+        );
     }
     // An explicit RV the cache has not reached: headers held 3 s, then the 504 as an event.
     let r = explicit.await.unwrap();
@@ -622,10 +800,43 @@ async fn w6_watchlist_initial_events_and_end_bookmark() {
         r.head_after
     );
     assert!(r.clean_end);
-    let want = recorded("watchlist-widgets-rv-explicit-cache-behind")
-        .body
-        .replace("4730", &future.to_string());
+    // The v1.28 recording of it; v1.34's was answered (above), the event is the same one.
+    let want = raw::fixture_in(
+        kcache_sim::Profile::V1_28,
+        "watchlist-widgets-rv-explicit-cache-behind.json",
+    )
+    .replace("4730", &future.to_string());
     assert_eq!(norm(&r.text()), norm(&want));
+}
+
+/// Wait until kcache's cache of a type has reached `rv` (on v1.34 the upstream's bookmarks
+/// carry its revision to quiet types).
+async fn wait_cache(env: &Env, group: &str, resource: &str, rv: u64) {
+    common::wait_until(&format!("{resource} cache at {rv}"), || {
+        let at = cache_rv(env, group, resource);
+        async move { at >= rv }
+    })
+    .await;
+}
+
+/// A recorded WatchList stream without v1.34's plain BOOKMARK after the initial-events-end
+/// one (its watch cache catching up with etcd's revision: DIFF-1.28.md item 4), which kcache
+/// does not send: a plain bookmark only moves the RV a client resumes from, and the one it
+/// would resume from without it is valid.
+fn without_catch_up_bookmark(body: &str) -> String {
+    let mut out = String::new();
+    let mut ended = false;
+    for l in body.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let plain_bookmark =
+            v["type"] == "BOOKMARK" && v["object"]["metadata"].get("annotations").is_none();
+        if !(ended && plain_bookmark) {
+            out.push_str(l);
+            out.push('\n');
+        }
+        ended |= v["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true";
+    }
+    out
 }
 
 /// A consistent read of a quiet type (one the upstream's later writes of other types put
@@ -637,25 +848,31 @@ async fn found_quiet(env: &Env, collection: &str) {
     assert!(!from_cache(&r), "{collection}: forwarded");
 }
 
+per_profile!(w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams);
+
 /// W6b and W7 (docs/semantics.md): on a type nobody writes, the recorded v1.28 apiserver never
 /// sent the end bookmark of an RV="" WatchList or of a reflector-style RV-unset watch (none in
 /// 90 s; only a write of the type released it); v1.34 sends it at once, at etcd's revision.
 /// kcache cannot prove such a type current, so a bookmark from its cache would promise a state
 /// it cannot vouch for: it passes both watches to the upstream, whose stream the client gets,
 /// and answers at once (no probe, no wait) once a read of the type has been found unprovable.
-#[tokio::test]
-async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams() {
+async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams(p: Profile) {
     let env = fixtures_env().await;
     // Another type's write: the upstream's global RV is ahead of the widget cache, as recorded.
     create_cm(&env, "fixtures-b", "moves-global", json!({}));
     let global = env.sim.current_rv();
-    found_quiet(&env, WIDGETS).await;
+    match p {
+        Profile::V1_28 => found_quiet(&env, WIDGETS).await,
+        // v1.34's bookmarks are a heartbeat at its revision: kcache's cache of the quiet type
+        // reaches the upstream's revision with the next one, and kcache can prove it current.
+        Profile::V1_34 => wait_cache(&env, WIDGET_GROUP, "widgets", global).await,
+    }
     let names = [
         "watchlist-widgets-rv-empty",
         "watch-widgets-rv-unset-bookmarks",
     ];
     let watches = names.map(|name| {
-        let (_, path) = raw::fixture_request(name);
+        let (_, path) = fixture_request(name);
         spawn_watch(
             &env,
             with_param(&path, "timeoutSeconds=2"),
@@ -665,7 +882,31 @@ async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams() {
     for (name, w) in names.into_iter().zip(watches) {
         let r = w.await.unwrap();
         assert_eq!(r.status, 200, "{name}: {}", r.text());
-        assert_forwarded(&r, name);
+        match p {
+            Profile::V1_28 => assert_forwarded(&r, name),
+            Profile::V1_34 => {
+                // From the cache, as v1.34 answers: the initial events in key order and the
+                // end bookmark at once (at kcache's cache RV, the upstream's revision).
+                assert_from_cache(&r, name);
+                let first4 = r.text().lines().take(4).collect::<Vec<_>>().join("\n");
+                let rec4 = recorded(name)
+                    .body
+                    .lines()
+                    .take(4)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                assert_eq!(norm(&first4), norm(&rec4), "{name}");
+                let mut lines = 0;
+                let at = r.chunks.iter().find_map(|(at, data)| {
+                    lines += data.iter().filter(|b| **b == b'\n').count();
+                    (lines >= 4).then_some(*at)
+                });
+                assert!(
+                    at.is_some_and(|at| at < Duration::from_millis(500)),
+                    "{name}: the end bookmark at once, not after {at:?}"
+                );
+            }
+        }
         assert!(
             r.head_after < Duration::from_millis(500),
             "{name}: passed through at once, after {:?}",
@@ -690,16 +931,18 @@ async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams() {
     }
 }
 
+per_profile!(w7_rv_unset_or_0_watch_gets_initial_events);
+
 /// W7: a classic watch with RV unset or 0 gets ADDED for every object first (in any order)
 /// and, with allowWatchBookmarks, the initial-events-end bookmark - at once for RV=0 and, on a
 /// type the latest write touched, for RV unset too.
-#[tokio::test]
-async fn w7_rv_unset_or_0_watch_gets_initial_events() {
+async fn w7_rv_unset_or_0_watch_gets_initial_events(p: Profile) {
     let env = pre_patch_env().await;
+    assert_eq!(env.sim.profile(), p);
     set_cm01(&env, true);
     env.settle("", "configmaps").await;
     let name = "watch-cm-ns-a-rv-unset-timeout3";
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     let r = send(&env, &path.replace("timeoutSeconds=3", "timeoutSeconds=1")).await;
     assert_watch_response(&r, name);
     assert!(r.clean_end);
@@ -708,7 +951,7 @@ async fn w7_rv_unset_or_0_watch_gets_initial_events() {
         sorted_lines(&norm(&recorded(name).body))
     );
     let name = "watch-widgets-rv0-bookmarks";
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     let r = send(&env, &with_param(&path, "timeoutSeconds=1")).await;
     assert_watch_response(&r, name);
     assert_eq!(

@@ -14,10 +14,27 @@ use kcache::server::{self, Running};
 use kcache::upstream::Upstream;
 use kcache_sim::rbac::Rbac;
 use kcache_sim::seed::{self, SeedObject};
-use kcache_sim::{ResourceType, Sim, SimConfig};
+use kcache_sim::{Profile, ResourceType, Sim, SimConfig};
 use tokio::net::{TcpListener, TcpStream};
 
 pub mod mirror;
+
+thread_local! {
+    static PROFILE: std::cell::Cell<Profile> = const { std::cell::Cell::new(Profile::V1_28) };
+}
+
+/// Sets the upstream profile of the running test (`per_profile!` of `sim_common`, whose
+/// generated tests call `crate::common::set_profile`): the sim [`EnvBuilder`] starts imitates
+/// it and the rule tests compare with its recordings.
+pub fn set_profile(p: Profile) {
+    PROFILE.set(p);
+}
+
+/// The profile of the running test: the one `per_profile!` runs it as, else v1.28. Tokio's
+/// test runtime runs the test and its tasks on the test's thread.
+pub fn profile() -> Profile {
+    PROFILE.get()
+}
 
 /// A recorded body of the real apiserver (see `kcache_sim::recordings`).
 pub fn fixture(name: &str) -> Vec<u8> {
@@ -55,7 +72,7 @@ impl Default for EnvBuilder {
         EnvBuilder {
             sim: SimConfig {
                 bookmark_interval: Duration::from_secs(1),
-                ..SimConfig::default()
+                ..SimConfig::for_profile(profile())
             },
             config: Config::default(),
             seed: Vec::new(),

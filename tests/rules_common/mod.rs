@@ -11,8 +11,56 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub use crate::common::profile;
 use crate::common::{Env, EnvBuilder};
 use crate::raw::{self, Resp};
+use kcache_sim::Profile;
+
+/// A recording of the running test's profile (see `common::profile`) as text.
+pub fn fixture(name: &str) -> String {
+    raw::fixture_in(profile(), name)
+}
+
+/// The request line of a recording of the running test's profile: (method, path-and-query).
+pub fn fixture_request(name: &str) -> (String, String) {
+    raw::fixture_request_in(profile(), name)
+}
+
+/// The `resourceVersion=N` of a recording's request (the recordings' RVs differ by profile).
+pub fn request_rv(name: &str) -> u64 {
+    let (_, path) = fixture_request(name);
+    let q = path
+        .split_once("resourceVersion=")
+        .unwrap_or_else(|| panic!("{name}: no resourceVersion in {path}"))
+        .1;
+    q[..q.find('&').unwrap_or(q.len())].parse().unwrap()
+}
+
+/// A continue token's start key as the running test's profile writes it: v1.34 roots it with
+/// a `/` (`"/cm-10\u0000"`), v1.28 does not (DIFF-1.28.md item 1).
+pub fn start_key(key: &str) -> String {
+    match profile() {
+        Profile::V1_28 => format!("{key}\u{0}"),
+        Profile::V1_34 => format!("/{key}\u{0}"),
+    }
+}
+
+/// `text` with the number after each `current: ` (the RV in a 504's message) replaced by `rv`.
+pub fn with_current(text: &str, rv: u64) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("current: ") {
+        out.push_str(&rest[..i + 9]);
+        let after = &rest[i + 9..];
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        out.push_str(&rv.to_string());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
 
 /// The namespace of most recordings.
 pub const CMS_A: &str = "/api/v1/namespaces/fixtures-a/configmaps";
@@ -26,6 +74,20 @@ pub const WIDGET_GROUP: &str = "fixtures.example.com";
 pub fn builder() -> EnvBuilder {
     let mut b = EnvBuilder::fixtures();
     b.config.watch.bookmark_interval_seconds = 1;
+    if profile() == Profile::V1_34 {
+        // The v1.34 recordings' `fixtures-a` namespace carries one more label and
+        // managedFields entry (set by another seed of that cluster, DIFF-1.28.md section 3).
+        let recorded: Value = serde_json::from_str(&fixture("get-namespace.json")).unwrap();
+        let mut ns = raw::strip_server_fields(recorded);
+        ns["apiVersion"] = json!("v1");
+        ns["kind"] = json!("Namespace");
+        let seeded = b
+            .seed
+            .iter_mut()
+            .find(|o| o.resource == "namespaces" && o.name() == "fixtures-a")
+            .expect("fixtures-a in the data set");
+        seeded.object = ns;
+    }
     b
 }
 
@@ -182,7 +244,7 @@ pub fn assert_consistent_source(env: &Env, r: &Resp, path: &str, what: &str) {
 
 /// [`assert_consistent_source`] for the request of fixture `name`.
 pub fn assert_consistent_fixture(env: &Env, r: &Resp, name: &str) {
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     assert_consistent_source(env, r, &path, name);
 }
 
@@ -203,7 +265,7 @@ impl Recorded {
 }
 
 pub fn recorded(name: &str) -> Recorded {
-    let http = raw::fixture(&format!("{name}.http"));
+    let http = fixture(&format!("{name}.http"));
     let mut lines = http
         .lines()
         .skip_while(|l| !l.starts_with("### response"))
@@ -219,7 +281,7 @@ pub fn recorded(name: &str) -> Recorded {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let dir = kcache_sim::recordings::dir();
+    let dir = kcache_sim::recordings::dir_of(profile());
     let body = ["json", "txt"]
         .iter()
         .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())
@@ -306,7 +368,7 @@ pub fn norm(s: &str) -> String {
 
 /// Replay fixture `name`'s own request against kcache and compare with the recording.
 pub async fn check(env: &Env, name: &str) -> Resp {
-    let (_, path) = raw::fixture_request(name);
+    let (_, path) = fixture_request(name);
     check_path(env, name, &path).await
 }
 
@@ -318,6 +380,36 @@ pub async fn check_path(env: &Env, name: &str, path: &str) -> Resp {
     assert_eq!(r.status, rec.status, "{what}: status; body {}", r.text());
     assert_eq!(norm(&r.text()), norm(&rec.body), "{what}: body");
     assert_headers(&r, &rec, &what);
+    r
+}
+
+/// Like [`check`] for a cluster-wide list whose recording holds other clients' objects too
+/// (the v1.34 cluster's: DIFF-1.28.md section 3): only the items of the `fixtures-*`
+/// namespaces are compared, with the list envelope, status and the headers but framing.
+pub async fn check_fixtures_items(env: &Env, name: &str) -> Resp {
+    let (_, path) = fixture_request(name);
+    let rec = recorded(name);
+    let r = send(env, &path).await;
+    let what = format!("{name} ({path})");
+    assert_eq!(r.status, rec.status, "{what}: status; body {}", r.text());
+    let fixtures_items = |body: &str| {
+        let mut v: Value = serde_json::from_str(body).unwrap();
+        v["items"].as_array_mut().expect("items").retain(|i| {
+            i["metadata"]["namespace"]
+                .as_str()
+                .is_some_and(|ns| ns.starts_with("fixtures-"))
+        });
+        norm(&serde_json::to_string(&v).unwrap())
+    };
+    assert_eq!(
+        fixtures_items(&r.text()),
+        fixtures_items(&rec.body),
+        "{what}"
+    );
+    for h in ["content-type", "cache-control"] {
+        assert_eq!(r.header(h), rec.header(h), "{what}: header {h}");
+    }
+    assert_framing(&r, &what);
     r
 }
 
