@@ -10,6 +10,8 @@
 //!   cannot be reached at all.
 
 mod common;
+#[path = "sim_common/mod.rs"]
+mod raw;
 
 use std::time::Duration;
 
@@ -183,29 +185,8 @@ async fn failed_probe_forwards_while_the_upstream_answers(profile: Profile) {
     env.sim.faults().set_unreachable(false);
 }
 
-macro_rules! per_profile {
-    ($($name:ident),* $(,)?) => {
-        mod v1_28 {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(kcache_sim::Profile::V1_28).await
-                }
-            )*
-        }
-        mod v1_34 {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(kcache_sim::Profile::V1_34).await
-                }
-            )*
-        }
-    };
-}
-
-per_profile! {
+per_profile!(
     watchlist_on_a_lagging_upstream_is_consistent,
     source_upstream_covers_watchlists,
     failed_probe_forwards_while_the_upstream_answers,
-}
+);

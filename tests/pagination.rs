@@ -7,6 +7,8 @@
 //! both forms and writes the form of the upstream it fronts.
 
 mod common;
+#[path = "sim_common/mod.rs"]
+mod raw;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -213,27 +215,4 @@ async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
     assert_eq!(seen.len(), ns.len(), "{profile}");
 }
 
-macro_rules! per_profile {
-    ($($name:ident: $body:ident),* $(,)?) => {
-        mod v1_28 {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$body(kcache_sim::Profile::V1_28).await
-                }
-            )*
-        }
-        mod v1_34 {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$body(kcache_sim::Profile::V1_34).await
-                }
-            )*
-        }
-    };
-}
-
-per_profile! {
-    consistent_lists_page_through_cache_and_upstream: consistent_lists_page_through_cache_and_upstream,
-}
+per_profile!(consistent_lists_page_through_cache_and_upstream,);

@@ -1,6 +1,7 @@
-//! Rule-by-rule conformance of kcache's LIST and GET with kube-apiserver v1.28: one test per
-//! rule of docs/semantics.md, as the recordings show it (L1–L10, G1–G2, the E-rules of
-//! list and get answers, 429 before sync). Each replays the recorded request against kcache
+//! Rule-by-rule conformance of kcache's LIST and GET with kube-apiserver v1.28 and v1.34: one
+//! test per rule of docs/semantics.md, as the recordings show it (L1–L10, G1–G2, the E-rules of
+//! list and get answers, reads before sync), run once per upstream profile (`NAME::v1_28`,
+//! `NAME::v1_34`) against that profile's sim and recordings. Each replays the recorded request against kcache
 //! (the simulated apiserver, seeded with the recorded data set, behind it) and compares the
 //! normalised body and the headers with the recording. Requests with `resourceVersion` set are
 //! answered from kcache's cache; RV-unset requests are consistent reads kcache forwards: both

@@ -1,5 +1,5 @@
-//! Rule-by-rule conformance of kcache's WATCH with kube-apiserver v1.28 (W1–W7 of
-//! docs/semantics.md): streams kcache serves from its cache, compared
+//! Rule-by-rule conformance of kcache's WATCH with kube-apiserver v1.28 and v1.34 (W1–W7 of
+//! docs/semantics.md), once per upstream profile: streams kcache serves from its cache, compared
 //! with the recordings after replaying the recorder's writes against the simulated apiserver.
 //! kcache runs with a 1 s bookmark interval where bookmarks are the subject (W5), and with the
 //! apiserver's 60 s where a recording without bookmarks is replayed.
