@@ -295,8 +295,8 @@ impl Bench {
         if let (Some(b), Some(a)) = (k_before, k_after) {
             let d: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a - b).collect();
             row.note(format!(
-                "kcache answered {} from its cache, forwarded {} (+{} lagging, +{} probe failed); {} probes",
-                d[0], d[1], d[2], d[3], d[4]
+                "kcache answered {} from its cache, forwarded {} (+{} lagging, +{} probe slow, +{} probe failed); {} probes",
+                d[0], d[1], d[2], d[3], d[4], d[5]
             ));
         }
         if unreadable > 0 {
@@ -321,13 +321,14 @@ impl Bench {
 }
 
 /// kcache's consistent-read outcomes so far (cache, forwarded, forwarded_lagging,
-/// forwarded_probe_failed) and its probes.
+/// forwarded_probe_slow, forwarded_probe_failed) and its probes.
 async fn outcomes(k: &KcacheChild) -> Vec<f64> {
     let mut v = Vec::new();
     for o in [
         "cache",
         "forwarded",
         "forwarded_lagging",
+        "forwarded_probe_slow",
         "forwarded_probe_failed",
     ] {
         let label = format!("outcome=\"{o}\"");
