@@ -217,7 +217,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated:
-        /// list,get,consistent,fresh,https,watch,node,memory,stalled.
+        /// list,get,consistent,fresh,https,watch,node,memory,stalled,protobuf,warm.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
@@ -494,4 +494,31 @@ async fn serve(
     );
     running.until_signal().await;
     Ok(())
+}
+
+#[cfg(all(test, feature = "bench"))]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `kcache bench --help` names every scenario the bench runs, in its order.
+    #[test]
+    fn bench_help_lists_every_scenario() {
+        let cmd = Cli::command();
+        let bench = cmd
+            .get_subcommands()
+            .find(|c| c.get_name() == "bench")
+            .expect("bench subcommand");
+        let help = bench
+            .get_arguments()
+            .find(|a| a.get_id() == "scenarios")
+            .and_then(|a| a.get_help())
+            .expect("--scenarios help")
+            .to_string();
+        let listed = help.rsplit(' ').next().unwrap_or_default();
+        assert_eq!(
+            listed.trim_end_matches('.'),
+            kcache_bench::SCENARIOS.join(",")
+        );
+    }
 }

@@ -7,9 +7,10 @@
 //! - quiet: no ConfigMap is written, but Secrets are (not cached), so the global revision
 //!   moves past the ConfigMap cache's and kcache has to forward the reads.
 //!
-//! The sim serves reads from etcd (resourceVersion unset: the direct reads, kcache's probes and
-//! forwarded reads) at a bounded rate, `Scale::fresh_storage`, as a real apiserver does; its
-//! watch-cache reads stay free.
+//! It runs on each upstream profile (v1.28, v1.34). The sim serves reads from etcd
+//! (resourceVersion unset: the direct reads, kcache's probes and forwarded reads) and writes
+//! lists at the bounded rate its profile's real apiserver measured
+//! (`StorageReads::measured`).
 //!
 //! Every row counts the sim's LIST and GET requests and response bytes over its phase (the
 //! reads themselves when loading the sim, kcache's probes and forwarded reads otherwise) and
@@ -27,7 +28,7 @@ const FORWARDING: &str = "kcache forwarding all";
 const TARGETS: [&str; 4] = [SIM, PROBE, PROBE_LAGGING, FORWARDING];
 
 /// A background writer at a steady rate until stopped; returns its failed writes.
-struct Writer {
+pub(super) struct Writer {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<u64>,
 }
@@ -35,7 +36,7 @@ struct Writer {
 impl Writer {
     /// Write `objects[pick(i)]` of `resource` at `rate` per second; acknowledged writes go to
     /// `acks` when given.
-    fn start(
+    pub(super) fn start(
         sim: &Sim,
         resource: &'static str,
         objects: Arc<Vec<Value>>,
@@ -78,7 +79,7 @@ impl Writer {
         Writer { stop, task }
     }
 
-    async fn stop(self) -> u64 {
+    pub(super) async fn stop(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap_or(u64::MAX)
     }
@@ -86,8 +87,17 @@ impl Writer {
 
 impl Bench {
     pub(super) async fn fresh(&mut self) -> Result<(), String> {
-        const S: &str =
-            "Consistent reads (RV unset) of one namespace, watch caches lagging, 8 clients";
+        for profile in kcache_sim::Profile::ALL {
+            self.fresh_on(profile).await?;
+        }
+        Ok(())
+    }
+
+    async fn fresh_on(&mut self, profile: kcache_sim::Profile) -> Result<(), String> {
+        let s = format!(
+            "Consistent reads (RV unset) of one namespace, watch caches lagging, {profile} profile, 8 clients"
+        );
+        let s = s.as_str();
         let n = self.scale.fresh_objects;
         let lags = self.scale.fresh_lags.clone();
         let lag_label = lags
@@ -96,12 +106,12 @@ impl Bench {
             .collect::<Vec<_>>()
             .join(", ");
         progress(format!(
-            "fresh: seeding {n} ConfigMaps in one namespace; replicas' watch caches lag {lag_label}"
+            "fresh {profile}: seeding {n} ConfigMaps in one namespace; replicas' watch caches lag {lag_label}"
         ));
         let sim = Sim::start(SimConfig {
             watch_cache_lags: lags.clone(),
-            storage_reads: Some(self.scale.fresh_storage),
-            ..SimConfig::default()
+            storage_reads: Some(kcache_sim::StorageReads::measured(profile)),
+            ..SimConfig::for_profile(profile)
         })
         .await
         .map_err(|e| format!("starting the sim: {e}"))?;
@@ -183,7 +193,7 @@ impl Bench {
             for (op, path, is_get) in [("GET one", get.as_str(), true), ("LIST ns", list, false)] {
                 let case = format!("{op}, {workload}");
                 for target in TARGETS {
-                    progress(format!("fresh: {case}: {target}"));
+                    progress(format!("fresh {profile}: {case}: {target}"));
                     let (addr, pid) = match target {
                         SIM => (sim.addr(), None),
                         FORWARDING => (forwarding.addr, Some(forwarding.pid())),
@@ -219,7 +229,7 @@ impl Bench {
                     let (reads, stale, unreadable) =
                         (after.0 - before.0, after.1 - before.1, after.2 - before.2);
                     let per_read = |x: u64| x as f64 / r.ok.max(1) as f64;
-                    let mut row = load_row(S, &case, target, &r, cpu);
+                    let mut row = load_row(s, &case, target, &r, cpu);
                     row.set("upstream req per read", per_read(up_requests))
                         .set("upstream KB per read", per_read(up_bytes) / 1e3)
                         .set("reads checked", reads)
@@ -245,13 +255,13 @@ impl Bench {
             }
             let failed = writer.stop().await;
             if failed > 0 {
-                self.report
-                    .notes
-                    .push(format!("fresh, {workload}: {failed} writes failed"));
+                self.report.notes.push(format!(
+                    "fresh {profile}, {workload}: {failed} writes failed"
+                ));
             }
         }
         self.report.notes.push(format!(
-            "fresh: {n} ConfigMaps in one namespace; the sim's replicas' watch caches lag {lag_label} \
+            "fresh, {profile}: {n} ConfigMaps in one namespace; the sim's replicas' watch caches lag {lag_label} \
              (requests alternate between them; each kcache's list and watch were pinned to one replica \
              as it started); each row is preceded by {} s of warm-up reads \
              (not counted); upstream columns are the sim's LIST+GET requests and response bytes \
@@ -259,7 +269,7 @@ impl Bench {
             fmt_num(warmup.as_secs_f64())
         ));
         self.report.check(
-            "Consistent reads with lagging watch caches: never stale",
+            &format!("Consistent reads with lagging watch caches, {profile}: never stale"),
             "0 stale reads",
             format!("{all_stale} stale of {all_reads} reads checked"),
             Some(all_stale == 0 && all_reads > 0),

@@ -7,11 +7,14 @@
 //!
 //! - `list`: LIST all (RV=0) of N ConfigMaps: kcache vs nginx vs the sim;
 //! - `get`: GET by name, RV=0 and RV unset: kcache vs nginx vs the sim;
-//! - `consistent`: LIST of one namespace with RV unset under writes, with the staleness check:
-//!   kcache answering from its cache vs kcache forwarding to the sim (and the sim itself);
+//! - `consistent`: consistent reads (RV unset) on each upstream profile (v1.28, v1.34), the sim
+//!   with its profile's measured capacity directly vs through kcache: LIST of all ConfigMaps,
+//!   of one namespace and GET of one, with ConfigMaps written and without (another type is
+//!   written throughout), with the staleness check and upstream requests per read;
 //! - `fresh`: consistent GET and LIST (RV unset) of one namespace of many ConfigMaps on a sim
-//!   whose watch caches lag, for a type being written and a quiet one: the sim vs kcache with
-//!   its freshness probe vs kcache forwarding, with upstream requests and bytes per read;
+//!   whose watch caches lag, on each profile, for a type being written and a quiet one: the
+//!   sim vs kcache with its freshness probe vs kcache forwarding, with upstream requests and
+//!   bytes per read;
 //! - `https`: LIST and GET over HTTPS with delegated auth vs plain HTTP and vs nginx HTTPS;
 //! - `watch`: watch fan-out over HTTP/1.1, HTTP/2 and HTTP/2 over TLS: delivery delays and
 //!   kcache's CPU per delivered event;
@@ -31,6 +34,7 @@
 #[allow(unsafe_code)]
 pub mod alloc_count;
 pub mod cluster;
+mod consistent;
 mod fanout;
 mod fresh;
 pub mod https;
@@ -111,11 +115,8 @@ struct Scale {
     fresh_objects: usize,
     /// The sim's replicas in the `fresh` scenario, by how far their watch caches lag.
     fresh_lags: Vec<Duration>,
-    /// Reads before each measured `fresh` row, not counted.
+    /// Reads before each measured `fresh` and `consistent` row, not counted.
     fresh_warmup: Duration,
-    /// What a read from etcd costs the sim in the `fresh` scenario (its capacity for
-    /// consistent reads), so that "direct" is an upstream with a real one's limits.
-    fresh_storage: kcache_sim::StorageReads,
     watch_objects: usize,
     watch_cases: Vec<WatchCase>,
     watch_rate: f64,
@@ -169,14 +170,6 @@ impl WatchCase {
     }
 }
 
-/// The `fresh` scenario's upstream capacity for consistent reads: 2 at a time, 0.5 ms each,
-/// 4,000 per second, about what a 1.28 apiserver on 2 cores served (3,747 consistent GETs/s
-/// of one ConfigMap with 8 clients, p50 1.9 ms).
-const FRESH_STORAGE: kcache_sim::StorageReads = kcache_sim::StorageReads {
-    cost: Duration::from_micros(500),
-    concurrency: 2,
-};
-
 impl Scale {
     fn full() -> Scale {
         Scale {
@@ -189,7 +182,6 @@ impl Scale {
             fresh_objects: 10_000,
             fresh_lags: vec![Duration::ZERO, Duration::from_millis(50)],
             fresh_warmup: Duration::from_secs(1),
-            fresh_storage: FRESH_STORAGE,
             watch_objects: 1_000,
             watch_cases: vec![
                 WatchCase::plain(Proto::H1, 1_000),
@@ -229,7 +221,6 @@ impl Scale {
             fresh_objects: 1_000,
             fresh_lags: vec![Duration::ZERO, Duration::from_millis(50)],
             fresh_warmup: Duration::from_millis(300),
-            fresh_storage: FRESH_STORAGE,
             watch_objects: 200,
             watch_cases: vec![
                 WatchCase::plain(Proto::H1, 100),

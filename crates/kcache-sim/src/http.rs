@@ -53,22 +53,37 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default):
-    /// the read takes the slot that frees first and holds it for `cost` from then. Booking
-    /// slot time keeps the capacity exact (`concurrency / cost` per second) however late a
-    /// sleeper wakes, and the sleep is a blocking thread's: tokio's timer rounds up to whole
-    /// milliseconds, which would add up to 1 ms to every read the model means to take 0.5 ms.
+    /// Pay what a read served from etcd costs (`SimConfig::storage_reads`; nothing by default).
     async fn storage_read(&self) {
-        let Some(model) = self.cfg.storage_reads else {
-            return;
-        };
+        if let Some(model) = self.cfg.storage_reads {
+            self.busy(model.cost).await;
+        }
+    }
+
+    /// Pay what writing a list of `items` objects costs (`StorageReads::per_item`).
+    async fn list_written(&self, items: usize) {
+        if let Some(model) = self.cfg.storage_reads {
+            let cost = model
+                .per_item
+                .saturating_mul(u32::try_from(items).unwrap_or(u32::MAX));
+            if !cost.is_zero() {
+                self.busy(cost).await;
+            }
+        }
+    }
+
+    /// Take the slot that frees first and hold it for `cost` from then. Booking slot time keeps
+    /// the capacity exact (`concurrency / cost` per second) however late a sleeper wakes, and
+    /// the sleep is a blocking thread's: tokio's timer rounds up to whole milliseconds, which
+    /// would add up to 1 ms to every read the model means to take 0.5 ms.
+    async fn busy(&self, cost: std::time::Duration) {
         let now = std::time::Instant::now();
         let done = {
             let mut slots = self.storage.lock().unwrap_or_else(|e| e.into_inner());
             let Some(slot) = slots.iter_mut().min() else {
                 return;
             };
-            let done = (*slot).max(now) + model.cost;
+            let done = (*slot).max(now) + cost;
             *slot = done;
             done
         };
@@ -755,7 +770,7 @@ async fn collection_get(
     if query.get("resourceVersion").is_none_or(str::is_empty) {
         ctx.storage_read().await;
     }
-    let (body, media) = list::list(
+    let (body, media, items) = list::list(
         &ctx.store,
         &scope,
         &opts,
@@ -768,6 +783,7 @@ async fn collection_get(
         },
     )
     .await?;
+    ctx.list_written(items).await;
     Ok(match media {
         Media::Protobuf => proto(ctx, StatusCode::OK, body, f),
         Media::Json => json(ctx, StatusCode::OK, body, f),

@@ -115,27 +115,55 @@ pub struct SimConfig {
     /// store (at most five minutes). Empty: one replica whose watch cache never lags.
     pub watch_cache_lags: Vec<Duration>,
     /// What a read served from etcd (resourceVersion unset: a consistent GET or LIST, kcache's
-    /// freshness probe) costs the apiserver; None: nothing. The in-process sim answers in
-    /// microseconds, which no proxy in front of it can match, while a real apiserver spends an
-    /// etcd round trip and CPU on each such read and saturates at a few thousand per second
-    /// (3,747 consistent GETs/s with 8 clients for a 1.28 apiserver on 2 cores; 2,305/s, p50
-    /// 3.2 ms, for a 1.34 one on the same machine over HTTPS). This bounds the sim the same
-    /// way, so a benchmark can compare "through kcache" with "direct" where it matters: the
-    /// upstream's capacity. A v1.34 consistent LIST pays it too (the apiserver asks etcd for
-    /// its current revision before answering from its watch cache); the cost of writing a big
-    /// list, which dominates there (7.5 consistent LISTs/s of 10k ConfigMaps from its cache,
-    /// 7.6/s at resourceVersion=0, on that machine), is not modelled, as for RV=0 lists.
+    /// freshness probe) and writing a list cost the apiserver; None: nothing. The in-process
+    /// sim answers in microseconds, which no proxy in front of it can match, while a real
+    /// apiserver spends an etcd round trip and CPU on each such read and saturates at a few
+    /// thousand per second, and spends CPU on every object of a list it writes. This bounds
+    /// the sim the same way, so a benchmark can compare "through kcache" with "direct" where
+    /// it matters: the upstream's capacity. [`StorageReads::measured`] gives each profile the
+    /// capacity measured on a real apiserver of its version.
     pub storage_reads: Option<StorageReads>,
 }
 
-/// The cost model of reads the apiserver serves from etcd: `concurrency` of them at a time
-/// (its cores), each taking `cost`, so at most `concurrency / cost` per second, and reads
-/// beyond that queue. It waits without using the sim's CPU, so it models the upstream's
-/// machine, not the test's.
+/// The cost model of the apiserver's reads, on `concurrency` slots (its cores): a read served
+/// from etcd (resourceVersion unset; a v1.34 consistent LIST too, whose apiserver asks etcd for
+/// its current revision before answering from its watch cache) takes a slot for `cost`, so at
+/// most `concurrency / cost` per second; a LIST, from etcd or from the watch cache alike,
+/// takes one for `per_item` per object it returns (writing the list: what dominates a big
+/// one). Reads beyond that queue. It waits without using the sim's CPU, so it models the
+/// upstream's machine, not the test's.
 #[derive(Clone, Copy, Debug)]
 pub struct StorageReads {
     pub cost: Duration,
     pub concurrency: usize,
+    /// A list's cost per returned object (zero: lists cost only the sim's own CPU).
+    pub per_item: Duration,
+}
+
+impl StorageReads {
+    /// The capacity measured on a real apiserver of `profile`'s version on a 2-core machine,
+    /// 8 clients:
+    /// - v1.34.9 (HTTPS): 2,305 consistent GETs/s of one ConfigMap, p50 3.2 ms: 2 slots of
+    ///   0.868 ms; consistent LISTs of 10k ConfigMaps from its watch cache 7.5/s, at
+    ///   resourceVersion=0 7.6/s: 26 µs per object on one of the 2 slots (260 ms per 10k);
+    /// - v1.28.7: 3,747 consistent GETs/s, p50 1.9 ms: 2 slots of 0.5 ms (4,000/s); its list
+    ///   cost was not measured and is taken to be v1.34's (writing the objects dominates
+    ///   both; v1.28 reads a consistent list from etcd, which only adds to it).
+    pub fn measured(profile: Profile) -> StorageReads {
+        let per_item = Duration::from_micros(26);
+        match profile {
+            Profile::V1_28 => StorageReads {
+                cost: Duration::from_micros(500),
+                concurrency: 2,
+                per_item,
+            },
+            Profile::V1_34 => StorageReads {
+                cost: Duration::from_micros(868),
+                concurrency: 2,
+                per_item,
+            },
+        }
+    }
 }
 
 impl Default for SimConfig {

@@ -172,7 +172,7 @@ pub struct Output {
 }
 
 /// Builds the list body in `output.media` when every item has that form, else in JSON (with the
-/// trailing newline), and says which it is. The apiserver transforms a list only once it has
+/// trailing newline), and says which it is and how many items it holds. The apiserver transforms a list only once it has
 /// it, so a form that cannot be a list is refused here, after any error of the read itself.
 fn body(
     rt: &ResourceType,
@@ -180,7 +180,7 @@ fn body(
     page: &Page,
     continue_rv: i64,
     output: Output,
-) -> Result<(Vec<u8>, Media), SimError> {
+) -> Result<(Vec<u8>, Media, usize), SimError> {
     let media = output.media;
     let token = page
         .more_after
@@ -192,7 +192,7 @@ fn body(
         Form::MetadataList => {
             let items = page.items.iter().map(|o| &o.metadata(rt)[..]);
             let body = metadata::list_body(list_rv, token.as_deref(), page.remaining, items);
-            return Ok((body, Media::Json));
+            return Ok((body, Media::Json, page.items.len()));
         }
     }
     if media == Media::Protobuf {
@@ -208,7 +208,8 @@ fn body(
                 continue_token: token.as_deref().unwrap_or(""),
                 remaining_item_count: page.remaining.map(|r| r as i64),
             };
-            return Ok((protobuf::list_body(rt, &meta, &items), Media::Protobuf));
+            let body = protobuf::list_body(rt, &meta, &items);
+            return Ok((body, Media::Protobuf, page.items.len()));
         }
     }
     let size: usize = page.items.iter().map(|o| o.bytes.len() + 1).sum();
@@ -260,14 +261,15 @@ fn body(
         out.push(b'}');
     }
     out.push(b'\n');
-    Ok((out, Media::Json))
+    Ok((out, Media::Json, page.items.len()))
 }
 
 fn page_limit(limit: i64) -> Option<usize> {
     (limit > 0).then(|| usize::try_from(limit).unwrap_or(usize::MAX))
 }
 
-/// Serves a LIST following the apiserver's resourceVersion/limit/continue table.
+/// Serves a LIST following the apiserver's resourceVersion/limit/continue table: the body, its
+/// media type and its number of items.
 ///
 /// v1.28 reads etcd for a consistent list, `limit` with a resourceVersion, `Exact` and
 /// continuations: an old RV is a 410 once compacted, a future one an instant 500. v1.34 serves
@@ -285,7 +287,7 @@ pub async fn list(
     too_large_wait: Duration,
     lag: Duration,
     output: Output,
-) -> Result<(Vec<u8>, Media), SimError> {
+) -> Result<(Vec<u8>, Media, usize), SimError> {
     let rt = scope.rt;
     let (group, resource) = (rt.group.as_str(), rt.resource.as_str());
     let v134 = output.profile.is_1_34();
@@ -412,10 +414,23 @@ async fn exact(
     store.snapshot_at(group, resource, rv, v134)
 }
 
+/// How often v1.34's apiserver asks etcd for a progress notification while consistent lists
+/// wait for a watch cache (its progress requester's 100 ms tick).
+pub const PROGRESS_NOTIFY_INTERVAL: Duration = Duration::from_millis(100);
+
 /// v1.34's consistent list (ConsistentListFromCache): the replica's watch cache first catches
 /// up with the store's revision of now, then answers from its own state (the same objects as
 /// etcd, later by the replica's lag). A cache that does not catch up within `too_large_wait`
 /// hands the read to etcd.
+///
+/// A type whose last event is older than the store's revision (the last write was of another
+/// type) waits first for the progress notification that moves its cache to that revision:
+/// until the next [`PROGRESS_NOTIFY_INTERVAL`] tick of a sim-wide ticker (~50 ms on average),
+/// or an event of its own, whichever comes first (`Store::wait_for_progress`). A type whose
+/// last write is the store's latest revision answers at once. This is what v1.34.9 does on a
+/// real cluster: there a consistent LIST of a type written last answers at once, one of a
+/// type behind the revision waits ~50-100 ms (kcache's `limit=1` freshness probe, a consistent
+/// list too, alike).
 async fn consistent_from_cache(
     store: &Store,
     group: &str,
@@ -423,6 +438,9 @@ async fn consistent_from_cache(
     lag: Duration,
     too_large_wait: Duration,
 ) -> Result<Snapshot, SimError> {
+    store
+        .wait_for_progress(group, resource, PROGRESS_NOTIFY_INTERVAL)
+        .await?;
     if lag.is_zero() {
         return store.snapshot(group, resource);
     }
@@ -459,6 +477,7 @@ pub fn body_of(
         0,
         output,
     )
+    .map(|(body, media, _)| (body, media))
 }
 
 #[cfg(test)]

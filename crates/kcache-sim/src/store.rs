@@ -307,6 +307,9 @@ pub struct Store {
     rv_tx: watch::Sender<u64>,
     history_limit: usize,
     watch_buffer: usize,
+    /// The phase of the progress-notification ticker (`wait_for_progress`): ticks fall at
+    /// whole multiples of the interval after this.
+    progress_origin: Instant,
 }
 
 /// The events of `ts` after `after`, for a watch to replay.
@@ -390,6 +393,7 @@ impl Store {
             profile,
             history_limit: history_limit.max(1),
             watch_buffer: watch_buffer.max(16),
+            progress_origin: Instant::now(),
         };
         for rt in super::types::builtins() {
             store.register(rt);
@@ -448,6 +452,51 @@ impl Store {
         tokio::time::timeout(timeout, rx.wait_for(|cur| *cur >= rv))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// v1.34's wait before a consistent list is answered from the watch cache: the cache must
+    /// reach the revision etcd has now. A type whose last event is that revision is there
+    /// already (answers at once); one whose last event is older (the last write was of another
+    /// type) learns that nothing of its own happened since only from a progress notification,
+    /// which the apiserver requests on a `interval` tick (its progress requester's 100 ms), so
+    /// it waits for the next tick, sim-wide in phase, or for an event of its own at or past
+    /// that revision, whichever comes first: on average half an interval.
+    pub async fn wait_for_progress(
+        &self,
+        group: &str,
+        resource: &str,
+        interval: Duration,
+    ) -> Result<(), SimError> {
+        let type_rv = |st: &State| {
+            st.types
+                .get(&(group.to_string(), resource.to_string()))
+                .map(|ts| ts.last_event_rv)
+                .ok_or(SimError::NoSuchResource)
+        };
+        let target = {
+            let st = self.lock();
+            if type_rv(&st)? >= st.rv || interval.is_zero() {
+                return Ok(());
+            }
+            st.rv
+        };
+        let period = interval.as_nanos();
+        let into = self.progress_origin.elapsed().as_nanos() % period;
+        let to_tick = Duration::from_nanos(u64::try_from(period - into).unwrap_or(u64::MAX));
+        let mut rx = self.rv_tx.subscribe();
+        let own_event = async {
+            loop {
+                let behind = matches!(type_rv(&self.lock()), Ok(rv) if rv < target);
+                if !behind {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(to_tick, own_event).await;
+        Ok(())
     }
 
     /// The current state of one type.
@@ -1229,6 +1278,52 @@ fn spec_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn a_type_behind_the_revision_waits_for_the_progress_tick() {
+        let s = Store::new(100, 100, Profile::V1_34);
+        let tick = Duration::from_millis(100);
+        let cm = json!({"metadata": {"name": "a"}});
+        s.create("", "configmaps", Some("ns"), cm).unwrap();
+        // The last write is of this type: at once.
+        let t = Instant::now();
+        s.wait_for_progress("", "configmaps", tick).await.unwrap();
+        assert!(t.elapsed() < Duration::from_millis(20), "{:?}", t.elapsed());
+        s.create(
+            "",
+            "secrets",
+            Some("ns"),
+            json!({"metadata": {"name": "b"}}),
+        )
+        .unwrap();
+        // Behind: until the next tick, at most one interval.
+        let t = Instant::now();
+        s.wait_for_progress("", "configmaps", tick).await.unwrap();
+        assert!(
+            t.elapsed() <= tick + Duration::from_millis(20),
+            "{:?}",
+            t.elapsed()
+        );
+        s.wait_for_progress("", "secrets", tick).await.unwrap();
+        // Behind, but an event of its own ends the wait before the tick.
+        let into = s.progress_origin.elapsed().as_millis() % 100;
+        tokio::time::sleep(Duration::from_millis(((100 - into + 10) % 100) as u64)).await;
+        let t = Instant::now();
+        let wait = s.wait_for_progress("", "configmaps", tick);
+        let write = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            s.create(
+                "",
+                "configmaps",
+                Some("ns"),
+                json!({"metadata": {"name": "c"}}),
+            )
+            .unwrap();
+        };
+        let (waited, ()) = tokio::join!(wait, write);
+        waited.unwrap();
+        assert!(t.elapsed() < Duration::from_millis(60), "{:?}", t.elapsed());
+    }
 
     #[test]
     fn history_reconstructs_old_state_and_compaction_expires_it() {
