@@ -237,7 +237,12 @@ fn names_object(path: &str) -> bool {
         ["apis", _, _, rest @ ..] => rest,
         _ => return false,
     };
-    matches!(rest, ["namespaces", _, _, _, ..] | [_, _, ..]) && !matches!(rest, ["namespaces", _])
+    match rest {
+        // `namespaces/NS/RESOURCE[/NAME…]`; `namespaces/NAME` is a GET of a namespace.
+        ["namespaces", _, _, more @ ..] => !more.is_empty(),
+        [_, _, ..] => true,
+        _ => false,
+    }
 }
 
 /// Who answers a consistent read (resourceVersion unset): the cache when kcache can prove it
