@@ -115,37 +115,6 @@ fn with_bookmark_rv(recorded: &str, rv: u64) -> String {
     )
 }
 
-/// Replaces every resourceVersion by its rank among those of the text (`#0`, `#1`, ...): the
-/// v1.34 recordings' RVs are sparse (other clients wrote in between), the sim's dense.
-fn rank_rvs(s: &str) -> String {
-    const PAT: &str = "\"resourceVersion\":\"";
-    let value = |after: &str| after[..after.find('"').unwrap_or(after.len())].to_string();
-    let mut rvs: Vec<u64> = s
-        .match_indices(PAT)
-        .filter_map(|(i, _)| value(&s[i + PAT.len()..]).parse().ok())
-        .collect();
-    rvs.sort_unstable();
-    rvs.dedup();
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find(PAT) {
-        out.push_str(&rest[..i + PAT.len()]);
-        let after = &rest[i + PAT.len()..];
-        let v = value(after);
-        match v
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| rvs.binary_search(&n).ok())
-        {
-            Some(rank) => out.push_str(&format!("#{rank}")),
-            None => out.push_str(&v),
-        }
-        rest = &after[v.len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// The stream compared with the recording: resourceVersions as offsets from `base` (ours) and
 /// from the recording's list RV (v1.28, whose RVs are as dense as the sim's), or as ranks
 /// (v1.34, whose cluster had other writers: the order of RVs is what a client relies on).
@@ -158,8 +127,8 @@ fn same_stream(ours: &str, base: u64, name: &str) {
             "{name}"
         ),
         Profile::V1_34 => assert_eq!(
-            raw::normalize(&rank_rvs(ours), Some(u64::MAX)),
-            raw::normalize(&rank_rvs(&recorded), Some(u64::MAX)),
+            raw::normalize(&raw::rank_rvs(ours), Some(u64::MAX)),
+            raw::normalize(&raw::rank_rvs(&recorded), Some(u64::MAX)),
             "{name}"
         ),
     }

@@ -45,37 +45,6 @@ async fn watch(sim: &Sim, path: &str, max: Duration) -> Resp {
     request(sim.addr(), "GET", path, &[], b"", max).await
 }
 
-/// Replaces every resourceVersion by its rank among those of the text (`#0`, `#1`, ...): the
-/// v1.34 recordings' RVs are sparse (other clients wrote in between), the sim's dense.
-fn rank_rvs(s: &str) -> String {
-    const PAT: &str = "\"resourceVersion\":\"";
-    let value = |after: &str| after[..after.find('"').unwrap_or(after.len())].to_string();
-    let mut rvs: Vec<u64> = s
-        .match_indices(PAT)
-        .filter_map(|(i, _)| value(&s[i + PAT.len()..]).parse().ok())
-        .collect();
-    rvs.sort_unstable();
-    rvs.dedup();
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find(PAT) {
-        out.push_str(&rest[..i + PAT.len()]);
-        let after = &rest[i + PAT.len()..];
-        let v = value(after);
-        match v
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| rvs.binary_search(&n).ok())
-        {
-            Some(rank) => out.push_str(&format!("#{rank}")),
-            None => out.push_str(&v),
-        }
-        rest = &after[v.len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// The resourceVersion of a recorded request (`resourceVersion=N` in its query).
 fn request_rv(p: Profile, name: &str) -> u64 {
     let (_, path) = fixture_request_in(p, name);
@@ -88,7 +57,7 @@ fn request_rv(p: Profile, name: &str) -> u64 {
 fn stream(p: Profile, s: &str, base: u64) -> String {
     match p {
         Profile::V1_28 => normalize(s, Some(base)),
-        Profile::V1_34 => normalize(&rank_rvs(s), Some(u64::MAX)),
+        Profile::V1_34 => normalize(&common::rank_rvs(s), Some(u64::MAX)),
     }
 }
 
@@ -528,8 +497,8 @@ async fn v1_34_watchlist_from_a_cache_behind_catches_up_with_a_bookmark() {
     .await;
     let recorded = fixture_in(p, "watchlist-cm-ns-b-rv0.json");
     assert_eq!(
-        normalize(&rank_rvs(&r.text()), Some(u64::MAX)),
-        normalize(&rank_rvs(&recorded), Some(u64::MAX))
+        normalize(&common::rank_rvs(&r.text()), Some(u64::MAX)),
+        normalize(&common::rank_rvs(&recorded), Some(u64::MAX))
     );
     let lines = r.lines();
     assert_eq!(lines.len(), 5);

@@ -408,3 +408,34 @@ pub fn decode_token(token: &str) -> Value {
         .unwrap();
     serde_json::from_slice(&raw).unwrap()
 }
+
+/// Replaces every resourceVersion by its rank among those of the text (`#0`, `#1`, ...): the
+/// v1.34 recordings' RVs are sparse (other clients wrote in between), the sim's dense.
+pub fn rank_rvs(s: &str) -> String {
+    const PAT: &str = "\"resourceVersion\":\"";
+    let value = |after: &str| after[..after.find('"').unwrap_or(after.len())].to_string();
+    let mut rvs: Vec<u64> = s
+        .match_indices(PAT)
+        .filter_map(|(i, _)| value(&s[i + PAT.len()..]).parse().ok())
+        .collect();
+    rvs.sort_unstable();
+    rvs.dedup();
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(PAT) {
+        out.push_str(&rest[..i + PAT.len()]);
+        let after = &rest[i + PAT.len()..];
+        let v = value(after);
+        match v
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| rvs.binary_search(&n).ok())
+        {
+            Some(rank) => out.push_str(&format!("#{rank}")),
+            None => out.push_str(&v),
+        }
+        rest = &after[v.len()..];
+    }
+    out.push_str(rest);
+    out
+}

@@ -75,15 +75,7 @@ impl Bench {
                 .collect(),
         );
         seed_sim(&sim, objects)?;
-        let secret = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "bench-other", "namespace": "bench-1"},
-            "type": "Opaque",
-            "data": {"k": "dg=="},
-        });
-        sim.create("", "secrets", secret.clone())
-            .map_err(|e| format!("creating the Secret: {e}"))?;
+        let secret = super::fresh::other_type_secret(&sim)?;
         let other_first = self.seq.fetch_add(1_000_000, Ordering::Relaxed);
         let other = Writer::start(
             &sim,

@@ -125,15 +125,7 @@ impl Bench {
         );
         seed_sim(&sim, objects)?;
         // The other type the quiet workload writes: one Secret, not cached by kcache.
-        let secret = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "bench-other", "namespace": "bench-1"},
-            "type": "Opaque",
-            "data": {"k": "dg=="},
-        });
-        sim.create("", "secrets", secret.clone())
-            .map_err(|e| format!("creating the Secret: {e}"))?;
+        let secret = other_type_secret(&sim)?;
         let secrets = Arc::new(vec![secret]);
 
         // Each kcache lists and watches through the replica it starts on (pinned), and reads
@@ -280,4 +272,19 @@ impl Bench {
         sim.shutdown().await;
         Ok(())
     }
+}
+
+/// The one Secret the workloads write as "another type" (Secrets are not cached): it moves the
+/// upstream's revision past a quiet ConfigMap cache's, as a cluster's other writes do.
+pub(crate) fn other_type_secret(sim: &Sim) -> Result<Value, String> {
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "bench-other", "namespace": "bench-1"},
+        "type": "Opaque",
+        "data": {"k": "dg=="},
+    });
+    sim.create("", "secrets", secret.clone())
+        .map_err(|e| format!("creating the Secret: {e}"))?;
+    Ok(secret)
 }

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod cache;
 pub mod coalesce;
 pub mod config;
+mod continue_token;
 pub mod error;
 pub mod gojson;
 pub mod index;

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::continue_token::ContinueToken;
 use super::{list, params, response, App};
 use crate::cache::{AtError, ResourceCache};
+use crate::continue_token::ContinueToken;
 use crate::index::Source;
 use crate::status::ApiError;
 

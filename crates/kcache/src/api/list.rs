@@ -10,12 +10,12 @@ use bytes::{Bytes, BytesMut};
 use futures::{stream, StreamExt};
 use http::StatusCode;
 
-use super::continue_token::{ContinueToken, TokenForm};
 use super::filter::Filter;
 use super::params::{parse_rv, ListOptions};
 use super::plan::{self, Candidates};
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::continue_token::{ContinueToken, TokenForm};
 use crate::limits::Limits;
 use crate::object::{Key, Object};
 use crate::resource::{json_str, ResourceInfo};

@@ -4,7 +4,6 @@
 
 pub mod admin;
 mod admission;
-mod continue_token;
 mod filter;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -22,7 +21,7 @@ mod staleness;
 mod watch;
 mod watch_body;
 
-pub use continue_token::ContinueToken;
+pub use crate::continue_token::ContinueToken;
 pub use filter::Filter;
 pub use negotiate::{negotiate, negotiate_with, Representation};
 pub use protobuf::Mirrors;
@@ -276,9 +275,7 @@ impl App {
             }
         }
     }
-}
 
-impl App {
     /// How long a consistent read waits for `cache` to reach the probed revision: a few times
     /// what this type is expected to take (its measured catch-up, plus a little, at most the
     /// full wait; the full wait for one read per second, to measure a watch that started

@@ -25,17 +25,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use crate::continue_token::TokenForm;
+
 /// The first minor version recorded with the newer behaviours listed in the module docs.
 const NEWER_FROM_MINOR: u32 = 34;
-
-/// How a continue token writes its start key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenForm {
-    /// `"start":"cm-10\u0000"` (v1.28).
-    Relative,
-    /// `"start":"/cm-10\u0000"` (v1.34).
-    Rooted,
-}
 
 /// The upstream's version and the forms learnt from its answers; shared by every handle of
 /// one upstream (cheap to clone).
@@ -90,18 +83,13 @@ impl UpstreamVersion {
     /// Note the form of a continue token the upstream wrote (ignored when it does not decode:
     /// then it is not the apiserver's own format, and says nothing).
     pub fn learn_token(&self, token: &str) {
-        use base64::Engine;
-        #[derive(Deserialize)]
-        struct Wire {
-            start: String,
-        }
-        let Ok(data) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token) else {
+        let Ok(t) = crate::continue_token::ContinueToken::decode(token) else {
             return;
         };
-        let Ok(wire) = serde_json::from_slice::<Wire>(&data) else {
-            return;
+        let form = match t.form() {
+            TokenForm::Relative => 1,
+            TokenForm::Rooted => 2,
         };
-        let form = if wire.start.starts_with('/') { 2 } else { 1 };
         self.inner.token_form.store(form, Ordering::Relaxed);
     }
 

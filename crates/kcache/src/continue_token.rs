@@ -14,7 +14,15 @@ use base64::{DecodeError, Engine};
 use serde::{Deserialize, Serialize};
 
 use crate::status::ApiError;
-pub use crate::upstream::TokenForm;
+
+/// How a continue token writes its start key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenForm {
+    /// `"start":"cm-10\u0000"` (v1.28).
+    Relative,
+    /// `"start":"/cm-10\u0000"` (v1.34).
+    Rooted,
+}
 
 /// A decoded continue token.
 #[derive(Debug, Clone, PartialEq, Eq)]
