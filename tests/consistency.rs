@@ -7,7 +7,10 @@
 //! - `consistentReads.source: upstream` passes such watches through, as it does lists and gets;
 //! - a consistency probe the upstream answers with an error passes the read through (the
 //!   upstream can answer it), and the cache answers unconfirmed, marked, only while the upstream
-//!   cannot be reached at all.
+//!   cannot be reached at all;
+//! - a consistent GET reads its own write on both versions, from the cache in front of v1.28
+//!   and straight from the upstream, without a probe, in front of v1.34 (whose probe waits for
+//!   etcd's progress notification while the GET itself does not).
 
 mod common;
 #[path = "sim_common/mod.rs"]
@@ -185,8 +188,75 @@ async fn failed_probe_forwards_while_the_upstream_answers(profile: Profile) {
     env.sim.faults().set_unreachable(false);
 }
 
+/// kcache's count of consistent reads of ConfigMaps with `outcome`.
+fn outcome_count(env: &Env, outcome: &'static str) -> u64 {
+    env.kcache
+        .metrics()
+        .consistent_reads
+        .get_or_create(&kcache::metrics::OutcomeLabels {
+            resource: "configmaps".into(),
+            outcome,
+        })
+        .get()
+}
+
+/// Requests kcache sent the upstream to learn its revision.
+fn probes_sent(env: &Env) -> u64 {
+    env.kcache
+        .metrics()
+        .upstream_requests
+        .get_or_create(&kcache::metrics::PurposeLabels { purpose: "probe" })
+        .get()
+}
+
+/// A client writes a ConfigMap and reads it back with a consistent GET, five times, behind two
+/// replicas whose watch caches lag 0 and 50 ms. Every read sees its write. In front of v1.28 the
+/// cache answers (its probe is a one-object read from etcd, like the GET); in front of v1.34
+/// the GET goes upstream at once, with no probe: there the probe, a consistent list, is served
+/// from the watch cache and may wait ~100 ms for etcd's progress notification, while the GET
+/// is read from etcd at once, so proving the cache would only make the reader wait.
+async fn consistent_gets_are_answered_where_fastest(profile: Profile) {
+    let lags = vec![Duration::ZERO, Duration::from_millis(50)];
+    let env = env(profile, lags, ConsistentSource::Cache).await;
+    env.sim.create("", "configmaps", cm("mine")).unwrap();
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    let probes_before = probes_sent(&env);
+    let path = format!("/api/v1/namespaces/{NS}/configmaps/mine");
+    let mut from_cache = Vec::new();
+    for i in 0..5 {
+        let mut obj = cm("mine");
+        obj["data"]["k"] = json!(format!("v{i}"));
+        let written = env.sim.update("", "configmaps", obj).unwrap();
+        let r = get(&env.url(), &path).await;
+        assert_eq!(r.status, 200, "{profile}: {}", r.text());
+        let read = r.json();
+        assert_eq!(read["data"]["k"], format!("v{i}"), "{profile}: own write");
+        assert_eq!(rv_of(&read), rv_of(&written), "{profile}");
+        from_cache.push(r.header(CACHE_AGE_HEADER).is_some());
+    }
+    match profile {
+        Profile::V1_28 => {
+            assert!(
+                from_cache[0],
+                "v1.28: the first read waits and is answered from the cache"
+            );
+            assert_eq!(
+                outcome_count(&env, "cache") + outcome_count(&env, "forwarded_lagging"),
+                5
+            );
+            assert_eq!(outcome_count(&env, "forwarded_get"), 0);
+        }
+        Profile::V1_34 => {
+            assert_eq!(from_cache, [false; 5], "v1.34: the upstream answers");
+            assert_eq!(outcome_count(&env, "forwarded_get"), 5);
+            assert_eq!(probes_sent(&env), probes_before, "v1.34: no probe");
+        }
+    }
+}
+
 per_profile!(
     watchlist_on_a_lagging_upstream_is_consistent,
     source_upstream_covers_watchlists,
     failed_probe_forwards_while_the_upstream_answers,
+    consistent_gets_are_answered_where_fastest,
 );

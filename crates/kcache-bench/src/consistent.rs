@@ -312,15 +312,15 @@ impl Bench {
     }
 }
 
-/// kcache's consistent-read outcomes so far (cache, forwarded, forwarded_lagging,
-/// forwarded_probe_slow, forwarded_probe_failed) and its probes.
+/// kcache's consistent-read outcomes so far (cache, forwarded, forwarded_get,
+/// forwarded_lagging, forwarded_probe_failed) and its probes.
 async fn outcomes(k: &KcacheChild) -> Vec<f64> {
     let mut v = Vec::new();
     for o in [
         "cache",
         "forwarded",
+        "forwarded_get",
         "forwarded_lagging",
-        "forwarded_probe_slow",
         "forwarded_probe_failed",
     ] {
         let label = format!("outcome=\"{o}\"");

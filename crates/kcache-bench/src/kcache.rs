@@ -278,7 +278,7 @@ impl KcacheChild {
 
 /// The sum of the values of the series in a Prometheus text exposition whose lines start with
 /// `parts[0]` and contain the other parts.
-fn sum_series(text: &str, parts: &[&str]) -> f64 {
+pub(crate) fn sum_series(text: &str, parts: &[&str]) -> f64 {
     let Some((family, labels)) = parts.split_first() else {
         return 0.0;
     };

@@ -25,7 +25,9 @@
 //!   serving the same protobuf bytes, and a client's cost of decoding either;
 //! - `warm`: warm restart (`cache.persistDir`): kcache killed with SIGKILL during churn and
 //!   started again, time from the exec to the first LIST warm vs cold, what each start asks of
-//!   the upstream, disk bytes per object and write amplification under churn.
+//!   the upstream, disk bytes per object and write amplification under churn;
+//! - `relist`: GET and LIST from the cache of a type and of another type, quiet and while the
+//!   type relists a large collection back to back.
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
@@ -45,6 +47,7 @@ pub mod nginx;
 pub mod procstat;
 mod protobuf;
 mod reads;
+mod relist;
 pub mod report;
 pub mod staleness;
 mod warm;
@@ -79,6 +82,7 @@ pub const SCENARIOS: &[&str] = &[
     "stalled",
     "protobuf",
     "warm",
+    "relist",
 ];
 
 /// Command-line options of `kcache bench`.
@@ -96,6 +100,7 @@ pub struct Options {
 
 const CONFIGMAPS: (&str, &str, &str) = ("", "v1", "configmaps");
 const PODS: (&str, &str, &str) = ("", "v1", "pods");
+const SECRETS: (&str, &str, &str) = ("", "v1", "secrets");
 /// Load-generator connections, for every target.
 const CLIENTS: usize = 8;
 /// Watchers opened at once.
@@ -141,6 +146,8 @@ struct Scale {
     warm_sizes: Vec<usize>,
     warm_rate: f64,
     warm_secs: Duration,
+    /// ConfigMaps of the `relist` scenario's relisting type.
+    relist_objects: usize,
 }
 
 /// One fan-out of the `watch` scenario.
@@ -207,6 +214,7 @@ impl Scale {
             warm_sizes: vec![10_000, 100_000],
             warm_rate: 100.0,
             warm_secs: Duration::from_secs(20),
+            relist_objects: 100_000,
         }
     }
 
@@ -244,6 +252,7 @@ impl Scale {
             warm_sizes: vec![2_000],
             warm_rate: 100.0,
             warm_secs: Duration::from_secs(4),
+            relist_objects: 10_000,
         }
     }
 }
@@ -531,6 +540,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "memory" => bench.memory().await,
             "protobuf" => bench.protobuf().await,
             "warm" => bench.warm().await,
+            "relist" => bench.relist().await,
             _ => bench.stalled().await,
         };
         if let Err(e) = result {

@@ -311,7 +311,7 @@ impl Metrics {
         }
         r.register(
             "consistent_reads",
-            "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait or, since, moved; forwarded_lagging: a GET passed to the upstream at once, the cache's watch lagging by more than an upstream round trip; forwarded_probe_slow: a GET passed to the upstream, its probe slower than the GET would be; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
+            "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait or, since, moved; forwarded_get: a GET passed to the upstream at once, the upstream (v1.31 on) answering the consistency probe from its watch cache, which costs more than the GET; forwarded_lagging: a GET passed to the upstream at once, the cache's watch lagging by more than an upstream round trip; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
             m.consistent_reads.clone(),
         );
         r.register(
@@ -490,8 +490,8 @@ impl Metrics {
         for outcome in [
             "cache",
             "forwarded",
+            "forwarded_get",
             "forwarded_lagging",
-            "forwarded_probe_slow",
             "forwarded_probe_failed",
             "timeout",
             "stale",

@@ -154,11 +154,12 @@ impl App {
     ///   events arrive within milliseconds of a write and that has not reached the revision
     ///   after many times that is quiet, and waiting longer only delays the read. One read per
     ///   second still waits the full time, so a watch that starts lagging is measured again;
-    /// - a GET waits for the probe only a little longer than a probe answered at once takes
-    ///   (twice [`RevisionProbe::quick_round_trip`], plus [`PROBE_GET_SLACK`]), then is
-    ///   forwarded: on v1.34 the probe, a consistent list, waits ~50-100 ms for etcd's progress
-    ///   notification whenever the type's last event is older than etcd's revision, while the
-    ///   GET itself is read from etcd at once;
+    /// - a GET is forwarded at once when the upstream answers consistent lists from its watch
+    ///   cache (v1.31 on, [`crate::upstream::UpstreamVersion::consistent_lists_from_watch_cache`]): there the
+    ///   probe, a consistent list, waits ~50-100 ms for etcd's progress notification whenever
+    ///   the type's last event is older than etcd's revision, while the GET itself is read from
+    ///   etcd at once. Proving the cache would cost the upstream a request and the reader a
+    ///   wait, to save the upstream a one-object read;
     /// - a probe the upstream answered with an error, or that got no answer in time while the
     ///   reflector still reaches the upstream, forwards the read (one replica's 429, 5xx or
     ///   slowness is not an outage); only an upstream that cannot be reached at all (the
@@ -191,25 +192,18 @@ impl App {
             outcome("forwarded");
             return Ok(Consistency::Upstream);
         }
-        if read == Read::Get && quick && waiting_is_slower(cache, probe) {
-            outcome("forwarded_lagging");
-            return Ok(Consistency::Upstream);
+        if read == Read::Get && quick {
+            if self.upstream.version().consistent_lists_from_watch_cache() {
+                outcome("forwarded_get");
+                return Ok(Consistency::Upstream);
+            }
+            if waiting_is_slower(cache, probe) {
+                outcome("forwarded_lagging");
+                return Ok(Consistency::Upstream);
+            }
         }
         let started = std::time::Instant::now();
-        let answer = match probe.quick_round_trip() {
-            Some(quick_rt) if read == Read::Get && quick => {
-                let bound = quick_rt.saturating_mul(2).saturating_add(PROBE_GET_SLACK);
-                match tokio::time::timeout(bound, probe.target()).await {
-                    Ok(answer) => answer,
-                    Err(_) => {
-                        outcome("forwarded_probe_slow");
-                        return Ok(Consistency::Upstream);
-                    }
-                }
-            }
-            _ => probe.target().await,
-        };
-        let target = match answer {
+        let target = match probe.target().await {
             Ok(t) => t,
             Err(e) => {
                 // The upstream answered (an error status), or gave no answer in time while the
@@ -353,10 +347,6 @@ const CATCH_UP_BOUND_FACTOR: u32 = 4;
 /// Added to the bounded wait: scheduling noise on a busy machine, so a cache that is current
 /// is not forwarded for being a few milliseconds late.
 const CATCH_UP_SLACK: Duration = Duration::from_millis(20);
-
-/// Added to twice the quick probe round trip a consistent GET waits for the probe before it
-/// is forwarded (see [`App::consistent`]): scheduling noise.
-const PROBE_GET_SLACK: Duration = Duration::from_millis(1);
 
 /// Which kind of consistent read is deciding between the cache and the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

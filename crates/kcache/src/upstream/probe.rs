@@ -40,17 +40,13 @@
 //! load that is two probes per upstream round trip per type read, whatever the read rate.
 //!
 //! The probe also keeps an estimate of its round trip ([`RevisionProbe::round_trip`]): a
-//! one-object read from etcd, which is what forwarding a consistent GET costs too, so the read
-//! path can tell when waiting for a lagging cache would take longer than asking the upstream.
-//! On v1.34 the probe is not always that: its consistent list is answered from the
-//! apiserver's watch cache, which, when the probed type's last event is older than etcd's
-//! revision (the last write was of another type), first waits for a progress notification
-//! from etcd, requested on a 100 ms tick (~50-100 ms), while a consistent GET is read from
-//! etcd at once. [`RevisionProbe::quick_round_trip`] is the round trip of a probe answered at
-//! once (a low quantile of them), so a GET can stop waiting for a probe that takes longer
-//! than forwarding it would.
+//! one-object read from etcd on a v1.28 apiserver, which is what forwarding a consistent GET
+//! costs too, so the read path can tell when waiting for a lagging cache would take longer
+//! than asking the upstream. (From v1.31 on the probe is answered from the watch cache and
+//! may wait for a progress notification, so there consistent GETs are forwarded without one:
+//! see `UpstreamVersion::consistent_lists_from_watch_cache`.)
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -117,8 +113,6 @@ pub struct RevisionProbe {
     state: Mutex<State>,
     /// How long a probe takes, from sending to its answer.
     round_trip: LatencyEstimate,
-    /// A low quantile of the round trips, in microseconds (`u64::MAX`: none yet).
-    quick: AtomicU64,
 }
 
 impl RevisionProbe {
@@ -129,7 +123,6 @@ impl RevisionProbe {
             current: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
             round_trip: LatencyEstimate::default(),
-            quick: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -157,29 +150,6 @@ impl RevisionProbe {
         self.round_trip.get()
     }
 
-    /// The round trip of a probe the upstream answers at once (None before the first answer):
-    /// a low quantile of the round trips, about what a forwarded consistent GET takes, without
-    /// the occasional wait of a v1.34 consistent list for a progress notification.
-    pub fn quick_round_trip(&self) -> Option<std::time::Duration> {
-        match self.quick.load(Ordering::Relaxed) {
-            u64::MAX => None,
-            us => Some(std::time::Duration::from_micros(us)),
-        }
-    }
-
-    /// Each sample below the estimate moves it halfway down, each above it a sixteenth of the
-    /// way up: it settles near a low quantile and follows a slower upstream within a few
-    /// dozen probes.
-    fn record_quick(&self, sample: std::time::Duration) {
-        let sample = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX - 1);
-        let next = match self.quick.load(Ordering::Relaxed) {
-            u64::MAX => sample,
-            old if sample < old => old - (old - sample) / 2,
-            old => old + (sample - old) / 16,
-        };
-        self.quick.store(next.min(u64::MAX - 1), Ordering::Relaxed);
-    }
-
     /// Send probes while readers are waiting; each batch gets the answer of one probe sent
     /// after all of them arrived.
     async fn run(self: Arc<Self>) {
@@ -195,9 +165,7 @@ impl RevisionProbe {
             let sent = std::time::Instant::now();
             let result = self.probe().await;
             if result.is_ok() {
-                let took = sent.elapsed();
-                self.round_trip.record(took);
-                self.record_quick(took);
+                self.round_trip.record(sent.elapsed());
             }
             for w in batch {
                 let _ = w.send(result.clone());

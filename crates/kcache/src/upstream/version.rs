@@ -15,6 +15,16 @@
 //!   not from v1.34 on.
 //! - **An unparsable `resourceVersion`** is a 500 up to v1.33 and a 400 from v1.34 on.
 //!
+//! And what it costs the upstream to prove the cache current:
+//!
+//! - **Consistent lists from the watch cache.** From v1.31 on (`ConsistentListFromCache`, on
+//!   by default) the apiserver answers a consistent list from its watch cache once that has
+//!   caught up with etcd, which for a type whose last event is older than etcd's revision
+//!   means waiting for etcd's next progress notification (~50-100 ms, a 100 ms tick), while a
+//!   consistent GET is still read from etcd at once. kcache's consistency probe is such a
+//!   list, so on those versions proving a GET from the cache costs more than the GET itself
+//!   (see `App::consistent`).
+//!
 //! Behaviour known only for v1.28 and v1.34 is switched at 1.34; a version kcache could not
 //! learn (the upstream unreachable at start) is taken for the newest one recorded. Nothing
 //! here decides whether the cache may answer: a difference that would is passed through to
@@ -29,6 +39,10 @@ pub use crate::continue_token::TokenForm;
 
 /// The first minor version recorded with the newer behaviours listed in the module docs.
 const NEWER_FROM_MINOR: u32 = 34;
+
+/// The first minor version whose apiserver answers consistent lists from its watch cache by
+/// default (the `ConsistentListFromCache` feature went to beta, on, in v1.31).
+const LISTS_FROM_WATCH_CACHE_FROM_MINOR: u32 = 31;
 
 /// The upstream's version and the forms learnt from its answers; shared by every handle of
 /// one upstream (cheap to clone).
@@ -113,6 +127,14 @@ impl UpstreamVersion {
         self.newer()
     }
 
+    /// Whether the upstream answers a consistent list (kcache's consistency probe) from its
+    /// watch cache, which may first wait for a progress notification from etcd, rather than
+    /// from etcd, as it answers a consistent GET. Unknown: taken as yes (the newest behaviour).
+    pub fn consistent_lists_from_watch_cache(&self) -> bool {
+        self.minor()
+            .is_none_or(|m| m >= LISTS_FROM_WATCH_CACHE_FROM_MINOR)
+    }
+
     fn newer(&self) -> bool {
         self.minor().is_none_or(|m| m >= NEWER_FROM_MINOR)
     }
@@ -130,12 +152,17 @@ mod tests {
             TokenForm::Rooted,
             "unknown: the newest recorded"
         );
+        assert!(v.consistent_lists_from_watch_cache());
         assert_eq!(
             v.learn_version(br#"{"major":"1","minor":"28","gitVersion":"v1.28.7"}"#),
             Some(28)
         );
         assert_eq!(v.token_form(), TokenForm::Relative);
         assert!(v.null_creation_timestamp_in_bookmarks());
+        assert!(!v.invalid_rv_is_bad_request());
+        assert!(!v.consistent_lists_from_watch_cache());
+        assert_eq!(v.learn_version(br#"{"major":"1","minor":"31"}"#), Some(31));
+        assert!(v.consistent_lists_from_watch_cache());
         assert!(!v.invalid_rv_is_bad_request());
         assert_eq!(v.learn_version(br#"{"major":"1","minor":"34+"}"#), Some(34));
         assert!(v.invalid_rv_is_bad_request());

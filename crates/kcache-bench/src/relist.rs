@@ -1,0 +1,161 @@
+//! The `relist` scenario: reads served from the cache while a large collection is listed again.
+//!
+//! A relist (after the upstream's 410) replaces a type's whole collection; kcache turns the
+//! difference into events for its watchers and rebuilds the type's posting sets. Whatever of
+//! that runs under the type's lock holds up its readers, and readers blocked on a lock hold up
+//! the tokio workers they run on, and with them every other request. This scenario measures
+//! GET and LIST (resourceVersion=0, answered from the cache) of the relisting type and of
+//! another type in the same kcache, quiet and while the large type relists back to back.
+//!
+//! Relists are forced the way an upstream forces them: the sim ends every watch and answers the
+//! next ones with 410 Gone, so both cached types list again (the other one is small).
+
+use super::*;
+
+/// The other type's namespace, Secrets and the relisting type's small namespace.
+const OTHER_NS: &str = "relist-other";
+const SMALL_NS: &str = "relist-small";
+const SMALL: usize = 20;
+
+impl Bench {
+    pub(super) async fn relist(&mut self) -> Result<(), String> {
+        let n = self.scale.relist_objects;
+        let s = format!(
+            "Reads from the cache while {} ConfigMaps relist, 8 clients",
+            count_label(n)
+        );
+        let s = s.as_str();
+        progress(format!("relist: seeding {n} ConfigMaps"));
+        let sim = start_sim().await?;
+        seed_sim(&sim, seed::configmaps(n, 10, 11))?;
+        for ns in [OTHER_NS, SMALL_NS] {
+            sim.create(
+                "",
+                "namespaces",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        for i in 0..SMALL {
+            sim.create(
+                "",
+                "secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": format!("s-{i}"), "namespace": OTHER_NS},
+                    "data": {"k": "dg=="}}),
+            )
+            .map_err(|e| e.to_string())?;
+            sim.create(
+                "",
+                "configmaps",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("small-{i}"), "namespace": SMALL_NS},
+                    "data": {"k": "v"}}),
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        let k = self
+            .kcache(&sim, &ChildConfig::caching(&[CONFIGMAPS, SECRETS]))
+            .await?;
+        let reads = [
+            (
+                "GET one Secret (other type)",
+                format!("/api/v1/namespaces/{OTHER_NS}/secrets/s-0?resourceVersion=0"),
+            ),
+            (
+                "LIST 20 Secrets (other type)",
+                format!("/api/v1/namespaces/{OTHER_NS}/secrets?resourceVersion=0"),
+            ),
+            (
+                "GET one ConfigMap (relisting type)",
+                format!("/api/v1/namespaces/{SMALL_NS}/configmaps/small-0?resourceVersion=0"),
+            ),
+            (
+                "LIST 20 ConfigMaps of a namespace (relisting type)",
+                format!("/api/v1/namespaces/{SMALL_NS}/configmaps?resourceVersion=0"),
+            ),
+        ];
+        for (case, path) in &reads {
+            progress(format!("relist {case}: quiet"));
+            let (r, cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
+            let quiet_p99 = r.percentile(0.99);
+            let mut row = load_row(s, case, "kcache, no relist", &r, cpu);
+            row.set(
+                "max ms",
+                ms(r.latencies.iter().copied().max().unwrap_or_default()),
+            );
+            self.report.push(row);
+
+            progress(format!("relist {case}: relisting"));
+            let relisting = Relisting::start(&sim, &k);
+            let (r, cpu) = self.measure(k.addr, path, Some(k.pid()), None).await;
+            let relists = relisting.stop().await?;
+            let mut row = load_row(s, case, "kcache, relisting back to back", &r, cpu);
+            row.set(
+                "max ms",
+                ms(r.latencies.iter().copied().max().unwrap_or_default()),
+            )
+            .set("relists", relists);
+            let p99 = r.percentile(0.99);
+            if !quiet_p99.is_zero() {
+                row.ratio("p99 relisting/quiet", ms(p99) / ms(quiet_p99));
+            }
+            self.report.push(row);
+        }
+        Ok(())
+    }
+}
+
+/// Relists of the cached types, forced back to back until stopped.
+struct Relisting {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Result<u64, String>>,
+}
+
+impl Relisting {
+    fn start(sim: &Sim, k: &KcacheChild) -> Relisting {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sim = sim.clone();
+        let admin = k.admin_addr;
+        let stop2 = stop.clone();
+        let task = tokio::spawn(async move {
+            let relists = || async move {
+                let (status, body) = load::fetch(admin, "/metrics", Duration::from_secs(5)).await?;
+                if status != 200 {
+                    return Err(format!("kcache /metrics answered {status}"));
+                }
+                Ok(kcache::sum_series(
+                    &String::from_utf8_lossy(&body),
+                    &["kcache_relists_total{", "resource=\"configmaps\""],
+                ))
+            };
+            let first = relists().await?;
+            let mut done = first;
+            while !stop2.load(Ordering::Relaxed) {
+                sim.faults().fail_watches_with_410(2);
+                sim.faults().drop_watches();
+                let deadline = Instant::now() + Duration::from_secs(120);
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let now = relists().await?;
+                    if now > done {
+                        done = now;
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        return Err("no relist within 120 s".into());
+                    }
+                }
+            }
+            Ok((done - first) as u64)
+        });
+        Relisting { stop, task }
+    }
+
+    async fn stop(self) -> Result<u64, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task
+            .await
+            .map_err(|e| format!("relisting task: {e}"))?
+    }
+}
