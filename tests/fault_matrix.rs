@@ -498,7 +498,7 @@ async fn errors_and_timeouts(tiers: Tiers) {
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(
-            !cache.upstream_reachable(),
+            !cache.contact().reachable(),
             "a timed-out watch counts as unreachable"
         );
         faults.set_latency(Duration::ZERO);
@@ -506,7 +506,7 @@ async fn errors_and_timeouts(tiers: Tiers) {
     }
     churn.stop().await;
     check_converged(&env, &front, &watchers, Duration::from_secs(30), rss).await;
-    assert!(cache.upstream_reachable());
+    assert!(cache.contact().reachable());
 }
 
 /// Case 4: the upstream restarts with its history compacted.
@@ -715,7 +715,7 @@ async fn consistent_reads_get_504_once_older_than_the_limit() {
     // Consistent reads are the cache's once it can prove them fresh (also after recovery).
     env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
     // Fresh: the contact before going down is at most a bookmark interval (1 s) old.
-    while cache.age() > Duration::from_millis(300) {
+    while cache.contact().age() > Duration::from_millis(300) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     env.sim.faults().set_unreachable(true);

@@ -217,7 +217,7 @@ async fn over_budget_at_the_initial_list_passes_the_resource_through() {
         .unwrap();
     env.settle("", "secrets").await;
     let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
-    assert!(cache.is_over_budget());
+    assert!(cache.budget().is_over());
     assert_eq!(cache.size(), (0, 0), "nothing of it is kept");
 
     // Every form of read is the upstream's answer, byte for byte, and reaches the upstream.
@@ -446,7 +446,7 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
     }
     let env = b.start().await;
     let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
-    assert!(!cache.is_over_budget(), "under budget at first");
+    assert!(!cache.budget().is_over(), "under budget at first");
     let base = env.url();
 
     // A raw follower, a client-go-style mirror and kube-runtime's watcher, all through kcache.
@@ -547,7 +547,7 @@ async fn over_budget_during_churn_ends_watches_cleanly_and_they_resume_upstream(
         }
     }
     assert!(
-        cache.is_over_budget(),
+        cache.budget().is_over(),
         "the stream ended because of the budget"
     );
     assert!(from_cache > 0, "the watch was live before the switch");

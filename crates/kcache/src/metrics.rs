@@ -555,13 +555,13 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(objects as i64);
             self.cached_bytes.get_or_create(&labels).set(bytes as i64);
-            if let Some(budget) = c.memory_budget() {
+            if let Some(budget) = c.budget().limit() {
                 self.cache_budget
                     .get_or_create(&labels)
                     .set(i64::try_from(budget).unwrap_or(i64::MAX));
                 self.cache_over_budget
                     .get_or_create(&labels)
-                    .set(i64::from(c.is_over_budget()));
+                    .set(i64::from(c.budget().is_over()));
             }
             let memory = c.memory();
             for (component, n) in [
@@ -579,14 +579,14 @@ impl Metrics {
             self.cache_synced
                 .get_or_create(&labels)
                 .set(i64::from(c.is_synced()));
-            let lag = c.since_last_contact().map_or(0.0, |d| d.as_secs_f64());
+            let lag = c.contact().since_last().map_or(0.0, |d| d.as_secs_f64());
             self.cache_lag.get_or_create(&labels).set(lag);
             self.cache_age
                 .get_or_create(&labels)
-                .set(c.age().as_secs_f64());
+                .set(c.contact().age().as_secs_f64());
             self.upstream_reachable
                 .get_or_create(&labels)
-                .set(i64::from(c.upstream_reachable()));
+                .set(i64::from(c.contact().reachable()));
         }
         let mut out = String::new();
         let _ = text::encode_registry(&mut out, &self.registry);

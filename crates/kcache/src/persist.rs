@@ -772,7 +772,7 @@ impl Persister {
 
 /// Commit one cache's changes; Ok(false) when there was nothing to commit.
 async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
-    if t.cache.is_over_budget() {
+    if t.cache.budget().is_over() {
         return forget(store, t).await;
     }
     if !t.cache.is_synced() || t.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
@@ -780,7 +780,7 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
     }
     let snap = t.cache.snapshot();
     // After the snapshot: one taken as the cache went over budget may be of the emptied cache.
-    if t.cache.is_over_budget() {
+    if t.cache.budget().is_over() {
         return forget(store, t).await;
     }
     let due = t.written.is_none_or(|w| w.elapsed() >= REFRESH_EVERY);
@@ -817,7 +817,7 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
     let mut record = t.record.clone();
     record.rv = snap.rv;
     record.objects = snap.objects.len() as u64;
-    let age_ms = u64::try_from(t.cache.age().as_millis()).unwrap_or(u64::MAX);
+    let age_ms = u64::try_from(t.cache.contact().age().as_millis()).unwrap_or(u64::MAX);
     record.confirmed_ms = now_ms().saturating_sub(age_ms);
     let store = store.clone();
     let key = t.key.clone();
@@ -941,7 +941,7 @@ mod tests {
         assert_eq!(again.rv(), 13);
         assert_eq!(contents(&again), contents(&cache));
         // Restored, not yet confirmed: consistent reads must not take it as current.
-        assert!(again.since_last_contact().is_none());
+        assert!(again.contact().since_last().is_none());
         drop(p);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
@@ -979,7 +979,7 @@ mod tests {
         assert!(store.load(&key, &fp).unwrap().is_some());
         cache.apply(EventType::Added, cm("c", 11));
         cache.apply(EventType::Added, cm("d", 12));
-        assert!(cache.is_over_budget());
+        assert!(cache.budget().is_over());
         p.flush().await;
         assert!(store.load(&key, &fp).unwrap().is_none(), "discarded");
         p.flush().await;
@@ -1008,7 +1008,7 @@ mod tests {
         };
         let cache = budgeted(cm("a", 5).raw().len());
         restore(&cache, &stored).unwrap();
-        assert!(cache.is_over_budget());
+        assert!(cache.budget().is_over());
         assert_eq!(cache.size(), (0, 0));
         assert!(cache.is_settled() && !cache.is_synced());
     }
@@ -1028,11 +1028,15 @@ mod tests {
         restore(&cache, &stored).unwrap();
         assert!(cache.is_synced());
         assert!(cache.is_unconfirmed());
-        assert!(cache.age() >= Duration::from_secs(5), "{:?}", cache.age());
+        assert!(
+            cache.contact().age() >= Duration::from_secs(5),
+            "{:?}",
+            cache.contact().age()
+        );
         assert_eq!(cache.history_start(), 9, "no history before the stored RV");
-        cache.contact();
+        cache.contact().heard();
         assert!(!cache.is_unconfirmed());
-        assert!(cache.age() < Duration::from_secs(5));
+        assert!(cache.contact().age() < Duration::from_secs(5));
         // A later restore is ignored: the cache has synced.
         let mut other = stored;
         other.record.rv = 20;

@@ -57,7 +57,11 @@ pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response
         return refused;
     }
     // A type over its memory budget has no cache to query: its indexes are not offered.
-    let mut caches: Vec<_> = app.registry.all().filter(|c| !c.is_over_budget()).collect();
+    let mut caches: Vec<_> = app
+        .registry
+        .all()
+        .filter(|c| !c.budget().is_over())
+        .collect();
     caches.sort_by_key(|c| c.info.to_string());
     let items: Vec<Value> = caches
         .iter()
@@ -108,7 +112,7 @@ fn lookup<'a>(
             resource: "indexes".into(),
             name: index.into(),
         })?;
-    if cache.is_over_budget() {
+    if cache.budget().is_over() {
         return Err(super::over_budget_error(cache));
     }
     if !cache.is_synced() {
@@ -147,7 +151,7 @@ async fn answer(
     let resp = f(cache, i).unwrap_or_else(|e| response::error(&e));
     // After the read: the cache may have gone over its budget and been emptied meanwhile
     // (see `ResourceCache::is_over_budget`).
-    if cache.is_over_budget() {
+    if cache.budget().is_over() {
         return response::error(&super::over_budget_error(cache));
     }
     super::staleness::with_age(resp, cache)

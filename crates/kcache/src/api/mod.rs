@@ -187,7 +187,7 @@ impl App {
         };
         // With `fallback` off the read gets its full wait before the 504 instead, and while the
         // reflector cannot reach the upstream the probe decides (stale while down, below).
-        let quick = self.consistent.fallback && cache.upstream_reachable();
+        let quick = self.consistent.fallback && cache.contact().reachable();
         if quick && cache.is_unprovable() {
             outcome("forwarded");
             return Ok(Consistency::Upstream);
@@ -209,7 +209,7 @@ impl App {
                 // The upstream answered (an error status), or gave no answer in time while the
                 // reflector still reaches it (one slow replica): it can answer the read itself.
                 if e.upstream_answered()
-                    .unwrap_or_else(|| cache.upstream_reachable())
+                    .unwrap_or_else(|| cache.contact().reachable())
                 {
                     tracing::debug!(resource = %cache.info, error = %Report(&e),
                         "consistency probe failed; forwarding the read");
@@ -218,7 +218,7 @@ impl App {
                 }
                 // Not reachable at all: forwarding would fail too. Serve what the cache has,
                 // marked, unless it is older than the policy allows.
-                tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.age(),
+                tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.contact().age(),
                     "upstream unreachable; answering from the cache unconfirmed");
                 if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
                     outcome("too_stale");
@@ -240,7 +240,7 @@ impl App {
         // watch lags, and counting it would keep the type's GETs forwarded long after.
         if waited.is_ok() {
             let took = probed.elapsed();
-            cache.record_catch_up(took);
+            cache.freshness().record_catch_up(took);
             self.catch_up.record(took);
         }
         self.metrics
@@ -255,7 +255,7 @@ impl App {
                 Ok(Consistency::Cache)
             }
             Err(current) => {
-                cache.mark_unprovable(current);
+                cache.freshness().mark_unprovable(current);
                 if self.consistent.fallback {
                     outcome("forwarded");
                     Ok(Consistency::Upstream)
@@ -283,15 +283,19 @@ impl App {
                 .saturating_add(CATCH_UP_SLACK)
                 .min(full)
         };
-        if let Some(own) = cache.expected_catch_up() {
+        if let Some(own) = cache.freshness().expected_catch_up() {
             let bound = short(own);
-            return if bound < full && cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY) {
+            return if bound < full
+                && cache
+                    .freshness()
+                    .take_catch_up_sample(CATCH_UP_SAMPLE_EVERY)
+            {
                 full
             } else {
                 bound
             };
         }
-        if cache.first_catch_up_try() {
+        if cache.freshness().first_catch_up_try() {
             return full;
         }
         self.catch_up
@@ -366,11 +370,15 @@ const CATCH_UP_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// it: the cache's expected catch-up exceeds the probe's round trip (both measured, see
 /// [`App::consistent`]). Unknown estimates mean "wait", which measures them.
 fn waiting_is_slower(cache: &ResourceCache, probe: &RevisionProbe) -> bool {
-    let (Some(round_trip), Some(catch_up)) = (probe.round_trip(), cache.expected_catch_up()) else {
+    let (Some(round_trip), Some(catch_up)) =
+        (probe.round_trip(), cache.freshness().expected_catch_up())
+    else {
         return false;
     };
     catch_up > round_trip
-        && !cache.take_catch_up_sample(CATCH_UP_SAMPLE_EVERY.max(catch_up.saturating_mul(20)))
+        && !cache
+            .freshness()
+            .take_catch_up_sample(CATCH_UP_SAMPLE_EVERY.max(catch_up.saturating_mul(20)))
 }
 
 /// How an answer from the cache is rendered (from the request's Accept header).
@@ -590,14 +598,14 @@ async fn serve_from_cache(
     let Some(cache) = app.registry.get(&path.group, &path.version, &path.resource) else {
         return Ok(Answer::Upstream);
     };
-    if cache.is_over_budget() {
+    if cache.budget().is_over() {
         return over_budget(&q, cache);
     }
     let answer = from_cache(app, req, path, &q, caller, cache).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
     // `ResourceCache::is_over_budget`). A watch's stream checks for itself as it goes.
-    if cache.is_over_budget() {
+    if cache.budget().is_over() {
         return over_budget(&q, cache);
     }
     // Whatever the cache answers from here on, errors included, carries its age.
@@ -624,7 +632,7 @@ fn over_budget_error(cache: &ResourceCache) -> ApiError {
     ApiError::OverBudget {
         group: cache.info.group.clone(),
         resource: cache.info.resource.clone(),
-        budget: cache.memory_budget().unwrap_or(0),
+        budget: cache.budget().limit().unwrap_or(0),
     }
 }
 

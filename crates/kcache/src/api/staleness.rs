@@ -40,7 +40,7 @@ impl Staleness {
     /// May a consistent read be answered from `cache` without confirmation from the upstream?
     /// Err is the 504 to answer instead.
     pub fn allow_unconfirmed(&self, cache: &ResourceCache) -> Result<(), ApiError> {
-        let age = cache.age();
+        let age = cache.contact().age();
         match self.max_consistent_read {
             Some(max) if age > max => Err(ApiError::Timeout(format!(
                 "the upstream has not answered for {:.0}s and the cached {} may be stale \
@@ -59,7 +59,7 @@ impl Staleness {
 fn age_value(cache: &ResourceCache) -> HeaderValue {
     // Integer formatting: this runs on every cached answer, and float formatting costs more
     // than the rest of a small GET's header work. Digits and a dot are always a valid value.
-    let ms = cache.age().as_millis();
+    let ms = cache.contact().age().as_millis();
     HeaderValue::from_str(&format!("{}.{:03}", ms / 1000, ms % 1000))
         .unwrap_or(HeaderValue::from_static("0"))
 }
@@ -90,7 +90,7 @@ pub fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
 /// A type over its memory budget is ready too, with a warning: every read of it is answered
 /// correctly, by the upstream.
 pub fn ready_detail(cache: &ResourceCache) -> String {
-    if let Some(over) = cache.overage() {
+    if let Some(over) = cache.budget().overage() {
         return format!(
             "ok (warning: over memoryBudget of {} bytes at {} bytes; not cached, reads passed \
              through to the upstream until kcache restarts)",
@@ -100,13 +100,13 @@ pub fn ready_detail(cache: &ResourceCache) -> String {
     if !cache.is_synced() {
         return "not synced".into();
     }
-    let age = cache.age();
+    let age = cache.contact().age();
     if cache.is_unconfirmed() {
         format!(
             "ok (restored from disk, {}s old; upstream not reached yet)",
             age.as_secs()
         )
-    } else if !cache.upstream_reachable() {
+    } else if !cache.contact().reachable() {
         format!("ok (stale: upstream unreachable for {}s)", age.as_secs())
     } else if age > Duration::from_secs(120) {
         format!("ok (no upstream event or bookmark for {}s)", age.as_secs())

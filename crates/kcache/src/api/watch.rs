@@ -362,7 +362,7 @@ impl Watcher {
     /// Whether the type went over its memory budget: then the watch ends cleanly, without an
     /// event (see the module docs). Asked after every read of the cache.
     fn over_budget(&mut self) -> bool {
-        let over = self.cache.is_over_budget();
+        let over = self.cache.budget().is_over();
         if over {
             self.open.reason = "over_budget";
         }

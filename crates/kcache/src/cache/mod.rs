@@ -6,31 +6,49 @@
 //! and a consistent list at an older resourceVersion (exact-RV lists, continue tokens) is rebuilt
 //! by undoing the events after it instead of keeping full copies.
 //!
-//! One writer (the reflector) and many readers; the lock is held only for O(log n) updates and
-//! O(1) clones, never while bytes are written to a client.
+//! One writer (the reflector) and many readers. The lock is held only for O(log n) updates,
+//! O(1) clones and, for a relist, the swap of the new state and the append of its events:
+//! the O(n) work of a relist (the diff, the sort, the posting sets, freeing the old state) is
+//! done outside it (see `relist`), and nothing holds it while bytes are written to a client.
+//!
+//! A [`ResourceCache`] is made of parts with one concern each:
+//! - `state`: the versioned state the lock protects (objects, posting sets, history, relists,
+//!   snapshots, the sequence positions watchers read from);
+//! - [`Contact`]: when the reflector last heard from the upstream, and so the cache's age;
+//! - [`Freshness`]: what consistent reads learnt about proving this cache current;
+//! - [`Budget`]: the memory budget and whether the type went over it;
+//! - the protobuf [`Mirror`], once a protobuf read started one;
+//! - `dispatch`: the index-routed watchers, handed each event as it is appended.
 
+mod budget;
+mod contact;
 mod cursor;
 mod dispatch;
 mod event;
+mod freshness;
 mod mirror;
+mod relist;
+mod state;
 
+pub use budget::{Budget, Overage};
+pub use contact::Contact;
 pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
+pub use freshness::Freshness;
 pub use mirror::{Mirror, MirrorStatus};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use imbl::ordmap::DiffItem;
 use tokio::sync::watch;
 
 use crate::index::{IndexConfig, IndexSet};
-use crate::latency::LatencyEstimate;
 use crate::object::{Key, Object, Strip};
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
+use state::{Relist, State};
 
 /// Objects of one resource by store key (the key is a second pointer to the object: see
 /// [`Key`]).
@@ -53,7 +71,7 @@ pub struct CacheConfig {
     /// What the type's objects are cached without (memory controls).
     pub strip: Strip,
     /// The most the cached objects' JSON may take, in bytes (`resources[].memoryBudget`);
-    /// None: no budget. See [`ResourceCache::is_over_budget`] for what happens above it.
+    /// None: no budget. See [`Budget::is_over`] for what happens above it.
     pub memory_budget: Option<usize>,
 }
 
@@ -116,15 +134,6 @@ pub struct Snapshot {
     pub postings: Option<Postings>,
 }
 
-/// What a cache held when it went over its memory budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overage {
-    /// The cached objects' JSON bytes the list or event would have made.
-    pub bytes: usize,
-    /// The budget, in bytes.
-    pub budget: usize,
-}
-
 /// Why a state at an RV cannot be produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtError {
@@ -132,35 +141,6 @@ pub enum AtError {
     TooOld { oldest: u64 },
     /// Newer than the cache; `current` is the cache's RV.
     Future { current: u64 },
-}
-
-struct State {
-    objects: ObjectMap,
-    /// Index value → keys, always consistent with `objects`.
-    postings: Postings,
-    /// Sum of the cached objects' JSON sizes.
-    bytes: usize,
-    rv: u64,
-    synced: bool,
-    /// Recent events in order; their sequence numbers are consecutive (see [`Cursor`]).
-    history: VecDeque<Arc<Event>>,
-    /// The sequence number the next event appended gets.
-    next_seq: u64,
-    /// Every event with an RV above this is in `history`.
-    history_start: u64,
-    /// Bumped when history is discarded (upstream RVs went backwards): older watches must end.
-    epoch: u64,
-    /// The relists whose events are (or were) in `history`, oldest first.
-    relists: VecDeque<Relist>,
-    snapshots: VecDeque<(Instant, Snapshot)>,
-}
-
-/// Where a relist's events start in the history, and the RV range they fill: the cache was
-/// at `floor`, the relist at `rv`.
-struct Relist {
-    floor: u64,
-    rv: u64,
-    first_seq: u64,
 }
 
 /// The cache of one resource type.
@@ -173,41 +153,20 @@ pub struct ResourceCache {
     state: RwLock<State>,
     /// Carries the cache RV; every change to the state is announced through it.
     rv_tx: watch::Sender<u64>,
-    /// When the reflector last had confirmed contact with the upstream: an event, a bookmark,
-    /// a list page or a watch opened. The cache's age is measured from it.
-    last_contact: RwLock<Option<Instant>>,
-    /// Before any contact the age runs from here.
-    created: Instant,
-    /// How old a state loaded from disk already was when it was loaded (ms; see
-    /// [`ResourceCache::restore`]): added to the age until the first contact.
-    restored_age: std::sync::atomic::AtomicU64,
-    /// Whether the reflector's latest request to the upstream got through.
-    upstream_reachable: std::sync::atomic::AtomicBool,
-    /// One more than the cache RV at which a consistent read could not be proven fresh
-    /// within the wait (0: never); see `upstream::RevisionProbe`.
-    unprovable_at: std::sync::atomic::AtomicU64,
-    /// How long the cache takes to reach a revision the upstream has just reported: the lag of
-    /// the watch that feeds it (see `api::App::consistent`).
-    catch_up: LatencyEstimate,
+    /// When the reflector last heard from the upstream: the cache's age.
+    contact: Contact,
+    /// What consistent reads learnt about proving this cache fresh.
+    freshness: Freshness,
+    /// The memory budget, and whether the type went over it.
+    budget: Budget,
     /// The type's protobuf mirror, once a protobuf read has started it (see `api::Mirrors`).
     mirror: std::sync::OnceLock<Arc<Mirror>>,
-    /// When a consistent read last waited to measure `catch_up` while reads were being
-    /// forwarded (microseconds since `created`; 0: never).
-    catch_up_sampled: std::sync::atomic::AtomicU64,
-    /// Whether a consistent read has waited for this cache yet (see
-    /// [`ResourceCache::first_catch_up_try`]).
-    catch_up_tried: std::sync::atomic::AtomicBool,
     /// Lists installed after the first sync (upstream 410s, restarts).
     relists: std::sync::atomic::AtomicU64,
     /// Watchers registered under an index value.
     dispatch: dispatch::Dispatch,
     /// Selector evaluations by watchers (what index dispatch saves; tests read it).
     evaluations: std::sync::atomic::AtomicU64,
-    /// Set, for good, when the cached objects went over the memory budget (see
-    /// [`ResourceCache::is_over_budget`]).
-    over_budget: std::sync::OnceLock<Overage>,
-    /// Announces `over_budget` to tasks that wait for it (the protobuf mirror's loop).
-    over_budget_tx: watch::Sender<bool>,
 }
 
 impl ResourceCache {
@@ -229,40 +188,22 @@ impl ResourceCache {
 
     pub fn new(info: ResourceInfo, scope: Scope, cfg: CacheConfig) -> ResourceCache {
         let (rv_tx, _) = watch::channel(0);
+        let cfg_budget = cfg.memory_budget;
         let indexes = Arc::new(IndexSet::new(&info.group, &info.resource, info.custom, &[]));
         ResourceCache {
             info: Arc::new(info),
             scope,
             cfg,
-            state: RwLock::new(State {
-                postings: Postings::new(&indexes),
-                objects: ObjectMap::new(),
-                bytes: 0,
-                rv: 0,
-                synced: false,
-                history: VecDeque::new(),
-                next_seq: 0,
-                history_start: 0,
-                epoch: 0,
-                relists: VecDeque::new(),
-                snapshots: VecDeque::new(),
-            }),
+            state: RwLock::new(State::new(Postings::new(&indexes))),
             rv_tx,
-            last_contact: RwLock::new(None),
-            created: Instant::now(),
-            restored_age: std::sync::atomic::AtomicU64::new(0),
-            upstream_reachable: std::sync::atomic::AtomicBool::new(false),
-            unprovable_at: std::sync::atomic::AtomicU64::new(0),
+            contact: Contact::default(),
+            freshness: Freshness::default(),
+            budget: Budget::new(cfg_budget),
             mirror: std::sync::OnceLock::new(),
-            catch_up: LatencyEstimate::default(),
-            catch_up_sampled: std::sync::atomic::AtomicU64::new(0),
-            catch_up_tried: std::sync::atomic::AtomicBool::new(false),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
             dispatch: Default::default(),
             evaluations: Default::default(),
-            over_budget: std::sync::OnceLock::new(),
-            over_budget_tx: watch::channel(false).0,
         }
     }
 
@@ -301,151 +242,41 @@ impl ResourceCache {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn touch(&self) {
-        *self.last_contact.write().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        self.upstream_reachable
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+    /// When the reflector last heard from the upstream, and so the cache's age (the reflector
+    /// reports contact here: every list page, watch opened, event and bookmark).
+    pub fn contact(&self) -> &Contact {
+        &self.contact
     }
 
-    /// The reflector heard from the upstream without changing the cache (a list page came in,
-    /// a watch was opened): the cache is confirmed current as of now.
-    pub fn contact(&self) {
-        self.touch();
+    /// What consistent reads learnt about proving this cache fresh.
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
     }
 
-    /// The reflector's request to the upstream failed; the cache ages until the next contact.
-    pub fn lost_contact(&self) {
-        self.upstream_reachable
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+    /// The type's memory budget, and whether it went over it.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
-    /// Whether the reflector's latest request to the upstream got through.
-    pub fn upstream_reachable(&self) -> bool {
-        self.upstream_reachable
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Remember that a consistent read could not be proven fresh with the cache at `rv`.
-    pub fn mark_unprovable(&self, rv: u64) {
-        self.unprovable_at
-            .store(rv.saturating_add(1), std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether a consistent read was found unprovable at the RV the cache is still at: nothing
-    /// of this type has happened since, so it cannot be proven now either.
+    /// Whether a consistent read was found unprovable at the RV the cache is still at (see
+    /// [`Freshness::is_unprovable_at`]).
     pub fn is_unprovable(&self) -> bool {
-        self.unprovable_at
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == self.rv().saturating_add(1)
-    }
-
-    /// Take one measurement of how long the cache took to reach a revision after it was
-    /// reported.
-    pub fn record_catch_up(&self, took: Duration) {
-        self.catch_up.record(took);
-    }
-
-    /// The estimated time this cache takes to reach a revision the upstream just reported
-    /// (None before any consistent read waited).
-    pub fn expected_catch_up(&self) -> Option<Duration> {
-        self.catch_up.get()
-    }
-
-    /// Whether a read should wait anyway, to measure the catch-up again, although waiting
-    /// looks slower than forwarding: true for one caller per `every`. Without it, a type whose
-    /// reads are all forwarded would never notice that its watch stopped lagging.
-    pub fn take_catch_up_sample(&self, every: Duration) -> bool {
-        use std::sync::atomic::Ordering;
-        let now = u64::try_from(self.created.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
-        let last = self.catch_up_sampled.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= every
-            && self
-                .catch_up_sampled
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-    }
-
-    /// True for the first consistent read that waits for this cache, false after: that one
-    /// waits the full time, so a type's catch-up is measured before shorter waits are judged
-    /// by it.
-    pub fn first_catch_up_try(&self) -> bool {
-        !self
-            .catch_up_tried
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Time since the last upstream event, bookmark, list page or watch opened.
-    pub fn since_last_contact(&self) -> Option<Duration> {
-        self.last_contact
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|t| t.elapsed())
-    }
-
-    /// How old what the cache serves may be: the time since the last confirmed contact with
-    /// the upstream (before any: since the cache was created, plus the age of a state restored
-    /// from disk when it was loaded).
-    pub fn age(&self) -> Duration {
-        self.since_last_contact().unwrap_or_else(|| {
-            let restored = self.restored_age.load(std::sync::atomic::Ordering::Relaxed);
-            self.created.elapsed() + Duration::from_millis(restored)
-        })
+        self.freshness.is_unprovable_at(self.rv())
     }
 
     /// Whether the cache holds a state that was loaded from disk and that the upstream has not
     /// confirmed since (the reflector has not reached it yet): served to reads that accept any
     /// state (`resourceVersion=0`), never taken as current by consistent reads.
     pub fn is_unconfirmed(&self) -> bool {
-        self.since_last_contact().is_none() && self.is_synced()
+        self.contact.since_last().is_none() && self.is_synced()
     }
 
-    // ---- the memory budget ----
-    //
-    // The budget is checked where the bytes are already counted (`State::bytes`, O(1) per
-    // event): a list or event that would take the cached objects over it is not installed;
-    // instead the cache is emptied (objects, posting sets, history, snapshots, the protobuf
-    // mirror) and marked over budget, for good. From then on kcache passes every read of the
-    // type through to the upstream (see `api`), its reflector and mirror stop, and its open
-    // watches end cleanly, so that their clients resume from their last resourceVersion
-    // against the upstream. Only a restart caches the type again.
-    //
-    // Readers need no lock for this: the mark is set before the state is emptied, under the
-    // write lock, so a reader that reads the state first and checks the mark after never
-    // takes an emptied state for the collection (it sees the mark, and passes the read on).
-
-    /// The memory budget in bytes, if one is configured.
-    pub fn memory_budget(&self) -> Option<usize> {
-        self.cfg.memory_budget
-    }
-
-    /// Whether the type went over its memory budget: nothing of it is cached any more and
-    /// nothing will be until kcache restarts. Readers check it after they read the cache (see
-    /// the comment above): a state read while this was false is a real state of the type.
-    pub fn is_over_budget(&self) -> bool {
-        self.over_budget.get().is_some()
-    }
-
-    /// What the cache would have held when it went over its budget, if it did.
-    pub fn overage(&self) -> Option<Overage> {
-        self.over_budget.get().copied()
-    }
-
-    /// Resolves once the type has gone over its budget (never, if it does not).
-    pub async fn until_over_budget(&self) {
-        let mut rx = self.over_budget_tx.subscribe();
-        let _ = rx.wait_for(|over| *over).await;
-    }
+    // ---- the memory budget (see the `budget` module) ----
 
     /// Whether the type is done syncing: synced, or over its budget (then it never will be,
     /// and is passed through instead). What readiness and start-up wait for.
     pub fn is_settled(&self) -> bool {
-        self.is_synced() || self.is_over_budget()
-    }
-
-    /// Whether objects of `bytes` JSON bytes in all would be over the budget.
-    pub fn exceeds_budget(&self, bytes: usize) -> bool {
-        self.cfg.memory_budget.is_some_and(|budget| bytes > budget)
+        self.is_synced() || self.budget.is_over()
     }
 
     /// A list the reflector is gathering is over the budget before it is complete (`bytes`
@@ -457,11 +288,10 @@ impl ResourceCache {
         self.announce_over_budget();
     }
 
-    /// Mark the cache over budget, then empty it (in that order: see the comment above).
+    /// Mark the cache over budget, then empty it (in that order: see the `budget` module).
     /// Under the write lock; [`ResourceCache::announce_over_budget`] after releasing it.
     fn go_over_budget(&self, st: &mut State, bytes: usize) {
-        let budget = self.cfg.memory_budget.unwrap_or(0);
-        let _ = self.over_budget.set(Overage { bytes, budget });
+        self.budget.mark_over(bytes);
         // New containers rather than `clear()`: their capacity goes back to the allocator.
         st.objects = ObjectMap::new();
         st.postings = Postings::new(&self.indexes);
@@ -480,7 +310,7 @@ impl ResourceCache {
         if let Some(mirror) = self.mirror.get() {
             mirror.stop();
         }
-        self.over_budget_tx.send_replace(true);
+        self.budget.announce();
         self.rv_tx.send_modify(|_| {});
     }
 
@@ -492,7 +322,7 @@ impl ResourceCache {
     /// or a new cluster), history is discarded and every running watch is ended with 410.
     pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
         let (summary, now) = self.install(objects, rv);
-        self.touch();
+        self.contact.heard();
         self.rv_tx.send_replace(now);
         summary
     }
@@ -505,17 +335,14 @@ impl ResourceCache {
         if self.is_synced() {
             return;
         }
-        self.restored_age.store(
-            u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.contact.restored(age);
         let (_, now) = self.install(objects, rv);
         self.rv_tx.send_replace(now);
     }
 
     /// [`ResourceCache::replace`] without the contact: returns the summary and the cache RV.
     fn install<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> (ReplaceSummary, u64) {
-        if self.is_over_budget() {
+        if self.budget.is_over() {
             return (ReplaceSummary::default(), self.rv());
         }
         // Reuses the vector's allocation when the objects come shared (the reflector's).
@@ -532,7 +359,7 @@ impl ResourceCache {
             same
         });
         let bytes: usize = objects.iter().map(|o| o.raw().len()).sum();
-        if self.exceeds_budget(bytes) {
+        if self.budget.exceeds(bytes) {
             drop(objects);
             let mut st = self.write();
             self.go_over_budget(&mut st, bytes);
@@ -546,13 +373,26 @@ impl ResourceCache {
             new_map.insert(Key::of(o), o.clone());
         });
         drop(objects);
+        // Everything that is O(n) in the collection is done before the write lock is taken, so
+        // readers of the type (and the workers they run on) are never held up by a relist for
+        // longer than the swap and the appends: the posting sets of the new state, and the
+        // events from the state now to it (see `relist`).
+        let postings = Postings::build(&self.indexes, new_map.iter());
+        let base = {
+            let st = self.read();
+            (st.synced && rv >= st.rv).then(|| (st.objects.clone(), st.rv))
+        };
+        let planned = base.map(|(old, floor)| {
+            let plan = relist::plan(&old, &new_map, floor, rv);
+            (old, floor, plan)
+        });
         let mut st = self.write();
-        let mut summary = ReplaceSummary::default();
         if st.synced {
             self.relists
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         if !st.synced || rv < st.rv {
+            let mut summary = ReplaceSummary::default();
             if st.synced {
                 st.epoch += 1;
                 summary.reset = true;
@@ -562,79 +402,51 @@ impl ResourceCache {
             st.relists.clear();
             st.snapshots.clear();
             st.history_start = rv;
-            st.postings = Postings::build(&self.indexes, new_map.iter());
-            st.objects = new_map;
+            let replaced = st.swap_in(new_map, postings);
             st.bytes = bytes;
             st.rv = rv;
             st.synced = true;
-        } else {
-            let mut changes = Vec::new();
-            let mut removed = Vec::new();
-            for item in st.objects.diff(&new_map) {
-                match item {
-                    DiffItem::Add(_, new) => {
-                        changes.push(Event::new(EventType::Added, new.clone(), None, false))
-                    }
-                    DiffItem::Update {
-                        old: (_, old),
-                        new: (_, new),
-                    } => {
-                        if old.rv != new.rv {
-                            changes.push(Event::new(
-                                EventType::Modified,
-                                new.clone(),
-                                Some(old.clone()),
-                                false,
-                            ))
-                        }
-                    }
-                    DiffItem::Remove(_, old) => removed.push(old.clone()),
-                }
-            }
-            let floor = st.rv;
-            for ev in &mut changes {
-                // History must stay ordered by RV for resume; an object whose RV is not above
-                // the old cache RV (it should not exist) is placed right after it.
-                if ev.rv <= floor {
-                    ev.rv = floor + 1;
-                }
-            }
-            changes.sort_by_key(|e| e.rv);
-            summary.added = changes.iter().filter(|e| e.ty == EventType::Added).count();
-            summary.modified = changes.len() - summary.added;
-            summary.deleted = removed.len();
-            let deletes = made_up_deletes(removed, floor, rv, &changes);
-            let mut events: Vec<Event> = changes.into_iter().chain(deletes).collect();
-            // Stable: at a shared RV (only when there was no room, see `made_up_deletes`) the
-            // real changes come before the made-up deletes, as resume expects.
-            events.sort_by_key(|e| e.rv);
-            if !events.is_empty() {
-                let first_seq = st.next_seq;
-                st.relists.push_back(Relist {
-                    floor,
-                    rv,
-                    first_seq,
-                });
-            }
-            for ev in events {
-                self.append(&mut st, ev);
-            }
-            st.postings = Postings::build(&self.indexes, new_map.iter());
-            st.objects = new_map;
-            st.bytes = bytes;
-            st.rv = rv.max(st.rv);
-            self.trim(&mut st);
+            drop(st);
+            drop(replaced);
+            return (summary, rv);
         }
-        (summary, st.rv)
+        // The plan holds if the state it was worked out from is still the cache's: the
+        // reflector is the only writer of a synced cache, so it is unless something else
+        // installed a state meanwhile; then it is worked out again, under the lock.
+        let floor = st.rv;
+        let (plan, diffed) = match planned {
+            Some((old, at, plan)) if at == floor && old.ptr_eq(&st.objects) => (plan, Some(old)),
+            _ => (relist::plan(&st.objects, &new_map, floor, rv), None),
+        };
+        if !plan.events.is_empty() {
+            let first_seq = st.next_seq;
+            st.relists.push_back(Relist {
+                floor,
+                rv,
+                first_seq,
+            });
+        }
+        for ev in plan.events {
+            self.append(&mut st, ev);
+        }
+        let replaced = st.swap_in(new_map, postings);
+        st.bytes = bytes;
+        st.rv = rv.max(st.rv);
+        st.trim(&self.cfg);
+        let now = st.rv;
+        drop(st);
+        // The old state is freed after the lock is released (O(n) too).
+        drop((replaced, diffed));
+        (plan.summary, now)
     }
 
     /// Apply one upstream watch event. Events at or below the cache RV are repeats (after a
     /// re-watch) and are ignored.
     /// An event that would take the cached objects over the budget is not applied: the cache
-    /// goes over budget instead (see [`ResourceCache::is_over_budget`]).
+    /// goes over budget instead (see [`Budget::is_over`]).
     pub fn apply(&self, ty: EventType, object: Object) {
         let mut st = self.write();
-        if object.rv <= st.rv || self.is_over_budget() {
+        if object.rv <= st.rv || self.budget.is_over() {
             return;
         }
         let object = Arc::new(object);
@@ -645,7 +457,7 @@ impl ResourceCache {
         if ty != EventType::Deleted {
             bytes += object.raw().len();
         }
-        if self.exceeds_budget(bytes) {
+        if self.budget.exceeds(bytes) {
             self.go_over_budget(&mut st, bytes);
             drop(st);
             self.announce_over_budget();
@@ -675,15 +487,15 @@ impl ResourceCache {
             self.append(&mut st, ev);
         }
         st.rv = rv;
-        self.trim(&mut st);
+        st.trim(&self.cfg);
         drop(st);
-        self.touch();
+        self.contact.heard();
         self.rv_tx.send_replace(rv);
     }
 
     /// An upstream bookmark: nothing changed up to `rv`.
     pub fn bookmark(&self, rv: u64) {
-        self.touch();
+        self.contact.heard();
         let mut st = self.write();
         if rv > st.rv {
             st.rv = rv;
@@ -701,34 +513,6 @@ impl ResourceCache {
         let ev = Arc::new(ev);
         self.dispatch.dispatch(&self.indexes, &ev);
         st.history.push_back(ev);
-    }
-
-    fn trim(&self, st: &mut State) {
-        let now = Instant::now();
-        while let Some(front) = st.history.front() {
-            let too_many = st.history.len() > self.cfg.history_max_events;
-            let too_old = now.duration_since(front.at) > self.cfg.history_window;
-            if !(too_many || too_old) {
-                break;
-            }
-            st.history_start = front.rv;
-            st.history.pop_front();
-        }
-        // A relist is forgotten once no resume RV can fall inside its range any more.
-        let start = st.history_start;
-        while st.relists.front().is_some_and(|r| r.rv <= start) {
-            st.relists.pop_front();
-        }
-        while let Some((at, snap)) = st.snapshots.front() {
-            if st.snapshots.len() > self.cfg.max_snapshots
-                || now.duration_since(*at) > self.cfg.history_window
-                || snap.rv < st.history_start
-            {
-                st.snapshots.pop_front();
-            } else {
-                break;
-            }
-        }
     }
 
     // ---- reader side ----
@@ -794,12 +578,7 @@ impl ResourceCache {
 
     /// Current state.
     pub fn snapshot(&self) -> Snapshot {
-        let st = self.read();
-        Snapshot {
-            rv: st.rv,
-            objects: st.objects.clone(),
-            postings: Some(st.postings.clone()),
-        }
+        self.read().snapshot()
     }
 
     /// The state of the collection at resourceVersion `rv`: a retained snapshot, or the current
@@ -810,11 +589,7 @@ impl ResourceCache {
             return Err(AtError::Future { current: st.rv });
         }
         if rv == st.rv {
-            return Ok(Snapshot {
-                rv,
-                objects: st.objects.clone(),
-                postings: Some(st.postings.clone()),
-            });
+            return Ok(st.snapshot());
         }
         if let Some((_, s)) = st.snapshots.iter().rev().find(|(_, s)| s.rv == rv) {
             return Ok(s.clone());
@@ -862,7 +637,7 @@ impl ResourceCache {
             return;
         }
         st.snapshots.push_back((Instant::now(), snap));
-        self.trim(&mut st);
+        st.trim(&self.cfg);
     }
 
     /// The epoch watches must start in: a watch registered in it whose cursor is placed after
@@ -875,27 +650,14 @@ impl ResourceCache {
     /// given everything up to that RV.
     pub fn position(&self) -> (Cursor, u64) {
         let st = self.read();
-        (Self::end(&st), st.rv)
+        (st.end(), st.rv)
     }
 
     /// The current state, and the cursor of the first event after it: a watch that sends the
     /// snapshot as initial events goes on from there.
     pub fn snapshot_with_cursor(&self) -> (Snapshot, Cursor) {
         let st = self.read();
-        let snap = Snapshot {
-            rv: st.rv,
-            objects: st.objects.clone(),
-            postings: Some(st.postings.clone()),
-        };
-        (snap, Self::end(&st))
-    }
-
-    fn end(st: &State) -> Cursor {
-        Cursor {
-            epoch: st.epoch,
-            seq: st.next_seq,
-            skip_through: 0,
-        }
+        (st.snapshot(), st.end())
     }
 
     /// Place a watch that continues after resourceVersion `rv` (a client resuming from it):
@@ -904,68 +666,14 @@ impl ResourceCache {
     /// `Future` when the cache has not reached `rv` yet (the watch waits and tries again);
     /// `TooOld` when history no longer covers `rv` or was discarded since `epoch`.
     pub fn cursor_after(&self, rv: u64, resume: bool, epoch: u64) -> Result<Cursor, AtError> {
-        let st = self.read();
-        if st.epoch != epoch || rv < st.history_start {
-            return Err(AtError::TooOld {
-                oldest: st.history_start,
-            });
-        }
-        if rv > st.rv {
-            return Err(AtError::Future { current: st.rv });
-        }
-        let index = st.history.partition_point(|e| {
-            if resume && e.synthetic {
-                e.rv < rv
-            } else {
-                e.rv <= rv
-            }
-        });
-        let first = st.next_seq - st.history.len() as u64;
-        // An RV strictly inside a relist's range was not issued by kcache for this type (its
-        // made-up deletes may sit at or below it): start at the relist, skip the real changes
-        // the client has (see `Cursor`).
-        if let Some(relist) = st.relists.iter().find(|r| r.floor < rv && rv < r.rv) {
-            if relist.first_seq < first {
-                return Err(AtError::TooOld {
-                    oldest: st.history_start,
-                });
-            }
-            let at_index = first + index as u64;
-            return Ok(Cursor {
-                epoch: st.epoch,
-                seq: relist.first_seq.min(at_index),
-                skip_through: rv,
-            });
-        }
-        Ok(Cursor {
-            epoch: st.epoch,
-            seq: first + index as u64,
-            skip_through: 0,
-        })
+        self.read().cursor_after(rv, resume, epoch)
     }
 
     /// At most `max` events from `cursor` on, moving the cursor past them. `TooOld` when the
     /// history no longer holds the cursor's event (the watcher fell behind the retained
     /// history) or was discarded since the cursor was placed.
     pub fn read_from(&self, cursor: &mut Cursor, max: usize) -> Result<Batch, AtError> {
-        let st = self.read();
-        let first = st.next_seq - st.history.len() as u64;
-        if cursor.epoch != st.epoch || cursor.seq < first {
-            return Err(AtError::TooOld {
-                oldest: st.history_start,
-            });
-        }
-        // A cursor is never placed past the end; `min` keeps the index in range regardless.
-        let start = ((cursor.seq - first) as usize).min(st.history.len());
-        let events: Vec<Arc<Event>> = st.history.range(start..).take(max).cloned().collect();
-        cursor.seq = first + (start + events.len()) as u64;
-        let events = events
-            .into_iter()
-            .filter(|e| cursor.wants(e))
-            .map(|e| cursor.given(e))
-            .collect();
-        let caught_up = (cursor.seq == st.next_seq).then_some(st.rv);
-        Ok(Batch { events, caught_up })
+        self.read().read_from(cursor, max)
     }
 
     /// Receive the events whose old or new object has `value` for index `index` (see
@@ -999,62 +707,15 @@ impl ResourceCache {
     pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), u64> {
         let mut rx = self.subscribe();
         let wait = async move {
-            rx.wait_for(|cur| *cur >= rv || self.is_over_budget())
+            rx.wait_for(|cur| *cur >= rv || self.budget.is_over())
                 .await
                 .is_ok()
         };
         match tokio::time::timeout(timeout, wait).await {
-            Ok(true) if !self.is_over_budget() => Ok(()),
+            Ok(true) if !self.budget.is_over() => Ok(()),
             _ => Err(self.rv()),
         }
     }
-}
-
-/// DELETED events for the objects a relist at `rv` no longer finds, the cache having been at
-/// `floor`. Their real deletion RVs are unknown, but each delete took a revision of its own in
-/// `(floor, rv]` that no surviving object of the type carries, so there are at least as many
-/// such free RVs as deletes: each made-up delete gets one, in order. Those RVs are free for
-/// this type only: a client may hold one of them from the upstream, so a resume from inside
-/// the relist's range gets every made-up delete (see `Cursor`). Should there be too few free RVs (an upstream breaking that rule), the rest share
-/// `rv` and are marked [`Event::synthetic`]: a client resuming at `rv` gets them again, since a
-/// repeated delete is harmless to informers and a missed one is not.
-fn made_up_deletes(
-    removed: Vec<Arc<Object>>,
-    floor: u64,
-    rv: u64,
-    changes: &[Event],
-) -> Vec<Event> {
-    let mut taken = changes.iter().map(|e| e.rv).peekable();
-    let mut next = floor + 1;
-    let mut out = Vec::with_capacity(removed.len());
-    for old in removed {
-        // The lowest RV from `next` on that no change uses (changes are sorted).
-        loop {
-            while taken.peek().is_some_and(|t| *t < next) {
-                taken.next();
-            }
-            if next <= rv && taken.peek() == Some(&next) {
-                next += 1;
-            } else {
-                break;
-            }
-        }
-        let (at, synthetic) = if next <= rv {
-            (next, false)
-        } else {
-            (rv, true)
-        };
-        next += 1;
-        let mut ev = Event::new(
-            EventType::Deleted,
-            Arc::new(old.with_rv(at)),
-            Some(old),
-            synthetic,
-        );
-        ev.made_up = true;
-        out.push(ev);
-    }
-    out
 }
 
 /// Bytes a cache holds, by part (estimates: what the allocator holds for each structure).
@@ -1420,10 +1081,10 @@ mod tests {
         let at_budget = len(cm("a", 11, "y")) + len(cm("b", 6, "x"));
         let c = budgeted(at_budget);
         c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
-        assert!(!c.is_over_budget());
+        assert!(!c.budget().is_over());
         // Replacing an object counts its new size only: exactly at the budget.
         c.apply(EventType::Modified, cm("a", 11, "y"));
-        assert!(!c.is_over_budget());
+        assert!(!c.budget().is_over());
         assert_eq!(c.size(), (2, at_budget));
         let (mut cursor, _) = c.position();
         let waiter = {
@@ -1431,9 +1092,9 @@ mod tests {
             tokio::spawn(async move { rx.changed().await.is_ok() })
         };
         c.apply(EventType::Added, cm("c", 12, "x"));
-        assert!(c.is_over_budget());
+        assert!(c.budget().is_over());
         assert_eq!(
-            c.overage(),
+            c.budget().overage(),
             Some(Overage {
                 bytes: at_budget + len(cm("c", 12, "x")),
                 budget: at_budget
@@ -1445,15 +1106,15 @@ mod tests {
         assert!(waiter.await.unwrap(), "watchers are woken");
         // A watcher that reads now gets nothing it could take for the collection; it checks
         // the mark after reading.
-        assert!(c.read_from(&mut cursor, 10).is_err() || c.is_over_budget());
+        assert!(c.read_from(&mut cursor, 10).is_err() || c.budget().is_over());
         // Nothing is taken any more.
         c.apply(EventType::Deleted, cm("c", 13, "x"));
         c.replace(vec![cm("a", 11, "y")], 20);
         assert_eq!(c.size(), (0, 0));
-        assert!(c.is_over_budget() && c.is_settled());
+        assert!(c.budget().is_over() && c.is_settled());
         // A wait for an RV ends at once.
         assert!(c.wait_for_rv(100, Duration::from_secs(30)).await.is_err());
-        tokio::time::timeout(Duration::from_secs(5), c.until_over_budget())
+        tokio::time::timeout(Duration::from_secs(5), c.budget().until_over())
             .await
             .unwrap();
     }
@@ -1463,10 +1124,10 @@ mod tests {
         let size = cm("a", 5, "x").raw().len();
         let c = budgeted(size * 2 - 1);
         c.replace(vec![cm("a", 5, "x"), cm("b", 6, "x")], 10);
-        assert!(c.is_over_budget() && !c.is_synced() && c.is_settled());
+        assert!(c.budget().is_over() && !c.is_synced() && c.is_settled());
         assert_eq!(c.size(), (0, 0));
         let unbounded = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
-        assert!(!unbounded.exceeds_budget(usize::MAX));
+        assert!(!unbounded.budget().exceeds(usize::MAX));
     }
 
     #[test]

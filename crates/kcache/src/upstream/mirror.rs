@@ -94,7 +94,7 @@ impl MirrorReflector {
         let cache = self.cache.clone();
         tokio::select! {
             _ = self.follow() => {}
-            _ = cache.until_over_budget() => {}
+            _ = cache.budget().until_over() => {}
         }
     }
 

@@ -31,7 +31,7 @@
 //!
 //! A type nobody writes never reaches a `P` that other types' writes moved, so such reads wait
 //! for the bounded wait and are then forwarded. kcache remembers that a type could not be proven
-//! fresh at its cache RV `r` (`ResourceCache::mark_unprovable`, kept on the cache itself); until
+//! fresh at its cache RV `r` (`cache::Freshness`, kept on each cache); until
 //! the type's RV moves (an event, or a bookmark), its consistent reads are forwarded at once,
 //! without a probe or a wait.
 //!

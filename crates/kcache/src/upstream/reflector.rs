@@ -220,7 +220,7 @@ impl Reflector {
         // A cache restored from disk resumes its watch from the stored RV: the upstream sends
         // what changed since, or a 410 that makes it relist (see `persist`). One restored over
         // its budget has nothing to follow.
-        let mut state = if self.cache.is_over_budget() {
+        let mut state = if self.cache.budget().is_over() {
             State::Stopped
         } else if self.cache.is_synced() {
             tracing::info!(resource = %self.cache.info, rv = self.cache.rv(), objects = self.cache.len(),
@@ -234,7 +234,7 @@ impl Reflector {
         while !matches!(state, State::Stopped) {
             state = self.step(state).await;
         }
-        if let Some(over) = self.cache.overage() {
+        if let Some(over) = self.cache.budget().overage() {
             tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
                 "over its memoryBudget: no longer cached, its objects dropped; every read of it \
                  is passed through to the upstream until kcache restarts");
@@ -351,7 +351,7 @@ impl Reflector {
     }
 
     fn count_error(&self, e: &UpstreamError) {
-        self.cache.lost_contact();
+        self.cache.contact().lost();
         let reason = match e {
             UpstreamError::Status { .. } => "status",
             UpstreamError::Decode { .. }
@@ -427,7 +427,7 @@ impl Reflector {
                 }
                 Err(e) => return Err(e),
             };
-            self.cache.contact();
+            self.cache.contact().heard();
             #[derive(Deserialize)]
             struct Page<'a> {
                 metadata: super::ListMeta,
@@ -457,7 +457,7 @@ impl Reflector {
                 bytes += o.raw().len();
                 objects.push(Arc::new(o));
             }
-            if self.cache.exceeds_budget(bytes) {
+            if self.cache.budget().exceeds(bytes) {
                 self.cache.over_budget_while_listing(bytes);
                 return Ok(WatchEnd::OverBudget);
             }
@@ -472,7 +472,7 @@ impl Reflector {
         }
         let rv = list_rv.unwrap_or(0);
         self.install(objects, rv);
-        if self.cache.is_over_budget() {
+        if self.cache.budget().is_over() {
             return Ok(WatchEnd::OverBudget);
         }
         Ok(WatchEnd::Closed { rv })
@@ -540,7 +540,7 @@ impl Reflector {
             .upstream
             .open_accepting(&url, self.accept.watch, Purpose::ReflectorWatch)
             .await?;
-        self.cache.contact();
+        self.cache.contact().heard();
         // The upstream ends the stream after timeoutSeconds; one still open well after that
         // is on a connection that died silently (no FIN or RST reached us), so give up on it.
         let silent_after = Duration::from_secs(timeout) + self.upstream.request_timeout();
@@ -607,7 +607,7 @@ impl Reflector {
                                 return Ok(WatchEnd::Behind { rv: brv });
                             }
                             self.install(objects, brv);
-                            if self.cache.is_over_budget() {
+                            if self.cache.budget().is_over() {
                                 return Ok(WatchEnd::OverBudget);
                             }
                         }
@@ -660,7 +660,7 @@ impl Reflector {
             match &mut gathering {
                 Some(objects) => {
                     gathered_bytes += object.raw().len();
-                    if self.cache.exceeds_budget(gathered_bytes) {
+                    if self.cache.budget().exceeds(gathered_bytes) {
                         self.cache.over_budget_while_listing(gathered_bytes);
                         return Ok(WatchEnd::OverBudget);
                     }
@@ -672,7 +672,7 @@ impl Reflector {
                 None => {
                     rv = rv.max(object.rv);
                     self.cache.apply(ty, object);
-                    if self.cache.is_over_budget() {
+                    if self.cache.budget().is_over() {
                         return Ok(WatchEnd::OverBudget);
                     }
                     self.progressed = true;
