@@ -287,7 +287,7 @@ impl Bench {
         if let (Some(b), Some(a)) = (k_before, k_after) {
             let d: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a - b).collect();
             row.note(format!(
-                "kcache answered {} from its cache, forwarded {} (+{} lagging, +{} probe slow, +{} probe failed); {} probes",
+                "kcache answered {} from its cache, forwarded {} (+{} GETs at once, +{} lagging, +{} probe failed); {} probes",
                 d[0], d[1], d[2], d[3], d[4], d[5]
             ));
         }

@@ -129,8 +129,6 @@ pub async fn bind_admin(config: &Config) -> Result<TcpListener, StartError> {
         })
 }
 
-/// Discover, start reflectors, serve the API on `listener` and kcache's own endpoints on
-/// `admin` (see [`bind_admin`]; tests pass any free port).
 /// Read the upstream's `/version` within `timeout`; whether it was had.
 async fn learn_version(upstream: &Upstream, timeout: Duration) -> bool {
     match tokio::time::timeout(timeout, upstream.learn_version()).await {
@@ -146,6 +144,13 @@ async fn learn_version(upstream: &Upstream, timeout: Duration) -> bool {
     }
 }
 
+/// Discover, start reflectors, serve the API on `listener` and kcache's own endpoints on
+/// `admin` (see [`bind_admin`]; tests pass any free port).
+///
+/// In this order, each a step below: refuse an unsafe exposure and load TLS (fail fast, before a
+/// long sync); learn the upstream's version; build each resource's cache, from disk where it
+/// was kept; keep the caches on disk from then on; start one consistency probe and one
+/// reflector per cached collection; then serve.
 pub async fn start(
     config: &Config,
     upstream: Upstream,
@@ -153,20 +158,7 @@ pub async fn start(
     admin: TcpListener,
 ) -> Result<Running, StartError> {
     let auth = config.auth_config();
-    crate::auth::check_listen(auth.mode, &listener.local_addr()?)?;
-    if auth.mode != crate::auth::AuthMode::None {
-        tracing::info!(
-            mode = auth.mode.as_str(),
-            "callers are authenticated; cached reads authorized by SubjectAccessReview"
-        );
-        if !config.tls.enabled() && !listener.local_addr()?.ip().is_loopback() {
-            // Allowed (TLS may end at a sidecar or mesh), but worth saying once.
-            tracing::warn!(
-                "serving plain HTTP on a network address: callers' bearer tokens cross the \
-                 network unencrypted; set tls.certFile and tls.keyFile"
-            );
-        }
-    }
+    check_exposure(config, &auth, &listener)?;
     // Before discovery: a bad certificate should fail fast, not after a long sync.
     let tls = if config.tls.enabled() {
         Some(Arc::new(TlsServer::load(&config.tls)?))
@@ -180,25 +172,9 @@ pub async fn start(
     let upstream = upstream
         .with_request_timeout(staleness.upstream_request_timeout)
         .with_metrics(&metrics);
-    // What kcache renders itself follows the upstream's version (continue tokens, bookmark
-    // objects); without an answer (a warm restart with the upstream down) the newest recorded
-    // behaviour is assumed, and continue tokens follow the upstream's own once one is seen.
-    // Asked briefly here (discovery needs the upstream anyway), then in the background, so that
-    // an unreachable upstream does not hold up a warm start.
-    if !learn_version(&upstream, Duration::from_secs(2)).await {
-        let upstream = upstream.clone();
-        tokio::spawn(async move {
-            let mut pause = Duration::from_secs(1);
-            while !learn_version(&upstream, upstream.request_timeout()).await {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(30));
-            }
-        });
-    }
+    learn_version_soon(&upstream).await;
     let mut watch_config = config.watch_config();
     watch_config.upstream = upstream.version().clone();
-    let mut registry = Registry::default();
-    let mut caches = Vec::new();
     let store = match &config.cache.persist_dir {
         Some(dir) => {
             let store = persist::Store::open(dir)?;
@@ -207,134 +183,26 @@ pub async fn start(
         }
         None => None,
     };
-    let mut tracked = Vec::new();
-    for r in &config.resources {
-        let name = if r.group.is_empty() {
-            format!("{}/{}", r.version, r.resource)
-        } else {
-            format!("{}/{}/{}", r.group, r.version, r.resource)
-        };
-        // A resource kept on disk: its discovery facts come from the store too, so that it
-        // is served before the upstream is reached at all.
-        let key = persist::resource_key(r);
-        let cache_config = config.cache_config_for(r);
-        let fingerprint = persist::fingerprint(r, &cache_config.strip);
-        let stored = store
-            .as_ref()
-            .and_then(|s| load_stored(s, &key, &fingerprint));
-        let info = match &stored {
-            Some(record) => record.info(r),
-            None => upstream
-                .discover(&r.group, &r.version, &r.resource)
-                .await
-                .map_err(|source| StartError::Discovery {
-                    resource: name,
-                    source,
-                })?,
-        };
-        metrics.init_resource(&info.resource);
-        // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
-        // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
-        let selectable = if let Some(record) = &stored {
-            record.selectable.clone()
-        } else if info.custom {
-            upstream
-                .crd_selectable_fields(&info.group, &info.resource, &info.version)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::info!(resource = %info, error = %Report(&e),
-                        "CRD not readable; field selectors beyond metadata go upstream");
-                    Vec::new()
-                })
-        } else {
-            Vec::new()
-        };
-        let cache = Arc::new(
-            ResourceCache::new(info, r.scope(), cache_config)
-                .with_indexes(&r.indexes)
-                .with_selectable_fields(&selectable),
-        );
-        if let Some(store) = &store {
-            let restored = match &stored {
-                Some(stored) => match restore(store, &cache, &key, stored) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        tracing::warn!(resource = %cache.info, error = %Report(&e),
-                            "stored cache unusable; discarding it and syncing from the upstream");
-                        discard(store, &key);
-                        false
-                    }
-                },
-                None => false,
-            };
-            metrics
-                .persist_restored_objects
-                .get_or_create(&crate::metrics::ResourceLabels {
-                    resource: cache.info.resource.clone(),
-                })
-                .set(if restored { cache.len() as i64 } else { 0 });
-            let record = persist::Record {
-                config: fingerprint,
-                kind: cache.info.kind.clone(),
-                namespaced: cache.info.namespaced,
-                custom: cache.info.custom,
-                selectable,
-                rv: 0,
-                confirmed_ms: 0,
-                objects: 0,
-            };
-            tracked.push(persist::Tracked::new(cache.clone(), key, record, restored));
-        }
-        registry.insert(cache.clone());
-        caches.push(cache);
-    }
-    let persister = store.map(|store| {
-        let keep: std::collections::HashSet<String> =
-            config.resources.iter().map(persist::resource_key).collect();
-        match store.retain(&keep) {
-            Ok(gone) if !gone.is_empty() => {
-                tracing::info!(resources = ?gone, "discarded stored caches of resources no longer configured")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %Report(&e), "could not discard stored caches"),
-        }
-        persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
-    });
-    // One probe per cached collection, listing that collection first. The revision is global
-    // (see upstream::probe), but from v1.31 on the apiserver answers a consistent list from
-    // its watch cache once that cache has reached the revision: the type's own watch cache
-    // is current right after a write of that type, where another type's must first wait for a
-    // progress notification from etcd (tens of milliseconds).
-    let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
-    let probes = collections
-        .iter()
-        .enumerate()
-        .map(|(i, own)| {
-            let mut order = vec![own.clone()];
-            order.extend(
-                collections
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, c)| c.clone()),
+    let built = build_caches(config, &upstream, &metrics, store.as_deref()).await?;
+    let persister = store.map(|store| keep_on_disk(config, store, built.tracked, &metrics));
+    let probes = probes(&built.caches, &upstream);
+    let reflectors = built
+        .caches
+        .into_iter()
+        .map(|cache| {
+            let r = Reflector::new(
+                upstream.clone(),
+                cache,
+                config.reflector_config(),
+                metrics.clone(),
             );
-            (own.clone(), RevisionProbe::new(upstream.clone(), order))
+            tokio::spawn(r.run())
         })
         .collect();
-    let mut reflectors = Vec::new();
-    for cache in caches {
-        let r = Reflector::new(
-            upstream.clone(),
-            cache,
-            config.reflector_config(),
-            metrics.clone(),
-        );
-        reflectors.push(tokio::spawn(r.run()));
-    }
     let (stop, _) = watch::channel(false);
     let app = Arc::new(App {
         stopping: stop.clone(),
-        registry,
+        registry: built.registry,
         upstream: upstream.clone(),
         probes,
         printers: Default::default(),
@@ -352,27 +220,8 @@ pub async fn start(
             config.protobuf_enabled(),
         ),
     });
+    log_when_synced(app.clone());
     let addr = listener.local_addr()?;
-    // One summary line once everything has synced (readiness turns green then).
-    let watcher = app.clone();
-    tokio::spawn(async move {
-        let started = std::time::Instant::now();
-        while !watcher.registry.all().all(|c| c.is_settled()) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let (objects, bytes) = watcher
-            .registry
-            .all()
-            .map(|c| c.size())
-            .fold((0, 0), |(o, b), (o2, b2)| (o + o2, b + b2));
-        tracing::info!(
-            resources = watcher.registry.all().count(),
-            objects,
-            bytes,
-            secs = started.elapsed().as_secs_f64(),
-            "all caches synced; ready"
-        );
-    });
     let router = api::router(app.clone());
     let grace = config.shutdown_grace();
     let tls_enabled = tls.is_some();
@@ -406,6 +255,220 @@ pub async fn start(
         tls: tls_enabled,
         persister,
     })
+}
+
+/// Refuse an authentication mode the listen address makes unsafe, and say once when callers'
+/// tokens would cross the network in clear.
+fn check_exposure(
+    config: &Config,
+    auth: &crate::auth::AuthConfig,
+    listener: &TcpListener,
+) -> Result<(), StartError> {
+    crate::auth::check_listen(auth.mode, &listener.local_addr()?)?;
+    if auth.mode != crate::auth::AuthMode::None {
+        tracing::info!(
+            mode = auth.mode.as_str(),
+            "callers are authenticated; cached reads authorized by SubjectAccessReview"
+        );
+        if !config.tls.enabled() && !listener.local_addr()?.ip().is_loopback() {
+            // Allowed (TLS may end at a sidecar or mesh), but worth saying once.
+            tracing::warn!(
+                "serving plain HTTP on a network address: callers' bearer tokens cross the \
+                 network unencrypted; set tls.certFile and tls.keyFile"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What kcache renders itself follows the upstream's version (continue tokens, bookmark
+/// objects, where consistent GETs are answered); without an answer (a warm restart with the
+/// upstream down) the newest recorded behaviour is assumed, and continue tokens follow the
+/// upstream's own once one is seen. Asked briefly here (discovery needs the upstream anyway),
+/// then in the background, so that an unreachable upstream does not hold up a warm start.
+async fn learn_version_soon(upstream: &Upstream) {
+    if learn_version(upstream, Duration::from_secs(2)).await {
+        return;
+    }
+    let upstream = upstream.clone();
+    tokio::spawn(async move {
+        let mut pause = Duration::from_secs(1);
+        while !learn_version(&upstream, upstream.request_timeout()).await {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
+    });
+}
+
+/// The caches of the configured resources, and what the persister tracks of them.
+struct Built {
+    registry: Registry,
+    caches: Vec<Arc<ResourceCache>>,
+    tracked: Vec<persist::Tracked>,
+}
+
+/// One cache per configured resource: its facts discovered from the upstream (or, for a
+/// resource kept on disk, from the store, so that it is served before the upstream is reached
+/// at all), its indexes, and its stored state restored.
+async fn build_caches(
+    config: &Config,
+    upstream: &Upstream,
+    metrics: &Metrics,
+    store: Option<&persist::Store>,
+) -> Result<Built, StartError> {
+    let mut built = Built {
+        registry: Registry::default(),
+        caches: Vec::new(),
+        tracked: Vec::new(),
+    };
+    for r in &config.resources {
+        let name = if r.group.is_empty() {
+            format!("{}/{}", r.version, r.resource)
+        } else {
+            format!("{}/{}/{}", r.group, r.version, r.resource)
+        };
+        let key = persist::resource_key(r);
+        let cache_config = config.cache_config_for(r);
+        let fingerprint = persist::fingerprint(r, &cache_config.strip);
+        let stored = store.and_then(|s| load_stored(s, &key, &fingerprint));
+        let info = match &stored {
+            Some(record) => record.info(r),
+            None => upstream
+                .discover(&r.group, &r.version, &r.resource)
+                .await
+                .map_err(|source| StartError::Discovery {
+                    resource: name,
+                    source,
+                })?,
+        };
+        metrics.init_resource(&info.resource);
+        // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
+        // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
+        let selectable = if let Some(record) = &stored {
+            record.selectable.clone()
+        } else if info.custom {
+            upstream
+                .crd_selectable_fields(&info.group, &info.resource, &info.version)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::info!(resource = %info, error = %Report(&e),
+                        "CRD not readable; field selectors beyond metadata go upstream");
+                    Vec::new()
+                })
+        } else {
+            Vec::new()
+        };
+        let cache = Arc::new(
+            ResourceCache::new(info, r.scope(), cache_config)
+                .with_indexes(&r.indexes)
+                .with_selectable_fields(&selectable),
+        );
+        if let Some(store) = store {
+            let restored = match &stored {
+                Some(stored) => match restore(store, &cache, &key, stored) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(resource = %cache.info, error = %Report(&e),
+                            "stored cache unusable; discarding it and syncing from the upstream");
+                        discard(store, &key);
+                        false
+                    }
+                },
+                None => false,
+            };
+            metrics
+                .persist_restored_objects
+                .get_or_create(&crate::metrics::ResourceLabels {
+                    resource: cache.info.resource.clone(),
+                })
+                .set(if restored { cache.len() as i64 } else { 0 });
+            let record = persist::Record {
+                config: fingerprint,
+                kind: cache.info.kind.clone(),
+                namespaced: cache.info.namespaced,
+                custom: cache.info.custom,
+                selectable,
+                rv: 0,
+                confirmed_ms: 0,
+                objects: 0,
+            };
+            built
+                .tracked
+                .push(persist::Tracked::new(cache.clone(), key, record, restored));
+        }
+        built.registry.insert(cache.clone());
+        built.caches.push(cache);
+    }
+    Ok(built)
+}
+
+/// Drop what the store holds of resources no longer configured, and start writing the
+/// tracked caches to it.
+fn keep_on_disk(
+    config: &Config,
+    store: Arc<persist::Store>,
+    tracked: Vec<persist::Tracked>,
+    metrics: &Arc<Metrics>,
+) -> persist::PersisterHandle {
+    let keep: std::collections::HashSet<String> =
+        config.resources.iter().map(persist::resource_key).collect();
+    match store.retain(&keep) {
+        Ok(gone) if !gone.is_empty() => {
+            tracing::info!(resources = ?gone, "discarded stored caches of resources no longer configured")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %Report(&e), "could not discard stored caches"),
+    }
+    persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
+}
+
+/// One probe per cached collection, listing that collection first. The revision is global
+/// (see upstream::probe), but from v1.31 on the apiserver answers a consistent list from its
+/// watch cache once that cache has reached the revision: the type's own watch cache is current
+/// right after a write of that type, where another type's must first wait for a progress
+/// notification from etcd (tens of milliseconds).
+fn probes(
+    caches: &[Arc<ResourceCache>],
+    upstream: &Upstream,
+) -> std::collections::HashMap<String, Arc<RevisionProbe>> {
+    let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
+    collections
+        .iter()
+        .enumerate()
+        .map(|(i, own)| {
+            let mut order = vec![own.clone()];
+            order.extend(
+                collections
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, c)| c.clone()),
+            );
+            (own.clone(), RevisionProbe::new(upstream.clone(), order))
+        })
+        .collect()
+}
+
+/// One summary line once everything has synced (readiness turns green then).
+fn log_when_synced(app: Arc<App>) {
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        while !app.registry.all().all(|c| c.is_settled()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (objects, bytes) = app
+            .registry
+            .all()
+            .map(|c| c.size())
+            .fold((0, 0), |(o, b), (o2, b2)| (o + o2, b + b2));
+        tracing::info!(
+            resources = app.registry.all().count(),
+            objects,
+            bytes,
+            secs = started.elapsed().as_secs_f64(),
+            "all caches synced; ready"
+        );
+    });
 }
 
 // The store is read and pruned on the runtime's thread: once, at start, before anything is

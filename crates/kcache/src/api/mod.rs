@@ -13,6 +13,7 @@ mod list;
 mod negotiate;
 mod params;
 mod plan;
+mod policy;
 mod protobuf;
 mod proxy;
 mod response;
@@ -47,6 +48,7 @@ use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::{collection_path, RevisionProbe, Upstream};
 use params::{GetOptions, ListOptions};
+use policy::Verb;
 
 /// Everything a request handler needs.
 pub struct App {
@@ -646,19 +648,15 @@ async fn from_cache(
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
     let info = &cache.info;
-    // Scope mismatches get the upstream's own 404 flavours (G2).
-    let scope_ok = if info.namespaced {
-        path.namespace.is_some() || path.name.is_none()
-    } else {
-        path.namespace.is_none()
-    };
-    if !scope_ok {
-        return Ok(Answer::Upstream);
-    }
     let is_watch = path.legacy_watch
         || q.iter()
             .find(|(k, _)| k == "watch")
             .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
+    let verb = match (&path.name, is_watch) {
+        (_, true) => Verb::Watch,
+        (Some(_), false) => Verb::Get,
+        (None, false) => Verb::List,
+    };
     // A selector on a configured index field is kcache's own: the upstream would answer 400, so
     // such a request is never forwarded; where the cache cannot answer it, it gets an error.
     // Parsed here once for both checks; a selector that does not parse is left to the
@@ -668,36 +666,63 @@ async fn from_cache(
         .find(|(k, _)| k == "fieldSelector")
         .and_then(|(_, v)| FieldSelector::parse(v).ok());
     let local = names_index_field(field_selector.as_ref(), cache);
-    // Never stricter than the upstream: what kcache cannot answer exactly (a field it does not
-    // know for this kind, a parameter it does not know) is the upstream's to answer or refuse.
-    // Before authorization: the upstream authorizes what it answers.
-    if !local {
-        let selects = path.name.is_none() || is_watch;
-        if let Some(why) = upstream_only(q, field_selector.as_ref(), cache, selects) {
-            tracing::debug!(resource = %info, %why, "forwarded: not answerable from the cache");
+    let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
+    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(cache));
+    let include_param = q
+        .iter()
+        .find(|(k, _)| k == "includeObject")
+        .map(|(_, v)| v.as_str());
+    let metadata_only = cache.strip().metadata_only;
+    let ask = policy::Ask {
+        verb,
+        in_namespace: path.namespace.is_some(),
+        named: path.name.is_some(),
+        representation,
+        local,
+        upstream_only: upstream_only(q, field_selector.as_ref(), cache, verb != Verb::Get),
+        include_object: include_param == Some("Object"),
+    };
+    // Only what this read's representation needs is looked up: a printer (its columns may
+    // come from the upstream once per type), the protobuf mirror (started on first use).
+    let printer = match representation {
+        Representation::Table => app.printer(cache).await,
+        _ => None,
+    };
+    let mirror = match representation {
+        Representation::Protobuf => app.mirrors.ready(cache),
+        _ => None,
+    };
+    let held = policy::Held {
+        namespaced: info.namespaced,
+        synced: cache.is_synced(),
+        metadata_only,
+        mirror_ready: mirror.is_some(),
+        printer: match &printer {
+            None => policy::Printable::No,
+            Some(p) if p.reads_only_metadata() => policy::Printable::FromMetadata,
+            Some(_) => policy::Printable::NeedsObject,
+        },
+    };
+    let refusal = match policy::route(&ask, &held) {
+        policy::Route::Cache => None,
+        policy::Route::Upstream(why) => {
+            tracing::debug!(resource = %info, %why, "forwarded");
             return Ok(Answer::Upstream);
         }
-    }
-    // Until its first sync the cache has nothing to answer with: the upstream answers every
-    // read of the type meanwhile (pages and continuations, GETs, watches), so no client gets
-    // a 429 the upstream would not give. kcache's own index selectors, which only the cache
-    // can answer, get the 429 (A4) instead.
-    if !cache.is_synced() && !local {
-        tracing::debug!(resource = %info, "forwarded: not synced yet");
-        return Ok(Answer::Upstream);
-    }
-    // The cache holds what kcache may read; the caller may read only what the upstream's
-    // authorizer allows them, asked before anything of the cache is looked at.
-    let verb = match (&path.name, is_watch) {
-        (_, true) => "watch",
-        (Some(_), false) => "get",
-        (None, false) => "list",
+        policy::Route::Refuse(e) => Some(e),
     };
+    // The cache holds what kcache may read; the caller may read only what the upstream's
+    // authorizer allows them, asked before anything of the cache is looked at (and before a
+    // refusal, which would otherwise tell an unauthorized caller about the cache).
     app.auth
         .authorize(
             caller,
             &Attributes {
-                verb,
+                verb: match verb {
+                    Verb::Get => "get",
+                    Verb::List => "list",
+                    Verb::Watch => "watch",
+                },
                 group: &info.group,
                 version: &path.version,
                 resource: &info.resource,
@@ -706,70 +731,17 @@ async fn from_cache(
             },
         )
         .await?;
-    let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
-    let forward = |why: &str| {
-        if local {
-            Err(ApiError::BadRequest(format!(
-                "field selectors on kcache indexes are answered from the cache only, and {why}"
-            )))
-        } else {
-            Ok(Answer::Upstream)
-        }
-    };
-    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(cache));
-    if representation == Representation::Upstream {
-        return forward("the cache does not serve the requested media type");
+    if let Some(e) = refusal {
+        return Err(e);
     }
-    // A metadata-only cache holds each object's metadata, not the object.
-    let metadata_only = cache.strip().metadata_only;
-    if metadata_only
-        && matches!(
-            representation,
-            Representation::Json | Representation::Protobuf
-        )
-    {
-        return forward("this resource is cached as metadata only");
-    }
-    let mirror = match representation {
-        Representation::Protobuf => match app.mirrors.ready(cache) {
-            Some(m) => Some(m),
-            None => return forward("the protobuf mirror of this type is not ready"),
-        },
-        _ => None,
+    // What the cache finds it cannot answer from here on (see `policy::elsewhere`).
+    let forward = |why: &'static str| match policy::elsewhere(local, why) {
+        policy::Route::Refuse(e) => Err(e),
+        _ => Ok(Answer::Upstream),
     };
     let user_agent = header(header::USER_AGENT);
     let ns = path.namespace.clone();
 
-    // A list asks for PartialObjectMetadataList, a get or watch for PartialObjectMetadata;
-    // the other way round the apiserver answers 406, so the upstream does.
-    let is_list = path.name.is_none() && !is_watch;
-    match representation {
-        Representation::PartialObjectMetadata if is_list => {
-            return forward("a list cannot be PartialObjectMetadata")
-        }
-        Representation::PartialObjectMetadataList if !is_list => {
-            return forward("only a list can be PartialObjectMetadataList")
-        }
-        _ => {}
-    }
-    let include_param = q
-        .iter()
-        .find(|(k, _)| k == "includeObject")
-        .map(|(_, v)| v.as_str());
-    let printer = match representation {
-        Representation::Table => match app.printer(cache).await {
-            // From metadata alone: only columns of metadata, and rows without whole objects.
-            Some(p)
-                if metadata_only
-                    && (!p.reads_only_metadata() || include_param == Some("Object")) =>
-            {
-                return forward("this Table needs more than the metadata this resource caches")
-            }
-            Some(p) => Some(p),
-            None => return forward("the cache cannot print this resource as a Table"),
-        },
-        _ => None,
-    };
     let form = |pretty: bool| -> Result<Form<'_>, ApiError> {
         Ok(match (&printer, representation) {
             (Some(printer), _) => Form::Table {
