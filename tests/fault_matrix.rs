@@ -31,6 +31,7 @@ use common::mirror::{
     cache_view, converge_within, spawn_mirror_with, upstream_view, Mirror, Start,
 };
 use common::{get, resource, Env, EnvBuilder};
+use kcache::upstream::ReflectorConfig;
 use kcache_sim::seed::apply as apply_churn;
 use kcache_sim::seed::{self, Churn};
 use kcache_sim::Sim;
@@ -278,6 +279,27 @@ async fn check_converged(
     assert!(grown < 512.0, "RSS grew by {grown:.0} MiB");
 }
 
+/// How many relists in a row fit in `window`: the first at once (its watch had worked), each
+/// later one after its backoff (attempt 1, 2, …; see `ReflectorConfig::backoff`), with every
+/// wait at its longest, and at its shortest (the jitter halves it at most).
+fn relists_within(window: Duration, cfg: &ReflectorConfig) -> (u64, u64) {
+    let count = |scale: f64| {
+        let (mut n, mut spent) = (1u64, Duration::ZERO);
+        loop {
+            let exp = cfg
+                .backoff_initial
+                .saturating_mul(1u32 << n.min(16) as u32)
+                .min(cfg.backoff_max);
+            spent += exp.mul_f64(scale);
+            if spent > window {
+                return n;
+            }
+            n += 1;
+        }
+    };
+    (count(1.0), count(0.5))
+}
+
 fn relists(env: &Env) -> u64 {
     env.kcache.cache("", "v1", "configmaps").unwrap().relists()
 }
@@ -320,10 +342,14 @@ async fn minute_of_410(tiers: Tiers) {
     }
     env.sim.faults().fail_all_watches_with_410(false);
     let during = relists(&env) - before;
-    // Backed off from 0.2 s to 30 s: about seven in a minute, not thousands.
+    // Backed off as the reflector's schedule says (about eight in a minute), not thousands:
+    // at most as many as fit when every backoff runs its shortest, plus the one under way; at
+    // least as many as fit when every one runs its longest, less that one and one for the
+    // time the relists themselves take.
+    let (slowest, fastest) = relists_within(started.elapsed(), &ReflectorConfig::default());
     assert!(
-        (3..=40).contains(&during),
-        "{during} relists during a minute of 410s"
+        (slowest.saturating_sub(2)..=fastest + 1).contains(&during),
+        "{during} relists during a minute of 410s; the backoff schedule allows {slowest}..={fastest}"
     );
     let ops = churn.stop().await;
     eprintln!("410 minute: {ops} changes, {during} relists");
