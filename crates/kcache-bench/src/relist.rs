@@ -135,7 +135,6 @@ impl Relisting {
             let first = relists().await?;
             let mut done = first;
             let mut seq = 0u64;
-            let mut last_relist = Instant::now();
             while !stop2.load(Ordering::Relaxed) {
                 // A write of each type first, so both watches have delivered something when
                 // they are expired: the reflector relists at once after a watch that worked
@@ -156,22 +155,24 @@ impl Relisting {
                     bump(&sim, resource, &obj, seq)?;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                // Every watch ends; the next two watch requests (the two reflectors', unless a
-                // streaming relist takes one) are answered 410.
-                sim.faults().fail_watches_with_410(2);
-                sim.faults().drop_watches();
+                // Every watch ends and is answered 410 until the ConfigMaps have relisted (a
+                // streaming relist is answered 410 too, so it is a paged list, however long it
+                // takes); then watches work again.
+                sim.faults().fail_all_watches_with_410(true);
                 let tried = Instant::now();
-                while tried.elapsed() < Duration::from_secs(10) {
+                let relisted = loop {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     let now = relists().await?;
                     if now > done {
                         done = now;
-                        last_relist = Instant::now();
-                        break;
+                        break true;
                     }
-                }
-                sim.faults().fail_watches_with_410(0);
-                if last_relist.elapsed() > Duration::from_secs(120) {
+                    if tried.elapsed() > Duration::from_secs(120) {
+                        break false;
+                    }
+                };
+                sim.faults().fail_all_watches_with_410(false);
+                if !relisted {
                     return Err("no relist of the ConfigMaps within 120 s".into());
                 }
             }

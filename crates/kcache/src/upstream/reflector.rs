@@ -471,18 +471,29 @@ impl Reflector {
             self.progress(objects.len(), started);
         }
         let rv = list_rv.unwrap_or(0);
-        self.install(objects, rv);
+        self.install(objects, rv).await;
         if self.cache.budget().is_over() {
             return Ok(WatchEnd::OverBudget);
         }
         Ok(WatchEnd::Closed { rv })
     }
 
-    fn install(&mut self, objects: Vec<Arc<Object>>, rv: u64) {
+    async fn install(&mut self, objects: Vec<Arc<Object>>, rv: u64) {
         self.installs += 1;
         let n = objects.len();
         let first = !self.cache.is_synced();
-        let summary = self.cache.replace(objects, rv);
+        // Building the new state is O(n) in the collection (the sort, the map, the posting sets
+        // and the diff against the old state; see `cache::ResourceCache::replace`): on a
+        // blocking thread, so that the worker this task runs on goes on serving requests. A
+        // worker busy for the length of a 100k-object install stalls the requests queued on it,
+        // whatever type they read.
+        let cache = self.cache.clone();
+        let summary = match tokio::task::spawn_blocking(move || cache.replace(objects, rv)).await {
+            Ok(summary) => summary,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => return,
+        };
         let name = self.cache.info.to_string();
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
@@ -606,7 +617,7 @@ impl Reflector {
                             if self.cache.is_synced() && brv < self.cache.rv() {
                                 return Ok(WatchEnd::Behind { rv: brv });
                             }
-                            self.install(objects, brv);
+                            self.install(objects, brv).await;
                             if self.cache.budget().is_over() {
                                 return Ok(WatchEnd::OverBudget);
                             }
