@@ -301,14 +301,6 @@ impl Metrics {
              compressed when the upstream compressed them)",
             m.upstream_received_bytes.clone(),
         );
-        for purpose in crate::upstream::Purpose::ALL {
-            let labels = PurposeLabels {
-                purpose: purpose.label(),
-            };
-            let _ = m.upstream_requests.get_or_create(&labels);
-            let _ = m.upstream_sent_bytes.get_or_create(&labels);
-            let _ = m.upstream_received_bytes.get_or_create(&labels);
-        }
         r.register(
             "consistent_reads",
             "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait or, since, moved; forwarded_lagging: a GET passed to the upstream at once, the cache's watch lagging by more than an upstream round trip; forwarded_probe_slow: a GET passed to the upstream, its probe slower than the GET would be; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
