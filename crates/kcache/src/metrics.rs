@@ -287,7 +287,8 @@ impl Metrics {
         r.register(
             "upstream_requests",
             "Requests kcache sent to the upstream, by purpose (reflector_list, reflector_watch, \
-             probe, token_review, access_review, pass_through, setup)",
+             probe, token_review, access_review, pass_through, setup, protobuf_list, \
+             protobuf_watch)",
             m.upstream_requests.clone(),
         );
         r.register(
@@ -403,7 +404,6 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Record a finished request (or a watch whose response head was sent).
     /// One response's encoding, from its Content-Type.
     pub fn response_content_type(&self, content_type: Option<&str>, source: &'static str) {
         let media = content_type
@@ -422,6 +422,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Record a finished request (or a watch whose response head was sent).
     pub fn request(
         &self,
         verb: &'static str,
