@@ -7,6 +7,9 @@
 //! the Helm chart's values and template references resolve. (Rendering the Helm templates needs helm:
 //! `deploy/render-check.sh`.)
 
+#[path = "metrics_common/mod.rs"]
+mod metrics_common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1464,35 +1467,7 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
 fn exported_metrics() -> &'static BTreeSet<String> {
     static NAMES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
-        use kcache::metrics::{AuthzLabels, LimitLabels, ResourceLabels, VerbLabels};
-        // A family is rendered only once it has a series: give each one, as a running kcache
-        // does (per-resource series at start, the others with the first request).
-        let m = kcache::metrics::Metrics::new();
-        m.request("get", "pods", 200, "cache", Duration::ZERO);
-        m.init_resource("pods");
-        let pods = || ResourceLabels {
-            resource: "pods".into(),
-        };
-        for g in [
-            &m.cached_objects,
-            &m.cached_bytes,
-            &m.cache_synced,
-            &m.upstream_reachable,
-        ] {
-            let _ = g.get_or_create(&pods());
-        }
-        let _ = m.cache_lag.get_or_create(&pods());
-        let _ = m.cache_age.get_or_create(&pods());
-        let _ = m.inflight.get_or_create(&VerbLabels { verb: "get" });
-        let _ = m.authorizations.get_or_create(&AuthzLabels {
-            decision: "allowed",
-            source: "cache",
-        });
-        let _ = m.limits.get_or_create(&LimitLabels { limit: "watches" });
-        let text = m.render(
-            &kcache::cache::Registry::default(),
-            kcache::metrics::Format::OpenMetrics,
-        );
+        let text = metrics_common::exposition(kcache::metrics::Format::OpenMetrics);
         let mut names = BTreeSet::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {

@@ -11,6 +11,7 @@ use kcache::api::ContinueToken;
 use kcache::index::{IndexConfig, IndexSet};
 use kcache::resource::ResourceInfo;
 use kcache::selector::LabelSelector;
+use kcache::status::ApiError;
 use libfuzzer_sys::fuzz_target;
 
 fn pods() -> &'static (ResourceInfo, IndexSet) {
@@ -61,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
                 check_rv(opts.resource_version.as_deref());
                 if let Some(token) = &opts.continue_token {
                     if let Err(e) = ContinueToken::decode(token) {
-                        assert_eq!(e.code(), 400, "{e:?}");
+                        assert_eq!(ApiError::from(e).code(), 400);
                     }
                 }
             }

@@ -31,9 +31,10 @@
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
+// Counting allocations needs a `GlobalAlloc` implementation (`alloc_count`): it is the crate's
+// only unsafe code, allowed there alone.
+#![deny(unsafe_code)]
 
-// Counting allocations needs a `GlobalAlloc` implementation; it is the crate's only unsafe code.
-#[allow(unsafe_code)]
 pub mod alloc_count;
 pub mod cluster;
 mod consistent;

@@ -49,6 +49,7 @@
 //! Metadata clients that ask for `as=PartialObjectMetadataList` (LIST) or
 //! `as=PartialObjectMetadata` (GET, WATCH) get that form, written by the sim's own `metadata`
 //! module from the recordings (`pom-*`), not by kcache's renderer.
+#![forbid(unsafe_code)]
 
 pub mod certs;
 mod discovery;

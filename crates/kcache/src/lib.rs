@@ -10,22 +10,24 @@
 //! the path of one event and one request through them are in `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 
+// Public: what the `kcache` binary, the integration tests in `tests/` and the fuzz targets in
+// `fuzz/` use. The other modules are the library's own.
 pub mod api;
 pub mod auth;
 pub mod cache;
-pub mod coalesce;
+mod coalesce;
 pub mod config;
 mod continue_token;
 pub mod error;
-pub mod gojson;
+mod gojson;
 pub mod index;
-pub mod json_view;
-pub mod latency;
+mod json_view;
+mod latency;
 pub mod limits;
 pub mod metrics;
 pub mod object;
 pub mod persist;
-pub mod protobuf;
+mod protobuf;
 pub mod resource;
 pub mod selector;
 pub mod server;

@@ -287,7 +287,8 @@ impl Metrics {
         r.register(
             "upstream_requests",
             "Requests kcache sent to the upstream, by purpose (reflector_list, reflector_watch, \
-             probe, token_review, access_review, pass_through, setup)",
+             probe, token_review, access_review, pass_through, setup, protobuf_list, \
+             protobuf_watch)",
             m.upstream_requests.clone(),
         );
         r.register(
@@ -301,14 +302,6 @@ impl Metrics {
              compressed when the upstream compressed them)",
             m.upstream_received_bytes.clone(),
         );
-        for purpose in crate::upstream::Purpose::ALL {
-            let labels = PurposeLabels {
-                purpose: purpose.label(),
-            };
-            let _ = m.upstream_requests.get_or_create(&labels);
-            let _ = m.upstream_sent_bytes.get_or_create(&labels);
-            let _ = m.upstream_received_bytes.get_or_create(&labels);
-        }
         r.register(
             "consistent_reads",
             "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait or, since, moved; forwarded_get: a GET passed to the upstream at once, the upstream (v1.31 on) answering the consistency probe from its watch cache, which costs more than the GET; forwarded_lagging: a GET passed to the upstream at once, the cache's watch lagging by more than an upstream round trip; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
@@ -411,7 +404,6 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Record a finished request (or a watch whose response head was sent).
     /// One response's encoding, from its Content-Type.
     pub fn response_content_type(&self, content_type: Option<&str>, source: &'static str) {
         let media = content_type
@@ -430,6 +422,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Record a finished request (or a watch whose response head was sent).
     pub fn request(
         &self,
         verb: &'static str,

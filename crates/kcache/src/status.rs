@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::auth::AuthError;
+use crate::continue_token::InvalidToken;
 use crate::table::InvalidIncludeObject;
 use crate::upstream::UpstreamError;
 
@@ -333,6 +334,13 @@ impl From<AuthError> for ApiError {
             // A start-up check; a request never meets it.
             AuthError::InsecureListen { .. } => ApiError::Internal(e.to_string()),
         }
+    }
+}
+
+/// A continue token that cannot be read: the apiserver's 400.
+impl From<InvalidToken> for ApiError {
+    fn from(e: InvalidToken) -> ApiError {
+        ApiError::BadRequest(e.to_string())
     }
 }
 

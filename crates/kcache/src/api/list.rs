@@ -69,7 +69,7 @@ pub async fn list(
         // upstream's to answer or refuse: never stricter than the upstream.
         let token = match ContinueToken::decode(token) {
             Ok(t) => t,
-            Err(e) => return forward(e),
+            Err(e) => return forward(e.into()),
         };
         ensure_synced(cache)?;
         let snap = if token.rv < 0 {

@@ -39,6 +39,7 @@ pub struct OwnedListMeta {
     pub remaining_item_count: Option<i64>,
 }
 
+#[cfg(test)]
 impl OwnedListMeta {
     /// Borrowed, to write it back with [`write_list_head`].
     pub fn as_list_meta(&self) -> ListMeta<'_> {

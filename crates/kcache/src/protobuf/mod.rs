@@ -33,14 +33,13 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use envelope::{envelope_len, parse_envelope, write_envelope, Envelope, MAGIC};
+pub use envelope::{envelope_len, parse_envelope, write_envelope};
 pub use error::ProtoError;
-pub use list::{list_body_len, list_item_len, parse_list, write_list_head, write_list_item};
-pub use list::{write_list_tail, ListMeta, OwnedListMeta};
-pub use object::{object_meta, with_annotation, with_resource_version, ObjectMeta};
+pub use list::{list_item_len, parse_list, write_list_head, write_list_item};
+pub use list::{write_list_tail, ListMeta};
+pub use object::{object_meta, with_annotation, with_resource_version};
 pub use status::{status_envelope, status_watch_event};
-pub use watch::WatchFrame;
-pub use watch::{frame_len, next_frame, watch_event_len, write_watch_event, write_watch_frame};
+pub use watch::{next_frame, write_watch_event};
 
 /// The media type of protobuf bodies (GET, LIST, errors): what a client's `Accept` names to
 /// get them, and the response's `Content-Type`.

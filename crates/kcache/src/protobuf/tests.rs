@@ -10,6 +10,9 @@ use kcache_sim::recordings::read;
 use prost::Message;
 use serde_json::{json, Value};
 
+use super::list::list_body_len;
+use super::object::ObjectMeta;
+use super::watch::watch_event_len;
 use super::*;
 use crate::status::{ApiError, Cause};
 

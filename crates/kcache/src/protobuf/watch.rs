@@ -70,18 +70,6 @@ pub fn write_watch_event(
     put_envelope(api_version, kind, obj, out);
 }
 
-/// Writes one frame whose object is already enveloped (a Status body from
-/// [`status_envelope`](super::status_envelope), or an upstream frame's object passed on):
-/// `4 + ` the WatchEvent's bytes.
-///
-/// # Panics
-///
-/// If the event is over 4 GiB, which a frame's length prefix cannot say.
-pub fn write_watch_frame(event_type: &str, envelope: &[u8], out: &mut impl BufMut) {
-    put_event_head(event_type, envelope.len(), out);
-    out.put_slice(envelope);
-}
-
 /// The length of the frame at the start of `buf` (its prefix included), once its 4-byte
 /// prefix has arrived. A stream reader can refuse a frame over its limit before buffering it.
 pub fn frame_len(buf: &[u8]) -> Option<usize> {
@@ -159,17 +147,6 @@ mod tests {
                 raw: b"\x0a\x00"
             }
         );
-    }
-
-    #[test]
-    fn enveloped_object_passes_through() {
-        let mut env = BytesMut::new();
-        crate::protobuf::write_envelope("v1", "ConfigMap", b"\x0a\x00", &mut env);
-        let mut a = BytesMut::new();
-        write_watch_frame("DELETED", &env, &mut a);
-        let mut b = BytesMut::new();
-        write_watch_event("DELETED", "v1", "ConfigMap", b"\x0a\x00", &mut b);
-        assert_eq!(a, b);
     }
 
     #[test]

@@ -1,15 +1,13 @@
 //! Label selectors as values: the requirement and selector types, their canonical text form
 //! and matching against an object's labels.
 //!
-//! Separate from the grammar ([`super::label_parser`]) so that code that only holds or applies a
-//! parsed selector (the cache, the watch routing) reads the semantics without the lexer and the
-//! apiserver's error wording around them.
+//! Separate from the grammar (`label_parser.rs`, which also holds [`LabelSelector::parse`]) so
+//! that code that only holds or applies a parsed selector (the cache, the watch routing) reads
+//! the semantics without the lexer and the apiserver's error wording around them. The parser
+//! produces these types; this module does not know the parser.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
-
-use super::label_parser::LabelParser;
-use super::SelectorError;
 
 /// Operator of one label requirement. `==` parses to [`LabelOp::Equals`]: the apiserver treats
 /// the two spellings identically.
@@ -119,14 +117,12 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
-    /// Parses a `labelSelector` query value. The empty (or all-whitespace) string selects
-    /// everything. Errors carry the apiserver's message verbatim.
-    pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let mut requirements = LabelParser::new(s).parse()?;
+    /// The selector of these requirements, in the order the apiserver keeps them.
+    pub(super) fn from_requirements(mut requirements: Vec<LabelRequirement>) -> Self {
         // The apiserver sorts by key so that equivalent selectors print alike; a stable sort keeps
         // same-key requirements in source order, which Display then reproduces.
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(Self { requirements })
+        Self { requirements }
     }
 
     /// The selector that matches every object.

@@ -4,14 +4,24 @@
 //!
 //! Separate because it is the one part that must track Go's implementation quirk for quirk (NUL
 //! as end of input, keywords by context, error order); the resulting types live in
-//! [`super::label`].
+//! `label.rs`.
 
 use std::collections::BTreeSet;
 
 use super::go_format::go_string_slice;
-use super::label::{parse_go_int64, LabelOp, LabelRequirement};
+use super::label::{parse_go_int64, LabelOp, LabelRequirement, LabelSelector};
 use super::validation::{invalid_value, label_value_errors, validate_label_key};
 use super::SelectorError;
+
+impl LabelSelector {
+    /// Parses a `labelSelector` query value. The empty (or all-whitespace) string selects
+    /// everything. Errors carry the apiserver's message verbatim.
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
+        Ok(LabelSelector::from_requirements(
+            LabelParser::new(s).parse()?,
+        ))
+    }
+}
 
 // ----- lexer -----
 
