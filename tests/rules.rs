@@ -223,7 +223,7 @@ async fn l2_limit_ignored_at_rv0_negative_ignored_abc_400(p: Profile) {
     ] {
         let r = send(&env, &path).await;
         assert_eq!(r.status, 400, "{path}");
-        assert_eq!(r.text(), recorded("err-list-cm-limit-abc").body, "{path}");
+        assert_eq!(r.text(), recorded("err-list-cm-limit-abc").body(), "{path}");
     }
 }
 
@@ -459,7 +459,11 @@ async fn l4_continue_errors_and_expiry(p: Profile) {
         Profile::V1_28 => {
             let name = "err-list-cm-continue-expired-410";
             let rec = recorded(name);
-            assert_eq!((r.status, r.text()), (410, rec.body.clone()), "{name}");
+            assert_eq!(
+                (r.status, r.text()),
+                (410, rec.body().to_string()),
+                "{name}"
+            );
             assert_headers(&r, &rec, name);
             r
         }
@@ -471,7 +475,7 @@ async fn l4_continue_errors_and_expiry(p: Profile) {
             let name = "err-list-cm-continue-expired-within-cache-window-200";
             let rec = recorded(name);
             assert_eq!((r.status, r.text()), (200, p2.text()), "{name}");
-            assert_eq!(norm(&r.text()), norm(&rec.body), "{name}");
+            assert_eq!(norm(&r.text()), norm(rec.body()), "{name}");
             assert_headers(&r, &rec, name);
             assert_forwarded(&r, name);
             env.sim.compact_watch_cache();
@@ -484,8 +488,12 @@ async fn l4_continue_errors_and_expiry(p: Profile) {
                 v["metadata"]["continue"] = json!("TOKEN");
                 v.to_string()
             };
-            assert_eq!(without_token(&r.text()), without_token(&rec.body), "{name}");
-            let rec_token = serde_json::from_str::<Value>(&rec.body).unwrap()["metadata"]
+            assert_eq!(
+                without_token(&r.text()),
+                without_token(rec.body()),
+                "{name}"
+            );
+            let rec_token = serde_json::from_str::<Value>(rec.body()).unwrap()["metadata"]
                 ["continue"]
                 .as_str()
                 .map(raw::decode_token)
@@ -591,7 +599,7 @@ async fn l5_exact_from_history_not_older_than_current(p: Profile) {
                 );
                 assert_eq!(
                     r.text(),
-                    with_current(&rec.body, env.sim.current_rv()),
+                    with_current(rec.body(), env.sim.current_rv()),
                     "{name}"
                 );
                 assert_headers(&r, &rec, name);
@@ -660,7 +668,7 @@ async fn l5_compacted_rv_is_410_without_limit_current(p: Profile) {
         let r = send(&env, &path).await;
         let rec = recorded(name);
         assert_eq!(r.status, 410, "{path}");
-        assert_eq!(r.text(), rec.body, "{path}");
+        assert_eq!(r.text(), rec.body(), "{path}");
         assert_headers(&r, &rec, &path);
     }
     let (_, path) = fixture_request("list-cm-ns-a-rv-compacted-cache-ok");
@@ -737,7 +745,7 @@ async fn l6_future_rv_waits_3s_then_504(p: Profile) {
             r.head_after
         );
         // `current` is the cache's RV when the wait ended (after "arrives").
-        let want = with_current(&rec.body, cache_rv(&env, "", "configmaps"));
+        let want = with_current(rec.body(), cache_rv(&env, "", "configmaps"));
         assert_eq!(r.text(), want, "{name}");
         assert_headers(&r, &rec, name);
         assert_eq!(r.header("retry-after"), Some("1"));
@@ -778,7 +786,7 @@ async fn l7_validation_errors_verbatim(p: Profile) {
     )
     .await;
     assert_eq!(r.status, 422);
-    assert_eq!(r.text(), recorded("err-list-cm-rvm-without-rv").body);
+    assert_eq!(r.text(), recorded("err-list-cm-rvm-without-rv").body());
 }
 
 per_profile!(l8_query_booleans);
@@ -799,7 +807,7 @@ async fn l8_query_booleans(p: Profile) {
         assert!(r.clean_end, "{name}: ended by timeoutSeconds");
         assert_eq!(
             sorted_lines(&norm(&r.text())),
-            sorted_lines(&norm(&recorded(name).body)),
+            sorted_lines(&norm(recorded(name).body())),
             "{name}"
         );
         assert_eq!(r.header("transfer-encoding"), Some("chunked"));
@@ -977,7 +985,7 @@ async fn l9_label_selectors(p: Profile) {
         for variant in ["resourceVersion=0", "watch=1", "watch=1&resourceVersion=0"] {
             let r = send(&env, &with_param(&path, variant)).await;
             assert_eq!(r.status, 400, "{name} {variant}");
-            assert_eq!(r.text(), recorded(name).body, "{name} {variant}");
+            assert_eq!(r.text(), recorded(name).body(), "{name} {variant}");
         }
     }
 }
@@ -1133,7 +1141,7 @@ async fn l9_field_selectors(p: Profile) {
         for variant in ["resourceVersion=0", "watch=1", "watch=1&resourceVersion=0"] {
             let r = send(&env, &with_param(&path, variant)).await;
             assert_eq!(r.status, 400, "{name} {variant}");
-            assert_eq!(r.text(), recorded(name).body, "{name} {variant}");
+            assert_eq!(r.text(), recorded(name).body(), "{name} {variant}");
             assert!(r.header("transfer-encoding").is_none(), "not a stream");
         }
     }
@@ -1161,7 +1169,7 @@ async fn l10_missing_namespace_and_trailing_slash(p: Profile) {
     assert_from_cache(&r, "empty CR list");
     assert_eq!(
         norm(&r.text()),
-        norm(&recorded("list-widgets-ns-c-empty-rv0").body)
+        norm(recorded("list-widgets-ns-c-empty-rv0").body())
     );
     let name = "err-get-cm-missing-namespace";
     let r = check_verbatim(&env, name).await;
@@ -1169,7 +1177,10 @@ async fn l10_missing_namespace_and_trailing_slash(p: Profile) {
     let (_, path) = fixture_request(name);
     let r = send(&env, &with_param(&path, "resourceVersion=0")).await;
     assert_from_cache(&r, name);
-    assert_eq!((r.status, r.text()), (404, recorded(name).body));
+    assert_eq!(
+        (r.status, r.text()),
+        (404, recorded(name).body().to_string())
+    );
     let name = "list-cm-ns-a-trailing-slash";
     let r = check(&env, name).await;
     assert_consistent_fixture(&env, &r, name);
@@ -1179,7 +1190,7 @@ async fn l10_missing_namespace_and_trailing_slash(p: Profile) {
     assert_from_cache(&r, "CR trailing slash");
     assert_eq!(
         norm(&r.text()),
-        norm(&recorded("list-widgets-ns-a-rv0").body)
+        norm(recorded("list-widgets-ns-a-rv0").body())
     );
 }
 
@@ -1252,7 +1263,7 @@ async fn g2_three_kinds_of_404(p: Profile) {
     assert_from_cache(&r, "err-get-cm-missing-rv0");
     let r = check_verbatim(&env, "err-get-cm-missing").await;
     assert_consistent_fixture(&env, &r, "err-get-cm-missing");
-    assert_eq!(r.text(), recorded("err-get-cm-missing-rv0").body);
+    assert_eq!(r.text(), recorded("err-get-cm-missing-rv0").body());
     let r = check_verbatim(&env, "err-get-widget-missing").await;
     assert_consistent_fixture(&env, &r, "err-get-widget-missing");
     let (_, path) = fixture_request("err-get-widget-missing");
@@ -1260,7 +1271,7 @@ async fn g2_three_kinds_of_404(p: Profile) {
     assert_from_cache(&cached, "widget missing RV=0");
     assert_eq!(
         (cached.status, cached.text()),
-        (404, recorded("err-get-widget-missing").body)
+        (404, recorded("err-get-widget-missing").body().to_string())
     );
     for name in [
         "err-get-cm-without-namespace",
@@ -1279,7 +1290,11 @@ async fn g2_three_kinds_of_404(p: Profile) {
         // The same with RV=0: still not a cache question.
         let (_, path) = fixture_request(name);
         let r = send(&env, &with_param(&path, "resourceVersion=0")).await;
-        assert_eq!((r.status, r.text()), (404, recorded(name).body), "{name}");
+        assert_eq!(
+            (r.status, r.text()),
+            (404, recorded(name).body().to_string()),
+            "{name}"
+        );
     }
 }
 
@@ -1411,7 +1426,7 @@ async fn e1_compact_json_or_pretty_printing(p: Profile) {
         for p in [path.clone(), with_param(&path, "resourceVersion=0")] {
             let (status, body) = get_as(&env, &p, ua).await;
             assert_eq!(status, 200, "{p}");
-            assert_eq!(compact_norm(&body), compact_norm(&rec.body), "{p} as {ua}");
+            assert_eq!(compact_norm(&body), compact_norm(rec.body()), "{p} as {ua}");
             assert!(
                 body.starts_with("{\n  \"kind\": \"ConfigMapList\",\n  \"apiVersion\": \"v1\",\n"),
                 "{p} as {ua}: {body}"

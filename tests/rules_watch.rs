@@ -411,7 +411,7 @@ async fn w3_too_old_rv_is_200_one_error_then_eof(p: Profile) {
         assert!(r.total < Duration::from_secs(1), "{name}: at once");
         let text = r.text();
         let m = oldest_of(name, &text);
-        let rec = recorded(name).body;
+        let rec = recorded(name).body().to_string();
         let rec_m = oldest_of(name, &rec);
         assert_eq!(
             text,
@@ -686,7 +686,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark(p: Profile) {
         assert_watch_response(&r, name);
         assert_eq!(
             sorted_lines(&norm(&r.text())),
-            sorted_lines(&norm(&without_catch_up_bookmark(&recorded(name).body))),
+            sorted_lines(&norm(&without_catch_up_bookmark(recorded(name).body()))),
             "{name}"
         );
         let lines = r.lines();
@@ -709,7 +709,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark(p: Profile) {
     let r = send(&env, &with_param(&path, "timeoutSeconds=1")).await;
     assert_eq!(
         sorted_lines(&norm(&r.text())),
-        sorted_lines(&norm(&recorded(name).body))
+        sorted_lines(&norm(recorded(name).body()))
     );
     // RV="": the end bookmark promises a state no older than the upstream's when the watch
     // began (W6b). On a type whose cache has reached the upstream's revision (the last write
@@ -755,7 +755,7 @@ async fn w6_watchlist_initial_events_and_end_bookmark(p: Profile) {
         let first4 = r.text().lines().take(4).collect::<Vec<_>>().join("\n");
         assert_eq!(
             sorted_lines(&norm(&first4)),
-            sorted_lines(&norm(&recorded(name).body)),
+            sorted_lines(&norm(recorded(name).body())),
             "{name}"
         );
     }
@@ -859,7 +859,7 @@ async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams(p: Profile) {
                 assert_from_cache(&r, name);
                 let first4 = r.text().lines().take(4).collect::<Vec<_>>().join("\n");
                 let rec4 = recorded(name)
-                    .body
+                    .body()
                     .lines()
                     .take(4)
                     .collect::<Vec<_>>()
@@ -886,7 +886,7 @@ async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams(p: Profile) {
             sorted_lines(&norm(&initial.join("\n"))),
             sorted_lines(&norm(
                 &recorded(name)
-                    .body
+                    .body()
                     .lines()
                     .take(3)
                     .collect::<Vec<_>>()
@@ -917,7 +917,7 @@ async fn w7_rv_unset_or_0_watch_gets_initial_events(p: Profile) {
     assert!(r.clean_end);
     assert_eq!(
         sorted_lines(&norm(&r.text())),
-        sorted_lines(&norm(&recorded(name).body))
+        sorted_lines(&norm(recorded(name).body()))
     );
     let name = "watch-widgets-rv0-bookmarks";
     let (_, path) = fixture_request(name);
@@ -925,7 +925,7 @@ async fn w7_rv_unset_or_0_watch_gets_initial_events(p: Profile) {
     assert_watch_response(&r, name);
     assert_eq!(
         sorted_lines(&norm(&r.text())),
-        sorted_lines(&norm(&recorded(name).body))
+        sorted_lines(&norm(recorded(name).body()))
     );
     assert_eq!(r.lines().last().unwrap()["type"], "BOOKMARK");
     // RV unset on the type written last: the end bookmark at once, at the upstream's RV.

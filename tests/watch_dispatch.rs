@@ -4,10 +4,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use bytes::Bytes;
-use common::{resource, EnvBuilder};
+use common::{resource, wait_until, Env, EnvBuilder, EVENTUALLY};
 use http::Request;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -23,27 +21,43 @@ fn pod(name: &str, node: &str) -> serde_json::Value {
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}})
 }
 
-/// (type, name) of every event a watch sends until it has been quiet for `quiet`.
-async fn events(mut body: Incoming, quiet: Duration) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    while let Ok(Some(Ok(frame))) = tokio::time::timeout(quiet, body.frame()).await {
-        if let Ok(data) = frame.into_data() {
-            buf.extend_from_slice(&data);
+/// The sample of the events kcache wrote to the pods watchers.
+const EVENTS_SENT: &[&str] = &["kcache_watch_events_sent_total", "resource=\"pods\""];
+
+/// (type, name) of the next `n` events a watch sends (more if they come in the same frame);
+/// fails naming `who` unless they all arrive within [`EVENTUALLY`].
+async fn events(body: &mut Incoming, n: usize, who: String) -> Vec<(String, String)> {
+    let read = async {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while out.len() < n {
+            let frame = body.frame().await.expect("the watch is open").unwrap();
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+            }
+            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                out.push((
+                    v["type"].as_str().unwrap().to_string(),
+                    v["object"]["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ));
+            }
         }
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
-            out.push((
-                v["type"].as_str().unwrap().to_string(),
-                v["object"]["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            ));
-        }
-    }
-    out
+        out
+    };
+    tokio::time::timeout(EVENTUALLY, read)
+        .await
+        .unwrap_or_else(|_| panic!("{who}: fewer than {n} events within {EVENTUALLY:?}"))
+}
+
+/// Wait until `n` pods watchers run (each has read its start and waits for events).
+async fn watchers_running(env: &Env, n: usize) {
+    env.metric_reaching(&["kcache_watchers{", "resource=\"pods\""], n as f64)
+        .await;
 }
 
 #[tokio::test]
@@ -82,8 +96,9 @@ async fn node_scoped_watchers_cost_only_their_own_events() {
     }
     // Each watcher has read the (empty) history since its start RV: from here on only events
     // count.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watchers_running(&env, NODES).await;
     let before = cache.selector_evaluations();
+    let sent_before = env.metric(EVENTS_SENT).await.unwrap();
 
     env.sim.create("", "pods", pod("p1", "node-1")).unwrap();
     env.sim.create("", "pods", pod("p2", "node-2")).unwrap();
@@ -96,24 +111,31 @@ async fn node_scoped_watchers_cost_only_their_own_events() {
     env.sim.delete("", "pods", Some("d"), "p2").unwrap();
     env.settle("", "pods").await;
 
+    let ev = |t: &str, n: &str| (t.to_string(), n.to_string());
+    let want = |i: usize| match i {
+        1 => vec![ev("ADDED", "p1"), ev("MODIFIED", "p1"), ev("DELETED", "p1")],
+        2 => vec![ev("ADDED", "p2"), ev("DELETED", "p2")],
+        3 => vec![ev("ADDED", "p1")],
+        _ => vec![],
+    };
     let got = futures::future::join_all(
         watches
-            .into_iter()
-            .map(|w| events(w, Duration::from_millis(500))),
+            .iter_mut()
+            .enumerate()
+            .map(|(i, w)| events(w, want(i).len(), format!("watcher of node-{i}"))),
     )
     .await;
-    let ev = |t: &str, n: &str| (t.to_string(), n.to_string());
     for (i, evs) in got.iter().enumerate() {
-        let want = match i {
-            1 => vec![ev("ADDED", "p1"), ev("MODIFIED", "p1"), ev("DELETED", "p1")],
-            2 => vec![ev("ADDED", "p2"), ev("DELETED", "p2")],
-            3 => vec![ev("ADDED", "p1")],
-            _ => vec![],
-        };
-        assert_eq!(evs, &want, "watcher of node-{i}");
+        assert_eq!(evs, &want(i), "watcher of node-{i}");
     }
     // Five events, six (watcher, event) pairs that match (the move is seen by two nodes): not
-    // 5 × 500 evaluations.
+    // 5 × 500 evaluations, and no watcher was sent more than its own.
+    wait_until("6 selector evaluations", || async {
+        cache.selector_evaluations() - before >= 6
+    })
+    .await;
+    let sent = env.metric_reaching(EVENTS_SENT, sent_before + 6.0).await;
+    assert_eq!(sent - sent_before, 6.0, "events sent to the node watchers");
     let evaluations = cache.selector_evaluations() - before;
     assert_eq!(evaluations, 6, "selector evaluations for 5 events");
 
@@ -128,18 +150,28 @@ async fn node_scoped_watchers_cost_only_their_own_events() {
             .await,
         );
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watchers_running(&env, NODES + 20).await;
     let before = cache.selector_evaluations();
+    let sent_before = env.metric(EVENTS_SENT).await.unwrap();
     env.sim.create("", "pods", pod("p3", "node-4")).unwrap();
     env.settle("", "pods").await;
     for evs in futures::future::join_all(
         others
-            .into_iter()
-            .map(|w| events(w, Duration::from_millis(500))),
+            .iter_mut()
+            .enumerate()
+            .map(|(i, w)| events(w, 1, format!("unindexed watcher {i}"))),
     )
     .await
     {
         assert_eq!(evs, [ev("ADDED", "p3")]);
     }
-    assert_eq!(cache.selector_evaluations() - before, 20);
+    // The node-4 watcher of the first part is still open and gets it too.
+    assert_eq!(
+        events(&mut watches[4], 1, "watcher of node-4".into()).await,
+        [ev("ADDED", "p3")]
+    );
+    let sent = env.metric_reaching(EVENTS_SENT, sent_before + 21.0).await;
+    assert_eq!(sent - sent_before, 21.0, "events sent for one event");
+    // The 20 evaluate every event; of the 500 indexed ones only node-4's does.
+    assert_eq!(cache.selector_evaluations() - before, 21);
 }

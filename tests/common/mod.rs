@@ -317,6 +317,18 @@ impl Env {
     pub async fn metric(&self, parts: &[&str]) -> Option<f64> {
         sample(&self.metrics().await, parts)
     }
+
+    /// Wait until one sample of this kcache's `/metrics` (see [`sample`]) is at least `want`
+    /// (see [`wait_until`]) and return it: a counter may go past, which is the caller's to
+    /// judge.
+    pub async fn metric_reaching(&self, parts: &[&str], want: f64) -> f64 {
+        let what = format!("{parts:?} to reach {want}");
+        wait_until(&what, || async {
+            self.metric(parts).await.is_some_and(|v| v >= want)
+        })
+        .await;
+        self.metric(parts).await.unwrap_or_default()
+    }
 }
 
 /// A response read whole.
