@@ -170,15 +170,11 @@ async fn failed_probe_forwards_while_the_upstream_answers(profile: Profile) {
         r.header(CACHE_AGE_HEADER).is_none(),
         "{profile}: the upstream answered"
     );
-    let m = env.kcache.metrics();
-    let forwarded = m
-        .consistent_reads
-        .get_or_create(&kcache::metrics::OutcomeLabels {
-            resource: "configmaps".into(),
-            outcome: "forwarded_probe_failed",
-        })
-        .get();
-    assert_eq!(forwarded, 1, "{profile}");
+    assert_eq!(
+        outcome_count(&env, "forwarded_probe_failed"),
+        1,
+        "{profile}"
+    );
     // Unreachable at all: the cache answers, marked.
     env.sim.faults().set_unreachable(true);
     let r = get(&env.url(), path).await;

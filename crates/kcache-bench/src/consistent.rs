@@ -291,17 +291,7 @@ impl Bench {
                 d[0], d[1], d[2], d[3], d[4], d[5]
             ));
         }
-        if unreadable > 0 {
-            row.note(format!("{unreadable} answers were not readable"));
-        }
-        if target == SIM {
-            row.note("in the bench process");
-        }
-        if stale > 0 {
-            if let Some(first) = checker.first_stale_answer() {
-                row.note(format!("first stale answer: {first}"));
-            }
-        }
+        note_checked(&mut row, checker, unreadable, stale, target == SIM);
         self.report.push(row);
         Measured {
             rps: r.rps(),

@@ -229,17 +229,7 @@ impl Bench {
                     if rv0 > 0 {
                         row.note(format!("{rv0} RV=0 lists upstream"));
                     }
-                    if unreadable > 0 {
-                        row.note(format!("{unreadable} answers were not readable"));
-                    }
-                    if target == SIM {
-                        row.note("in the bench process");
-                    }
-                    if stale > 0 {
-                        if let Some(first) = checker.first_stale_answer() {
-                            row.note(format!("first stale answer: {first}"));
-                        }
-                    }
+                    note_checked(&mut row, &checker, unreadable, stale, target == SIM);
                     self.report.push(row);
                     all_stale += stale;
                     all_reads += reads;

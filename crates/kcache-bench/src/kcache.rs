@@ -256,16 +256,11 @@ impl KcacheChild {
     /// The sum of the series whose line contains every one of `parts` (the family name first,
     /// then label pairs such as `source="cache"`).
     pub async fn metric(&self, parts: &[&str]) -> Result<f64, String> {
-        Ok(sum_series(&self.metrics_text().await?, parts))
+        metric_at(self.admin_addr, parts).await
     }
 
     async fn metrics_text(&self) -> Result<String, String> {
-        let (status, body) =
-            super::load::fetch(self.admin_addr, "/metrics", Duration::from_secs(5)).await?;
-        if status != 200 {
-            return Err(format!("kcache /metrics answered {status}"));
-        }
-        Ok(String::from_utf8_lossy(&body).into_owned())
+        metrics_text_at(self.admin_addr).await
     }
 
     /// The last lines kcache logged.
@@ -276,9 +271,23 @@ impl KcacheChild {
     }
 }
 
+/// [`KcacheChild::metric`] of the kcache whose admin address is `admin`: for tasks that
+/// outlive a borrow of the child.
+pub async fn metric_at(admin: SocketAddr, parts: &[&str]) -> Result<f64, String> {
+    Ok(sum_series(&metrics_text_at(admin).await?, parts))
+}
+
+async fn metrics_text_at(admin: SocketAddr) -> Result<String, String> {
+    let (status, body) = super::load::fetch(admin, "/metrics", Duration::from_secs(5)).await?;
+    if status != 200 {
+        return Err(format!("kcache /metrics answered {status}"));
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
 /// The sum of the values of the series in a Prometheus text exposition whose lines start with
 /// `parts[0]` and contain the other parts.
-pub(crate) fn sum_series(text: &str, parts: &[&str]) -> f64 {
+fn sum_series(text: &str, parts: &[&str]) -> f64 {
     let Some((family, labels)) = parts.split_first() else {
         return 0.0;
     };

@@ -434,6 +434,28 @@ fn note_disturbed(row: &mut Row, others: Option<f64>) {
     }
 }
 
+/// The notes of a row whose answers `checker` checked: answers it could not read, stale
+/// answers (the first one described), and whether the target ran in the bench process.
+fn note_checked(
+    row: &mut Row,
+    checker: &staleness::Checker,
+    unreadable: u64,
+    stale: u64,
+    in_process: bool,
+) {
+    if unreadable > 0 {
+        row.note(format!("{unreadable} answers were not readable"));
+    }
+    if in_process {
+        row.note("in the bench process");
+    }
+    if stale > 0 {
+        if let Some(first) = checker.first_stale_answer() {
+            row.note(format!("first stale answer: {first}"));
+        }
+    }
+}
+
 fn missing_row(scenario: &str, case: &str, target: &str, why: &str) -> Row {
     let mut row = Row::new(scenario, case, target);
     row.note(why);

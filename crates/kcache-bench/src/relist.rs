@@ -122,16 +122,8 @@ impl Relisting {
         let admin = k.admin_addr;
         let stop2 = stop.clone();
         let task = tokio::spawn(async move {
-            let relists = || async move {
-                let (status, body) = load::fetch(admin, "/metrics", Duration::from_secs(5)).await?;
-                if status != 200 {
-                    return Err(format!("kcache /metrics answered {status}"));
-                }
-                Ok(kcache::sum_series(
-                    &String::from_utf8_lossy(&body),
-                    &["kcache_relists_total{", "resource=\"configmaps\""],
-                ))
-            };
+            let relists =
+                || kcache::metric_at(admin, &["kcache_relists_total{", "resource=\"configmaps\""]);
             let first = relists().await?;
             let mut done = first;
             let mut seq = 0u64;
