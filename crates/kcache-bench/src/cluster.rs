@@ -603,7 +603,7 @@ impl ClusterBench<'_> {
         let mut spec = LoadSpec::to(target, path, self.opts.scale.clients, self.opts.scale.phase);
         spec.on_response = on_response;
         let cpu = pid.map(|p| CpuMeter::start_all(&[p]));
-        let others = OthersMeter::start();
+        let others = OthersMeter::start(&pid.into_iter().collect::<Vec<_>>());
         let mut r = load::run(spec).await;
         let used = cpu.as_ref().map(|c| c.used());
         r.others_cores = Some(others.cores(used.map_or(0.0, |u| u.0)));

@@ -96,7 +96,7 @@ impl Bench {
         let cost_before = k.upstream_cost().await.ok();
         let cpu = CpuMeter::start(pid);
         let own_cpu = CpuMeter::start(std::process::id());
-        let others = OthersMeter::start();
+        let others = OthersMeter::start(&[pid]);
         let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
         let (cpu_seconds, wall) = cpu.used();
         let cost_after = k.upstream_cost().await.ok();

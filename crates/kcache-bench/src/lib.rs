@@ -526,7 +526,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         "CPU columns are cores used on average while measuring (1.0 = one core busy all the time); \
          `others CPU` is what processes other than the bench and its targets used meanwhile \
          (other users of the machine; rows above 0.15 are marked disturbed), `niced CPU` what \
-         lower-priority processes (background builds at nice 19) used"
+         other lower-priority processes (background builds at nice 19) used; kcache's own \
+         background threads (nice 10) count in its `CPU cores`"
             .into(),
     );
     let fd_limit = procstat::open_files_limit().unwrap_or(1024);
@@ -735,8 +736,13 @@ impl Bench {
     ) -> (LoadResult, Option<f64>) {
         let mut spec = LoadSpec::to(target, path, CLIENTS, self.scale.phase);
         spec.on_response = on_response;
+        self.measure_spec(spec, pids).await
+    }
+
+    /// Run one load, with the CPU used by `pids` (if any).
+    async fn measure_spec(&self, spec: LoadSpec, pids: &[u32]) -> (LoadResult, Option<f64>) {
         let cpu = (!pids.is_empty()).then(|| CpuMeter::start_all(pids));
-        let others = OthersMeter::start();
+        let others = OthersMeter::start(pids);
         let mut r = load::run(spec).await;
         let used = cpu.as_ref().map(|c| c.used());
         r.others_cores = Some(others.cores(used.map_or(0.0, |u| u.0)));

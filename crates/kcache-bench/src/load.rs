@@ -164,6 +164,11 @@ pub struct LoadSpec {
     pub authority: Option<String>,
     /// The `Accept` header (default: JSON).
     pub accept: Option<http::HeaderValue>,
+    /// Requests per second over all workers, evenly paced; `None`: each worker sends its next
+    /// request as soon as the last is answered. Latencies count from the send, as unpaced ones
+    /// do (tokio's timers are late by up to a millisecond, which counting from when a request
+    /// was due would add to every latency); a worker that falls behind catches up at once.
+    pub rate: Option<f64>,
 }
 
 impl LoadSpec {
@@ -184,6 +189,7 @@ impl LoadSpec {
             tls: None,
             authority: None,
             accept: None,
+            rate: None,
         }
     }
 
@@ -293,7 +299,7 @@ pub async fn run(spec: LoadSpec) -> LoadResult {
     let target = Arc::new(spec.target());
     let spec = Arc::new(spec);
     let workers: Vec<_> = (0..spec.concurrency.max(1))
-        .map(|_| tokio::spawn(worker(spec.clone(), target.clone(), deadline)))
+        .map(|i| tokio::spawn(worker(spec.clone(), target.clone(), deadline, i)))
         .collect();
     let mut out = LoadResult::default();
     for w in workers {
@@ -336,10 +342,23 @@ fn request(authority: &str, path: &str) -> Request<Empty<Bytes>> {
         .expect("a valid request")
 }
 
-async fn worker(spec: Arc<LoadSpec>, target: Arc<Target>, deadline: Instant) -> WorkerResult {
+async fn worker(
+    spec: Arc<LoadSpec>,
+    target: Arc<Target>,
+    deadline: Instant,
+    index: usize,
+) -> WorkerResult {
     let mut r = WorkerResult::default();
     let mut sender = None;
     let mut sent = 0u64;
+    // Paced: each worker's share of the rate, the workers' first requests spread over one
+    // period so that they do not send in step.
+    let period = spec
+        .rate
+        .filter(|r| *r > 0.0)
+        .map(|r| Duration::from_secs_f64(spec.concurrency.max(1) as f64 / r));
+    let mut due =
+        period.map(|p| Instant::now() + p.mul_f64(index as f64 / spec.concurrency.max(1) as f64));
     while Instant::now() < deadline && sent < spec.max_requests_per_worker {
         let s = match sender.as_mut() {
             Some(s) => s,
@@ -356,6 +375,10 @@ async fn worker(spec: Arc<LoadSpec>, target: Arc<Target>, deadline: Instant) -> 
         if s.ready().await.is_err() {
             sender = None;
             continue;
+        }
+        if let (Some(due), Some(period)) = (due.as_mut(), period) {
+            tokio::time::sleep_until((*due).into()).await;
+            *due += period;
         }
         let t0 = Instant::now();
         match exchange(s, &target, &spec.path, spec.on_response.is_some()).await {

@@ -140,21 +140,34 @@ pub fn machine_cpu_seconds() -> Option<(f64, f64)> {
 /// show up here, so a disturbed measurement can be told from a clean one), and apart from it
 /// the time of processes running at a lower priority (`nice`, e.g. background builds), which
 /// mostly yield to the bench.
-#[derive(Debug, Clone, Copy)]
+///
+/// The machine counts the user time of a thread at a lower priority as `nice`, not `user`,
+/// whichever process it belongs to: the niced threads of this process and of the targets
+/// (kcache's background threads, a sim at the lowest priority) are taken out of `nice` and
+/// left out of what is taken from `user + system`.
+#[derive(Debug, Clone)]
 pub struct OthersMeter {
     busy: f64,
     nice: f64,
     own: f64,
+    /// This process and the targets: their niced threads' user time at the start.
+    ours: Vec<u32>,
+    ours_niced: f64,
     at: Instant,
 }
 
 impl OthersMeter {
-    pub fn start() -> OthersMeter {
+    /// Starts measuring; `targets` are the processes whose CPU [`OthersMeter::cores`] is given.
+    pub fn start(targets: &[u32]) -> OthersMeter {
         let (busy, nice) = machine_cpu_seconds().unwrap_or((0.0, 0.0));
+        let mut ours = vec![std::process::id()];
+        ours.extend_from_slice(targets);
         OthersMeter {
             busy,
             nice,
             own: cpu_seconds(std::process::id()).unwrap_or(0.0),
+            ours_niced: ours.iter().map(|&p| niced_user_seconds(p)).sum(),
+            ours,
             at: Instant::now(),
         }
     }
@@ -164,16 +177,43 @@ impl OthersMeter {
     pub fn cores(&self, targets_cpu_seconds: f64) -> (f64, f64) {
         let (busy, nice) = machine_cpu_seconds().unwrap_or((self.busy, self.nice));
         let own = cpu_seconds(std::process::id()).unwrap_or(self.own) - self.own;
+        let ours_niced = (self
+            .ours
+            .iter()
+            .map(|&p| niced_user_seconds(p))
+            .sum::<f64>()
+            - self.ours_niced)
+            .max(0.0);
         let wall = self.at.elapsed().as_secs_f64();
         if wall > 0.0 {
             (
-                ((busy - self.busy - own - targets_cpu_seconds) / wall).max(0.0),
-                ((nice - self.nice) / wall).max(0.0),
+                ((busy - self.busy - (own + targets_cpu_seconds - ours_niced)) / wall).max(0.0),
+                ((nice - self.nice - ours_niced) / wall).max(0.0),
             )
         } else {
             (0.0, 0.0)
         }
     }
+}
+
+/// User CPU seconds of a process's threads that run at a lower priority (nice above 0), from
+/// `/proc/PID/task/*/stat` (threads that have ended are not counted).
+pub fn niced_user_seconds(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let ticks: u64 = tasks
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+            // After the command name: utime is the 12th field, nice the 17th (14 and 19 of
+            // the whole line).
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let nice: i64 = fields.get(16)?.parse().ok()?;
+            (nice > 0).then(|| fields.get(11)?.parse::<u64>().ok())?
+        })
+        .sum();
+    ticks as f64 / clock_ticks() as f64
 }
 
 /// Established IPv4 TCP connections whose local port is `port`: (count, bytes waiting in

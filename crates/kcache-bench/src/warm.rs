@@ -290,7 +290,7 @@ async fn time_start(
     exec: Instant,
     timeout: Duration,
 ) -> Result<Start, String> {
-    let others = procstat::OthersMeter::start();
+    let others = procstat::OthersMeter::start(&[k.pid()]);
     let target = load::Target::plain(k.addr);
     let (head, list, body) = loop {
         if exec.elapsed() > timeout {

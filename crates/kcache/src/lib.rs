@@ -14,6 +14,7 @@
 // `fuzz/` use. The other modules are the library's own.
 pub mod api;
 pub mod auth;
+mod background;
 pub mod cache;
 mod coalesce;
 pub mod config;

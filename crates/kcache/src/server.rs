@@ -1,5 +1,9 @@
 //! Wiring: discover the configured resources, start one reflector per resource, and serve the
 //! API. Used by `kcache serve`, `kcache demo` and the tests alike.
+//!
+//! Why one file of this length: [`start`] and its named steps, then the accept loop (`serve`)
+//! with its TLS and connection details; each is short, and together they are the order in
+//! which a kcache comes up, read top to bottom.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{self, App};
 use crate::auth::{AuthError, ConnInfo};
+use crate::background::Background;
 use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
 use crate::error::Report;
@@ -186,6 +191,9 @@ pub async fn start(
     let built = build_caches(config, &upstream, &metrics, store.as_deref()).await?;
     let persister = store.map(|store| keep_on_disk(config, store, built.tracked, &metrics));
     let probes = probes(&built.caches, &upstream);
+    // Decoding and installing lists, and rendering `/metrics`: below the readers' priority
+    // (see `background`).
+    let background = Background::for_this_machine()?;
     let reflectors = built
         .caches
         .into_iter()
@@ -195,6 +203,7 @@ pub async fn start(
                 cache,
                 config.reflector_config(),
                 metrics.clone(),
+                background.clone(),
             );
             tokio::spawn(r.run())
         })
@@ -214,6 +223,7 @@ pub async fn start(
         limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
         metrics: metrics.clone(),
         catch_up: Default::default(),
+        background: background.clone(),
         mirrors: api::Mirrors::new(
             upstream.clone(),
             config.reflector_config(),

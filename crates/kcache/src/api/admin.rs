@@ -57,11 +57,16 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok()),
     );
-    (
-        [(header::CONTENT_TYPE, format.content_type())],
-        app.metrics.render(&app.registry, format),
-    )
-        .into_response()
+    // O(objects) for the memory estimates: off the workers that answer reads, so a scrape
+    // of a large cache does not hold up the requests queued behind it.
+    let text = {
+        let app = app.clone();
+        app.background
+            .clone()
+            .run(move || app.metrics.render(&app.registry, format))
+            .await
+    };
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 /// Ready once every cached resource has synced (or gone over its memory budget, and so is

@@ -19,6 +19,10 @@
 //! A watcher whose selector pins an indexed value is routed instead (see `cache::dispatch`): it
 //! is woken only by events for that value, taken from a small queue, and reads the history as
 //! above only at its start and after the queue overflowed.
+//!
+//! Why one file of this length: most of it is one type, the `Watcher` loop of a downstream
+//! watch (its start, catching up from history, the routed queue, bookmarks, ending), whose
+//! steps share its state and are read in order.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -5,6 +5,9 @@
 //! Separate because it is the one part that must track Go's implementation quirk for quirk (NUL
 //! as end of input, keywords by context, error order); the resulting types live in
 //! `label.rs`.
+//!
+//! Why one file of this length: the lexer and the parser are the grammar together, read side by
+//! side with `selector.go`.
 
 use std::collections::BTreeSet;
 

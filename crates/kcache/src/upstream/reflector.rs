@@ -29,6 +29,10 @@
 //! cache over it stops for good: the cache empties itself (`ResourceCache::is_over_budget`),
 //! and the loop ends. A list is checked while it comes in, so one far over the budget is not
 //! held whole first.
+//!
+//! Why one file of this length: the state machine above and every transition of it, as in
+//! kube-runtime's watcher; a transition split from the others could not be checked against
+//! the diagram.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +43,7 @@ use serde_json::value::RawValue;
 
 use super::stream::{LineStream, MetaOnly, WatchLine};
 use super::{enc, Purpose, Upstream, UpstreamError};
+use crate::background::Background;
 use crate::cache::{EventType, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
@@ -157,6 +162,57 @@ fn accepts(cache: &ResourceCache) -> Accepts {
     }
 }
 
+/// How every initial event of a streaming list from kube-apiserver begins (Go writes a
+/// `WatchEvent`'s fields in this order): such lines are decoded in batches.
+const INITIAL_EVENT: &[u8] = br#"{"type":"ADDED","object":"#;
+
+/// One page of a list, decoded for a cache.
+struct Page {
+    meta: super::ListMeta,
+    objects: Vec<Arc<Object>>,
+    /// The objects' JSON bytes, against the memory budget.
+    bytes: usize,
+}
+
+impl Page {
+    /// Parses `body` and builds its objects as `cache` keeps them: the CPU of a list, run on
+    /// the [`Background`] threads.
+    fn decode(cache: &ResourceCache, body: &bytes::Bytes) -> Result<Page, UpstreamError> {
+        #[derive(Deserialize)]
+        struct Raw<'a> {
+            metadata: super::ListMeta,
+            #[serde(borrow)]
+            items: Option<Vec<&'a RawValue>>,
+        }
+        let info = &cache.info;
+        let raw: Raw<'_> = serde_json::from_slice(body)
+            .map_err(UpstreamError::decode(format!("list of {info}")))?;
+        let items = raw.items.unwrap_or_default();
+        let mut objects = Vec::with_capacity(items.len());
+        let mut bytes = 0;
+        for item in items {
+            let o = Object::from_upstream_stripped(
+                info,
+                &cache.indexes,
+                &body.slice_ref(item.get().as_bytes()),
+                cache.strip(),
+                None,
+            )
+            .map_err(|source| UpstreamError::Object {
+                what: info.to_string(),
+                source,
+            })?;
+            bytes += o.raw().len();
+            objects.push(Arc::new(o));
+        }
+        Ok(Page {
+            meta: raw.metadata,
+            objects,
+            bytes,
+        })
+    }
+}
+
 /// Keeps one cache in step with the upstream.
 pub struct Reflector {
     upstream: Upstream,
@@ -178,6 +234,8 @@ pub struct Reflector {
     event_counters: [prometheus_client::metrics::counter::Counter; 3],
     /// The running kcache's metrics.
     metrics: Arc<Metrics>,
+    /// Where lists are decoded and installed: see [`Background`].
+    background: Background,
 }
 
 impl Reflector {
@@ -186,6 +244,7 @@ impl Reflector {
         cache: Arc<ResourceCache>,
         cfg: ReflectorConfig,
         metrics: Arc<Metrics>,
+        background: Background,
     ) -> Reflector {
         let scope_query = super::scope_query(&cache);
         let accept = accepts(&cache);
@@ -199,6 +258,7 @@ impl Reflector {
         Reflector {
             event_counters,
             metrics,
+            background,
             streaming_supported: cfg.streaming_list == StreamingList::Auto,
             upstream,
             cache,
@@ -428,40 +488,23 @@ impl Reflector {
                 Err(e) => return Err(e),
             };
             self.cache.contact().heard();
-            #[derive(Deserialize)]
-            struct Page<'a> {
-                metadata: super::ListMeta,
-                #[serde(borrow)]
-                items: Option<Vec<&'a RawValue>>,
-            }
-            let page: Page<'_> = serde_json::from_slice(&body)
-                .map_err(UpstreamError::decode(format!("list of {info}")))?;
+            let cache = self.cache.clone();
+            let page = self
+                .background
+                .run(move || Page::decode(&cache, &body))
+                .await?;
             if list_rv.is_none() {
-                list_rv = Some(page.metadata.resource_version.parse().map_err(|_| {
+                list_rv = Some(page.meta.resource_version.parse().map_err(|_| {
                     UpstreamError::Malformed(format!("list of {info}: resourceVersion"))
                 })?);
             }
-            for item in page.items.unwrap_or_default() {
-                let raw = body.slice_ref(item.get().as_bytes());
-                let o = Object::from_upstream_stripped(
-                    &info,
-                    &self.cache.indexes,
-                    &raw,
-                    self.cache.strip(),
-                    None,
-                )
-                .map_err(|source| UpstreamError::Object {
-                    what: info.to_string(),
-                    source,
-                })?;
-                bytes += o.raw().len();
-                objects.push(Arc::new(o));
-            }
+            bytes += page.bytes;
+            objects.extend(page.objects);
             if self.cache.budget().exceeds(bytes) {
                 self.cache.over_budget_while_listing(bytes);
                 return Ok(WatchEnd::OverBudget);
             }
-            cont = page.metadata.continue_token.filter(|c| !c.is_empty());
+            cont = page.meta.continue_token.filter(|c| !c.is_empty());
             if let Some(c) = &cont {
                 self.upstream.version().learn_token(c);
             }
@@ -483,17 +526,15 @@ impl Reflector {
         let n = objects.len();
         let first = !self.cache.is_synced();
         // Building the new state is O(n) in the collection (the sort, the map, the posting sets
-        // and the diff against the old state; see `cache::ResourceCache::replace`): on a
-        // blocking thread, so that the worker this task runs on goes on serving requests. A
+        // and the diff against the old state; see `cache::ResourceCache::replace`): on the
+        // background threads, so that the worker this task runs on goes on serving requests. A
         // worker busy for the length of a 100k-object install stalls the requests queued on it,
         // whatever type they read.
         let cache = self.cache.clone();
-        let summary = match tokio::task::spawn_blocking(move || cache.replace(objects, rv)).await {
-            Ok(summary) => summary,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => return,
-        };
+        let summary = self
+            .background
+            .run(move || cache.replace(objects, rv))
+            .await;
         let name = self.cache.info.to_string();
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
@@ -532,6 +573,58 @@ impl Reflector {
         }
     }
 
+    /// Decodes a batch of a streaming list's ADDED lines onto the background threads and adds
+    /// their objects to `objects`. `Some` ends the stream: an object kcache cannot read
+    /// (relist, as for a live event) or the memory budget exceeded.
+    async fn gather(
+        &self,
+        lines: Vec<bytes::Bytes>,
+        objects: &mut Vec<Arc<Object>>,
+        gathered_bytes: &mut usize,
+    ) -> Result<Option<WatchEnd>, UpstreamError> {
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        let cache = self.cache.clone();
+        let decoded = self
+            .background
+            .run(
+                move || -> Result<Result<Vec<Arc<Object>>, _>, UpstreamError> {
+                    let mut built = Vec::with_capacity(lines.len());
+                    for line in &lines {
+                        let ev = WatchLine::parse(line)?;
+                        match Object::from_upstream_stripped(
+                            &cache.info,
+                            &cache.indexes,
+                            &ev.object,
+                            cache.strip(),
+                            None,
+                        ) {
+                            Ok(o) => built.push(Arc::new(o)),
+                            Err(e) => return Ok(Err(e)),
+                        }
+                    }
+                    Ok(Ok(built))
+                },
+            )
+            .await?;
+        let built = match decoded {
+            Ok(built) => built,
+            Err(e) => {
+                tracing::warn!(resource = %self.cache.info, error = %e, "unreadable object from upstream; relisting");
+                return Ok(Some(WatchEnd::Relist));
+            }
+        };
+        self.event_counters[EventType::Added as usize].inc_by(built.len() as u64);
+        *gathered_bytes += built.iter().map(|o| o.raw().len()).sum::<usize>();
+        if self.cache.budget().exceeds(*gathered_bytes) {
+            self.cache.over_budget_while_listing(*gathered_bytes);
+            return Ok(Some(WatchEnd::OverBudget));
+        }
+        objects.extend(built);
+        Ok(None)
+    }
+
     /// One watch stream. With `initial`, a streaming list: objects are gathered until the
     /// initial-events-end bookmark and installed with `replace`.
     async fn watch(&mut self, rv: u64, initial: bool) -> Result<WatchEnd, UpstreamError> {
@@ -564,6 +657,8 @@ impl Reflector {
         let mut gathering: Option<Vec<Arc<Object>>> = initial.then(Vec::new);
         // Their JSON bytes, against the memory budget.
         let mut gathered_bytes = 0usize;
+        // Initial events not decoded yet.
+        let mut pending: Vec<bytes::Bytes> = Vec::new();
         let mut rv = rv;
         let sync_started = std::time::Instant::now();
         loop {
@@ -590,6 +685,28 @@ impl Reflector {
                     Ok(WatchEnd::Closed { rv })
                 };
             };
+            if let Some(objects) = gathering.as_mut() {
+                // Initial events are decoded a batch at a time on the background threads, like
+                // the pages of a paged list; any other line (the end bookmark) is taken in
+                // order, after the batch before it.
+                let added = line.starts_with(INITIAL_EVENT);
+                if added {
+                    pending.push(line.clone());
+                }
+                if !added || pending.len() >= self.cfg.page_size.max(1) as usize {
+                    let before = objects.len();
+                    let batch = std::mem::take(&mut pending);
+                    if let Some(end) = self.gather(batch, objects, &mut gathered_bytes).await? {
+                        return Ok(end);
+                    }
+                    if objects.len() / 10_000 > before / 10_000 {
+                        self.progress(objects.len(), sync_started);
+                    }
+                }
+                if added {
+                    continue;
+                }
+            }
             let ev = WatchLine::parse(&line)?;
             let ty = match ev.ty.as_str() {
                 "ADDED" => EventType::Added,
@@ -676,9 +793,6 @@ impl Reflector {
                         return Ok(WatchEnd::OverBudget);
                     }
                     objects.push(Arc::new(object));
-                    if objects.len() % 10_000 == 0 {
-                        self.progress(objects.len(), sync_started);
-                    }
                 }
                 None => {
                     rv = rv.max(object.rv);
