@@ -11,7 +11,7 @@ use futures::{stream, StreamExt};
 use http::StatusCode;
 
 use super::filter::Filter;
-use super::params::{parse_rv, ListOptions};
+use super::params::ListOptions;
 use super::plan::{self, Candidates};
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
@@ -21,7 +21,10 @@ use crate::object::{Key, Object};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::table;
+use read::ListRead;
 use std::time::SystemTime;
+
+mod read;
 
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;
@@ -57,126 +60,75 @@ pub async fn list(
             Ok(Answer::Upstream)
         }
     };
-    if let Some(token) = &opts.continue_token {
-        // The apiserver tolerates resourceVersion=0 next to a token (the token decides); any
-        // other RV is a 400.
-        if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
-            return Err(ApiError::BadRequest(
-                "specifying resource version is not allowed when using continue".into(),
-            ));
-        }
-        // A token kcache cannot read (garbage, or a format of a newer apiserver) is the
-        // upstream's to answer or refuse: never stricter than the upstream.
-        let token = match ContinueToken::decode(token) {
-            Ok(t) => t,
-            Err(e) => return forward(e.into()),
-        };
-        ensure_synced(cache)?;
-        let snap = if token.rv < 0 {
-            // An inconsistent continuation: the latest state.
-            cache.snapshot()
-        } else {
-            match cache.snapshot_at(token.rv as u64) {
-                Ok(s) => s,
-                // A token from the upstream (the first page was a consistent read passed through)
-                // that the cache has not reached yet: the upstream continues it.
-                Err(AtError::Future { current }) => {
-                    return forward(ApiError::TooLargeResourceVersion {
-                        requested: token.rv as u64,
-                        current,
-                    })
-                }
-                // Older than kcache's history, but the upstream's (etcd's) may reach further
-                // back: it continues the list, or answers the 410 with an rv -1 token (L4).
-                Err(AtError::TooOld { oldest }) => {
-                    return forward(ApiError::Expired {
-                        message: format!("too old resource version: {} ({oldest})", token.rv),
-                        continue_token: None,
-                    })
-                }
+    let read = ListRead::of(opts)?;
+    // The state to read, where in it to start, and the limit.
+    let (snap, start, limit) = match &read {
+        ListRead::ForeignToken(e) => return forward(e.clone()),
+        ListRead::Consistent { limit } => {
+            // Index-field selectors cannot go upstream: the cache answers with what it has.
+            if !consistent && !local {
+                return Ok(Answer::Upstream);
             }
-        };
-        return Ok(page(
-            cache,
-            &snap,
-            &filter,
-            Some(token.key()),
-            cap(opts.limit),
-            form,
-            tokens,
-        )
-        .await);
-    }
+            (cache.snapshot(), None, *limit)
+        }
+        ListRead::Continue(token) => {
+            ensure_synced(cache)?;
+            let snap = if token.rv < 0 {
+                cache.snapshot()
+            } else {
+                // A token from the upstream (the first page was a consistent read passed
+                // through) that the cache has not reached yet, or older than kcache's history
+                // while the upstream's (etcd's) may reach further back: the upstream continues
+                // it, or answers the 410 with an rv -1 token (L4).
+                match cache.snapshot_at(token.rv as u64) {
+                    Ok(s) => s,
+                    Err(e) => return forward(not_held(token.rv as u64, e)),
+                }
+            };
+            (snap, Some(token.key()), opts.limit)
+        }
+        ListRead::Any => {
+            ensure_synced(cache)?;
+            (cache.snapshot(), None, 0)
+        }
+        ListRead::Exact { rv, limit } => {
+            ensure_synced(cache)?;
+            // No waiting for an RV the cache has not reached: the apiserver reads etcd at once,
+            // so the upstream answers right away (the state, or its immediate 500 for a future
+            // RV); what kcache's own history no longer holds, the upstream answers too (the
+            // state, or its 410 once compacted; L5).
+            match cache.snapshot_at(*rv) {
+                Ok(s) => (s, None, *limit),
+                Err(e) => return forward(not_held(*rv, e)),
+            }
+        }
+        ListRead::NotOlderThan { rv, limit, paged } => {
+            ensure_synced(cache)?;
+            if let Err(current) = cache.wait_for_rv(*rv, rv_wait).await {
+                if *paged && !local {
+                    return Ok(Answer::Upstream);
+                }
+                return Err(ApiError::TooLargeResourceVersion {
+                    requested: *rv,
+                    current,
+                });
+            }
+            (cache.snapshot(), None, *limit)
+        }
+    };
+    Ok(page(cache, &snap, &filter, start, cap(limit), form, tokens).await)
+}
 
-    let Some(rv) = opts.resource_version.as_deref() else {
-        // A consistent read: from the cache only once it has caught up (limit honoured, as
-        // the apiserver honours it on this path).
-        // Index-field selectors cannot go upstream: the cache answers with what it has.
-        if !consistent && !local {
-            return Ok(Answer::Upstream);
-        }
-        let snap = cache.snapshot();
-        return Ok(page(cache, &snap, &filter, None, cap(opts.limit), form, tokens).await);
-    };
-    ensure_synced(cache)?;
-    if rv == "0" {
-        // Any state will do; the limit is ignored, as the apiserver's watch cache does (L2).
-        return Ok(page(
-            cache,
-            &cache.snapshot(),
-            &filter,
-            None,
-            cap(0),
-            form,
-            tokens,
-        )
-        .await);
+/// The error for a state at `requested` the cache does not hold: the apiserver's, for a read
+/// only the cache can answer (others go upstream).
+fn not_held(requested: u64, e: AtError) -> ApiError {
+    match e {
+        AtError::Future { current } => ApiError::TooLargeResourceVersion { requested, current },
+        AtError::TooOld { oldest } => ApiError::Expired {
+            message: format!("too old resource version: {requested} ({oldest})"),
+            continue_token: None,
+        },
     }
-    let n = parse_rv(rv)?;
-    let rvm = opts.resource_version_match.as_deref();
-    let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
-    if exact {
-        // No waiting for an RV the cache has not reached: the apiserver reads etcd at once, so
-        // the upstream answers right away (the state, or its immediate 500 for a future RV).
-        return match cache.snapshot_at(n) {
-            Ok(snap) => Ok(page(cache, &snap, &filter, None, cap(opts.limit), form, tokens).await),
-            // Exact lists are etcd reads in the apiserver: whatever kcache's own history does
-            // not hold, the upstream answers (the state, or its 410 once compacted; L5).
-            Err(AtError::Future { current }) => forward(ApiError::TooLargeResourceVersion {
-                requested: n,
-                current,
-            }),
-            Err(AtError::TooOld { oldest }) => forward(ApiError::Expired {
-                message: format!("too old resource version: {n} ({oldest})"),
-                continue_token: None,
-            }),
-        };
-    }
-    // Not older than N.
-    if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
-        if opts.limit > 0 && !local {
-            return Ok(Answer::Upstream);
-        }
-        return Err(ApiError::TooLargeResourceVersion {
-            requested: n,
-            current,
-        });
-    }
-    let limit = if rvm == Some("NotOlderThan") {
-        opts.limit
-    } else {
-        0
-    };
-    Ok(page(
-        cache,
-        &cache.snapshot(),
-        &filter,
-        None,
-        cap(limit),
-        form,
-        tokens,
-    )
-    .await)
 }
 
 fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {

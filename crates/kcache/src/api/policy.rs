@@ -23,7 +23,9 @@
 //!
 //! What is decided later, per read, is in the modules that answer: whether a consistent read's
 //! cache has caught up (`App::consistent`), whether a selector stays inside what a cache
-//! restricted by selectors holds, and the resourceVersion rules of `list` and `watch`.
+//! restricted by selectors holds, and the resourceVersion rules: which state a LIST reads is
+//! `list::ListRead::of`, one function of the request like this one, and whether the cache
+//! holds that state is found when it is read; a watch's start is `watch::Start`.
 
 use std::borrow::Cow;
 
