@@ -8,7 +8,7 @@
 //! loss in the middle of a flush leaves the last committed state, never half of one. That is
 //! the property kcache needs: a stored set of objects is only worth serving if it is exactly
 //! the cache's state at the stored resourceVersion. Measured against fjall on this workload
-//! (BENCHMARKS.md, "redb against fjall"), redb writes ~2.5× more bytes per change and takes
+//! (BENCHMARKS.md, "Measured apart from the bench"), redb writes ~2.5× more bytes per change and takes
 //! ~1.8× the disk; it is kept for its single file and the crash tests it passes, and fjall is
 //! the candidate if that cost matters.
 //!
