@@ -1,5 +1,6 @@
 //! Threads of lower priority for the work no reader waits on: decoding a list from the
-//! upstream and installing it in a cache.
+//! upstream, installing it in a cache, and rendering `/metrics` (whose memory estimates walk
+//! every cached object).
 //!
 //! A relist of a large type is seconds of CPU (parsing every object, the diff against the old
 //! state, the posting sets). Readers of every type are answered by the tokio workers, which
@@ -11,8 +12,8 @@
 //! used meanwhile; the cache serves its previous state until then, as it does while the list
 //! is read from the upstream.
 //!
-//! The threads end when the last handle to the pool is dropped. On systems other than Linux
-//! (where a thread's nice value is its own) they run at normal priority.
+//! The threads end when the last handle to the pool is dropped. Linux keeps a nice value per
+//! thread; elsewhere it belongs to the whole process, and the threads run at normal priority.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
