@@ -285,6 +285,31 @@ async fn with_protobuf_off_protobuf_first_readers_get_json_from_the_cache() {
     );
 }
 
+/// The protobuf mirror (a second upstream list and watch of the type) is started by the first
+/// protobuf read the cache would answer, not by one that goes upstream for another reason.
+#[tokio::test]
+async fn protobuf_reads_passed_through_for_another_reason_start_no_mirror() {
+    let env = EnvBuilder::fixtures().start().await;
+    // A parameter only the upstream answers (the apiserver ignores ones it does not know).
+    let path = "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0&notAParameter=1";
+    let r = get_with(&env.url(), path, &pb(&[])).await;
+    assert_eq!(r.status, 200);
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    assert!(
+        cache.mirror().is_none(),
+        "a passed-through protobuf read started the protobuf mirror"
+    );
+    // The first protobuf read the cache answers starts it.
+    let r = get_with(
+        &env.url(),
+        "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0",
+        &pb(&[]),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(cache.mirror().is_some());
+}
+
 /// The next length-prefixed frame of a protobuf watch.
 async fn next_frame(w: &mut Watch, timeout: Duration) -> Option<Vec<u8>> {
     let deadline = tokio::time::Instant::now() + timeout;

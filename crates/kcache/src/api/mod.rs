@@ -430,27 +430,38 @@ async fn from_cache(
         include_object: include_param == Some("Object"),
     };
     // Only what this read's representation needs is looked up: a printer (its columns may
-    // come from the upstream once per type), the protobuf mirror (started on first use).
+    // come from the upstream once per type).
     let printer = match representation {
         Representation::Table => app.printer(cache).await,
         _ => None,
     };
-    let mirror = match representation {
-        Representation::Protobuf => app.mirrors.ready(cache),
-        _ => None,
-    };
-    let held = policy::Held {
+    let mut held = policy::Held {
         namespaced: info.namespaced,
         synced: cache.is_synced(),
         metadata_only,
-        mirror_ready: mirror.is_some(),
+        mirror_ready: true,
         printer: match &printer {
             None => policy::Printable::No,
             Some(p) if p.reads_only_metadata() => policy::Printable::FromMetadata,
             Some(_) => policy::Printable::NeedsObject,
         },
     };
-    let refusal = match policy::route(&ask, &held) {
+    let mut route = policy::route(&ask, &held);
+    // The protobuf mirror (a second upstream list and watch of the type) is started by the
+    // first protobuf read the cache would otherwise answer, so the policy is asked first as if
+    // it were ready; a read that goes upstream for another reason starts none.
+    let mirror = match (representation, &route) {
+        (Representation::Protobuf, policy::Route::Cache) => {
+            let mirror = app.mirrors.ready(cache);
+            if mirror.is_none() {
+                held.mirror_ready = false;
+                route = policy::route(&ask, &held);
+            }
+            mirror
+        }
+        _ => None,
+    };
+    let refusal = match route {
         policy::Route::Cache => None,
         policy::Route::Upstream(why) => {
             tracing::debug!(resource = %info, %why, "forwarded");
