@@ -5,10 +5,13 @@
 //! that runs under the type's lock holds up its readers, and readers blocked on a lock hold up
 //! the tokio workers they run on, and with them every other request. This scenario measures
 //! GET and LIST (resourceVersion=0, answered from the cache) of the relisting type and of
-//! another type in the same kcache, quiet and while the large type relists back to back.
+//! another type in the same kcache, quiet and while the large type relists back to back, under
+//! two loads: 8 unpaced clients, which saturate a small machine, and a paced rate that leaves
+//! CPU to spare.
 //!
 //! Relists are forced the way an upstream forces them: the sim ends every watch and answers the
-//! next ones with 410 Gone, so both cached types list again (the other one is small).
+//! next ones with 410 Gone, so both cached types list again (the other one is small). The sim
+//! runs apart from the load generator, at the lowest priority (see `SimApart`).
 
 use super::*;
 
