@@ -12,6 +12,23 @@ use std::time::Duration;
 use common::mirror::{converge_within, upstream_view};
 use fault_common::*;
 use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+/// Resident memory of this process (kcache and the sim run in it), in MiB.
+fn rss_mib() -> f64 {
+    kcache_bench::procstat::rss_bytes(std::process::id()).unwrap_or(0) as f64 / (1024.0 * 1024.0)
+}
+
+/// A watch request on a socket that is never read (with a small receive buffer, so the
+/// kernel absorbs little and kcache's side fills up).
+async fn stalled_watch(addr: &str, path: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
 
 /// Case 6: 1,000 downstream watchers that never read, during churn of 32 KiB objects.
 #[tokio::test]

@@ -14,19 +14,6 @@ use kcache_sim::seed::apply as apply_churn;
 use kcache_sim::seed::{self, Churn};
 use kcache_sim::Sim;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
-
-/// Resident memory of this process (kcache and the sim run in it), in MiB.
-pub fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
 
 pub async fn start_env(tune: impl FnOnce(&mut EnvBuilder)) -> (Env, Vec<seed::SeedObject>) {
     let seed_objects = seed::demo_cluster(&seed::DemoSpec::default());
@@ -262,15 +249,4 @@ pub async fn check_converged(env: &Env, front: &Front, watchers: &[Watcher], wit
         eprintln!("{tier}: its caches hold {mib:.1} MiB");
         assert!(mib < 32.0, "{tier}: its caches hold {mib:.1} MiB");
     }
-}
-
-/// A watch request on a socket that is never read (with a small receive buffer, so the
-/// kernel absorbs little and kcache's side fills up).
-pub async fn stalled_watch(addr: &str, path: &str) -> tokio::net::TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut s = socket.connect(addr.parse().unwrap()).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    s
 }

@@ -20,16 +20,19 @@ pub fn clock_ticks() -> u64 {
     })
 }
 
+/// The fields of a `/proc/.../stat` line after the command name, which may contain spaces and
+/// parentheses (so they start after the last ')'): index 0 is the state (field 3 of the whole
+/// line), 1 the parent, 11 utime, 12 stime, 16 nice.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
+}
+
 /// CPU seconds (user + system) the process has used so far.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: fields after it start
-    // after the last ')'. There, utime and stime are the 12th and 13th fields (14 and 15 of
-    // the whole line).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
+    let fields = stat_fields(&stat)?;
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) as f64 / clock_ticks() as f64)
 }
 
@@ -64,10 +67,7 @@ pub fn children(pid: u32) -> Vec<u32> {
         .filter(|&p| {
             std::fs::read_to_string(format!("/proc/{p}/stat"))
                 .ok()
-                .and_then(|s| {
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
+                .and_then(|s| stat_fields(&s)?.get(1)?.parse::<u32>().ok())
                 == Some(pid)
         })
         .collect()
@@ -205,10 +205,7 @@ pub fn niced_user_seconds(pid: u32) -> f64 {
     let ticks: u64 = tasks
         .filter_map(|t| {
             let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
-            // After the command name: utime is the 12th field, nice the 17th (14 and 19 of
-            // the whole line).
-            let rest = &stat[stat.rfind(')')? + 1..];
-            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let fields = stat_fields(&stat)?;
             let nice: i64 = fields.get(16)?.parse().ok()?;
             (nice > 0).then(|| fields.get(11)?.parse::<u64>().ok())?
         })

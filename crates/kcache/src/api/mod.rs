@@ -365,11 +365,7 @@ async fn serve_from_cache(
 /// read of an uncached type is, except one selecting on a kcache index field, which the
 /// upstream does not know and kcache can no longer answer.
 fn over_budget(q: &[(String, String)], cache: &ResourceCache) -> Result<Answer, ApiError> {
-    let field_selector = q
-        .iter()
-        .find(|(k, _)| k == "fieldSelector")
-        .and_then(|(_, v)| FieldSelector::parse(v).ok());
-    if names_index_field(field_selector.as_ref(), cache) {
+    if names_index_field(field_selector(q).as_ref(), cache) {
         return Err(over_budget_error(cache));
     }
     Ok(Answer::Upstream)
@@ -406,12 +402,8 @@ async fn from_cache(
     };
     // A selector on a configured index field is kcache's own: the upstream would answer 400, so
     // such a request is never forwarded; where the cache cannot answer it, it gets an error.
-    // Parsed here once for both checks; a selector that does not parse is left to the
-    // options parser and its 400.
-    let field_selector = q
-        .iter()
-        .find(|(k, _)| k == "fieldSelector")
-        .and_then(|(_, v)| FieldSelector::parse(v).ok());
+    // Parsed here once for both checks.
+    let field_selector = field_selector(q);
     let local = names_index_field(field_selector.as_ref(), cache);
     let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
     let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(cache));
@@ -631,6 +623,14 @@ async fn from_cache(
     )
     .await;
     mark_unconfirmed(answer, consistency)
+}
+
+/// The request's field selector, for deciding where it is answered; one that does not parse is
+/// left to the options parser and its 400.
+fn field_selector(q: &[(String, String)]) -> Option<FieldSelector> {
+    q.iter()
+        .find(|(k, _)| k == "fieldSelector")
+        .and_then(|(_, v)| FieldSelector::parse(v).ok())
 }
 
 /// Whether the request's field selector names a configured field-path index of `cache` (a CRD

@@ -156,16 +156,13 @@ fn unservable(ask: &Ask, held: &Held) -> Option<&'static str> {
         return Some("only a list can be PartialObjectMetadataList");
     }
     if r == Table {
-        match held.printer {
-            Printable::No => return Some("the cache cannot print this resource as a Table"),
-            // From metadata alone: only columns of metadata, and rows without whole objects.
-            Printable::NeedsObject if held.metadata_only => {
-                return Some("this Table needs more than the metadata this resource caches")
-            }
-            Printable::FromMetadata if held.metadata_only && ask.include_object => {
-                return Some("this Table needs more than the metadata this resource caches")
-            }
-            _ => {}
+        if held.printer == Printable::No {
+            return Some("the cache cannot print this resource as a Table");
+        }
+        // From metadata alone: only columns of metadata, and rows without whole objects.
+        let needs_object = held.printer == Printable::NeedsObject || ask.include_object;
+        if held.metadata_only && needs_object {
+            return Some("this Table needs more than the metadata this resource caches");
         }
     }
     None

@@ -573,7 +573,7 @@ impl Reflector {
         }
     }
 
-    /// Decodes a batch of a streaming list's ADDED lines onto the background threads and adds
+    /// Decodes a batch of a streaming list's initial events on the background threads and adds
     /// their objects to `objects`. `Some` ends the stream: an object kcache cannot read
     /// (relist, as for a live event) or the memory budget exceeded.
     async fn gather(
@@ -766,15 +766,25 @@ impl Reflector {
                     )))
                 }
             };
+            // An initial event laid out otherwise than the batching above expects: decoded
+            // the same way, as a batch of one.
+            if let Some(objects) = gathering.as_mut() {
+                if let Some(end) = self
+                    .gather(vec![line], objects, &mut gathered_bytes)
+                    .await?
+                {
+                    return Ok(end);
+                }
+                continue;
+            }
             // Live events keep their object's bytes laid out as the event's line, which the
-            // cache's history then shares; initial events become no event, so no line.
-            let line = gathering.is_none().then_some(ty.as_str());
+            // cache's history then shares.
             let built = Object::from_upstream_stripped(
                 &info,
                 &self.cache.indexes,
                 &ev.object,
                 self.cache.strip(),
-                line,
+                Some(ty.as_str()),
             );
             let object = match built {
                 Ok(o) => o,
@@ -785,24 +795,12 @@ impl Reflector {
                 }
             };
             self.event_counters[ty as usize].inc();
-            match &mut gathering {
-                Some(objects) => {
-                    gathered_bytes += object.raw().len();
-                    if self.cache.budget().exceeds(gathered_bytes) {
-                        self.cache.over_budget_while_listing(gathered_bytes);
-                        return Ok(WatchEnd::OverBudget);
-                    }
-                    objects.push(Arc::new(object));
-                }
-                None => {
-                    rv = rv.max(object.rv);
-                    self.cache.apply(ty, object);
-                    if self.cache.budget().is_over() {
-                        return Ok(WatchEnd::OverBudget);
-                    }
-                    self.progressed = true;
-                }
+            rv = rv.max(object.rv);
+            self.cache.apply(ty, object);
+            if self.cache.budget().is_over() {
+                return Ok(WatchEnd::OverBudget);
             }
+            self.progressed = true;
         }
     }
 }

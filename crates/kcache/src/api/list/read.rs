@@ -59,25 +59,22 @@ impl ListRead {
         }
         let n = parse_rv(rv)?;
         let rvm = opts.resource_version_match.as_deref();
-        Ok(match rvm {
-            Some("Exact") => ListRead::Exact {
+        let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
+        Ok(if exact {
+            ListRead::Exact {
                 rv: n,
                 limit: opts.limit,
-            },
-            None if opts.limit > 0 => ListRead::Exact {
+            }
+        } else {
+            ListRead::NotOlderThan {
                 rv: n,
-                limit: opts.limit,
-            },
-            Some("NotOlderThan") => ListRead::NotOlderThan {
-                rv: n,
-                limit: opts.limit,
+                limit: if rvm == Some("NotOlderThan") {
+                    opts.limit
+                } else {
+                    0
+                },
                 paged: opts.limit > 0,
-            },
-            _ => ListRead::NotOlderThan {
-                rv: n,
-                limit: 0,
-                paged: opts.limit > 0,
-            },
+            }
         })
     }
 }
