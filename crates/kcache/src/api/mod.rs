@@ -2,9 +2,8 @@
 //! a cached resource, asking for plain JSON) or the upstream does (everything else), and
 //! answers exactly as kube-apiserver would.
 //!
-//! Why one file of this length: the request entry (`handle`), what it gathers for the read
-//! policy (`policy::route`) and the dispatch to the verb modules; the read policy,
-//! consistency, lists, gets and watches are each their own module.
+//! This module is the request entry (`handle`) and what every handler shares (`App`); a read
+//! of a cached type is planned, authorized and rendered in `read`, by the rules of `policy`.
 
 pub mod admin;
 mod admission;
@@ -21,6 +20,7 @@ mod plan;
 mod policy;
 mod protobuf;
 mod proxy;
+mod read;
 mod response;
 mod route;
 mod staleness;
@@ -28,7 +28,6 @@ mod watch;
 mod watch_body;
 
 pub use crate::continue_token::ContinueToken;
-use consistent::{mark_unconfirmed, Consistency, Read};
 pub use consistent::{ConsistentReads, UNCONFIRMED_HEADER};
 pub use filter::Filter;
 pub use negotiate::{negotiate, negotiate_with, Representation};
@@ -45,7 +44,7 @@ use axum::routing::get as get_route;
 use axum::Router;
 use http::{header, Method};
 
-use crate::auth::{Attributes, Auth, Caller, Forward};
+use crate::auth::{Auth, Caller, Forward};
 use crate::cache::{Registry, ResourceCache};
 use crate::error::Report;
 use crate::limits::Limits;
@@ -54,8 +53,6 @@ use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::{collection_path, RevisionProbe, Upstream};
-use params::{GetOptions, ListOptions};
-use policy::Verb;
 
 /// Everything a request handler needs.
 pub struct App {
@@ -350,7 +347,7 @@ async fn serve_from_cache(
     if cache.budget().is_over() {
         return over_budget(&q, cache);
     }
-    let answer = from_cache(app, req, path, &q, caller, cache).await;
+    let answer = read::from_cache(app, req, path, &q, caller, cache).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
     // `ResourceCache::is_over_budget`). A watch's stream checks for itself as it goes.
@@ -381,250 +378,6 @@ fn over_budget_error(cache: &ResourceCache) -> ApiError {
     }
 }
 
-/// [`serve_from_cache`] once the resource is known to be cached.
-async fn from_cache(
-    app: &App,
-    req: &http::request::Parts,
-    path: route::ResourcePath,
-    q: &[(String, String)],
-    caller: &Caller,
-    cache: &Arc<ResourceCache>,
-) -> Result<Answer, ApiError> {
-    let info = &cache.info;
-    let is_watch = path.legacy_watch
-        || q.iter()
-            .find(|(k, _)| k == "watch")
-            .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
-    let verb = match (&path.name, is_watch) {
-        (_, true) => Verb::Watch,
-        (Some(_), false) => Verb::Get,
-        (None, false) => Verb::List,
-    };
-    // A selector on a configured index field is kcache's own: the upstream would answer 400, so
-    // such a request is never forwarded; where the cache cannot answer it, it gets an error.
-    // Parsed here once for both checks.
-    let field_selector = field_selector(q);
-    let local = names_index_field(field_selector.as_ref(), cache);
-    let header = |h: header::HeaderName| req.headers.get(h).and_then(|v| v.to_str().ok());
-    let representation = negotiate_with(header(header::ACCEPT), app.mirrors.servable(cache));
-    let include_param = q
-        .iter()
-        .find(|(k, _)| k == "includeObject")
-        .map(|(_, v)| v.as_str());
-    let metadata_only = cache.strip().metadata_only;
-    let ask = policy::Ask {
-        verb,
-        in_namespace: path.namespace.is_some(),
-        named: path.name.is_some(),
-        representation,
-        local,
-        upstream_only: upstream_only(q, field_selector.as_ref(), cache, verb != Verb::Get),
-        include_object: include_param == Some("Object"),
-    };
-    // Only what this read's representation needs is looked up: a printer (its columns may
-    // come from the upstream once per type).
-    let printer = match representation {
-        Representation::Table => app.printer(cache).await,
-        _ => None,
-    };
-    let mut held = policy::Held {
-        namespaced: info.namespaced,
-        synced: cache.is_synced(),
-        metadata_only,
-        mirror_ready: true,
-        printer: match &printer {
-            None => policy::Printable::No,
-            Some(p) if p.reads_only_metadata() => policy::Printable::FromMetadata,
-            Some(_) => policy::Printable::NeedsObject,
-        },
-    };
-    let mut route = policy::route(&ask, &held);
-    // The protobuf mirror (a second upstream list and watch of the type) is started by the
-    // first protobuf read the cache would otherwise answer, so the policy is asked first as if
-    // it were ready; a read that goes upstream for another reason starts none.
-    let mirror = match (representation, &route) {
-        (Representation::Protobuf, policy::Route::Cache) => {
-            let mirror = app.mirrors.ready(cache);
-            if mirror.is_none() {
-                held.mirror_ready = false;
-                route = policy::route(&ask, &held);
-            }
-            mirror
-        }
-        _ => None,
-    };
-    let refusal = match route {
-        policy::Route::Cache => None,
-        policy::Route::Upstream(why) => {
-            tracing::debug!(resource = %info, %why, "forwarded");
-            return Ok(Answer::Upstream);
-        }
-        policy::Route::Refuse(e) => Some(e),
-    };
-    // The cache holds what kcache may read; the caller may read only what the upstream's
-    // authorizer allows them, asked before anything of the cache is looked at (and before a
-    // refusal, which would otherwise tell an unauthorized caller about the cache).
-    app.auth
-        .authorize(
-            caller,
-            &Attributes {
-                verb: match verb {
-                    Verb::Get => "get",
-                    Verb::List => "list",
-                    Verb::Watch => "watch",
-                },
-                group: &info.group,
-                version: &path.version,
-                resource: &info.resource,
-                namespace: path.namespace.as_deref(),
-                name: path.name.as_deref(),
-            },
-        )
-        .await?;
-    if let Some(e) = refusal {
-        return Err(e);
-    }
-    // What the cache finds it cannot answer from here on (see `policy::elsewhere`).
-    let forward = |why: &'static str| match policy::elsewhere(local, why) {
-        policy::Route::Refuse(e) => Err(e),
-        _ => Ok(Answer::Upstream),
-    };
-    let user_agent = header(header::USER_AGENT);
-    let ns = path.namespace.clone();
-
-    let form = |pretty: bool| -> Result<Form<'_>, ApiError> {
-        Ok(match (&printer, representation) {
-            (Some(printer), _) => Form::Table {
-                printer,
-                include: IncludeObject::parse(include_param)?,
-            },
-            (None, Representation::Json) => Form::Json { pretty },
-            (None, Representation::Protobuf) => match &mirror {
-                Some(m) => Form::Protobuf(m),
-                None => Form::Json { pretty },
-            },
-            (None, _) => Form::Metadata,
-        })
-    };
-    if let (Some(name), false) = (&path.name, is_watch) {
-        if !cache
-            .scope
-            .covers(ns.as_deref(), &cache.scope.label, &cache.scope.field)
-        {
-            return Ok(Answer::Upstream);
-        }
-        let opts = GetOptions::parse(q);
-        let consistency = match opts.resource_version {
-            None => Some(app.consistent(cache, Read::Get).await?),
-            Some(_) => None,
-        };
-        let key = match &ns {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.clone(),
-        };
-        let pretty = response::wants_pretty(opts.pretty, user_agent);
-        let answer = get::get(
-            cache,
-            &key,
-            name,
-            &opts,
-            consistency.is_some_and(Consistency::answered_by_cache),
-            app.rv_wait,
-            form(pretty)?,
-        )
-        .await;
-        return mark_unconfirmed(answer, consistency);
-    }
-
-    let mut opts = ListOptions::parse(q, info, &cache.indexes, path.legacy_watch)?;
-    if let Some(name) = &path.name {
-        // `.../NAME?watch=1`: a watch of one object.
-        let mut sel = opts.field.to_string();
-        if !sel.is_empty() {
-            sel.push(',');
-        }
-        sel.push_str(&format!("metadata.name={name}"));
-        opts.field = FieldSelector::parse(&sel).map_err(|e| ApiError::BadRequest(e.message))?;
-    }
-    if !cache.scope.covers(ns.as_deref(), &opts.label, &opts.field) {
-        return forward("this request reaches outside what is cached");
-    }
-    let filter = Filter {
-        namespace: if info.namespaced { ns } else { None },
-        label: opts.label.clone(),
-        field: opts.field.clone(),
-        indexed: opts.indexed.clone(),
-    };
-    if opts.watch {
-        let stopping = app.stopping.subscribe();
-        let encoding = match (form(false)?, printer.clone(), &mirror) {
-            (Form::Table { include, .. }, Some(printer), _) => {
-                watch::Encoding::Table { printer, include }
-            }
-            (Form::Metadata, _, _) => watch::Encoding::Metadata,
-            (Form::Protobuf(_), _, Some(mirror)) => {
-                // The end-of-initial-events bookmark is made from the kind's empty object as
-                // the upstream encodes it; until an upstream bookmark has shown it, the
-                // upstream answers the watches that need one.
-                let initial = opts
-                    .send_initial_events
-                    .unwrap_or(matches!(opts.resource_version.as_deref(), None | Some("0")));
-                if opts.allow_bookmarks && initial && mirror.bookmark_object().is_none() {
-                    return forward("no protobuf bookmark object of this kind seen yet");
-                }
-                watch::Encoding::Protobuf(mirror.clone())
-            }
-            _ => watch::Encoding::Json,
-        };
-        // A watch whose end bookmark promises a consistent state (initial events with
-        // resourceVersion unset: W6b) is served from the cache only once it has reached the
-        // upstream's current revision; otherwise the upstream answers it, bookmark and all.
-        let initial = opts
-            .send_initial_events
-            .unwrap_or(opts.resource_version.is_none());
-        // While the upstream cannot be reached at all, such a watch is served as a consistent
-        // list would be then: unconfirmed, marked, within the staleness bound.
-        let consistency = if initial && opts.allow_bookmarks && opts.resource_version.is_none() {
-            Some(app.consistent(cache, Read::List).await?)
-        } else {
-            None
-        };
-        if consistency == Some(Consistency::Upstream) && !local {
-            return Ok(Answer::Upstream);
-        }
-        let resp = watch::watch(
-            cache.clone(),
-            filter,
-            &opts,
-            &app.watch,
-            stopping,
-            encoding,
-            &app.metrics,
-        )
-        .await;
-        return mark_unconfirmed(resp.map(Answer::Ready), consistency);
-    }
-    let pretty = response::wants_pretty(opts.pretty, user_agent);
-    let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
-        Some(app.consistent(cache, Read::List).await?)
-    } else {
-        None
-    };
-    let answer = list::list(
-        cache,
-        filter,
-        &opts,
-        consistency.is_some_and(Consistency::answered_by_cache),
-        app.rv_wait,
-        form(pretty)?,
-        local,
-        &app.limits,
-        app.upstream.version().token_form(),
-    )
-    .await;
-    mark_unconfirmed(answer, consistency)
-}
-
 /// The request's field selector, for deciding where it is answered; one that does not parse is
 /// left to the options parser and its 400.
 fn field_selector(q: &[(String, String)]) -> Option<FieldSelector> {
@@ -642,69 +395,4 @@ fn names_index_field(sel: Option<&FieldSelector>, cache: &ResourceCache) -> bool
                 && cache.indexes.by_selector_field(&r.field).is_some()
         })
     })
-}
-
-/// The query parameters kcache answers GET, LIST and WATCH with exactly: kube-apiserver
-/// v1.28's ListOptions and GetOptions, `includeObject` of Table requests, `pretty`, and
-/// `timeout`, which only bounds how long the server may work on the request.
-const KNOWN_PARAMS: &[&str] = &[
-    "allowWatchBookmarks",
-    "continue",
-    "fieldSelector",
-    "includeObject",
-    "labelSelector",
-    "limit",
-    "pretty",
-    "resourceVersion",
-    "resourceVersionMatch",
-    "sendInitialEvents",
-    "timeout",
-    "timeoutSeconds",
-    "watch",
-];
-
-/// Why the cache cannot answer a request exactly, if it cannot: a parameter kcache does not
-/// know (a newer apiserver may honour it), or, when the request selects (`selects`: a list or
-/// watch), a field selector on a field kcache does not know for the kind (a newer apiserver
-/// may select on it: Service `spec.type` since 1.30; or the CRD could not be read). A field
-/// selector that does not parse stays kcache's 400: its syntax is the same on every version.
-fn upstream_only(
-    q: &[(String, String)],
-    sel: Option<&FieldSelector>,
-    cache: &ResourceCache,
-    selects: bool,
-) -> Option<String> {
-    if let Some((k, _)) = q.iter().find(|(k, _)| !KNOWN_PARAMS.contains(&k.as_str())) {
-        return Some(format!("parameter {k:?}"));
-    }
-    // Refused by every version, but with a 500 up to v1.33 and a 400 from v1.34 on: the
-    // upstream's own answer is the exact one.
-    if let Some((_, rv)) = q
-        .iter()
-        .find(|(k, v)| k == "resourceVersion" && !v.is_empty())
-    {
-        if params::parse_rv(rv).is_err() {
-            return Some(format!("resourceVersion {rv:?} is not a number"));
-        }
-    }
-    if !selects {
-        return None;
-    }
-    let sel = sel?;
-    let info = &cache.info;
-    // A metadata-only cache can check metadata fields only.
-    let metadata_only = cache.strip().metadata_only;
-    sel.requirements()
-        .iter()
-        .find(|r| {
-            let known = crate::selector::known_field(
-                &r.field,
-                &info.group,
-                &info.resource,
-                info.namespaced,
-                info.custom,
-            ) || cache.indexes.by_selectable_field(&r.field).is_some();
-            !known || (metadata_only && !r.field.starts_with("metadata."))
-        })
-        .map(|r| format!("field selector on {:?}", r.field))
 }
