@@ -305,7 +305,13 @@ fn the_prometheusrule_and_the_helm_chart_carry_the_rules_unchanged() {
         Some(false),
         "values: prometheusRule.enabled is off by default (it needs the operator's CRDs)"
     );
-    // What the template renders under spec: the file's groups (comments aside).
+    // What `nindent 2` makes of the file under `spec:` (every line indented by two) is the
+    // rules' groups.
+    let indented: Vec<String> = read(HELM_RULES).lines().map(|l| format!("  {l}")).collect();
+    let rendered: Value = yaml_serde::from_str(&format!("spec:\n{}", indented.join("\n")))
+        .expect("the indented rules file is YAML");
+    assert!(rendered["spec"]["groups"] == groups());
+    // And the chart packages files/.
     let ignored = read("deploy/helm/kcache/.helmignore");
     assert!(!ignored.lines().any(|l| l.starts_with("files")));
 }
