@@ -2,8 +2,9 @@
 # Renders the deployment manifests with the real tools, where they are installed:
 #   kubectl kustomize (or kustomize build) on every kustomization under deploy/kustomize,
 #   helm lint + helm template on deploy/helm/kcache (default values: HTTPS with delegated auth;
-#   TLS off; a client CA; cert-manager; every optional object on; and values the chart must
-#   refuse),
+#   TLS off; a client CA; cert-manager; every optional object on; the PrometheusRule; and values
+#   the chart must refuse),
+#   promtool check rules / test rules on deploy/prometheus (the alerting rules),
 #   and, if kubeconform or kubernetes-validate is installed, a strict schema check of the
 #   rendered objects and of deploy/examples.
 # A missing tool is skipped with a message; a tool that finds a problem fails the script.
@@ -20,6 +21,19 @@ mkdir -p "$out"
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 have() { command -v "$1" >/dev/null 2>&1; }
+# The alerting rules (the single source) and the sorted alert names of a file.
+rules=deploy/prometheus/kcache-rules.yaml
+alerts() { grep -Eo 'alert: [A-Za-z]+' "$1" | sort; }
+
+# promtool (tests/alerts.rs runs these too, and a real Prometheus with the rules)
+if have promtool; then
+  promtool check rules "$rules" >/dev/null && echo "ok: promtool check rules $rules" \
+    || fail "promtool check rules $rules"
+  promtool test rules deploy/prometheus/kcache-rules.test.yaml >/dev/null \
+    && echo "ok: promtool test rules" || fail "promtool test rules"
+else
+  echo "skip: promtool is not installed (apt-get install prometheus): alerting rules not checked"
+fi
 
 # kustomize
 if have kubectl; then
@@ -50,6 +64,12 @@ if [ ${#kustomize[@]} -gt 0 ]; then
   if [ -s "$out/kustomize-cert-manager.yaml" ]; then
     grep -q 'kind: Certificate' "$out/kustomize-cert-manager.yaml" \
       || fail "kustomize cert-manager: no Certificate"
+  fi
+  if [ -s "$out/kustomize-prometheusrule.yaml" ]; then
+    grep -q 'kind: PrometheusRule' "$out/kustomize-prometheusrule.yaml" \
+      || fail "kustomize prometheusrule: no PrometheusRule"
+    [ "$(alerts "$out/kustomize-prometheusrule.yaml")" = "$(alerts "$rules")" ] \
+      || fail "kustomize prometheusrule: not the alerts of $rules"
   fi
 fi
 
@@ -97,6 +117,17 @@ if have helm; then
     lacks all-on 'insecureSkipVerify'
   else
     fail "helm template $chart (serviceMonitor, cert-manager, auth=trust-local)"
+  fi
+  if render prometheus-rule --set prometheusRule.enabled=true \
+    --set 'prometheusRule.labels.release=prometheus'; then
+    echo "ok: helm template $chart (prometheusRule)"
+    has prometheus-rule 'kind: PrometheusRule' 'release: prometheus' 'runbook_url: docs/runbooks.md#' \
+      '\{\{ \$labels.resource \}\}'
+    [ "$(alerts "$out/helm-prometheus-rule.yaml")" = "$(alerts "$rules")" ] \
+      || fail "helm prometheus-rule: not the alerts of $rules"
+    lacks defaults 'kind: PrometheusRule'
+  else
+    fail "helm template $chart (prometheusRule)"
   fi
   # The rendered kcache.yaml must pass `kcache config check` when a kcache binary is at hand.
   kcache_bin="${KCACHE_BIN:-target/debug/kcache}"

@@ -10,6 +10,8 @@
 #[path = "metrics_common/mod.rs"]
 mod metrics_common;
 
+use metrics_common::{exported_metrics, known_metric, metric_names};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1462,36 +1464,6 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
 // ---------------------------------------------------------------------------------------------
 // Grafana dashboard.
 
-/// The sample names kcache exports, read from what it renders on /metrics: counters with
-/// `_total`, histograms with `_bucket`, `_sum` and `_count`, info with `_info`.
-fn exported_metrics() -> &'static BTreeSet<String> {
-    static NAMES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
-    NAMES.get_or_init(|| {
-        let text = metrics_common::exposition(kcache::metrics::Format::OpenMetrics);
-        let mut names = BTreeSet::new();
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                let (family, kind) = rest.split_once(' ').unwrap();
-                let suffixes: &[&str] = match kind {
-                    "counter" => &["_total"],
-                    "histogram" => &["_bucket", "_sum", "_count"],
-                    "info" => &["_info"],
-                    _ => &[""],
-                };
-                names.extend(suffixes.iter().map(|s| format!("{family}{s}")));
-            } else if !line.starts_with('#') && !line.is_empty() {
-                let end = line.find(['{', ' ']).unwrap_or(line.len());
-                names.insert(line[..end].to_string());
-            }
-        }
-        names
-    })
-}
-
-fn known_metric(name: &str) -> bool {
-    exported_metrics().contains(name)
-}
-
 #[test]
 fn exported_metrics_are_read_from_the_real_registry() {
     for m in [
@@ -1506,110 +1478,6 @@ fn exported_metrics_are_read_from_the_real_registry() {
     }
     assert!(!known_metric("kcache_requests"));
     assert!(!known_metric("kcache_open_watches_total"));
-}
-
-/// PromQL modifiers followed by a parenthesised list of label names.
-const LABEL_LISTS: &str = "by without on ignoring group_left group_right";
-/// PromQL keywords and aggregation operators (which may precede `by`): never metric names.
-const KEYWORDS: &str = "and or unless bool offset inf nan sum min max avg count group stddev \
-                        stdvar topk bottomk quantile count_values limitk limit_ratio";
-
-fn is_one_of(list: &str, word: &str) -> bool {
-    list.split_whitespace().any(|w| w == word)
-}
-
-/// Metric names in a PromQL expression: identifiers that are not functions, keywords, label
-/// names (inside `{}` or `by (...)`/`without (...)`), strings, durations or Grafana variables.
-fn metric_names(expr: &str) -> Vec<String> {
-    let chars: Vec<char> = expr.chars().collect();
-    let mut names = Vec::new();
-    let mut i = 0;
-    let mut depth_braces = 0;
-    let mut depth_brackets = 0;
-    // After `by`/`without`/`on`/`ignoring`/`group_*`, the next (...) holds label names.
-    let mut label_list_pending = false;
-    let mut label_list_depth: Option<usize> = None;
-    let mut parens = 0usize;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '"' | '\'' | '`' => {
-                let quote = c;
-                i += 1;
-                while i < chars.len() && chars[i] != quote {
-                    if chars[i] == '\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i += 1;
-                continue;
-            }
-            '{' => depth_braces += 1,
-            '}' => depth_braces -= 1,
-            '[' => depth_brackets += 1,
-            ']' => depth_brackets -= 1,
-            '(' => {
-                parens += 1;
-                if label_list_pending {
-                    label_list_depth = Some(parens);
-                    label_list_pending = false;
-                }
-            }
-            ')' => {
-                if label_list_depth == Some(parens) {
-                    label_list_depth = None;
-                }
-                parens -= 1;
-            }
-            '$' => {
-                // A Grafana variable: $name, ${name}, $__rate_interval.
-                i += 1;
-                while i < chars.len()
-                    && (chars[i].is_alphanumeric() || matches!(chars[i], '_' | '{' | '}'))
-                {
-                    i += 1;
-                }
-                continue;
-            }
-            _ => {}
-        }
-        if c.is_ascii_alphabetic() || c == '_' || c == ':' {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric() || matches!(chars[i], '_' | ':'))
-            {
-                i += 1;
-            }
-            let word: String = chars[start..i].iter().collect();
-            let mut j = i;
-            while j < chars.len() && chars[j].is_whitespace() {
-                j += 1;
-            }
-            let is_call = chars.get(j) == Some(&'(');
-            let lower = word.to_lowercase();
-            if is_one_of(LABEL_LISTS, &lower) {
-                label_list_pending = true;
-            } else if depth_braces == 0
-                && depth_brackets == 0
-                && label_list_depth.is_none()
-                && !is_call
-                && !is_one_of(KEYWORDS, &lower)
-            {
-                names.push(word);
-            }
-            continue;
-        }
-        if c.is_ascii_digit() {
-            // Numbers (and exponents such as 1e3) are not names.
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
-                i += 1;
-            }
-            continue;
-        }
-        i += 1;
-    }
-    names
 }
 
 fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
