@@ -57,9 +57,14 @@ if [ ${#kustomize[@]} -gt 0 ]; then
   base="$out/kustomize-base.yaml"
   if [ -s "$base" ]; then
     for want in '- --auth' '- --tls-cert-file' '- --admin-listen' 'port: admin' 'secretName: kcache-tls' \
-      'tokenreviews' 'subjectaccessreviews' 'impersonate'; do
+      'tokenreviews' 'subjectaccessreviews'; do
       grep -Eq -- "$want" "$base" || fail "kustomize base: no '$want'"
     done
+    # Impersonation is granted only where client certificates are accepted (see the base's
+    # ClusterRole); the base does not accept them.
+    if grep -Eq -- '- impersonate|\[impersonate\]' "$base"; then
+      fail "kustomize base: grants impersonate"
+    fi
   fi
   if [ -s "$out/kustomize-cert-manager.yaml" ]; then
     grep -q 'kind: Certificate' "$out/kustomize-cert-manager.yaml" \
