@@ -224,6 +224,7 @@ pub async fn start(
         metrics: metrics.clone(),
         catch_up: Default::default(),
         background: background.clone(),
+        started: std::time::Instant::now(),
         mirrors: api::Mirrors::new(
             upstream.clone(),
             config.reflector_config(),

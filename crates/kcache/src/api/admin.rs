@@ -1,6 +1,6 @@
 //! kcache's own endpoints, served on the admin listener (plain HTTP, no authentication):
-//! `/livez`, `/healthz`, `/readyz` (each with `?verbose`) and `/metrics`. They hold no object
-//! data: cache names, counts, sizes and timings only. On the API address the same paths are
+//! `/livez`, `/healthz`, `/readyz` (each with `?verbose`), `/metrics` and `/status` (see
+//! [`status`]). They hold no object data: cache names, counts, sizes and timings only. On the API address the same paths are
 //! passed to the upstream, whose health and metrics they are there.
 
 use std::sync::Arc;
@@ -10,6 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use http::{header, StatusCode};
+
+pub mod status;
 
 use super::{params, staleness, App};
 use crate::metrics::Format;
@@ -21,6 +23,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .route("/status", get(status_page))
         .with_state(app)
 }
 
@@ -67,6 +70,47 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
             .await
     };
     ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
+}
+
+/// `/status`: the page, the JSON or the text table, as the caller asks (see
+/// [`status::Format::choose`]).
+async fn status_page(State(app): State<Arc<App>>, req: Request) -> Response {
+    let query = params::parse_query(req.uri().query());
+    let format = query
+        .iter()
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v.as_str());
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let Some(format) = status::Format::choose(format, accept) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "format must be html, json or text\n",
+        )
+            .into_response();
+    };
+    let report = status::report(app).await;
+    let body = match format {
+        status::Format::Html => status::html::render(&report),
+        status::Format::Text => status::text::render(&report),
+        status::Format::Json => match serde_json::to_string_pretty(&report) {
+            Ok(json) => json + "\n",
+            // Plain data: it always serialises, but a failure must not look like a report.
+            Err(e) => {
+                return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+            }
+        },
+    };
+    (
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// Ready once every cached resource has synced (or gone over its memory budget, and so is

@@ -82,9 +82,11 @@ pub struct App {
     /// How long caches take to reach a probed revision, over every type: what a type that has
     /// not measured its own may expect (see docs/semantics.md, "Consistent reads").
     pub catch_up: crate::latency::LatencyEstimate,
-    /// Work no reader waits on (see [`crate::background`]): rendering `/metrics`, which walks
-    /// every cached object to estimate its memory.
+    /// Work no reader waits on (see [`crate::background`]): rendering `/metrics` and
+    /// `/status`, which walk every cached object to estimate its memory.
     pub(crate) background: crate::background::Background,
+    /// When this kcache started: the uptime on the admin `/status`.
+    pub started: std::time::Instant,
 }
 
 impl App {

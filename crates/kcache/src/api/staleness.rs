@@ -82,6 +82,11 @@ pub fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
     resp
 }
 
+/// How long a reachable upstream may send a synced cache no event or bookmark before the
+/// cache is called stale (in `/readyz?verbose` and the admin `/status`): well above the
+/// apiserver's bookmark interval of about a minute.
+pub const QUIET_AFTER: Duration = Duration::from_secs(120);
+
 /// The `/readyz?verbose` detail of a cache. A synced cache stays ready while stale: every
 /// replica fronts the same upstream, so failing readiness would take all of them out of the
 /// Service at once and turn stale reads into no reads; the age is in the detail, the metrics
@@ -108,7 +113,7 @@ pub fn ready_detail(cache: &ResourceCache) -> String {
         )
     } else if !cache.contact().reachable() {
         format!("ok (stale: upstream unreachable for {}s)", age.as_secs())
-    } else if age > Duration::from_secs(120) {
+    } else if age > QUIET_AFTER {
         format!("ok (no upstream event or bookmark for {}s)", age.as_secs())
     } else {
         "ok".into()

@@ -17,6 +17,7 @@
 //! - [`Contact`]: when the reflector last heard from the upstream, and so the cache's age;
 //! - [`Freshness`]: what consistent reads learnt about proving this cache current;
 //! - [`Budget`]: the memory budget and whether the type went over it;
+//! - [`LastList`]: when the reflector last listed the type, and why;
 //! - the protobuf [`Mirror`], once a protobuf read started one;
 //! - `dispatch`: the index-routed watchers, handed each event as it is appended.
 //!
@@ -31,6 +32,7 @@ mod cursor;
 mod dispatch;
 mod event;
 mod freshness;
+mod last_list;
 mod mirror;
 mod relist;
 mod state;
@@ -41,6 +43,7 @@ pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
 pub use freshness::Freshness;
+pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
 
 use std::collections::{HashMap, VecDeque};
@@ -164,6 +167,8 @@ pub struct ResourceCache {
     freshness: Freshness,
     /// The memory budget, and whether the type went over it.
     budget: Budget,
+    /// When the reflector last listed the type, and why.
+    last_list: LastList,
     /// The type's protobuf mirror, once a protobuf read has started it (see `api::Mirrors`).
     mirror: std::sync::OnceLock<Arc<Mirror>>,
     /// Lists installed after the first sync (upstream 410s, restarts).
@@ -204,6 +209,7 @@ impl ResourceCache {
             contact: Contact::default(),
             freshness: Freshness::default(),
             budget: Budget::new(cfg_budget),
+            last_list: LastList::default(),
             mirror: std::sync::OnceLock::new(),
             relists: std::sync::atomic::AtomicU64::new(0),
             indexes,
@@ -261,6 +267,11 @@ impl ResourceCache {
     /// The type's memory budget, and whether it went over it.
     pub fn budget(&self) -> &Budget {
         &self.budget
+    }
+
+    /// When the reflector last listed the type, and why (the reflector records it).
+    pub fn last_list(&self) -> &LastList {
+        &self.last_list
     }
 
     /// Whether a consistent read was found unprovable at the RV the cache is still at (see
@@ -409,7 +420,7 @@ impl ResourceCache {
             st.history_start = rv;
             let replaced = st.swap_in(new_map, postings);
             st.bytes = bytes;
-            st.rv = rv;
+            st.set_rv(rv);
             st.synced = true;
             drop(st);
             drop(replaced);
@@ -436,7 +447,8 @@ impl ResourceCache {
         }
         let replaced = st.swap_in(new_map, postings);
         st.bytes = bytes;
-        st.rv = rv.max(st.rv);
+        let rv = rv.max(st.rv);
+        st.set_rv(rv);
         st.trim(&self.cfg);
         let now = st.rv;
         drop(st);
@@ -491,7 +503,7 @@ impl ResourceCache {
         if let Some(ev) = event {
             self.append(&mut st, ev);
         }
-        st.rv = rv;
+        st.set_rv(rv);
         st.trim(&self.cfg);
         drop(st);
         self.contact.heard();
@@ -503,7 +515,7 @@ impl ResourceCache {
         self.contact.heard();
         let mut st = self.write();
         if rv > st.rv {
-            st.rv = rv;
+            st.set_rv(rv);
             drop(st);
             self.rv_tx.send_replace(rv);
         }
@@ -534,6 +546,12 @@ impl ResourceCache {
     /// The cache's resourceVersion: the RV of the last event or bookmark seen.
     pub fn rv(&self) -> u64 {
         self.read().rv
+    }
+
+    /// Time since the cache's RV last moved (an event, a bookmark or a list; None before the
+    /// first sync). A bookmark that repeats the RV does not reset it.
+    pub fn rv_age(&self) -> Option<Duration> {
+        self.read().rv_moved.map(|t| t.elapsed())
     }
 
     /// The oldest RV the cache can still serve a state at (every event above it is in the

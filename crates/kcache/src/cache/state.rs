@@ -25,7 +25,10 @@ pub(super) struct State {
     pub postings: Postings,
     /// Sum of the cached objects' JSON sizes.
     pub bytes: usize,
+    /// Set through [`State::set_rv`] only, which keeps `rv_moved` with it.
     pub rv: u64,
+    /// When `rv` last moved (None before the first sync): the age of the cache's RV.
+    pub rv_moved: Option<Instant>,
     pub synced: bool,
     /// Recent events in order; their sequence numbers are consecutive (see [`Cursor`]).
     pub history: VecDeque<Arc<Event>>,
@@ -56,6 +59,7 @@ impl State {
             postings,
             bytes: 0,
             rv: 0,
+            rv_moved: None,
             synced: false,
             history: VecDeque::new(),
             next_seq: 0,
@@ -64,6 +68,15 @@ impl State {
             relists: VecDeque::new(),
             snapshots: VecDeque::new(),
         }
+    }
+
+    /// Move the RV to `rv` (backwards only for a reset), noting when it moved; the first
+    /// install counts as a move even at the same RV.
+    pub(super) fn set_rv(&mut self, rv: u64) {
+        if rv != self.rv || self.rv_moved.is_none() {
+            self.rv_moved = Some(Instant::now());
+        }
+        self.rv = rv;
     }
 
     /// The current objects and posting sets (O(1): shared structure).

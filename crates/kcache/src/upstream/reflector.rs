@@ -44,7 +44,7 @@ use serde_json::value::RawValue;
 use super::stream::{LineStream, MetaOnly, WatchLine};
 use super::{enc, Purpose, Upstream, UpstreamError};
 use crate::background::Background;
-use crate::cache::{EventType, ResourceCache};
+use crate::cache::{EventType, ListReason, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
 use crate::object::Object;
@@ -225,6 +225,9 @@ pub struct Reflector {
     accept: Accepts,
     /// Lists installed so far: tells whether a failed streaming sync had already synced.
     installs: u64,
+    /// Why the next list is made: set where the cause is seen, recorded in the cache with the
+    /// list it led to (see `cache::LastList`).
+    list_reason: ListReason,
     /// Whether the current watch has delivered a live event or bookmark.
     progressed: bool,
     /// Watches in a row that ended in a 410 without delivering anything: relists are backed
@@ -266,6 +269,7 @@ impl Reflector {
             scope_query,
             accept,
             installs: 0,
+            list_reason: ListReason::Startup,
             progressed: false,
             relist_streak: 0,
         }
@@ -365,6 +369,7 @@ impl Reflector {
                 Ok(current) => {
                     tracing::warn!(resource = %name, stored = rv, upstream = current,
                         "the state restored from disk is ahead of the upstream; relisting");
+                    self.list_reason = ListReason::RestoredAhead;
                     State::Sync
                 }
                 Err(e) => {
@@ -535,6 +540,7 @@ impl Reflector {
             .background
             .run(move || cache.replace(objects, rv))
             .await;
+        self.cache.last_list().record(self.list_reason);
         let name = self.cache.info.to_string();
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
@@ -752,6 +758,11 @@ impl Reflector {
                     return match status.code {
                         Some(410) => {
                             Metrics::counter(&self.metrics.upstream_expired, &info.resource).inc();
+                            // While gathering, the list under way goes on by pages, for
+                            // the reason it was started.
+                            if gathering.is_none() {
+                                self.list_reason = ListReason::Expired;
+                            }
                             Ok(WatchEnd::Relist)
                         }
                         code => Err(UpstreamError::Status {
@@ -791,6 +802,7 @@ impl Reflector {
                 Err(e) => {
                     // Skipping it would leave the cache wrong; a relist repairs it.
                     tracing::warn!(resource = %info, error = %e, "unreadable object from upstream; relisting");
+                    self.list_reason = ListReason::UnreadableEvent;
                     return Ok(WatchEnd::Relist);
                 }
             };

@@ -57,6 +57,8 @@ struct Inner {
     minor: AtomicU32,
     /// The token form last seen in an upstream answer: 0 none yet, 1 relative, 2 rooted.
     token_form: AtomicU8,
+    /// `gitVersion` from `/version` (`v1.34.1`), for people: the admin status page.
+    git_version: std::sync::RwLock<Option<String>>,
 }
 
 impl UpstreamVersion {
@@ -71,10 +73,19 @@ impl UpstreamVersion {
     /// when the body could be read.
     pub fn learn_version(&self, body: &[u8]) -> Option<u32> {
         #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
         struct Info {
             minor: String,
+            git_version: Option<String>,
         }
         let info: Info = serde_json::from_slice(body).ok()?;
+        if let Some(v) = info.git_version {
+            *self
+                .inner
+                .git_version
+                .write()
+                .unwrap_or_else(|e| e.into_inner()) = Some(v);
+        }
         // Vendors append to it ("34+").
         let digits: String = info
             .minor
@@ -92,6 +103,15 @@ impl UpstreamVersion {
             0 => None,
             m => Some(m),
         }
+    }
+
+    /// The upstream's `gitVersion`, once `/version` was read and had one.
+    pub fn git_version(&self) -> Option<String> {
+        self.inner
+            .git_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Note the form of a continue token the upstream wrote (ignored when it does not decode:
@@ -158,6 +178,7 @@ mod tests {
             Some(28)
         );
         assert_eq!(v.token_form(), TokenForm::Relative);
+        assert_eq!(v.git_version().as_deref(), Some("v1.28.7"));
         assert!(v.null_creation_timestamp_in_bookmarks());
         assert!(!v.invalid_rv_is_bad_request());
         assert!(!v.consistent_lists_from_watch_cache());
