@@ -90,7 +90,8 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), CliError> 
         "\nkcache demo is running.\n\
          \x20 simulated cluster (upstream): {sim}\n\
          \x20 kcache:                       {k}\n\
-         \x20 kcache health and metrics:    {admin}/readyz?verbose  {admin}/metrics\n\n\
+         \x20 kcache health and metrics:    {admin}/readyz?verbose  {admin}/metrics\n\
+         \x20 kcache's caches at a glance:  {admin}/status in a browser, or: kcache status --admin {admin}\n\n\
          Point kubectl at kcache:\n\
          \x20 kubectl --server {k} get pods -A -o wide\n\
          \x20 kubectl --server {k} get configmaps -A --chunk-size=2\n\

@@ -10,6 +10,7 @@
 mod demo;
 #[cfg(feature = "demo")]
 mod sim;
+mod status;
 
 /// With the bench linked, the binary counts allocations where the bench asks it to (its
 /// client decode rows; see `kcache_bench::alloc_count`); elsewhere it is the system allocator.
@@ -45,6 +46,8 @@ enum CliError {
     },
     #[error("printing the configuration")]
     Print(#[source] yaml_serde::Error),
+    #[error(transparent)]
+    Status(#[from] status::StatusError),
     #[cfg(feature = "demo")]
     #[error("--sim-listen {addr}")]
     SimListen {
@@ -141,8 +144,8 @@ enum Command {
         /// Address to listen on (overrides the config file).
         #[arg(long, env = "KCACHE_LISTEN")]
         listen: Option<String>,
-        /// Address of kcache's own /livez, /readyz, /healthz and /metrics, plain HTTP
-        /// without authentication (overrides adminListen; default 127.0.0.1:8081).
+        /// Address of kcache's own /livez, /readyz, /healthz, /metrics and /status, plain
+        /// HTTP without authentication (overrides adminListen; default 127.0.0.1:8081).
         #[arg(long, env = "KCACHE_ADMIN_LISTEN")]
         admin_listen: Option<String>,
         /// Caller authentication (overrides auth.mode): `none` is only allowed on a loopback
@@ -158,13 +161,31 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print a running kcache's caches at a glance, from its admin listener's /status.
+    ///
+    /// Per cached type: its state, objects, memory estimate, resourceVersion and the time
+    /// since it moved, the last list (when and why), relists, open watchers, watchers dropped
+    /// for being slow and consistent-read outcomes; above them the upstream's reachability,
+    /// version and requests by purpose. The admin listener serves the same figures as a page
+    /// to a browser and as JSON (/status?format=json). Exits non-zero when the admin listener
+    /// cannot be reached.
+    Status {
+        /// The running kcache's admin listener (its adminListen, or --admin-listen).
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "KCACHE_ADMIN_URL",
+            default_value = "http://127.0.0.1:8081"
+        )]
+        admin: String,
+    },
     /// Start the built-in simulated cluster with kcache in front of it.
     #[cfg(feature = "demo")]
     Demo {
         /// Address kcache listens on.
         #[arg(long, env = "KCACHE_LISTEN", default_value = "127.0.0.1:8080")]
         listen: String,
-        /// Address of kcache's own /livez, /readyz, /healthz and /metrics.
+        /// Address of kcache's own /livez, /readyz, /healthz, /metrics and /status.
         #[arg(long, env = "KCACHE_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
         admin_listen: String,
         /// Address the simulated cluster listens on (port 0: any free port).
@@ -332,6 +353,7 @@ async fn main() -> ExitCode {
             .map_err(CliError::from)
             .and_then(|c| yaml_serde::to_string(&c).map_err(CliError::Print))
             .map(|yaml| print!("{yaml}")),
+        Command::Status { admin } => status::run(&admin).await.map_err(CliError::from),
         #[cfg(feature = "demo")]
         Command::Demo {
             listen,

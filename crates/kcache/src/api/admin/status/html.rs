@@ -12,12 +12,14 @@ use super::{CacheStatus, Condition, StatusReport};
 const REFRESH_SECONDS: u32 = 5;
 
 const STYLE: &str = "\
-body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1b1f24;background:#fff}\
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.2em;color:#1b1f24;background:#fff}\
 h1{font-size:1.3em;margin:0 0 .3em}\
 p.meta{margin:.2em 0;color:#444}\
 .bad{color:#b00020;font-weight:600}\
+.good{color:#1a7f37}\
 table{border-collapse:collapse;margin-top:1em}\
-th,td{padding:.35em .7em;border-bottom:1px solid #d8dde3;text-align:left;white-space:nowrap}\
+th,td{padding:.3em .5em;border-bottom:1px solid #d8dde3;text-align:left;white-space:nowrap}\
+td.wrap{white-space:normal}\
 th{background:#f2f4f7;font-weight:600}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}\
 tr.attention td{background:#fdecea}\
@@ -40,7 +42,7 @@ pub fn render(report: &StatusReport) -> String {
     );
     let up = &report.upstream;
     let reachable = if up.reachable {
-        "reachable".to_string()
+        "<span class=\"good\">reachable</span>".to_string()
     } else {
         "<span class=\"bad\">NOT reachable</span>".to_string()
     };
@@ -73,7 +75,7 @@ pub fn render(report: &StatusReport) -> String {
     );
     out.push_str(
         "<table id=\"caches\"><thead><tr><th>type</th><th>state</th><th>objects</th>\
-         <th>memory</th><th>resourceVersion</th><th>RV age</th><th>last list</th>\
+         <th>memory</th><th>RV</th><th>RV age</th><th>last list</th>\
          <th>why</th><th>relists</th><th>watchers</th><th>dropped</th>\
          <th>consistent reads</th></tr></thead>\n<tbody>\n",
     );
@@ -116,7 +118,7 @@ fn row(out: &mut String, c: &CacheStatus) {
         "<tr class=\"{class}\" data-type=\"{name}\"><td>{name}</td><td class=\"state\">{}</td>\
          <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
          <td class=\"n\">{}</td><td class=\"n\">{listed}</td><td>{why}</td>\
-         <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+         <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"wrap\">{}</td></tr>",
         c.condition.as_str(),
         c.objects,
         bytes(c.bytes),
