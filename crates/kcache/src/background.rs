@@ -1,6 +1,6 @@
 //! Threads of lower priority for the work no reader waits on: decoding a list from the
-//! upstream, installing it in a cache, and rendering `/metrics` (whose memory estimates walk
-//! every cached object).
+//! upstream, installing it in a cache, rendering `/metrics` and collecting the admin `/status`
+//! (whose memory estimates walk every cached object).
 //!
 //! A relist of a large type is seconds of CPU (parsing every object, the diff against the old
 //! state, the posting sets). Readers of every type are answered by the tokio workers, which

@@ -52,7 +52,8 @@ pub enum StartError {
 pub struct Running {
     /// The API address.
     pub addr: SocketAddr,
-    /// The admin address: kcache's own `/livez`, `/readyz`, `/healthz` and `/metrics`.
+    /// The admin address: kcache's own `/livez`, `/readyz`, `/healthz`, `/metrics` and
+    /// `/status`.
     pub admin_addr: SocketAddr,
     pub app: Arc<App>,
     reflectors: Vec<JoinHandle<()>>,
@@ -191,8 +192,8 @@ pub async fn start(
     let built = build_caches(config, &upstream, &metrics, store.as_deref()).await?;
     let persister = store.map(|store| keep_on_disk(config, store, built.tracked, &metrics));
     let probes = probes(&built.caches, &upstream);
-    // Decoding and installing lists, and rendering `/metrics`: below the readers' priority
-    // (see `background`).
+    // Decoding and installing lists, rendering `/metrics` and `/status`: below the readers'
+    // priority (see `background`).
     let background = Background::for_this_machine()?;
     let reflectors = built
         .caches
@@ -254,7 +255,7 @@ pub async fn start(
         grace,
         metrics,
     ));
-    tracing::info!(%admin_addr, "kcache's /livez, /readyz, /healthz and /metrics served here");
+    tracing::info!(%admin_addr, "kcache's /livez, /readyz, /healthz, /metrics and /status served here");
     Ok(Running {
         addr,
         admin_addr,
