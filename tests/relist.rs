@@ -14,6 +14,7 @@ use common::mirror::{
     upstream_view, Mirror, MirrorOpts, Start,
 };
 use common::{resource, EnvBuilder};
+use kcache::cache::ListReason;
 use kcache::index::IndexConfig;
 use kcache_sim::seed;
 use serde_json::Value;
@@ -282,6 +283,11 @@ async fn relist_of_10k_changes_reaches_every_watcher() {
     assert!(
         cache.relists() >= 1,
         "the resume was expired: kcache relisted"
+    );
+    // The reflector recorded why (what the admin `/status` shows).
+    assert_eq!(
+        cache.last_list().get().map(|l| l.reason),
+        Some(ListReason::Expired)
     );
     gate_tx.send_replace(true);
 

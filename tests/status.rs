@@ -338,4 +338,55 @@ async fn a_browser_renders_a_row_per_type() {
     // A blank 1280x900 page compresses to a few KB; the table makes it much more.
     assert!(png.len() > 20_000, "{} bytes only", png.len());
     println!("screenshot of /status: {}", screenshot.display());
+
+    // The upstream gone: every row is marked, in the DOM the browser builds too.
+    env.sim.faults().set_unreachable(true);
+    let deadline = Instant::now() + EVENTUALLY;
+    loop {
+        let report = get_with(&env.admin_url(), "/status?format=json", &[])
+            .await
+            .json();
+        let caches = report["caches"].as_array().unwrap();
+        if caches.iter().all(|c| c["condition"] == "stale") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not stale: {report:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stale_shot = dir.join("status-page-stale.png");
+    let (dom, shot) = tokio::task::spawn_blocking({
+        let stale_shot = stale_shot.clone();
+        let dom_file = dom_file.clone();
+        move || {
+            let dom = chromium(&exe, &["--dump-dom".into()], &url, &dom_file);
+            let shot = chromium(
+                &exe,
+                &[
+                    format!("--screenshot={}", stale_shot.display()),
+                    "--window-size=1280,900".into(),
+                ],
+                &url,
+                &dom_file.with_extension("out"),
+            );
+            (dom, shot)
+        }
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_file(dom_file.with_extension("out"));
+    assert!(dom.success() && shot.success(), "{dom} {shot}");
+    let html = std::fs::read_to_string(&dom_file).unwrap();
+    let _ = std::fs::remove_file(&dom_file);
+    for name in &want {
+        assert!(
+            html.contains(&format!("<tr class=\"attention\" data-type=\"{name}\">")),
+            "{name} not marked in the browser's DOM: {html}"
+        );
+    }
+    assert!(html.contains("NOT reachable"), "{html}");
+    assert!(std::fs::metadata(&stale_shot).unwrap().len() > 20_000);
+    println!(
+        "screenshot of /status, upstream down: {}",
+        stale_shot.display()
+    );
 }

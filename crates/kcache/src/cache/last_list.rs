@@ -3,7 +3,7 @@
 //! The cache's other figures say what it holds; this one says how it came to hold it, which
 //! is the first thing to ask of a type that relists often (an upstream whose watch history is
 //! too short for it answers its watches with 410 Gone) or that is older than it should be.
-//! The reflector knows why it lists and records it here when the list is installed (see
+//! The reflector knows why it lists and records it here as it installs the list (see
 //! `upstream::reflector`); the admin status page reads it.
 
 use std::sync::Mutex;

@@ -535,12 +535,14 @@ impl Reflector {
         // background threads, so that the worker this task runs on goes on serving requests. A
         // worker busy for the length of a 100k-object install stalls the requests queued on it,
         // whatever type they read.
+        // Recorded before the list is installed, so whoever sees the new state finds why it
+        // came too.
+        self.cache.last_list().record(self.list_reason);
         let cache = self.cache.clone();
         let summary = self
             .background
             .run(move || cache.replace(objects, rv))
             .await;
-        self.cache.last_list().record(self.list_reason);
         let name = self.cache.info.to_string();
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
