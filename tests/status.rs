@@ -5,6 +5,7 @@
 //! there is no kcache to ask.
 
 mod common;
+mod tools_common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -206,20 +207,6 @@ async fn kcache_status_says_when_there_is_no_kcache_to_ask() {
     );
 }
 
-/// The path of an external tool a test needs, or None after saying the test is skipped;
-/// with `KCACHE_TEST_TOOLS=required` a missing tool fails the test instead.
-fn required_tool(name: &str, install: &str) -> Option<PathBuf> {
-    let path = Path::new("/usr/bin").join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var("KCACHE_TEST_TOOLS").as_deref() == Ok("required") {
-        panic!("{name} not found and KCACHE_TEST_TOOLS=required ({install})");
-    }
-    println!("skipped: {name} not found ({install})");
-    None
-}
-
 /// A browser process, killed (and its profile removed) when dropped, whatever happened.
 struct Browser {
     child: Child,
@@ -285,7 +272,8 @@ fn chromium(exe: &Path, args: &[String], url: &str, stdout: &Path) -> ExitStatus
 
 #[tokio::test]
 async fn a_browser_renders_a_row_per_type() {
-    let Some(exe) = required_tool("chromium", "apt-get install chromium") else {
+    // Skipped without Chromium, unless KCACHE_TEST_TOOLS=required (see tests/tools_common).
+    let Some(exe) = tools_common::tool("chromium") else {
         return;
     };
     let env = demo().await;
