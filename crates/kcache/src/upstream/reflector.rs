@@ -530,14 +530,14 @@ impl Reflector {
         self.installs += 1;
         let n = objects.len();
         let first = !self.cache.is_synced();
+        // Recorded before the list is installed, so whoever sees the new state finds why it
+        // came too.
+        self.cache.last_list().record(self.list_reason);
         // Building the new state is O(n) in the collection (the sort, the map, the posting sets
         // and the diff against the old state; see `cache::ResourceCache::replace`): on the
         // background threads, so that the worker this task runs on goes on serving requests. A
         // worker busy for the length of a 100k-object install stalls the requests queued on it,
         // whatever type they read.
-        // Recorded before the list is installed, so whoever sees the new state finds why it
-        // came too.
-        self.cache.last_list().record(self.list_reason);
         let cache = self.cache.clone();
         let summary = self
             .background
