@@ -1,7 +1,8 @@
 //! kcache's own endpoints, served on the admin listener (plain HTTP, no authentication):
 //! `/livez`, `/healthz`, `/readyz` (each with `?verbose`), `/metrics` and `/status` (see
-//! [`status`]). They hold no object data: cache names, counts, sizes and timings only. On the API address the same paths are
-//! passed to the upstream, whose health and metrics they are there.
+//! [`status`]). They hold no object data: cache names, counts, sizes and timings only. On the
+//! API address the same paths are passed to the upstream, whose health and metrics they are
+//! there.
 
 use std::sync::Arc;
 
