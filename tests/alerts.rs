@@ -432,12 +432,14 @@ fn encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-/// GET on Prometheus' HTTP API; None while it does not accept connections yet.
+/// GET on Prometheus' HTTP API; None while it does not accept connections yet, or answers
+/// 503 because it is still starting (loading its storage: seen on a busy machine).
 async fn prom_get(base: &str, path: &str) -> Option<common::Resp> {
     tokio::net::TcpStream::connect(base.trim_start_matches("http://"))
         .await
         .ok()?;
-    Some(common::get(base, path).await)
+    let r = common::get(base, path).await;
+    (r.status != http::StatusCode::SERVICE_UNAVAILABLE).then_some(r)
 }
 
 /// How long the test waits for Prometheus to start, scrape, and raise the alert.
@@ -471,7 +473,7 @@ where
 async fn alerts(base: &str) -> Result<Vec<(String, String, String, String)>, String> {
     let r = prom_get(base, "/api/v1/alerts")
         .await
-        .ok_or("no connection")?;
+        .ok_or("no connection, or not ready")?;
     let v = r.json();
     let list = v["data"]["alerts"].as_array().ok_or_else(|| r.text())?;
     Ok(list
@@ -534,7 +536,9 @@ async fn prometheus_raises_the_alerts_of_an_unreachable_upstream() {
     // Healthy first: the target scraped, the rules loaded, and no alert about the upstream.
     let up = format!("/api/v1/query?query={}", encode("up{job=\"kcache\"}"));
     until("kcache scraped (up == 1)", &log, || async {
-        let r = prom_get(&base, &up).await.ok_or("no connection")?;
+        let r = prom_get(&base, &up)
+            .await
+            .ok_or("no connection, or not ready")?;
         let v = r.json();
         match v["data"]["result"][0]["value"][1].as_str() {
             Some("1") => Ok(()),
@@ -545,7 +549,7 @@ async fn prometheus_raises_the_alerts_of_an_unreachable_upstream() {
     let loaded = until("the rules loaded", &log, || async {
         let r = prom_get(&base, "/api/v1/rules")
             .await
-            .ok_or("no connection")?;
+            .ok_or("no connection, or not ready")?;
         let v = r.json();
         let n: usize = v["data"]["groups"]
             .as_array()
