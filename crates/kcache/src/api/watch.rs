@@ -178,6 +178,7 @@ pub async fn watch(
         Watcher {
             sent: Metrics::counter(&metrics.watch_events_sent, &resource),
             unsent_count: 0,
+            gathered: Gathered::default(),
             open: OpenWatch::new(resource, metrics.clone()),
             cache,
             filter,
@@ -312,6 +313,10 @@ struct Watcher {
     /// turns with one counter's cache line at every delivery.
     sent: prometheus_client::metrics::counter::Counter,
     unsent_count: u64,
+    /// Event lines taken from the cache but not yet handed to the body: a watcher that is
+    /// behind sends what it catches up on in chunks of up to [`CHUNK`] bytes, one write each,
+    /// instead of one write per event (see [`Watcher::send_event`]).
+    gathered: Gathered,
     open: OpenWatch,
     cache: Arc<ResourceCache>,
     filter: Filter,
@@ -337,6 +342,39 @@ struct Watcher {
     routed: Option<Registration>,
 }
 
+/// Event lines waiting to go out together.
+#[derive(Default)]
+struct Gathered {
+    lines: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Gathered {
+    /// Add a line; the bytes gathered so far.
+    fn push(&mut self, line: Bytes) -> usize {
+        self.bytes += line.len();
+        self.lines.push(line);
+        self.bytes
+    }
+
+    /// The gathered lines as one chunk, if any.
+    fn take(&mut self) -> Option<Bytes> {
+        let chunk = match self.lines.len() {
+            0 => return None,
+            1 => self.lines.pop(),
+            _ => {
+                let mut buf = bytes::BytesMut::with_capacity(self.bytes);
+                for line in self.lines.drain(..) {
+                    buf.extend_from_slice(&line);
+                }
+                Some(buf.freeze())
+            }
+        };
+        self.bytes = 0;
+        chunk
+    }
+}
+
 /// The shutdown signal, as a future the watcher keeps.
 type BoxedSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -347,10 +385,20 @@ impl Drop for Watcher {
 }
 
 impl Watcher {
-    /// Send one chunk. (A client that leaves drops the body and with it this watcher, at
-    /// whatever await it is: the reason stays "client".)
+    /// Send one chunk, after the event lines gathered before it. (A client that leaves drops
+    /// the body and with it this watcher, at whatever await it is: the reason stays
+    /// "client".)
     async fn send(&mut self, chunk: Bytes) {
+        self.send_gathered().await;
         self.out.send(chunk).await
+    }
+
+    /// Send the event lines gathered so far as one chunk (a single line as it is: the event's
+    /// shared bytes, not a copy).
+    async fn send_gathered(&mut self) {
+        if let Some(chunk) = self.gathered.take() {
+            self.out.send(chunk).await
+        }
     }
 
     /// Whether the watch's time is up (checked per batch of events, not per event: a clock
@@ -374,9 +422,16 @@ impl Watcher {
     }
 
     /// Send one event line, counted.
+    /// Gather one event line; the lines go out together when they fill a chunk, before any
+    /// other line (a bookmark, an ERROR), and when the watcher has caught up (see
+    /// [`Watcher::catch_up`]). On HTTP/1.1 each chunk the body yields is one chunked-encoding
+    /// write, and on HTTP/2 one DATA frame: a watcher woken after several events costs one of
+    /// each for all of them.
     async fn send_event(&mut self, line: Bytes) {
         self.unsent_count += 1;
-        self.send(line).await
+        if self.gathered.push(line) >= CHUNK {
+            self.send_gathered().await;
+        }
     }
 
     fn count_sent(&mut self) {
@@ -492,6 +547,18 @@ impl Watcher {
     /// the history from `cursor`. Leaves `rv` at what the watcher is then current up to. False
     /// when the watch is over.
     async fn catch_up(
+        &mut self,
+        cursor: &mut Cursor,
+        rv: &mut u64,
+        from_history: &mut bool,
+    ) -> bool {
+        let going_on = self.deliver_pending(cursor, rv, from_history).await;
+        self.send_gathered().await;
+        going_on
+    }
+
+    /// [`Watcher::catch_up`]'s reading, with the lines it delivers gathered.
+    async fn deliver_pending(
         &mut self,
         cursor: &mut Cursor,
         rv: &mut u64,
@@ -890,6 +957,84 @@ pub fn bookmark_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::{CacheConfig, EventType, Scope};
+    use crate::object::Object;
+    use http_body_util::BodyExt;
+
+    fn cm(name: &str, rv: u64) -> Object {
+        let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
+        let raw = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":{{"k":"{}"}}}}"#,
+            "v".repeat(200)
+        );
+        Object::from_upstream(&info, Bytes::from(raw), false).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_watcher_behind_gets_every_event_in_order_in_few_chunks() {
+        let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
+        let cache = Arc::new(ResourceCache::new(
+            info.clone(),
+            Scope::default(),
+            CacheConfig::default(),
+        ));
+        cache.replace(vec![cm("first", 5)], 10);
+        let q = [
+            ("watch".to_string(), "1".to_string()),
+            ("resourceVersion".to_string(), "10".to_string()),
+            ("timeoutSeconds".to_string(), "5".to_string()),
+        ];
+        let opts = ListOptions::parse(&q, &info, &cache.indexes, false).unwrap();
+        let (_stop, stopping) = tokio::sync::watch::channel(false);
+        let resp = watch(
+            cache.clone(),
+            Filter::default(),
+            &opts,
+            &WatchConfig::default(),
+            stopping,
+            Encoding::Json,
+            &Arc::new(Metrics::new()),
+        )
+        .await
+        .unwrap();
+        // The watcher has not run yet (its body is not polled): every event below is pending
+        // when it first does, as for a watcher woken late.
+        const EVENTS: u64 = 200;
+        for i in 0..EVENTS {
+            cache.apply(EventType::Added, cm(&format!("o{i}"), 11 + i));
+        }
+        let mut body = resp.into_body();
+        let (mut chunks, mut text) = (0, String::new());
+        while text.lines().count() < EVENTS as usize {
+            let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+                .await
+                .expect("every event arrives")
+                .unwrap()
+                .unwrap();
+            let data = frame.into_data().unwrap();
+            assert!(data.len() <= CHUNK + 1024, "a chunk of {}", data.len());
+            text.push_str(std::str::from_utf8(&data).unwrap());
+            chunks += 1;
+        }
+        let rvs: Vec<u64> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                assert_eq!(v["type"], "ADDED");
+                v["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(rvs, (11..11 + EVENTS).collect::<Vec<_>>());
+        let bytes = text.len();
+        assert!(
+            chunks <= bytes / CHUNK + 2,
+            "{EVENTS} events ({bytes} bytes) took {chunks} chunks"
+        );
+    }
 
     #[test]
     fn bookmark_forms_match_the_recordings() {
