@@ -52,11 +52,12 @@ use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::UpstreamVersion;
 
-/// Initial events are sent in chunks of about this size. The chunks are the watcher's own
-/// (live events are shared lines), so a client that stops reading during its initial events
-/// pins what hyper has queued of them (at most 16 buffers): with 16 KiB chunks, well under
-/// 0.5 MiB per stalled watcher (with the channel this body replaced, 1,000 watchers stalled
-/// at RV=0 measured +445 MiB with 16 KiB chunks, +825 MiB with 64 KiB).
+/// Initial events, and the live events a watcher catches up on after falling behind, are
+/// sent in chunks of about this size. Such chunks are the watcher's own (a live event sent
+/// alone is its shared line), so a client that stops reading pins what hyper has queued of
+/// them (at most 16 buffers): with 16 KiB chunks, well under 0.5 MiB per stalled watcher
+/// (with the channel this body replaced, 1,000 watchers stalled at RV=0 measured +445 MiB
+/// with 16 KiB chunks, +825 MiB with 64 KiB). 16 KiB is also HTTP/2's default frame size.
 const CHUNK: usize = 16 * 1024;
 /// Events taken from history per lock.
 const BATCH: usize = 256;
