@@ -17,9 +17,13 @@
 //! The direct target is the kubeconfig's server with its CA and credentials (bearer token,
 //! token file, exec plugin or client certificate, read through kube-client as `kcache serve`
 //! reads them). kcache runs as a child (`kcache serve --kubeconfig PATH`, caching ConfigMaps and
-//! Pods) and the bench talks to it over plain HTTP on loopback with `auth.mode: none`: the
-//! direct rows include the apiserver's TLS and authentication, the kcache rows neither (the
-//! simulated `get` scenario measures kcache with `auth: delegated` over the same bytes).
+//! Pods) in two forms, each read row measuring both: over plain HTTP on loopback with
+//! `auth.mode: none` (kcache's own cost, no TLS, no authentication), and over HTTPS with
+//! `auth.mode: delegated` (the deployed form: the bench's requests carry the kubeconfig's
+//! bearer token, which kcache checks with the cluster by TokenReview and SubjectAccessReview),
+//! so that the kcache rows a platform engineer compares with the direct ones pay what the
+//! apiserver's pay. A kubeconfig whose credentials are not a bearer token (a client
+//! certificate) gets the plain rows only, with a note. The watch rows use the plain kcache.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -44,6 +48,7 @@ use super::{list_rv_on, load_row, mb, ms, progress, set_upstream, set_upstream_d
 const RESOURCES: [(&str, &str, &str); 2] = [("", "v1", "configmaps"), ("", "v1", "pods")];
 const DIRECT: &str = "apiserver (direct)";
 const KCACHE: &str = "kcache";
+const KCACHE_SECURE: &str = "kcache HTTPS, auth delegated";
 /// The label on everything the bench creates, so that an operator can find leftovers.
 const CREATED_BY: &str = "app.kubernetes.io/created-by";
 
@@ -380,6 +385,11 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
          authentication of the bench's requests; kcache's own requests to the cluster use the kubeconfig's credentials"
             .into(),
         format!(
+            "`{KCACHE_SECURE}` rows: a second such kcache as it is deployed, over HTTPS (a certificate made for the run) \
+             with `auth.mode: delegated`: the bench's requests carry the kubeconfig's bearer token, which kcache checks \
+             with the cluster (TokenReview, SubjectAccessReview; each verdict remembered briefly)"
+        ),
+        format!(
             "{} clients per read row for {:.1} s each; {} watchers per target over HTTP/2 for {:.0} s",
             opts.scale.clients,
             opts.scale.phase.as_secs_f64(),
@@ -400,6 +410,15 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
                 .into()
         },
     ]
+}
+
+/// The kcache in its deployed form, with what reaches it.
+struct Secure {
+    child: KcacheChild,
+    /// HTTPS, with the kubeconfig's bearer token on every request.
+    target: Target,
+    /// The serving certificate's files, kept while the child serves them.
+    _files: super::https::HttpsFiles,
 }
 
 /// `kcache-bench-<seconds>-<pid>`: unique per run, and recognisable.
@@ -538,13 +557,59 @@ impl ClusterBench<'_> {
         )
         .await?;
         let kcache = Target::plain(k.addr);
+        let secure = self.start_secure().await?;
         for s in &samples {
-            self.reads(s, &k, &kcache).await;
+            self.reads(s, &k, &kcache, secure.as_ref()).await;
         }
+        drop(secure);
         if let Some(ns) = self.namespace.clone() {
             self.consistent_under_writes(&ns, &k, &kcache).await?;
         }
         self.watch(&k, &kcache).await
+    }
+
+    /// The kcache in its deployed form: HTTPS, callers authenticated and authorized by the
+    /// cluster (None, with a note, when the kubeconfig has no bearer token to read it with).
+    async fn start_secure(&mut self) -> Result<Option<Secure>, String> {
+        let Some(token) = self.cluster.target.authorization.clone() else {
+            self.report.notes.push(format!(
+                "no `{KCACHE_SECURE}` rows: the kubeconfig's credentials ({}) are not a bearer token, \
+                 which is what kcache's delegated authentication checks",
+                self.cluster.auth
+            ));
+            return Ok(None);
+        };
+        progress("starting kcache over HTTPS with delegated authentication");
+        let files = super::https::HttpsFiles::new()?;
+        let mut config = ChildConfig::caching(&RESOURCES);
+        // kcache's own identity is the kubeconfig's: no token of its own.
+        config.delegated_with_token = Some(String::new());
+        config.tls = Some((files.cert.clone(), files.key.clone()));
+        let child = KcacheChild::start_with_kubeconfig(
+            &self.opts.exe,
+            &self.opts.kubeconfig,
+            self.opts.context.as_deref(),
+            &config,
+            Duration::from_secs(600),
+        )
+        .await?;
+        let mut target = files.target(child.addr, None);
+        target.authorization = Some(token);
+        // Checked once before any row: a caller the cluster does not let kcache authenticate
+        // would otherwise fill the rows with 401s and 403s.
+        let path = "/api/v1/configmaps?resourceVersion=0&limit=1";
+        let (status, body) = load::fetch_from(&target, path, Duration::from_secs(60)).await?;
+        if status != 200 {
+            return Err(format!(
+                "kcache over HTTPS with delegated authentication answered {status} to {path}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            ));
+        }
+        Ok(Some(Secure {
+            child,
+            target,
+            _files: files,
+        }))
     }
 
     /// The first LIST of a resource (RV=0, direct): its size, a namespace and an object.
@@ -610,8 +675,8 @@ impl ClusterBench<'_> {
         (r, used.map(|(c, w)| if w > 0.0 { c / w } else { 0.0 }))
     }
 
-    /// One read on both targets: the direct row, then kcache's with its upstream cost and the
-    /// ratio to direct.
+    /// One read on every target: the direct row, then each kcache's with its upstream cost and
+    /// the ratio to direct (and the HTTPS one's to the plain one).
     async fn read_pair(
         &mut self,
         scenario: &str,
@@ -619,6 +684,7 @@ impl ClusterBench<'_> {
         path: &str,
         k: &KcacheChild,
         kcache: &Target,
+        secure: Option<&Secure>,
     ) {
         progress(format!("{scenario}, {case}: direct"));
         let (d, _) = self
@@ -640,9 +706,38 @@ impl ClusterBench<'_> {
             row.ratio("kcache/direct", r.rps() / d.rps());
         }
         self.report.push(row);
+        let Some(secure) = secure else {
+            return;
+        };
+        progress(format!("{scenario}, {case}: {KCACHE_SECURE}"));
+        let k = &secure.child;
+        let before = k.upstream_cost().await.ok();
+        let (sr, cpu) = self
+            .measure(&secure.target, path, Some(k.pid()), None)
+            .await;
+        let after = k.upstream_cost().await.ok();
+        let mut row = load_row(scenario, case, KCACHE_SECURE, &sr, cpu);
+        if let Some(c) = before.zip(after).map(|(b, a): (UpstreamCost, _)| a - b) {
+            // The cluster's TokenReviews and SubjectAccessReviews included: kcache remembers
+            // each verdict briefly, so they are a few per row, not one per read.
+            set_upstream(&mut row, c.requests, c.received_bytes, sr.ok);
+        }
+        if d.rps() > 0.0 {
+            row.ratio("kcache/direct", sr.rps() / d.rps());
+        }
+        if r.rps() > 0.0 {
+            row.ratio("HTTPS/HTTP", sr.rps() / r.rps());
+        }
+        self.report.push(row);
     }
 
-    async fn reads(&mut self, s: &Sample, k: &KcacheChild, kcache: &Target) {
+    async fn reads(
+        &mut self,
+        s: &Sample,
+        k: &KcacheChild,
+        kcache: &Target,
+        secure: Option<&Secure>,
+    ) {
         let c = self.opts.scale.clients;
         let r = s.resource;
         let all = format!("{r}: {} objects, {:.1} MB", s.objects, mb(s.bytes as u64));
@@ -652,6 +747,7 @@ impl ClusterBench<'_> {
             &format!("/api/v1/{r}?resourceVersion=0"),
             k,
             kcache,
+            secure,
         )
         .await;
         self.read_pair(
@@ -660,6 +756,7 @@ impl ClusterBench<'_> {
             &format!("/api/v1/{r}"),
             k,
             kcache,
+            secure,
         )
         .await;
         match &s.namespace {
@@ -670,6 +767,7 @@ impl ClusterBench<'_> {
                     &format!("/api/v1/namespaces/{ns}/{r}"),
                     k,
                     kcache,
+                    secure,
                 )
                 .await
             }
@@ -686,6 +784,7 @@ impl ClusterBench<'_> {
                 &format!("{object}?resourceVersion=0"),
                 k,
                 kcache,
+                secure,
             )
             .await;
             self.read_pair(
@@ -694,6 +793,7 @@ impl ClusterBench<'_> {
                 &object,
                 k,
                 kcache,
+                secure,
             )
             .await;
         }

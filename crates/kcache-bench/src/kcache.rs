@@ -16,7 +16,8 @@ pub struct ChildConfig {
     /// Forward consistent reads instead of answering them from the cache.
     pub forward_consistent: bool,
     /// Authenticate callers (`auth.mode: delegated`), with this bearer token as kcache's own
-    /// identity towards the sim.
+    /// identity towards the sim. In front of a kubeconfig ([`KcacheChild::start_with_kubeconfig`])
+    /// kcache's identity is the kubeconfig's, and the token is not used.
     pub delegated_with_token: Option<String>,
     /// Serve HTTPS with this certificate and key (PEM files) instead of plain HTTP.
     pub tls: Option<(PathBuf, PathBuf)>,

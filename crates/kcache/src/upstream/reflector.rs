@@ -530,8 +530,8 @@ impl Reflector {
         self.installs += 1;
         let n = objects.len();
         let first = !self.cache.is_synced();
-        // Recorded before the list is installed, so whoever sees the new state finds why it
-        // came too.
+        // Recorded before the list is installed, so whoever sees the new state also finds why
+        // it was listed.
         self.cache.last_list().record(self.list_reason);
         // Building the new state is O(n) in the collection (the sort, the map, the posting sets
         // and the diff against the old state; see `cache::ResourceCache::replace`): on the
