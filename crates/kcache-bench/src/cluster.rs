@@ -374,7 +374,7 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
     } else {
         "plain HTTP"
     };
-    vec![
+    let mut notes = vec![
         format!(
             "cluster: {} ({transport}, credentials: {}); `{DIRECT}` rows load it with the kubeconfig's credentials, \
              so they include its TLS, authentication and authorization",
@@ -384,11 +384,15 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
          on 127.0.0.1, reached over plain HTTP with `auth.mode: none` (allowed on loopback only): no TLS and no \
          authentication of the bench's requests; kcache's own requests to the cluster use the kubeconfig's credentials"
             .into(),
-        format!(
+    ];
+    if bearer(cluster).is_some() {
+        notes.push(format!(
             "`{KCACHE_SECURE}` rows: a second such kcache as it is deployed, over HTTPS (a certificate made for the run) \
              with `auth.mode: delegated`: the bench's requests carry the kubeconfig's bearer token, which kcache checks \
              with the cluster (TokenReview, SubjectAccessReview; each verdict remembered briefly)"
-        ),
+        ));
+    }
+    notes.extend([
         format!(
             "{} clients per read row for {:.1} s each; {} watchers per target over HTTP/2 for {:.0} s",
             opts.scale.clients,
@@ -409,7 +413,18 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
             "read-only: nothing was written to the cluster (pass --writes for the delivery-delay and consistent-under-writes rows)"
                 .into()
         },
-    ]
+    ]);
+    notes
+}
+
+/// The kubeconfig's credentials as a bearer token (an `Authorization: Bearer` header), the only
+/// form kcache's delegated authentication checks with the cluster.
+fn bearer(cluster: &Cluster) -> Option<http::HeaderValue> {
+    cluster
+        .target
+        .authorization
+        .clone()
+        .filter(|a| a.as_bytes().starts_with(b"Bearer "))
 }
 
 /// The kcache in its deployed form, with what reaches it.
@@ -571,7 +586,7 @@ impl ClusterBench<'_> {
     /// The kcache in its deployed form: HTTPS, callers authenticated and authorized by the
     /// cluster (None, with a note, when the kubeconfig has no bearer token to read it with).
     async fn start_secure(&mut self) -> Result<Option<Secure>, String> {
-        let Some(token) = self.cluster.target.authorization.clone() else {
+        let Some(token) = bearer(self.cluster) else {
             self.report.notes.push(format!(
                 "no `{KCACHE_SECURE}` rows: the kubeconfig's credentials ({}) are not a bearer token, \
                  which is what kcache's delegated authentication checks",
