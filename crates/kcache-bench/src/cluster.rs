@@ -690,6 +690,32 @@ impl ClusterBench<'_> {
         (r, used.map(|(c, w)| if w > 0.0 { c / w } else { 0.0 }))
     }
 
+    /// One read through a kcache: its row, with the upstream cost its metrics counted meanwhile
+    /// and its ratio to the `direct` row.
+    #[allow(clippy::too_many_arguments)]
+    async fn kcache_row(
+        &self,
+        scenario: &str,
+        case: &str,
+        label: &str,
+        path: &str,
+        k: &KcacheChild,
+        target: &Target,
+        direct: &LoadResult,
+    ) -> (LoadResult, Row) {
+        let before = k.upstream_cost().await.ok();
+        let (r, cpu) = self.measure(target, path, Some(k.pid()), None).await;
+        let after = k.upstream_cost().await.ok();
+        let mut row = load_row(scenario, case, label, &r, cpu);
+        if let Some(c) = before.zip(after).map(|(b, a): (UpstreamCost, _)| a - b) {
+            set_upstream(&mut row, c.requests, c.received_bytes, r.ok);
+        }
+        if direct.rps() > 0.0 {
+            row.ratio("kcache/direct", r.rps() / direct.rps());
+        }
+        (r, row)
+    }
+
     /// One read on every target: the direct row, then each kcache's with its upstream cost and
     /// the ratio to direct (and the HTTPS one's to the plain one).
     async fn read_pair(
@@ -710,36 +736,27 @@ impl ClusterBench<'_> {
         set_upstream_direct(&mut row, body as usize);
         self.report.push(row);
         progress(format!("{scenario}, {case}: kcache"));
-        let before = k.upstream_cost().await.ok();
-        let (r, cpu) = self.measure(kcache, path, Some(k.pid()), None).await;
-        let after = k.upstream_cost().await.ok();
-        let mut row = load_row(scenario, case, KCACHE, &r, cpu);
-        if let Some(c) = before.zip(after).map(|(b, a): (UpstreamCost, _)| a - b) {
-            set_upstream(&mut row, c.requests, c.received_bytes, r.ok);
-        }
-        if d.rps() > 0.0 {
-            row.ratio("kcache/direct", r.rps() / d.rps());
-        }
+        let (r, row) = self
+            .kcache_row(scenario, case, KCACHE, path, k, kcache, &d)
+            .await;
         self.report.push(row);
         let Some(secure) = secure else {
             return;
         };
         progress(format!("{scenario}, {case}: {KCACHE_SECURE}"));
-        let k = &secure.child;
-        let before = k.upstream_cost().await.ok();
-        let (sr, cpu) = self
-            .measure(&secure.target, path, Some(k.pid()), None)
+        // Its upstream columns include the cluster's TokenReviews and SubjectAccessReviews:
+        // kcache remembers each verdict briefly, so they are a few per row, not one per read.
+        let (sr, mut row) = self
+            .kcache_row(
+                scenario,
+                case,
+                KCACHE_SECURE,
+                path,
+                &secure.child,
+                &secure.target,
+                &d,
+            )
             .await;
-        let after = k.upstream_cost().await.ok();
-        let mut row = load_row(scenario, case, KCACHE_SECURE, &sr, cpu);
-        if let Some(c) = before.zip(after).map(|(b, a): (UpstreamCost, _)| a - b) {
-            // The cluster's TokenReviews and SubjectAccessReviews included: kcache remembers
-            // each verdict briefly, so they are a few per row, not one per read.
-            set_upstream(&mut row, c.requests, c.received_bytes, sr.ok);
-        }
-        if d.rps() > 0.0 {
-            row.ratio("kcache/direct", sr.rps() / d.rps());
-        }
         if r.rps() > 0.0 {
             row.ratio("HTTPS/HTTP", sr.rps() / r.rps());
         }

@@ -115,6 +115,19 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 17))
 }
 
+/// Every outcome of a consistent read (`kcache_consistent_reads_total{outcome}`), created at
+/// zero per cached type by [`Metrics::init_resource`].
+pub const CONSISTENT_READ_OUTCOMES: [&str; 8] = [
+    "cache",
+    "forwarded",
+    "forwarded_get",
+    "forwarded_lagging",
+    "forwarded_probe_failed",
+    "timeout",
+    "stale",
+    "too_stale",
+];
+
 /// Every metric kcache exports.
 pub struct Metrics {
     registry: Registry,
@@ -484,16 +497,7 @@ impl Metrics {
                 reason,
             });
         }
-        for outcome in [
-            "cache",
-            "forwarded",
-            "forwarded_get",
-            "forwarded_lagging",
-            "forwarded_probe_failed",
-            "timeout",
-            "stale",
-            "too_stale",
-        ] {
+        for outcome in CONSISTENT_READ_OUTCOMES {
             let _ = self.consistent_reads.get_or_create(&OutcomeLabels {
                 resource: r(),
                 outcome,

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use super::super::{staleness, App};
 use crate::cache::{ListReason, ResourceCache};
-use crate::metrics::{Metrics, OutcomeLabels, PurposeLabels, ReasonLabels, ResourceLabels};
+use crate::metrics::{
+    Metrics, OutcomeLabels, PurposeLabels, ReasonLabels, ResourceLabels, CONSISTENT_READ_OUTCOMES,
+};
 use crate::upstream::Purpose;
 
 /// Everything `/status` shows: the process, the upstream, and one entry per cached type.
@@ -149,19 +151,6 @@ impl Condition {
         }
     }
 }
-
-/// The outcomes of consistent reads, as `Metrics::init_resource` creates them (a unit test
-/// checks the two lists agree).
-const CONSISTENT_READ_OUTCOMES: [&str; 8] = [
-    "cache",
-    "forwarded",
-    "forwarded_get",
-    "forwarded_lagging",
-    "forwarded_probe_failed",
-    "timeout",
-    "stale",
-    "too_stale",
-];
 
 /// The report of a running kcache. O(objects) for the memory estimates: run it on the
 /// background threads (see [`report`]).
