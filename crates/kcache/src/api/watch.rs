@@ -422,9 +422,8 @@ impl Watcher {
         over
     }
 
-    /// Send one event line, counted.
-    /// Gather one event line; the lines go out together when they fill a chunk, before any
-    /// other line (a bookmark, an ERROR), and when the watcher has caught up (see
+    /// Count one event line and gather it; the lines go out together when they fill a chunk,
+    /// before any other line (a bookmark, an ERROR), and when the watcher has caught up (see
     /// [`Watcher::catch_up`]). On HTTP/1.1 each chunk the body yields is one chunked-encoding
     /// write, and on HTTP/2 one DATA frame: a watcher woken after several events costs one of
     /// each for all of them.
