@@ -16,6 +16,7 @@ pub mod api;
 pub mod auth;
 mod background;
 pub mod cache;
+mod chunk_pool;
 mod coalesce;
 pub mod config;
 mod continue_token;

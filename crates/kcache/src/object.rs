@@ -621,6 +621,16 @@ impl Object {
     }
 
     /// Append the list-item form of this object to `out`.
+    /// How many bytes [`Object::write_item`] writes.
+    pub fn item_len(&self) -> usize {
+        // The `{` written in place of the watch line's prefix is one byte, as its own was.
+        let raw = self.raw().len();
+        match usize::from(self.item_at) {
+            at if at > 0 && at <= raw => raw - at + 1,
+            _ => raw,
+        }
+    }
+
     pub fn write_item(&self, out: &mut BytesMut) {
         let raw = self.raw();
         match raw.get(usize::from(self.item_at)..) {

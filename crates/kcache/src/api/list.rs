@@ -15,6 +15,7 @@ use super::params::ListOptions;
 use super::plan::{self, Candidates};
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::chunk_pool;
 use crate::continue_token::{ContinueToken, TokenForm};
 use crate::limits::Limits;
 use crate::object::{Key, Object};
@@ -423,19 +424,24 @@ struct ListCursor {
 impl ListCursor {
     /// The next chunk of the body; `None` once the tail was sent.
     fn next_chunk(&mut self) -> Option<Bytes> {
-        let mut buf = BytesMut::with_capacity(CHUNK + 4096);
+        let mut buf = chunk_pool::take(CHUNK + 4096);
         if let Some(h) = self.head.take() {
             buf.extend_from_slice(h.as_bytes());
         }
+        let head_len = buf.len();
         let mut last: Option<&Key> = None;
         let mut exhausted = true;
         for (key, o) in self.objects.range(self.next.clone()) {
-            if buf.len() >= CHUNK {
+            let selected = self.filter.selects(o);
+            // The chunk ends before an item that would not fit in its buffer: growing the
+            // buffer would copy all of it into a fresh, unpooled allocation.
+            let fits = !selected || buf.len() + o.item_len() < buf.capacity();
+            if buf.len() >= CHUNK || (!fits && buf.len() > head_len) {
                 exhausted = false;
                 break;
             }
             last = Some(key);
-            if self.filter.selects(o) {
+            if selected {
                 if !self.first {
                     buf.extend_from_slice(b",");
                 }
@@ -457,7 +463,7 @@ impl ListCursor {
             }
             buf.extend_from_slice(tail.as_bytes());
         }
-        Some(buf.freeze())
+        Some(chunk_pool::finish(buf))
     }
 
     fn done(&self) -> bool {

@@ -30,6 +30,7 @@ fn list_item_and_watch_object_share_bytes() {
     let mut out = BytesMut::new();
     o.write_item(&mut out);
     assert_eq!(&out[..], &item[..]);
+    assert_eq!(o.item_len(), out.len());
     assert_eq!(o.key(), "ns/a");
     assert_eq!(o.namespace(), "ns");
     assert_eq!(o.name(), "a");
@@ -45,6 +46,7 @@ fn list_item_and_watch_object_share_bytes() {
     let mut out = BytesMut::new();
     w.write_item(&mut out);
     assert_eq!(&out[..], &item[..]);
+    assert_eq!(w.item_len(), out.len());
 }
 
 #[test]

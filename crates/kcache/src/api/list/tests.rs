@@ -319,3 +319,58 @@ fn list_reads_follow_the_table_of_semantics_md() {
         "a token kcache cannot read goes upstream"
     );
 }
+
+/// Objects of assorted sizes, some larger than a whole chunk: the streamed body is the whole
+/// list, and a chunk ends before an item that would overflow its buffer rather than growing
+/// it (only a chunk of one oversized item is larger than a buffer).
+#[test]
+fn a_streamed_list_ends_each_chunk_before_an_item_that_does_not_fit() {
+    let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
+    let sizes = [
+        10, 3_000, 40_000, 70_000, 500, 65_000, 200_000, 1, 16_000, 30_000,
+    ];
+    let mut objects = ObjectMap::new();
+    let mut items = Vec::new();
+    for i in 0..60 {
+        let data = "x".repeat(sizes[i % sizes.len()]);
+        let raw = format!(
+            r#"{{"metadata":{{"name":"cm{i:03}","namespace":"ns","resourceVersion":"{}"}},"data":{{"k":"{data}"}}}}"#,
+            i + 1
+        );
+        let o = Object::from_upstream(&info, Bytes::from(raw), false).unwrap();
+        let mut item = BytesMut::new();
+        o.write_item(&mut item);
+        items.push(item);
+        let o = Arc::new(o);
+        objects.insert(Key::of(&o), o);
+    }
+    let head = list_head(&info, 60, None, None);
+    let tail = list_tail(&info, 60, None, None);
+    let mut cursor = ListCursor {
+        objects,
+        next: (Bound::Unbounded, Bound::Unbounded),
+        filter: Filter::default(),
+        first: true,
+        head: Some(head.clone()),
+        tail: Some(tail.clone()),
+        empty: None,
+    };
+    let mut body = Vec::new();
+    let mut chunks = 0;
+    while let Some(chunk) = cursor.next_chunk() {
+        chunks += 1;
+        let one_oversized_item = items
+            .iter()
+            .any(|i| i.len() + 2 >= chunk.len() && i.len() > CHUNK);
+        assert!(
+            chunk.len() <= CHUNK + 4096 || one_oversized_item,
+            "a chunk of {} bytes grew its buffer",
+            chunk.len()
+        );
+        body.extend_from_slice(&chunk);
+    }
+    let joined: Vec<&[u8]> = items.iter().map(|i| &i[..]).collect();
+    let expected = [head.as_bytes(), &joined.join(&b","[..]), tail.as_bytes()].concat();
+    assert!(body == expected, "the chunks make the whole list");
+    assert!(chunks >= 20, "{chunks} chunks");
+}
