@@ -620,10 +620,9 @@ impl Object {
             .map(|e| self.text(self.word(e + 1), self.word(e + 2)))
     }
 
-    /// Append the list-item form of this object to `out`.
     /// How many bytes [`Object::write_item`] writes.
     pub fn item_len(&self) -> usize {
-        // The `{` written in place of the watch line's prefix is one byte, as its own was.
+        // Past `item_at`, plus the `{` written before it.
         let raw = self.raw().len();
         match usize::from(self.item_at) {
             at if at > 0 && at <= raw => raw - at + 1,
@@ -631,6 +630,7 @@ impl Object {
         }
     }
 
+    /// Append the list-item form of this object to `out`.
     pub fn write_item(&self, out: &mut BytesMut) {
         let raw = self.raw();
         match raw.get(usize::from(self.item_at)..) {
