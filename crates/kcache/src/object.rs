@@ -522,7 +522,7 @@ impl Object {
         self.text(self.key_at(), usize::from(self.key_len))
     }
 
-    /// [`Object::key`]'s bytes, without the UTF-8 check (they were checked when parsed).
+    /// [`Object::key`]'s bytes, without the UTF-8 check (the key was written from a `String`).
     fn key_bytes(&self) -> &[u8] {
         self.bytes(self.key_at(), usize::from(self.key_len))
     }
