@@ -182,7 +182,7 @@ impl equivalent::Comparable<Key> for Arc<str> {
 /// Two versions are equal when they are the same bytes (the relist diff relies on this).
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.rv == other.rv && self.key() == other.key() && self.raw() == other.raw()
+        self.rv == other.rv && self.key_bytes() == other.key_bytes() && self.raw() == other.raw()
     }
 }
 

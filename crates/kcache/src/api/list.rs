@@ -432,11 +432,14 @@ impl ListCursor {
         let mut last: Option<&Key> = None;
         let mut exhausted = true;
         for (key, o) in self.objects.range(self.next.clone()) {
+            if buf.len() >= CHUNK {
+                exhausted = false;
+                break;
+            }
             let selected = self.filter.selects(o);
             // The chunk ends before an item that would not fit in its buffer: growing the
             // buffer would copy all of it into a fresh, unpooled allocation.
-            let fits = !selected || buf.len() + o.item_len() < buf.capacity();
-            if buf.len() >= CHUNK || (!fits && buf.len() > head_len) {
+            if selected && buf.len() > head_len && buf.len() + o.item_len() >= buf.capacity() {
                 exhausted = false;
                 break;
             }
