@@ -264,9 +264,9 @@ async fn https_over_http1_and_alpn_http2() {
     assert_eq!(got.items.len(), 25);
 }
 
-/// A list larger than a body chunk goes out as the cache's shared bytes (JSON) and the protobuf
-/// mirror's (protobuf), handed to TLS without a copy of their own: over HTTP/1.1 (chunked) and
-/// HTTP/2 (DATA frames) it is byte for byte what the upstream sends.
+/// A list larger than a body chunk streams in chunks (JSON from the cache, protobuf from the
+/// mirror): over TLS, in HTTP/1.1 (chunked) and HTTP/2 (DATA frames), it is byte for byte what
+/// the upstream sends.
 #[tokio::test]
 async fn a_large_list_is_the_upstreams_bytes_over_http1_and_http2() {
     const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";

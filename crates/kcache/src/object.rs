@@ -654,16 +654,6 @@ impl Object {
         }
     }
 
-    /// The list-item form as shared bytes (no copy): [`Object::write_item`]'s output is `{`
-    /// followed by these bytes when the flag is set, else these bytes alone.
-    pub fn item_bytes(&self) -> (bool, Bytes) {
-        let raw = self.raw_range();
-        match usize::from(self.item_at) {
-            at if at > 0 && at <= raw.len() => (true, self.buf.slice(raw.start + at..raw.end)),
-            _ => (false, self.buf.slice(raw)),
-        }
-    }
-
     /// The same object at another resourceVersion (a delete the cache learnt of by relisting
     /// carries the relist's RV, since the real deletion RV is unknown). Its bytes hold no
     /// watch line.

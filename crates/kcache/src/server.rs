@@ -21,7 +21,6 @@ use crate::config::Config;
 use crate::error::Report;
 use crate::metrics::Metrics;
 use crate::persist;
-use crate::pieces::ServedBody;
 use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
 
@@ -646,22 +645,17 @@ impl TlsConn {
     }
 }
 
-/// The router as one connection serves it: the connection's facts put in each request's
-/// extensions, where the authentication layer finds them, and each response's body taken as
-/// the connection sends it (a list's shared pieces where it has them: `crate::pieces`).
-#[allow(clippy::type_complexity)]
+/// The router with the connection's facts put in each request's extensions, where the
+/// authentication layer finds them.
 fn with_conn_info<B>(
     router: axum::Router,
     info: ConnInfo,
-) -> tower::util::MapResponse<
-    tower::util::MapRequest<axum::Router, impl FnMut(http::Request<B>) -> http::Request<B> + Clone>,
-    fn(axum::response::Response) -> http::Response<ServedBody>,
-> {
-    let with_info = tower::util::MapRequest::new(router, move |mut req: http::Request<B>| {
+) -> tower::util::MapRequest<axum::Router, impl FnMut(http::Request<B>) -> http::Request<B> + Clone>
+{
+    tower::util::MapRequest::new(router, move |mut req: http::Request<B>| {
         req.extensions_mut().insert(info.clone());
         req
-    });
-    tower::util::MapResponse::new(with_info, ServedBody::from_response as fn(_) -> _)
+    })
 }
 
 async fn shutdown_signal() {

@@ -4,8 +4,10 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use futures::{stream, StreamExt};
 use http::StatusCode;
 
 use super::filter::Filter;
@@ -13,10 +15,10 @@ use super::params::ListOptions;
 use super::plan::{self, Candidates};
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::chunk_pool;
 use crate::continue_token::{ContinueToken, TokenForm};
 use crate::limits::Limits;
 use crate::object::{Key, Object};
-use crate::pieces::Pieces;
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::table;
@@ -406,9 +408,8 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
     response::json(StatusCode::OK, chunks)
 }
 
-/// A whole list streamed from a snapshot in ~64 KiB chunks of the objects' shared bytes:
-/// memory stays O(chunk) whatever the list size, the snapshot shares structure with the live
-/// cache, and no item is copied on its way to the socket (`crate::pieces`).
+/// A whole list streamed from a snapshot in ~64 KiB chunks: memory stays O(chunk) whatever the
+/// list size, and the snapshot shares structure with the live cache.
 struct ListCursor {
     objects: ObjectMap,
     next: (Bound<Arc<str>>, Bound<Arc<str>>),
@@ -422,30 +423,33 @@ struct ListCursor {
 
 impl ListCursor {
     /// The next chunk of the body; `None` once the tail was sent.
-    fn next_chunk(&mut self) -> Option<Pieces> {
-        // Two pieces per item (its separator and its bytes); ~1 KiB items are the common case.
-        let mut out = Pieces::with_capacity(128);
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let mut buf = chunk_pool::take(CHUNK + 4096);
         if let Some(h) = self.head.take() {
-            out.push(Bytes::from(h));
+            buf.extend_from_slice(h.as_bytes());
         }
+        let head_len = buf.len();
         let mut last: Option<&Key> = None;
         let mut exhausted = true;
         for (key, o) in self.objects.range(self.next.clone()) {
-            if out.len() >= CHUNK {
+            if buf.len() >= CHUNK {
+                exhausted = false;
+                break;
+            }
+            let selected = self.filter.selects(o);
+            // The chunk ends before an item that would not fit in its buffer: growing the
+            // buffer would copy all of it into a fresh, unpooled allocation.
+            if selected && buf.len() > head_len && buf.len() + o.item_len() >= buf.capacity() {
                 exhausted = false;
                 break;
             }
             last = Some(key);
-            if self.filter.selects(o) {
-                let (brace, item) = o.item_bytes();
-                match (self.first, brace) {
-                    (true, true) => out.push_static(b"{"),
-                    (true, false) => {}
-                    (false, true) => out.push_static(b",{"),
-                    (false, false) => out.push_static(b","),
+            if selected {
+                if !self.first {
+                    buf.extend_from_slice(b",");
                 }
                 self.first = false;
-                out.push(item);
+                o.write_item(&mut buf);
             }
         }
         if let Some(k) = last.map(|k| Arc::<str>::from(k.as_str())) {
@@ -457,26 +461,16 @@ impl ListCursor {
             // filled them), so it can still be the empty body instead.
             if self.first {
                 if let Some(empty) = self.empty.take() {
-                    let mut only = Pieces::default();
-                    only.push(Bytes::from(empty));
-                    return Some(only);
+                    return Some(Bytes::from(empty));
                 }
             }
-            out.push(Bytes::from(tail));
+            buf.extend_from_slice(tail.as_bytes());
         }
-        Some(out)
+        Some(chunk_pool::finish(buf))
     }
 
     fn done(&self) -> bool {
         self.tail.is_none()
-    }
-}
-
-impl Iterator for ListCursor {
-    type Item = Pieces;
-
-    fn next(&mut self) -> Option<Pieces> {
-        self.next_chunk()
     }
 }
 
@@ -500,12 +494,14 @@ fn stream_all(
     let first = cursor.next_chunk().unwrap_or_default();
     if cursor.done() {
         // Fits in one chunk: small bodies get a Content-Length, as from the apiserver.
-        return response::json(StatusCode::OK, vec![first.flatten()]);
+        return response::json(StatusCode::OK, vec![first]);
     }
-    response::pieces(
-        "application/json",
-        Box::new(std::iter::once(first).chain(cursor)),
-    )
+    let rest = stream::unfold(cursor, |mut c| async move {
+        let chunk = c.next_chunk()?;
+        Some((Ok::<_, std::convert::Infallible>(chunk), c))
+    });
+    let body = stream::once(async move { Ok(first) }).chain(rest);
+    response::stream(Body::from_stream(body))
 }
 
 /// The list envelope up to the first item.

@@ -8,14 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use futures::stream;
 use http::StatusCode;
 
 use super::response;
 use crate::cache::{Event, EventType, LineKind, Mirror, ResourceCache};
 use crate::object::Object;
-use crate::pieces::Pieces;
 use crate::protobuf::{self as pb, ListMeta};
 use crate::resource::ResourceInfo;
 use crate::upstream::{MirrorReflector, ReflectorConfig, Upstream};
@@ -137,42 +138,32 @@ pub fn list(
         pb::write_list_tail(&mut out);
         return response::protobuf(StatusCode::OK, vec![out.freeze()]);
     }
-    // Sent as the mirror's bytes, in chunks made as the client reads (`crate::pieces`): memory
-    // stays a handle per item, and no item is copied. The items' field heads of one chunk are
-    // written into one small buffer that the chunk shares.
-    let mut head = Some(head.freeze());
-    let mut items = items.into_iter().peekable();
-    let chunks = std::iter::from_fn(move || {
-        let mut out = Pieces::with_capacity(128);
-        if let Some(h) = head.take() {
-            out.push(h);
-        } else if items.peek().is_none() {
-            return None;
-        }
-        let mut heads = BytesMut::with_capacity(256);
-        let mut chunk = Vec::new();
-        let mut size = 0;
-        while size < CHUNK {
-            let Some(item) = items.next() else { break };
-            size += pb::write_list_item_head(item.len(), &mut heads) + item.len();
-            chunk.push(item);
-        }
-        let heads = heads.freeze();
-        let mut at = 0;
-        for item in chunk {
-            let n = pb::list_item_len(item.len()) - item.len();
-            out.push(heads.slice(at..at + n));
-            at += n;
-            out.push(item);
-        }
-        if items.peek().is_none() {
-            let mut tail = BytesMut::new();
-            pb::write_list_tail(&mut tail);
-            out.push(tail.freeze());
-        }
-        Some(out)
-    });
-    response::pieces(pb::MEDIA_TYPE, Box::new(chunks))
+    // Copied into chunks as the client reads: memory stays a pointer per item.
+    let chunks = stream::unfold(
+        (Some(head), items.into_iter(), false),
+        |(head, mut rest, done)| async move {
+            if done {
+                return None;
+            }
+            let mut buf = head.unwrap_or_else(|| BytesMut::with_capacity(CHUNK + 4096));
+            let mut exhausted = true;
+            for item in rest.by_ref() {
+                pb::write_list_item(&item, &mut buf);
+                if buf.len() >= CHUNK {
+                    exhausted = false;
+                    break;
+                }
+            }
+            if exhausted {
+                pb::write_list_tail(&mut buf);
+            }
+            Some((
+                Ok::<_, std::convert::Infallible>(buf.freeze()),
+                (None, rest, exhausted),
+            ))
+        },
+    );
+    response::stream_as(Body::from_stream(chunks), pb::MEDIA_TYPE)
 }
 
 /// What a protobuf watch frame of an event is made of: the event type, and the object version

@@ -49,18 +49,15 @@ fn body(status: StatusCode, content_type: &'static str, chunks: Vec<Bytes>) -> R
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// A streaming response (watches, in JSON or protobuf): headers go out at once, chunks as they
-/// come.
+/// A streaming JSON response (watches): headers go out at once, chunks as they come.
+pub fn stream(body: Body) -> Response {
+    stream_as(body, "application/json")
+}
+
+/// A streaming response of another media type (protobuf lists and watches).
 pub fn stream_as(body: Body, content_type: &'static str) -> Response {
     base(StatusCode::OK, content_type)
         .body(body)
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-/// A streaming response whose chunks are the cache's shared bytes, sent without copying them
-/// (`crate::pieces`): large JSON and protobuf lists.
-pub fn pieces(content_type: &'static str, source: crate::pieces::Source) -> Response {
-    crate::pieces::response(base(StatusCode::OK, content_type), source)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 

@@ -156,14 +156,6 @@ pub fn write_list_item(item: &[u8], out: &mut BytesMut) {
     put_bytes_field(out, 2, item);
 }
 
-/// Writes what comes before an item of `item_len` bytes in a list ([`write_list_item`] without
-/// the item), for bodies that send the item's bytes as they are; returns how many bytes.
-pub fn write_list_item_head(item_len: usize, out: &mut BytesMut) -> usize {
-    let before = out.len();
-    put_len_head(out, 2, item_len);
-    out.len() - before
-}
-
 /// Writes the end of a list body, after its last item: the envelope's empty
 /// `contentEncoding` and `contentType`.
 pub fn write_list_tail(out: &mut BytesMut) {

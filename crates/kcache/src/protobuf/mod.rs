@@ -35,7 +35,6 @@ mod tests;
 
 pub use envelope::{envelope_len, parse_envelope, write_envelope};
 pub use error::ProtoError;
-pub use list::write_list_item_head;
 pub use list::{list_item_len, parse_list, write_list_head, write_list_item};
 pub use list::{write_list_tail, ListMeta};
 pub use object::{object_meta, with_annotation, with_resource_version};

@@ -320,21 +320,17 @@ fn list_reads_follow_the_table_of_semantics_md() {
     );
 }
 
-/// A whole list streams as the objects' own bytes: every item is a handle into its object's
-/// allocation (no copy), the chunks together are exactly the list, and a chunk stops taking
-/// items once it holds ~64 KiB (so it is at most that plus one item).
+/// Objects of assorted sizes, some larger than a whole chunk: the streamed body is the whole
+/// list, and a chunk ends before an item that would overflow its buffer rather than growing
+/// it (only a chunk of one oversized item is larger than a buffer).
 #[test]
-fn a_streamed_list_is_sent_as_the_objects_own_bytes() {
-    use bytes::Buf;
-    use std::io::IoSlice;
-
+fn a_streamed_list_ends_each_chunk_before_an_item_that_does_not_fit() {
     let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
     let sizes = [
         10, 3_000, 40_000, 70_000, 500, 65_000, 200_000, 1, 16_000, 30_000,
     ];
     let mut objects = ObjectMap::new();
     let mut items = Vec::new();
-    let mut raws = Vec::new();
     for i in 0..60 {
         let data = "x".repeat(sizes[i % sizes.len()]);
         let raw = format!(
@@ -345,14 +341,12 @@ fn a_streamed_list_is_sent_as_the_objects_own_bytes() {
         let mut item = BytesMut::new();
         o.write_item(&mut item);
         items.push(item);
-        let range = o.raw().as_ptr_range();
-        raws.push(range.start as usize..range.end as usize);
         let o = Arc::new(o);
         objects.insert(Key::of(&o), o);
     }
     let head = list_head(&info, 60, None, None);
     let tail = list_tail(&info, 60, None, None);
-    let cursor = ListCursor {
+    let mut cursor = ListCursor {
         objects,
         next: (Bound::Unbounded, Bound::Unbounded),
         filter: Filter::default(),
@@ -361,35 +355,22 @@ fn a_streamed_list_is_sent_as_the_objects_own_bytes() {
         tail: Some(tail.clone()),
         empty: None,
     };
-    let largest = items.iter().map(|i| i.len()).max().unwrap();
     let mut body = Vec::new();
     let mut chunks = 0;
-    let mut shared = 0;
-    for chunk in cursor {
+    while let Some(chunk) = cursor.next_chunk() {
         chunks += 1;
+        let one_oversized_item = items
+            .iter()
+            .any(|i| i.len() + 2 >= chunk.len() && i.len() > CHUNK);
         assert!(
-            chunk.len() <= CHUNK + largest + head.len() + tail.len(),
-            "a chunk of {} bytes",
+            chunk.len() <= CHUNK + 4096 || one_oversized_item,
+            "a chunk of {} bytes grew its buffer",
             chunk.len()
         );
-        let mut iov = [IoSlice::new(&[]); 1024];
-        let n = chunk.chunks_vectored(&mut iov);
-        assert_eq!(
-            iov[..n].iter().map(|s| s.len()).sum::<usize>(),
-            chunk.len(),
-            "a chunk is offered whole to one vectored write"
-        );
-        for s in &iov[..n] {
-            let at = s.as_ptr() as usize;
-            if raws.iter().any(|r| r.contains(&at)) {
-                shared += 1;
-            }
-            body.extend_from_slice(s);
-        }
+        body.extend_from_slice(&chunk);
     }
     let joined: Vec<&[u8]> = items.iter().map(|i| &i[..]).collect();
     let expected = [head.as_bytes(), &joined.join(&b","[..]), tail.as_bytes()].concat();
     assert!(body == expected, "the chunks make the whole list");
-    assert_eq!(shared, 60, "every item is its object's bytes");
     assert!(chunks >= 20, "{chunks} chunks");
 }
