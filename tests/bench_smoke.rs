@@ -351,6 +351,18 @@ async fn nginx_serves_the_bytes_it_is_given() {
             "nginx process {p} still runs"
         );
     }
+
+    // Copying (`sendfile off`): the same bytes, larger than nginx's output buffers.
+    let n = nginx::Nginx::start_copying(&bin, nginx::Mode::Workers(2))
+        .await
+        .expect("nginx starts");
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let path = n.put("big.json", &big).unwrap();
+    let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(got[..] == big[..], "nginx copying sent other bytes");
 }
 
 #[test]

@@ -286,7 +286,7 @@ async fn a_large_list_is_the_upstreams_bytes_over_http1_and_http2() {
                 let alpn: &[&[u8]] = if http2 { &[b"h2"] } else { &[b"http/1.1"] };
                 // The first protobuf read of a type starts its mirror and goes upstream:
                 // read until the cache answers (the same bytes either way).
-                common::wait_until("protobuf answered from the cache", || async {
+                common::wait_until("answered from the cache", || async {
                     let s = connect(addr, &pki.server_ca, alpn, None).await.unwrap();
                     let before = from_cache(&env).await;
                     let (_, ours) = fetch(s, http2, path, accept).await.unwrap();

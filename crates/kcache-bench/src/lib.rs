@@ -151,6 +151,16 @@ struct Scale {
     relist_objects: usize,
 }
 
+/// What [`Bench::nginx_rows`] measured.
+#[derive(Default)]
+struct NginxRows {
+    rows: Vec<Row>,
+    /// The better req/s of nginx with `sendfile on` (the targets' reference).
+    best: Option<f64>,
+    /// req/s with `sendfile off`, when asked for.
+    copying: Option<f64>,
+}
+
 /// One fan-out of the `watch` scenario.
 #[derive(Debug, Clone, Copy)]
 struct WatchCase {
@@ -750,45 +760,70 @@ impl Bench {
     }
 
     /// nginx serving `bytes` as a static file, as the issue configures it (one process) and
-    /// with a master and two workers: their rows, and the better req/s (None without nginx).
+    /// with a master and two workers, and with `copying` also a master and two workers with
+    /// `sendfile off` (not a candidate for `best`: see [`nginx::Sending::Copying`]).
     async fn nginx_rows(
         &self,
         scenario: &str,
         case: &str,
         name: &str,
         bytes: &[u8],
-    ) -> (Vec<Row>, Option<f64>) {
-        let modes = [
-            (nginx::Mode::Single, "nginx, 1 process (master_process off)"),
-            (nginx::Mode::Workers(2), "nginx, master + 2 workers"),
+        copying: bool,
+    ) -> NginxRows {
+        let mut modes = vec![
+            (
+                nginx::Mode::Single,
+                nginx::Sending::Sendfile,
+                "nginx, 1 process (master_process off)",
+            ),
+            (
+                nginx::Mode::Workers(2),
+                nginx::Sending::Sendfile,
+                "nginx, master + 2 workers",
+            ),
         ];
-        let mut rows = Vec::new();
-        let mut best: Option<f64> = None;
-        for (mode, label) in modes {
+        if copying {
+            modes.push((
+                nginx::Mode::Workers(2),
+                nginx::Sending::Copying,
+                "nginx, master + 2 workers, sendfile off",
+            ));
+        }
+        let mut out = NginxRows::default();
+        for (mode, sending, label) in modes {
             progress(format!("{scenario} {case}: {label}"));
-            match self.nginx_serving(mode, name, bytes).await {
+            match self.nginx_serving(mode, sending, name, bytes).await {
                 Ok((n, path)) => {
                     let (r, cpu) = self
                         .measure_pids(n.addr, &path, &n.pids(), None, None)
                         .await;
-                    best = Some(best.map_or(r.rps(), |b| b.max(r.rps())));
-                    rows.push(load_row(scenario, case, label, &r, cpu));
+                    match sending {
+                        nginx::Sending::Sendfile => {
+                            out.best = Some(out.best.map_or(r.rps(), |b| b.max(r.rps())))
+                        }
+                        nginx::Sending::Copying => out.copying = Some(r.rps()),
+                    }
+                    out.rows.push(load_row(scenario, case, label, &r, cpu));
                 }
-                Err(e) => rows.push(missing_row(scenario, case, label, &e)),
+                Err(e) => out.rows.push(missing_row(scenario, case, label, &e)),
             }
         }
-        (rows, best)
+        out
     }
 
     /// nginx serving `bytes` at some path, or why not.
     async fn nginx_serving(
         &self,
         mode: nginx::Mode,
+        sending: nginx::Sending,
         name: &str,
         bytes: &[u8],
     ) -> Result<(nginx::Nginx, String), String> {
         let bin = self.nginx.as_ref().map_err(|e| e.clone())?;
-        let n = nginx::Nginx::start_mode(bin, mode).await?;
+        let n = match sending {
+            nginx::Sending::Sendfile => nginx::Nginx::start_mode(bin, mode).await?,
+            nginx::Sending::Copying => nginx::Nginx::start_copying(bin, mode).await?,
+        };
         let path = n.put(name, bytes)?;
         let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(60)).await?;
         if status != 200 || got.len() != bytes.len() {

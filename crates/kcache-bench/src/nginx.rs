@@ -53,6 +53,19 @@ pub enum Mode {
     Workers(usize),
 }
 
+/// How nginx sends a file's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sending {
+    /// `sendfile on`: the file's page-cache pages go to the socket without a copy in user space,
+    /// which no server of bytes held in its own memory can do. The configuration the targets
+    /// compare with.
+    Sendfile,
+    /// `sendfile off`: nginx reads the file into its buffers and writes them, two copies of
+    /// every byte as kcache makes (into a body chunk, then into the socket): the reference for
+    /// what serving bytes from a process's memory costs.
+    Copying,
+}
+
 /// A running nginx; stopped on drop.
 pub struct Nginx {
     child: Child,
@@ -75,11 +88,25 @@ impl Nginx {
         Self::start_with(binary, mode, None).await
     }
 
+    /// [`Nginx::start_mode`] with `sendfile off` (see [`Sending::Copying`]).
+    pub async fn start_copying(binary: &Path, mode: Mode) -> Result<Nginx, String> {
+        Self::start_conf(binary, mode, None, Sending::Copying).await
+    }
+
     /// [`Nginx::start_mode`], serving HTTPS with `tls` (certificate and key PEM files) if given.
     pub async fn start_with(
         binary: &Path,
         mode: Mode,
         tls: Option<(&Path, &Path)>,
+    ) -> Result<Nginx, String> {
+        Self::start_conf(binary, mode, tls, Sending::Sendfile).await
+    }
+
+    async fn start_conf(
+        binary: &Path,
+        mode: Mode,
+        tls: Option<(&Path, &Path)>,
+        sending: Sending,
     ) -> Result<Nginx, String> {
         let dir = TempDir::new("nginx")?;
         let root = dir.path().join("www");
@@ -94,10 +121,14 @@ impl Nginx {
         let conf = format!(
             "daemon off;\n{processes}\nerror_log {d}/e.log;\npid {d}/n.pid;\n\
              events {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n\
+             http {{\n  access_log off;\n  sendfile {sendfile};\n  tcp_nopush on;\n  keepalive_requests 1000000;\n\
              \x20 default_type application/json;\n  client_body_temp_path {d}/tmp;\n\
              \x20 server {{\n    listen 127.0.0.1:{port};\n    location / {{ root {root}; }}\n  }}\n}}\n",
-            root = root.display()
+            root = root.display(),
+            sendfile = match sending {
+                Sending::Sendfile => "on",
+                Sending::Copying => "off",
+            }
         );
         // With workers, `reuseport` gives each its own accept queue so the connections spread.
         let conf = match mode {

@@ -59,7 +59,7 @@ impl Bench {
         let cost = cost_before
             .zip(k.upstream_cost().await.ok())
             .map(|(b, a)| a - b);
-        let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "pods.pb", &pb_body).await;
+        let nginx = self.nginx_rows(S, &case, "pods.pb", &pb_body, true).await;
         progress(format!("protobuf {case}: sim"));
         let sim_pb = Target::plain(sim.addr()).accepting(PROTOBUF);
         let (sr, _) = self.measure_on(&sim_pb, path, &[], None).await;
@@ -75,8 +75,11 @@ impl Bench {
             "protobuf/JSON req/s",
             pr.rps() / jr.rps().max(f64::MIN_POSITIVE),
         );
-        if let Some(b) = nginx_best {
+        if let Some(b) = nginx.best {
             row.ratio("kcache/best nginx", pr.rps() / b);
+        }
+        if let Some(c) = nginx.copying {
+            row.ratio("kcache/nginx sendfile off", pr.rps() / c);
         }
         row.note(format!(
             "{:.2} MB per read ({:.0} % of the JSON)",
@@ -97,7 +100,7 @@ impl Bench {
             );
         }
         self.report.push(row);
-        for r in nginx_rows {
+        for r in nginx.rows {
             self.report.push(r);
         }
         let mut row = load_row(S, &case, "sim (upstream), protobuf", &sr, None);

@@ -18,7 +18,7 @@ impl Bench {
             let size = format!("{:.1} MB per list", mb(body_len as u64));
             progress(format!("list {case}: kcache ({size})"));
             let (kc, kc_cpu, cost) = self.measure_kcache(&k, path).await;
-            let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "list.json", &body).await;
+            let nginx = self.nginx_rows(S, &case, "list.json", &body, true).await;
             drop(body);
             progress(format!("list {case}: sim"));
             let (sm, _) = self.measure(sim.addr(), path, None, None).await;
@@ -28,13 +28,16 @@ impl Bench {
                 set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
             }
             row.note(&size);
-            let ratio = nginx_best.map(|b| kc.rps() / b);
+            let ratio = nginx.best.map(|b| kc.rps() / b);
             if let Some(r) = ratio {
                 row.ratio("kcache/best nginx", r);
             }
+            if let Some(c) = nginx.copying {
+                row.ratio("kcache/nginx sendfile off", kc.rps() / c);
+            }
             row.ratio("kcache/sim", kc.rps() / sm.rps());
             self.report.push(row);
-            for r in nginx_rows {
+            for r in nginx.rows {
                 self.report.push(r);
             }
             let mut row = load_row(S, &case, "sim (upstream)", &sm, None);
@@ -68,7 +71,7 @@ impl Bench {
             return Err(format!("kcache GET answered {status}"));
         }
         let case = format!("{} B object", body.len());
-        let (nginx_rows, nginx_best) = self.nginx_rows(S, &case, "object.json", &body).await;
+        let nginx = self.nginx_rows(S, &case, "object.json", &body, false).await;
         let mut unauthenticated_rps = None;
         for (label, path) in [("RV=0", rv0.as_str()), ("RV unset (consistent)", object)] {
             progress(format!("get: kcache {label}"));
@@ -77,7 +80,7 @@ impl Bench {
             if let Some(c) = cost {
                 set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
             }
-            let ratio = nginx_best.map(|b| kc.rps() / b);
+            let ratio = nginx.best.map(|b| kc.rps() / b);
             if let Some(r) = ratio {
                 row.ratio("kcache/best nginx", r);
             }
@@ -90,7 +93,7 @@ impl Bench {
                 ratio.map(|r| r >= 0.5),
             );
         }
-        for r in nginx_rows {
+        for r in nginx.rows {
             self.report.push(r);
         }
         progress("get: sim");
@@ -120,7 +123,7 @@ impl Bench {
         if let Some(c) = before.zip(after).map(|(b, a)| a - b) {
             set_upstream(&mut row, c.requests, c.received_bytes, kc.ok);
         }
-        if let Some(b) = nginx_best {
+        if let Some(b) = nginx.best {
             row.ratio("kcache/best nginx", kc.rps() / b);
         }
         if let Some(plain) = unauthenticated_rps {
