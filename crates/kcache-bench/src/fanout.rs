@@ -219,7 +219,19 @@ impl Bench {
                 .await;
             let mut row = Self::fan_row(S, &case, "kcache", &f);
             row.set("kcache RSS MB", mb(f.rss_peak));
+            // Beside HTTP/1.1 fan-out: the least one write per delivery costs here.
+            let floor = if proto == Proto::H1 && count >= 1000 {
+                Some(self.floor_row(S, &case, count, rate, secs, &cms[0]).await)
+            } else {
+                None
+            };
+            if let Some((_, Some(us))) = &floor {
+                row.ratio("kcache/floor µs per delivery", f.cpu_per_delivery_us() / us);
+            }
             self.report.push(row);
+            if let Some((floor_row, _)) = floor {
+                self.report.push(floor_row);
+            }
             // The targets: CPU per delivery on HTTP/1.1 and on HTTP/2 over TLS, and
             // the delivery delay of the largest fan-out.
             let per_delivery = f.cpu_per_delivery_us();
@@ -259,6 +271,46 @@ impl Bench {
         drop(plain);
         sim.shutdown().await;
         Ok(())
+    }
+
+    /// The floor of HTTP/1.1 fan-out (`floor.rs`) for `count` watchers at `rate` for `secs`,
+    /// writing the event line of `object`: its row and µs per delivery. Both ends of each
+    /// connection are in the bench process, so it opens at most half what `ulimit -n` allows.
+    async fn floor_row(
+        &self,
+        scenario: &str,
+        case: &str,
+        count: usize,
+        rate: f64,
+        secs: f64,
+        object: &Value,
+    ) -> (Row, Option<f64>) {
+        let label = "floor: one write per delivery, no server";
+        progress(format!("watch: {case}: {label}"));
+        let connections = count.min(self.fd_limit.saturating_sub(FD_RESERVE) as usize / 2);
+        let mut line =
+            serde_json::to_vec(&serde_json::json!({"type": "MODIFIED", "object": object}))
+                .unwrap_or_default();
+        line.push(b'\n');
+        let mut row = Row::new(scenario, case, label);
+        match floor::run(connections, rate, secs, &line).await {
+            Ok(r) => {
+                let us = r.cpu_per_delivery_us();
+                row.set("watchers", r.connections as u64)
+                    .set("writes", r.writes)
+                    .set("delivered", format!("{}/{}", r.delivered, r.writes))
+                    .set("floor µs per delivery", us)
+                    .note(format!(
+                        "one thread writing a {} B event line as an HTTP/1.1 chunk to each connection; its CPU per delivered chunk",
+                        line.len()
+                    ));
+                (row, Some(us))
+            }
+            Err(e) => {
+                row.note(format!("not measured: {e}"));
+                (row, None)
+            }
+        }
     }
 
     pub(super) async fn node(&mut self) -> Result<(), String> {

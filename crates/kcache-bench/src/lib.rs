@@ -39,6 +39,7 @@ pub mod alloc_count;
 pub mod cluster;
 mod consistent;
 mod fanout;
+mod floor;
 mod fresh;
 pub mod https;
 pub mod kcache;

@@ -29,7 +29,16 @@ fn stat_fields(stat: &str) -> Option<Vec<&str>> {
 
 /// CPU seconds (user + system) the process has used so far.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_seconds(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU seconds (user + system) the calling thread has used so far.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    stat_cpu_seconds("/proc/thread-self/stat")
+}
+
+fn stat_cpu_seconds(path: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     let fields = stat_fields(&stat)?;
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
