@@ -96,6 +96,9 @@ impl Bench {
             let after = secure.upstream_cost().await.ok();
             let (nginx_rows, nginx_best) =
                 self.nginx_https_rows(S, &case, file, &body, &files).await;
+            // nginx over plain HTTP too: what TLS costs a server of the same bytes on this
+            // machine (the load generator decrypts on the same cores), beside kcache's ratio.
+            let nginx_plain = self.nginx_rows(S, &case, file, &body, false).await;
 
             let mut row = load_row(S, &case, "kcache HTTP, auth none", &pr, pcpu);
             row.note(format!("{:.2} MB per read", mb(body.len() as u64)));
@@ -110,8 +113,11 @@ impl Bench {
             if let Some(r) = vs_nginx {
                 row.ratio("kcache/best nginx HTTPS", r);
             }
+            if let Some((https, plain)) = nginx_best.zip(nginx_plain.best) {
+                row.ratio("best nginx HTTPS/HTTP", https / plain);
+            }
             self.report.push(row);
-            for r in nginx_rows {
+            for r in nginx_rows.into_iter().chain(nginx_plain.rows) {
                 self.report.push(r);
             }
             self.report.check(
