@@ -50,7 +50,7 @@ pub async fn run(
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let ticks = (rate * secs).ceil().max(1.0) as u64;
     let period = Duration::from_secs_f64(1.0 / rate.max(f64::MIN_POSITIVE));
-    let writer_chunk = chunk.clone();
+    let chunk_len = chunk.len() as u64;
     let writer = std::thread::spawn(move || -> Result<(u64, f64), String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -75,7 +75,7 @@ pub async fn run(
             for tick in 0..ticks {
                 tokio::time::sleep_until((started + period * tick as u32).into()).await;
                 for c in &mut conns {
-                    if c.write_all(&writer_chunk).await.is_ok() {
+                    if c.write_all(&chunk).await.is_ok() {
                         writes += 1;
                     }
                 }
@@ -112,7 +112,7 @@ pub async fn run(
     Ok(FloorRun {
         connections,
         writes,
-        delivered: bytes / chunk.len() as u64,
+        delivered: bytes / chunk_len,
         cpu_seconds,
     })
 }

@@ -632,26 +632,29 @@ impl Object {
             .map(|e| self.text(self.word(e + 1), self.word(e + 2)))
     }
 
+    /// The list-item form of this object is `{` followed by these bytes when the flag is set
+    /// (the raw JSON past `kind`/`apiVersion`), else these bytes alone.
+    fn item_parts(&self) -> (bool, &[u8]) {
+        let raw = self.raw();
+        match raw.get(usize::from(self.item_at)..) {
+            Some(rest) if self.item_at > 0 => (true, rest),
+            _ => (false, raw),
+        }
+    }
+
     /// How many bytes [`Object::write_item`] writes.
     pub fn item_len(&self) -> usize {
-        // Past `item_at`, plus the `{` written before it.
-        let raw = self.raw().len();
-        match usize::from(self.item_at) {
-            at if at > 0 && at <= raw => raw - at + 1,
-            _ => raw,
-        }
+        let (brace, rest) = self.item_parts();
+        usize::from(brace) + rest.len()
     }
 
     /// Append the list-item form of this object to `out`.
     pub fn write_item(&self, out: &mut BytesMut) {
-        let raw = self.raw();
-        match raw.get(usize::from(self.item_at)..) {
-            Some(rest) if self.item_at > 0 => {
-                out.extend_from_slice(b"{");
-                out.extend_from_slice(rest);
-            }
-            _ => out.extend_from_slice(raw),
+        let (brace, rest) = self.item_parts();
+        if brace {
+            out.extend_from_slice(b"{");
         }
+        out.extend_from_slice(rest);
     }
 
     /// The same object at another resourceVersion (a delete the cache learnt of by relisting
