@@ -46,9 +46,16 @@ async fn wait_watches(env: &Env, resource: &str, n: u64) {
 }
 
 /// Open a watch on kcache in the background, read until the server ends it (or `max`).
+/// Over the test's transport (see `per_profile_and_transport!`).
 fn spawn_watch(env: &Env, path: String, max: Duration) -> JoinHandle<Resp> {
     let addr: SocketAddr = env.kcache.addr;
-    tokio::spawn(async move { raw::request(addr, "GET", &path, &[], b"", max).await })
+    let transport = raw::transport();
+    tokio::spawn(async move {
+        match transport {
+            raw::Transport::Http1 => raw::request(addr, "GET", &path, &[], b"", max).await,
+            raw::Transport::H2c => raw::request_h2(addr, &path, &[], max).await,
+        }
+    })
 }
 
 /// The recorder's writes behind `watch-cm-ns-a-from-list-rv`: create, label, patch, relabel
@@ -86,7 +93,9 @@ fn assert_watch_response(r: &Resp, what: &str) {
         "{what}"
     );
     assert!(r.header("audit-id").is_some(), "{what}");
-    assert_eq!(r.header("transfer-encoding"), Some("chunked"), "{what}");
+    // HTTP/2 frames the body itself, and has no such header.
+    let framing = (!r.http2).then_some("chunked");
+    assert_eq!(r.header("transfer-encoding"), framing, "{what}");
     assert!(r.header("content-length").is_none(), "{what}");
 }
 
@@ -134,7 +143,7 @@ fn same_stream(ours: &str, base: u64, name: &str) {
     }
 }
 
-per_profile!(w1_w2_stream_format_selector_transitions_legacy_path);
+per_profile_and_transport!(w1_w2_stream_format_selector_transitions_legacy_path);
 
 /// W1 + W2: the recorded watches replayed. `{"type":T,"object":O}\n` per event, one chunk each,
 /// objects complete with kind/apiVersion, headers before any event, a clean end at
@@ -242,7 +251,7 @@ async fn w1_w2_stream_format_selector_transitions_legacy_path(p: Profile) {
     }
 }
 
-per_profile!(w2_selector_transitions_match_upstream_streams);
+per_profile_and_transport!(w2_selector_transitions_match_upstream_streams);
 
 /// W2 for every kind of selector: kcache's streams are byte-identical to the upstream's own
 /// for the same requests (label and field selectors, set-based and negated, namespaces, CRs)
@@ -355,7 +364,7 @@ async fn w2_selector_transitions_match_upstream_streams(p: Profile) {
     }
 }
 
-per_profile!(w3_too_old_rv_is_200_one_error_then_eof);
+per_profile_and_transport!(w3_too_old_rv_is_200_one_error_then_eof);
 
 /// W3: a watch from an RV older than the retained history: HTTP 200, exactly one ERROR event
 /// carrying the 410 Expired Status ("too old resource version: N (M)", M = the oldest RV still
@@ -447,7 +456,7 @@ async fn w3_too_old_rv_is_200_one_error_then_eof(p: Profile) {
     );
 }
 
-per_profile!(w4_timeout_ends_cleanly_future_rv_silent);
+per_profile_and_transport!(w4_timeout_ends_cleanly_future_rv_silent);
 
 /// W4: `timeoutSeconds` ends the stream cleanly with no final event (0 bytes when nothing
 /// happened; headers at once); a future RV on a plain watch is accepted silently, and events
@@ -507,7 +516,7 @@ async fn w4_timeout_ends_cleanly_future_rv_silent(p: Profile) {
     assert_eq!(names, [json!("f-2")], "only events after the requested RV");
 }
 
-per_profile!(w5_periodic_bookmarks_only_when_moved_and_asked);
+per_profile_and_transport!(w5_periodic_bookmarks_only_when_moved_and_asked);
 
 /// W5: with `allowWatchBookmarks`, a periodic BOOKMARK (built-in form with
 /// `creationTimestamp:null` up to v1.33, without from v1.34; CR form with sorted keys) carrying
@@ -640,7 +649,7 @@ async fn w5_periodic_bookmarks_only_when_moved_and_asked(p: Profile) {
     }
 }
 
-per_profile!(w6_watchlist_initial_events_and_end_bookmark);
+per_profile_and_transport!(w6_watchlist_initial_events_and_end_bookmark);
 
 /// W6: WatchList (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`): ADDED for every
 /// object, then the `k8s.io/initial-events-end` BOOKMARK - at once for RV=0 (at the cache RV),
@@ -817,7 +826,7 @@ async fn found_quiet(env: &Env, collection: &str) {
     assert!(!from_cache(&r), "{collection}: forwarded");
 }
 
-per_profile!(w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams);
+per_profile_and_transport!(w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams);
 
 /// W6b and W7 (docs/semantics.md): on a type nobody writes, the recorded v1.28 apiserver never
 /// sent the end bookmark of an RV="" WatchList or of a reflector-style RV-unset watch (none in
@@ -900,7 +909,7 @@ async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams(p: Profile) {
     }
 }
 
-per_profile!(w7_rv_unset_or_0_watch_gets_initial_events);
+per_profile_and_transport!(w7_rv_unset_or_0_watch_gets_initial_events);
 
 /// W7: a classic watch with RV unset or 0 gets ADDED for every object first (in any order)
 /// and, with allowWatchBookmarks, the initial-events-end bookmark - at once for RV=0 and, on a

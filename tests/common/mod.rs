@@ -410,7 +410,11 @@ impl Watch {
     }
 
     pub async fn open_with(base: &str, path: &str, headers: &[(&str, &str)]) -> Watch {
-        let resp = send(base, path, headers).await;
+        Watch::from_response(send(base, path, headers).await)
+    }
+
+    /// A watch's response, from whichever client sent the request.
+    pub fn from_response(resp: http::Response<Incoming>) -> Watch {
         let (parts, body) = resp.into_parts();
         Watch {
             status: parts.status,

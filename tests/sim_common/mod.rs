@@ -33,6 +33,61 @@ macro_rules! per_profile {
     )*};
 }
 
+/// [`per_profile!`], and each test once more with the watches it opens sent over HTTP/2 with
+/// prior knowledge (modules' tests `v1_28_h2c`, `v1_34_h2c`; see [`transport`]). For a test
+/// binary that includes this module as `raw`.
+#[macro_export]
+macro_rules! per_profile_and_transport {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            async fn run(p: kcache_sim::Profile, t: $crate::raw::Transport) {
+                $crate::common::set_profile(p);
+                $crate::raw::set_transport(t);
+                super::$name(p).await
+            }
+            #[tokio::test]
+            async fn v1_28() {
+                run(kcache_sim::Profile::V1_28, $crate::raw::Transport::Http1).await
+            }
+            #[tokio::test]
+            async fn v1_34() {
+                run(kcache_sim::Profile::V1_34, $crate::raw::Transport::Http1).await
+            }
+            #[tokio::test]
+            async fn v1_28_h2c() {
+                run(kcache_sim::Profile::V1_28, $crate::raw::Transport::H2c).await
+            }
+            #[tokio::test]
+            async fn v1_34_h2c() {
+                run(kcache_sim::Profile::V1_34, $crate::raw::Transport::H2c).await
+            }
+        }
+    )*};
+}
+
+/// How a test sends the requests that choose their transport (see
+/// [`per_profile_and_transport!`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Http1,
+    H2c,
+}
+
+thread_local! {
+    static TRANSPORT: std::cell::Cell<Transport> = const { std::cell::Cell::new(Transport::Http1) };
+}
+
+/// Sets the transport of the running test.
+pub fn set_transport(t: Transport) {
+    TRANSPORT.set(t);
+}
+
+/// The transport of the running test: HTTP/1.1 unless `per_profile_and_transport!` runs it
+/// over HTTP/2.
+pub fn transport() -> Transport {
+    TRANSPORT.get()
+}
+
 thread_local! {
     static PROFILE: std::cell::Cell<Profile> = const { std::cell::Cell::new(Profile::V1_28) };
 }
@@ -99,8 +154,10 @@ pub struct Resp {
     pub head_after: Duration,
     /// Time until the response ended (EOF, last chunk or deadline).
     pub total: Duration,
-    /// The chunked body ended with the zero-length chunk.
+    /// The chunked body ended with the zero-length chunk (HTTP/2: with END_STREAM).
     pub clean_end: bool,
+    /// Received over HTTP/2 ([`request_h2`]).
+    pub http2: bool,
 }
 
 impl Resp {
@@ -237,6 +294,80 @@ async fn request_inner(
     }
     if head_done && !chunked && content_length.is_none() {
         resp.body = buf[pos.min(buf.len())..].to_vec();
+    }
+    resp.total = start.elapsed();
+    resp
+}
+
+/// [`request`]'s GET over HTTP/2 with prior knowledge (h2c), as client-go sends its watches:
+/// each DATA frame is a chunk, `clean_end` is the stream's END_STREAM, and the header names are
+/// as HTTP/2 carries them (lower case; no `transfer-encoding` there).
+pub async fn request_h2(
+    addr: SocketAddr,
+    path: &str,
+    extra: &[(&str, &str)],
+    max: Duration,
+) -> Resp {
+    use http_body_util::BodyExt;
+
+    let start = Instant::now();
+    let deadline = start + max;
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2c handshake");
+    tokio::spawn(conn);
+    let mut req = http::Request::get(format!("http://{addr}{path}")).header("user-agent", UA);
+    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+        req = req.header("accept", "application/json, */*");
+    }
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut resp = Resp {
+        http2: true,
+        ..Resp::default()
+    };
+    let Ok(Ok(head)) = tokio::time::timeout_at(deadline.into(), sender.send_request(req)).await
+    else {
+        resp.total = start.elapsed();
+        return resp;
+    };
+    resp.status = head.status().as_u16();
+    resp.head_after = start.elapsed();
+    resp.headers = head
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let mut body = head.into_body();
+    loop {
+        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                // An empty DATA frame only carries END_STREAM (what the last, empty chunk is
+                // in HTTP/1.1).
+                if let Some(data) = frame.into_data().ok().filter(|d| !d.is_empty()) {
+                    resp.body.extend_from_slice(&data);
+                    resp.chunks.push((start.elapsed(), data.to_vec()));
+                }
+            }
+            Ok(None) => {
+                resp.clean_end = true;
+                break;
+            }
+            Ok(Some(Err(_))) | Err(_) => break,
+        }
     }
     resp.total = start.elapsed();
     resp

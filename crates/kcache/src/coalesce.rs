@@ -23,8 +23,9 @@
 //! is no longer gathered), so an upgrade of hyper or h2 that changes the order is caught. A flush that honours the contract was built and measured (2026-11-26,
 //! `kcache bench --quick --scenarios watch`, 500 watchers on 2 connections): 12.0 instead of
 //! 8.5 µs of kcache CPU per delivery over h2c, 15.5 instead of 8.5 over TLS, p99 up by 2 to
-//! 10 ms, since h2 then costs one write per frame again. It was left out; a writer that fans
-//! an event out to a connection's streams in one pass would make this module unnecessary.
+//! 10 ms, since h2 then costs one write per frame again. It was left out. Polling a connection's watch streams in
+//! one sweep (`conn_task`) does not change this: the frames of a sweep still reach the codec
+//! one at a time, each followed by its flush.
 
 use std::io;
 use std::pin::Pin;

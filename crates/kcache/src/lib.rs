@@ -19,6 +19,7 @@ pub mod cache;
 mod chunk_pool;
 mod coalesce;
 pub mod config;
+mod conn_task;
 mod continue_token;
 pub mod error;
 mod gojson;

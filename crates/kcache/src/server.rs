@@ -18,6 +18,7 @@ use crate::auth::{AuthError, ConnInfo};
 use crate::background::Background;
 use crate::cache::{Registry, ResourceCache};
 use crate::config::Config;
+use crate::conn_task;
 use crate::error::Report;
 use crate::metrics::Metrics;
 use crate::persist;
@@ -542,18 +543,10 @@ async fn serve(
     metrics: Arc<Metrics>,
 ) {
     use crate::coalesce::Coalescing;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::rt::TokioIo;
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http2()
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        // Flow-control windows sized for large lists rather than the 64 KiB default.
-        .initial_stream_window_size(4 * 1024 * 1024)
-        .initial_connection_window_size(16 * 1024 * 1024);
     let graceful = GracefulShutdown::new();
     let reloader = tls.clone().map(|t| tokio::spawn(t.watch_files()));
     loop {
@@ -573,11 +566,14 @@ async fn serve(
                 let Some(tls) = &tls else {
                     let info = ConnInfo::new(peer, None);
                     let service = TowerToHyperService::new(with_conn_info(router.clone(), info));
-                    let conn = builder.serve_connection_with_upgrades(
-                        TokioIo::new(Coalescing::new(stream)),
-                        service,
-                    );
-                    let conn = graceful.watch(conn.into_owned());
+                    let (executor, joining) = conn_task::executor();
+                    let conn = connection_builder(executor)
+                        .serve_connection_with_upgrades(
+                            TokioIo::new(Coalescing::new(stream)),
+                            service,
+                        )
+                        .into_owned();
+                    let conn = joining.with(graceful.watch(conn));
                     tokio::spawn(async move {
                         if let Err(e) = conn.await {
                             tracing::debug!(error = %e, "connection ended with an error");
@@ -587,7 +583,6 @@ async fn serve(
                 };
                 let conn = TlsConn {
                     tls: tls.clone(),
-                    builder: builder.clone(),
                     router: router.clone(),
                     watcher: graceful.watcher(),
                     metrics: metrics.clone(),
@@ -609,10 +604,25 @@ async fn serve(
     }
 }
 
+/// How one connection is served: HTTP/1.1 or HTTP/2, whichever the client speaks. A builder
+/// per connection, because each HTTP/2 connection has an executor of its own, whose watch
+/// streams run in the connection's task (see `conn_task`).
+fn connection_builder(
+    executor: conn_task::StreamExecutor,
+) -> hyper_util::server::conn::auto::Builder<conn_task::StreamExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(executor);
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        // Flow-control windows sized for large lists rather than the 64 KiB default.
+        .initial_stream_window_size(4 * 1024 * 1024)
+        .initial_connection_window_size(16 * 1024 * 1024);
+    builder
+}
+
 /// What one HTTPS connection's task needs.
 struct TlsConn {
     tls: Arc<TlsServer>,
-    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     router: axum::Router,
     watcher: hyper_util::server::graceful::Watcher,
     metrics: Arc<Metrics>,
@@ -636,10 +646,11 @@ impl TlsConn {
         };
         let info = ConnInfo::new(peer, client_cert);
         let service = TowerToHyperService::new(with_conn_info(self.router, info));
-        let conn = self
-            .builder
-            .serve_connection_with_upgrades(TokioIo::new(Coalescing::new(stream)), service);
-        if let Err(e) = self.watcher.watch(conn.into_owned()).await {
+        let (executor, joining) = conn_task::executor();
+        let conn = connection_builder(executor)
+            .serve_connection_with_upgrades(TokioIo::new(Coalescing::new(stream)), service)
+            .into_owned();
+        if let Err(e) = joining.with(self.watcher.watch(conn)).await {
             tracing::debug!(error = %e, "connection ended with an error");
         }
     }

@@ -626,6 +626,10 @@ impl Watcher {
     /// Sleep until something needs this watcher's attention.
     async fn wait(&mut self, next_bookmark: Instant) -> Wake {
         self.count_sent();
+        // Caught up and long-lived from here on: on HTTP/2, run in the connection's task
+        // with its other watches (the initial events, a large list's worth, stayed on a task
+        // of their own, in parallel with the connection's other work).
+        crate::conn_task::join_connection();
         let mut due = self.deadline;
         if self.allow_bookmarks {
             due = due.min(next_bookmark);
