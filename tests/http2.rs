@@ -234,3 +234,43 @@ async fn a_watch_ends_when_its_stream_is_reset() {
         .expect("event");
     assert_eq!(ev["object"]["metadata"]["name"], "h2-reset-2", "{ev}");
 }
+
+/// Shutting down ends the watches an HTTP/2 connection runs in its own task cleanly (the
+/// stream's end, no ERROR event, as on HTTP/1.1), so their clients re-watch from their last RV
+/// elsewhere; and the shutdown does not wait out its grace period for them.
+#[tokio::test]
+async fn shutdown_ends_a_connections_watches_cleanly() {
+    const WATCHES: usize = 5;
+    let mut b = EnvBuilder::fixtures();
+    b.config.shutdown_grace_seconds = 60;
+    let env = b.start().await;
+    let mut sender = connect_h2(env.kcache.addr, 65_535).await;
+    let path = "/api/v1/namespaces/fixtures-a/configmaps?watch=1&timeoutSeconds=600";
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        let mut w = watch_h2(&mut sender, path).await;
+        // The initial events (RV unset): after them the watcher waits in the connection's task.
+        for i in 0..25 {
+            let ev = w.next_json(Duration::from_secs(10)).await;
+            assert!(
+                ev.is_some_and(|e| e["type"] == "ADDED"),
+                "initial event {i}"
+            );
+        }
+        watches.push(w);
+    }
+    env.metric_reaching(
+        &["kcache_watchers{", "resource=\"configmaps\""],
+        WATCHES as f64,
+    )
+    .await;
+    let common::Env { kcache, sim: _sim } = env;
+    tokio::time::timeout(Duration::from_secs(30), kcache.shutdown())
+        .await
+        .expect("shutdown within half its grace period");
+    for (i, mut w) in watches.into_iter().enumerate() {
+        let rest = w.drain(Duration::from_secs(10)).await;
+        assert!(rest.is_empty(), "watch {i}: no event at shutdown: {rest:?}");
+        assert!(w.ended_cleanly, "watch {i} ended with END_STREAM");
+    }
+}

@@ -402,6 +402,8 @@ pub struct Watch {
     body: Incoming,
     buf: Vec<u8>,
     pub ended: bool,
+    /// It ended as the server meant it to (the last chunk; HTTP/2: END_STREAM), not cut off.
+    pub ended_cleanly: bool,
 }
 
 impl Watch {
@@ -422,6 +424,7 @@ impl Watch {
             body,
             buf: Vec::new(),
             ended: false,
+            ended_cleanly: false,
         }
     }
 
@@ -438,7 +441,8 @@ impl Watch {
             }
             match tokio::time::timeout_at(deadline, self.body.frame()).await {
                 Err(_) => return None,
-                Ok(None) | Ok(Some(Err(_))) => self.ended = true,
+                Ok(None) => (self.ended, self.ended_cleanly) = (true, true),
+                Ok(Some(Err(_))) => self.ended = true,
                 Ok(Some(Ok(f))) => {
                     if let Ok(d) = f.into_data() {
                         self.buf.extend_from_slice(&d);
@@ -465,7 +469,11 @@ impl Watch {
         }
         match tokio::time::timeout_at(deadline, self.body.frame()).await {
             Err(_) => false,
-            Ok(None) | Ok(Some(Err(_))) => {
+            Ok(None) => {
+                (self.ended, self.ended_cleanly) = (true, true);
+                false
+            }
+            Ok(Some(Err(_))) => {
                 self.ended = true;
                 false
             }

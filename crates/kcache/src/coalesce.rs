@@ -20,12 +20,14 @@
 //! reads on every poll before it writes; a codec that stopped doing so would leave a turn's
 //! last frames in the buffer until the next write. A unit test runs hyper's HTTP/2 server and
 //! client on both ends of this transport and fails if that happens (or if a burst of frames
-//! is no longer gathered), so an upgrade of hyper or h2 that changes the order is caught. A flush that honours the contract was built and measured (2026-11-26,
-//! `kcache bench --quick --scenarios watch`, 500 watchers on 2 connections): 12.0 instead of
-//! 8.5 µs of kcache CPU per delivery over h2c, 15.5 instead of 8.5 over TLS, p99 up by 2 to
-//! 10 ms, since h2 then costs one write per frame again. It was left out. Polling a connection's watch streams in
-//! one sweep (`conn_task`) does not change this: the frames of a sweep still reach the codec
-//! one at a time, each followed by its flush.
+//! is no longer gathered), so an upgrade of hyper or h2 that changes the order is caught.
+//!
+//! A flush that honours the contract was built and measured (2026-11-26, `kcache bench --quick
+//! --scenarios watch`, 500 watchers on 2 connections): 12.0 instead of 8.5 µs of kcache CPU per
+//! delivery over h2c, 15.5 instead of 8.5 over TLS, p99 up by 2 to 10 ms, since h2 then costs
+//! one write per frame again. It was left out. Polling a connection's watch streams in one
+//! sweep (`conn_task`) does not change this: the frames of a sweep still reach the codec one at
+//! a time, each followed by its flush.
 
 use std::io;
 use std::pin::Pin;

@@ -4,9 +4,9 @@
 //! is not a task of its own: the body polls it, so it runs in the task that writes the
 //! response (hyper's connection task on HTTP/1.1; on HTTP/2 the stream's task, then, once the
 //! watcher waits for changes, the connection's: see `conn_task`), and only when that task wants
-//! more bytes. Compared with a watcher task feeding a channel this saves, per
-//! delivered event, one task wake-up and a channel hand-off, which is most of kcache's CPU per
-//! delivery at 10k watchers (docs/benchmarks.md). It also gives backpressure for free: a
+//! more bytes. Compared with a watcher task feeding a channel this saves, per delivered event,
+//! one task wake-up and a channel hand-off, which is most of kcache's CPU per delivery at 10k
+//! watchers (docs/benchmarks.md). It also gives backpressure for free: a
 //! client that stops reading stops its body being polled, so its watcher stops too and pins
 //! no more than what hyper has queued; and a client that leaves drops the body, which drops
 //! the watcher at once.
