@@ -16,7 +16,8 @@
 //! Cases 1-5 also run through two tiers (`..._through_two_tiers`): the watchers connect to a
 //! second kcache in front of the first, the faults hit the sim behind the first, and both
 //! tiers' caches and every watcher end equal to the upstream without tier 2 ever relisting
-//! (a relist at tier 1 reaches tier 2 as events).
+//! (a relist at tier 1 reaches tier 2 as events). Cases 1 and 4 also run with the watchers on
+//! HTTP/2 (`..._over_http2`), where kcache serves a connection's watches in its own task.
 //!
 //! The minute-long cases sort first so they start together (libtest runs tests by name on as
 //! many threads as there are cores); the others are short.
@@ -215,10 +216,21 @@ async fn dropped_upstream_watches_through_two_tiers() {
     dropped_watches(Tiers::Two).await
 }
 
+/// Case 1 with the downstream watchers on HTTP/2, where a connection's watches run in its own
+/// task.
+#[tokio::test]
+async fn dropped_upstream_watches_over_http2() {
+    dropped_watches_over(Tiers::One, true).await
+}
+
 async fn dropped_watches(tiers: Tiers) {
+    dropped_watches_over(tiers, false).await
+}
+
+async fn dropped_watches_over(tiers: Tiers, http2: bool) {
     let (env, seed_objects) = start_env(|_| {}).await;
     let front = Front::start(&env, tiers).await;
-    let watchers = spawn_watchers(&env, front.url.clone());
+    let watchers = spawn_watchers_over(&env, front.url.clone(), http2);
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(10));
     for _ in 0..32 {
@@ -294,10 +306,21 @@ async fn upstream_restart_with_compacted_history_through_two_tiers() {
     restart_with_compacted_history(Tiers::Two).await
 }
 
+/// Case 4 with the downstream watchers on HTTP/2: the relists' 410s reach watches that run in
+/// their connection's task.
+#[tokio::test]
+async fn upstream_restart_with_compacted_history_over_http2() {
+    restart_with_compacted_history_over(Tiers::One, true).await
+}
+
 async fn restart_with_compacted_history(tiers: Tiers) {
+    restart_with_compacted_history_over(tiers, false).await
+}
+
+async fn restart_with_compacted_history_over(tiers: Tiers, http2: bool) {
     let (env, seed_objects) = start_env(|_| {}).await;
     let front = Front::start(&env, tiers).await;
-    let watchers = spawn_watchers(&env, front.url.clone());
+    let watchers = spawn_watchers_over(&env, front.url.clone(), http2);
     wait_started(&watchers).await;
     let churn = ChurnTask::start(&env.sim, &seed_objects, Duration::from_millis(10));
     for _ in 0..4 {

@@ -98,6 +98,8 @@ pub struct MirrorOpts {
     /// Each watch's `timeoutSeconds`: short, so mirrors re-watch (resume) often; long enough
     /// for the initial events of the collection to arrive.
     pub timeout_seconds: u32,
+    /// Watch over HTTP/2 (h2c, prior knowledge), as client-go does, instead of HTTP/1.1.
+    pub http2: bool,
 }
 
 impl Default for MirrorOpts {
@@ -107,6 +109,7 @@ impl Default for MirrorOpts {
             accept: None,
             gate: None,
             timeout_seconds: 3,
+            http2: false,
         }
     }
 }
@@ -132,6 +135,7 @@ pub fn spawn_mirror_opts(
         accept,
         mut gate,
         timeout_seconds,
+        http2,
     } = opts;
     let headers: Vec<(&str, &str)> = accept.map(|a| ("Accept", a)).into_iter().collect();
     let state = Arc::new(Mutex::new(MirrorState::default()));
@@ -185,12 +189,12 @@ pub fn spawn_mirror_opts(
                     ),
                     _ => format!("resourceVersion={last_rv}"),
                 };
-                let mut w = Watch::open_with(
-                    &base,
-                    &format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}&{query}{sel}"),
-                    &headers,
-                )
-                .await;
+                let path = format!("{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}&{query}{sel}");
+                let mut w = if http2 {
+                    Watch::open_h2_with(&base, &path, &headers).await
+                } else {
+                    Watch::open_with(&base, &path, &headers).await
+                };
                 if w.status != 200 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;

@@ -361,7 +361,33 @@ async fn send(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Respon
         .await
         .expect("handshake");
     tokio::spawn(conn);
-    let mut req = Request::get(path).header("Host", addr.as_str()).header(
+    sender
+        .send_request(kubectl_get(&addr, path, headers))
+        .await
+        .expect("request")
+}
+
+/// [`send`] over an HTTP/2 connection of its own (h2c, prior knowledge).
+async fn send_h2(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Response<Incoming> {
+    let addr = base.trim_start_matches("http://").to_string();
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .expect("h2c handshake");
+    tokio::spawn(conn);
+    let uri = format!("http://{addr}{path}");
+    sender
+        .send_request(kubectl_get(&addr, &uri, headers))
+        .await
+        .expect("request")
+}
+
+/// A GET as kubectl sends it: its User-Agent, and JSON unless `headers` say otherwise.
+fn kubectl_get(addr: &str, uri: &str, headers: &[(&str, &str)]) -> Request<Empty<Bytes>> {
+    let mut req = Request::get(uri).header("Host", addr).header(
         "User-Agent",
         "kubectl/v1.28.15 (linux/amd64) kubernetes/8418565",
     );
@@ -373,10 +399,7 @@ async fn send(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Respon
     if !has_accept {
         req = req.header("Accept", "application/json, */*");
     }
-    sender
-        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-        .await
-        .expect("request")
+    req.body(Empty::<Bytes>::new()).unwrap()
 }
 
 /// GET with kubectl's User-Agent and JSON Accept (unless given), read whole.
@@ -413,6 +436,11 @@ impl Watch {
 
     pub async fn open_with(base: &str, path: &str, headers: &[(&str, &str)]) -> Watch {
         Watch::from_response(send(base, path, headers).await)
+    }
+
+    /// [`Watch::open_with`] over HTTP/2 (h2c), on a connection of its own.
+    pub async fn open_h2_with(base: &str, path: &str, headers: &[(&str, &str)]) -> Watch {
+        Watch::from_response(send_h2(base, path, headers).await)
     }
 
     /// A watch's response, from whichever client sent the request.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::mirror::{
-    cache_view, converge_within, spawn_mirror_with, upstream_view, Mirror, Start,
+    cache_view, converge_within, spawn_mirror_opts, upstream_view, Mirror, MirrorOpts, Start,
 };
 use crate::common::{resource, Env, EnvBuilder};
 use kcache_sim::seed::apply as apply_churn;
@@ -72,6 +72,11 @@ pub struct Watcher {
 /// Six watchers at `base` (kcache, or the edge kcache in front of it): unfiltered and
 /// filtered, each way of starting.
 pub fn spawn_watchers(env: &Env, base: String) -> Vec<Watcher> {
+    spawn_watchers_over(env, base, false)
+}
+
+/// [`spawn_watchers`], watching over HTTP/2 (h2c) when `http2` is set.
+pub fn spawn_watchers_over(env: &Env, base: String, http2: bool) -> Vec<Watcher> {
     // The newest RV of each type: the cache RV only moves with its own type's events.
     let recent = |resource| {
         env.sim
@@ -86,7 +91,16 @@ pub fn spawn_watchers(env: &Env, base: String) -> Vec<Watcher> {
         name,
         resource,
         keep,
-        mirror: spawn_mirror_with(base.clone(), collection.into(), selector.into(), start),
+        mirror: spawn_mirror_opts(
+            base.clone(),
+            collection.into(),
+            selector.into(),
+            MirrorOpts {
+                start,
+                http2,
+                ..MirrorOpts::default()
+            },
+        ),
     };
     vec![
         w(
