@@ -88,6 +88,7 @@ async fn connect_h2(
     sender
 }
 
+/// A watch on a stream of `sender`'s connection, answered 200.
 async fn watch_h2(
     sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
     path: &str,

@@ -50,12 +50,7 @@ async fn wait_watches(env: &Env, resource: &str, n: u64) {
 fn spawn_watch(env: &Env, path: String, max: Duration) -> JoinHandle<Resp> {
     let addr: SocketAddr = env.kcache.addr;
     let transport = raw::transport();
-    tokio::spawn(async move {
-        match transport {
-            raw::Transport::Http1 => raw::request(addr, "GET", &path, &[], b"", max).await,
-            raw::Transport::H2c => raw::request_h2(addr, &path, &[], max).await,
-        }
-    })
+    tokio::spawn(async move { raw::get_over(transport, addr, &path, &[], max).await })
 }
 
 /// The recorder's writes behind `watch-cm-ns-a-from-list-rv`: create, label, patch, relabel

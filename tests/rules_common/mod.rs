@@ -187,11 +187,8 @@ pub async fn send(env: &Env, path: &str) -> Resp {
 
 /// Over the test's transport (see `per_profile_and_transport!`).
 pub async fn send_with(env: &Env, path: &str, headers: &[(&str, &str)]) -> Resp {
-    let (addr, max) = (env.kcache.addr, Duration::from_secs(15));
-    match raw::transport() {
-        raw::Transport::Http1 => raw::request(addr, "GET", path, headers, b"", max).await,
-        raw::Transport::H2c => raw::request_h2(addr, path, headers, max).await,
-    }
+    let max = Duration::from_secs(15);
+    raw::get_over(raw::transport(), env.kcache.addr, path, headers, max).await
 }
 
 /// Whether kcache answered itself: answers forwarded from the upstream carry its API Priority

@@ -299,6 +299,20 @@ async fn request_inner(
     resp
 }
 
+/// A GET over `transport` (see [`transport`]): [`request`] or [`request_h2`].
+pub async fn get_over(
+    transport: Transport,
+    addr: SocketAddr,
+    path: &str,
+    extra: &[(&str, &str)],
+    max: Duration,
+) -> Resp {
+    match transport {
+        Transport::Http1 => request(addr, "GET", path, extra, b"", max).await,
+        Transport::H2c => request_h2(addr, path, extra, max).await,
+    }
+}
+
 /// [`request`]'s GET over HTTP/2 with prior knowledge (h2c), as client-go sends its watches:
 /// each DATA frame is a chunk, `clean_end` is the stream's END_STREAM, and the header names are
 /// as HTTP/2 carries them (lower case; no `transfer-encoding` there).

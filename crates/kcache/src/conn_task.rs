@@ -6,7 +6,8 @@
 //! stream's frame handed across threads to the connection's task under h2's connection lock.
 //! h2 also wakes a stream when it grants the stream capacity and when it writes the stream's
 //! frames, so each event came to three scheduled polls per stream. At 10k watchers on a few
-//! connections that machinery was a third of kcache's CPU per delivery (docs/benchmarks.md).
+//! connections that machinery was about a third of kcache's CPU per delivery (BENCHMARKS.md,
+//! "Measured apart from the bench", has the figures before and after this module).
 //!
 //! So each HTTP/2 connection gets an executor of its own ([`StreamExecutor`]). It starts every
 //! stream as a task, as hyper would: a request is handled on whichever worker is free, and a
@@ -22,7 +23,9 @@
 //! holding up the others (its watcher is not polled, falls behind the history, and gets the 410
 //! it would get on its own task), and a reset stream ends its watcher at once. HTTP/1.1
 //! connections never use the executor (one response at a time, already in the connection's
-//! task). `tests/http2.rs` runs these cases through a real HTTP/2 client.
+//! task); they pass through [`Connection`] too, because the protocol is known only once the
+//! first bytes are read, at the cost of one atomic swap per poll. `tests/http2.rs` runs these
+//! cases through a real HTTP/2 client, and the rule tests of WATCH run over HTTP/2 as well.
 
 use std::cell::Cell;
 use std::future::Future;
