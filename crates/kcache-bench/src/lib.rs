@@ -760,7 +760,7 @@ impl Bench {
         (r, used.map(|(c, w)| if w > 0.0 { c / w } else { 0.0 }))
     }
 
-    /// nginx serving `bytes` as a static file, as the issue configures it (one process) and
+    /// nginx serving `bytes` as a static file, as the targets configure it (one process) and
     /// with a master and two workers, and with `copying` also a master and two workers with
     /// `sendfile off` (not a candidate for `best`: see [`nginx::Sending::Copying`]).
     async fn nginx_rows(

@@ -190,7 +190,7 @@ impl Bench {
         }
         row.ratio("RSS growth/JSON", ratio);
         self.report.push(row);
-        // The issue sets no target for memory controls: their rows are compared by RSS per
+        // No target is set for memory controls: their rows are compared by RSS per
         // object with the full cache's row of the same Pods.
         if controls != Controls::NONE {
             drop(k);

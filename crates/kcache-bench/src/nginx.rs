@@ -47,7 +47,7 @@ pub fn install() -> Result<PathBuf, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// `master_process off`: one process serving everything (`worker_processes` has no effect
-    /// then). The configuration the issue prescribes.
+    /// then). The configuration the targets prescribe.
     Single,
     /// A master and this many worker processes.
     Workers(usize),
