@@ -353,7 +353,7 @@ async fn nginx_serves_the_bytes_it_is_given() {
     }
 
     // Copying (`sendfile off`): the same bytes, larger than nginx's output buffers.
-    let n = nginx::Nginx::start_copying(&bin, nginx::Mode::Workers(2))
+    let n = nginx::Nginx::start_sending(&bin, nginx::Mode::Workers(2), nginx::Sending::Copying)
         .await
         .expect("nginx starts");
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();

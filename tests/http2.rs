@@ -15,12 +15,8 @@ use tokio::net::TcpStream;
 #[tokio::test]
 async fn many_watches_share_one_http2_connection() {
     let env = EnvBuilder::fixtures().start().await;
-    let stream = TcpStream::connect(env.kcache.addr).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .expect("h2c handshake");
-    tokio::spawn(conn);
+    // HTTP/2's default stream window.
+    let sender = connect_h2(env.kcache.addr, 65_535).await;
 
     let get = |path: String| {
         let mut sender = sender.clone();

@@ -249,9 +249,9 @@ impl Bench {
                     Some(per_delivery <= budget),
                 );
             }
+            let p99 = ms(f.delivery.percentile(0.99));
             // client-go's own form (HTTP/2 over TLS) at the largest fan-out: delivered soon too.
             if matches!(proto, Proto::H2 { .. }) && tls && Some(wanted) == most {
-                let p99 = ms(f.delivery.percentile(0.99));
                 self.report.check(
                     &format!("{case}: p99 delivery"),
                     "≤ 50 ms",
@@ -260,7 +260,6 @@ impl Bench {
                 );
             }
             if count >= 1000 && Some(wanted) == most {
-                let p99 = ms(f.delivery.percentile(0.99));
                 let complete = f.delivery.missing() == 0 && f.failed == 0;
                 self.report.check(
                     &format!("{} watchers ({proto_label}) at {} updates/s: p99 delivery ≤ 100 ms using < 1 core", count_label(count), fmt_num(rate)),

@@ -821,10 +821,7 @@ impl Bench {
         bytes: &[u8],
     ) -> Result<(nginx::Nginx, String), String> {
         let bin = self.nginx.as_ref().map_err(|e| e.clone())?;
-        let n = match sending {
-            nginx::Sending::Sendfile => nginx::Nginx::start_mode(bin, mode).await?,
-            nginx::Sending::Copying => nginx::Nginx::start_copying(bin, mode).await?,
-        };
+        let n = nginx::Nginx::start_sending(bin, mode, sending).await?;
         let path = n.put(name, bytes)?;
         let (status, got) = load::fetch(n.addr, &path, Duration::from_secs(60)).await?;
         if status != 200 || got.len() != bytes.len() {

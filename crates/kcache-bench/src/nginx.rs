@@ -88,9 +88,13 @@ impl Nginx {
         Self::start_with(binary, mode, None).await
     }
 
-    /// [`Nginx::start_mode`] with `sendfile off` (see [`Sending::Copying`]).
-    pub async fn start_copying(binary: &Path, mode: Mode) -> Result<Nginx, String> {
-        Self::start_conf(binary, mode, None, Sending::Copying).await
+    /// [`Nginx::start_mode`], sending the file's bytes as `sending` says.
+    pub async fn start_sending(
+        binary: &Path,
+        mode: Mode,
+        sending: Sending,
+    ) -> Result<Nginx, String> {
+        Self::start_conf(binary, mode, None, sending).await
     }
 
     /// [`Nginx::start_mode`], serving HTTPS with `tls` (certificate and key PEM files) if given.
