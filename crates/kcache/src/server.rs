@@ -224,7 +224,6 @@ pub async fn start(
         auth: crate::auth::Auth::new(auth, upstream.clone(), metrics.clone()),
         limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
         metrics: metrics.clone(),
-        catch_up: Default::default(),
         background: background.clone(),
         started: std::time::Instant::now(),
         mirrors: api::Mirrors::new(

@@ -2,10 +2,11 @@
 //! up with the upstream, the upstream, or the cache marked unconfirmed while the upstream
 //! cannot be reached (docs/semantics.md, "Consistent reads" and "Stale while down").
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::{Answer, App};
-use crate::cache::ResourceCache;
+use crate::cache::{ResourceCache, Verdict};
 use crate::error::Report;
 use crate::metrics;
 use crate::status::ApiError;
@@ -38,31 +39,36 @@ impl App {
     /// why that is never stale), [`Consistency::Upstream`] when the upstream must answer, and
     /// [`Consistency::Unconfirmed`] only while the upstream cannot be reached at all.
     ///
-    /// Never slower than passing the read through, as far as kcache can tell beforehand:
-    /// - a type already found unprovable at the RV it is still at is forwarded at once (no
-    ///   probe, no wait: nothing of it has happened since);
-    /// - a GET whose cache is expected to take longer to catch up than the upstream takes to
-    ///   answer (a lagging watch) is forwarded at once: forwarding costs the upstream one
-    ///   object, no more than the probe itself;
-    /// - a wait is bounded by how long this cache is expected to take to catch up (a few times
-    ///   its measured catch-up), not by the full `consistentReads.waitSeconds`: a type whose
-    ///   events arrive within milliseconds of a write and that has not reached the revision
-    ///   after many times that is quiet, and waiting longer only delays the read. One read per
-    ///   second still waits the full time, so a watch that starts lagging is measured again;
-    /// - a GET is forwarded at once when the upstream answers consistent lists from its watch
-    ///   cache (v1.31 on, [`crate::upstream::UpstreamVersion::consistent_lists_from_watch_cache`]): there the
-    ///   probe, a consistent list, waits ~50-100 ms for etcd's progress notification whenever
-    ///   the type's last event is older than etcd's revision, while the GET itself is read from
-    ///   etcd at once. Proving the cache would cost the upstream a request and the reader a
-    ///   wait, to save the upstream a one-object read;
-    /// - a probe the upstream answered with an error, or that got no answer in time while the
-    ///   reflector still reaches the upstream, forwards the read (one replica's 429, 5xx or
-    ///   slowness is not an outage); only an upstream that cannot be reached at all (the
-    ///   connection refused or cut, or no answer while the reflector has lost it too) has
-    ///   the cache answer unconfirmed.
+    /// No reader waits for what it cannot gain (docs/semantics.md, "Consistent reads"). While
+    /// the upstream is reachable and `onTimeout` forwards, by what the type's last wait found
+    /// ([`Verdict`]):
+    /// - **quiet** (a wait ran out, and no object event of the type since): forwarded at once,
+    ///   without a probe. A bookmark moves the cache's RV but is no news about the objects;
+    /// - **unknown** (nothing learnt yet, or events since it was quiet): the probe, and a wait
+    ///   no longer than the upstream is expected to take to answer the read
+    ///   ([`crate::cache::Freshness::expected_forward`]; the probe's round trip before any
+    ///   read of the type was forwarded); then the read is forwarded and the wait goes on off
+    ///   the reader's path, to learn the verdict;
+    /// - **reaches** (the last wait reached the revision): the read waits a few times the
+    ///   type's measured catch-up, never longer than the upstream is expected to take to answer
+    ///   it, then is forwarded while the wait goes on off the reader's path. When the catch-up alone is expected to take longer than forwarding (a
+    ///   lagging watch, a small read), the read is forwarded at once and the catch-up is
+    ///   measured again in the background, about once a second.
+    ///
+    /// A GET in front of v1.31 or later is forwarded at once: there the probe, a consistent
+    /// list, waits for etcd's progress notification whenever the type's last event is older
+    /// than etcd's revision, while the GET itself is read from etcd at once
+    /// ([`crate::upstream::UpstreamVersion::consistent_lists_from_watch_cache`]).
+    ///
+    /// A probe the upstream answered with an error, or that got no answer in time while the
+    /// reflector still reaches the upstream, forwards the read (one replica's 429, 5xx or
+    /// slowness is not an outage); only an upstream that cannot be reached at all (the
+    /// connection refused or cut, or no answer while the reflector has lost it too) has the
+    /// cache answer unconfirmed. With `onTimeout: error` every read waits the full
+    /// `consistentReads.waitSeconds` before its 504.
     pub(super) async fn consistent(
         &self,
-        cache: &ResourceCache,
+        cache: &Arc<ResourceCache>,
         read: Read,
     ) -> Result<Consistency, ApiError> {
         // A state restored from disk that the reflector has not yet confirmed with the upstream
@@ -74,12 +80,11 @@ impl App {
         let Some(probe) = self.probes.get(&collection_path(cache)) else {
             return Ok(Consistency::Upstream);
         };
-        let resource = cache.info.resource.clone();
         let outcome = |o: &'static str| {
             self.metrics
                 .consistent_reads
                 .get_or_create(&metrics::OutcomeLabels {
-                    resource: resource.clone(),
+                    resource: cache.info.resource.clone(),
                     outcome: o,
                 })
                 .inc()
@@ -87,21 +92,23 @@ impl App {
         // With `fallback` off the read gets its full wait before the 504 instead, and while the
         // reflector cannot reach the upstream the probe decides (stale while down, below).
         let quick = self.consistent.fallback && cache.contact().reachable();
-        if quick && cache.is_unprovable() {
-            outcome("forwarded");
-            return Ok(Consistency::Upstream);
-        }
-        if read == Read::Get && quick {
-            if self.upstream.version().consistent_lists_from_watch_cache() {
+        let bound = if quick {
+            if read == Read::Get && self.upstream.version().consistent_lists_from_watch_cache() {
                 outcome("forwarded_get");
                 return Ok(Consistency::Upstream);
             }
-            if waiting_is_slower(cache, probe) {
-                outcome("forwarded_lagging");
-                return Ok(Consistency::Upstream);
+            match self.wait_bound(cache, probe, read) {
+                Bound::Forward(why) => {
+                    outcome(why);
+                    return Ok(Consistency::Upstream);
+                }
+                Bound::Wait(bound) => Some(bound),
+                Bound::AsForwarding => None,
             }
-        }
-        let started = std::time::Instant::now();
+        } else {
+            Some(self.consistent.wait)
+        };
+        let started = Instant::now();
         let target = match probe.target().await {
             Ok(t) => t,
             Err(e) => {
@@ -127,81 +134,230 @@ impl App {
                 return Ok(Consistency::Unconfirmed);
             }
         };
-        let probed = std::time::Instant::now();
-        let bound = if quick {
-            self.wait_bound(cache, probe)
-        } else {
-            self.consistent.wait
-        };
+        let probed = Instant::now();
+        // Known only now: a first read's probe gives the round trip it is bounded by.
+        let bound = bound.unwrap_or_else(|| {
+            let round_trip = probe.round_trip().unwrap_or_default();
+            cache
+                .freshness()
+                .expected_forward(read.objects(), round_trip)
+                .min(self.consistent.wait)
+        });
         let waited = cache.wait_for_rv(target, bound).await;
-        // Only a wait that ended is a catch-up: one that ran out says the type cannot reach
-        // `P` at all (a quiet type, which the unprovable memo below handles), not how far its
-        // watch lags, and counting it would keep the type's GETs forwarded long after.
-        if waited.is_ok() {
-            let took = probed.elapsed();
-            cache.freshness().record_catch_up(took);
-            self.catch_up.record(took);
-        }
         self.metrics
             .consistent_wait
             .get_or_create(&metrics::ResourceLabels {
-                resource: resource.clone(),
+                resource: cache.info.resource.clone(),
             })
             .observe(started.elapsed().as_secs_f64());
         match waited {
             Ok(()) => {
+                cache.freshness().reached(probed.elapsed());
                 outcome("cache");
                 Ok(Consistency::Cache)
             }
+            Err(current) if self.consistent.fallback => {
+                // Forwarded now; the wait goes on off the reader's path, to learn whether the
+                // type reaches such revisions at all (and how fast) or is quiet.
+                self.keep_waiting(cache, target, probed);
+                outcome("forwarded");
+                tracing::trace!(resource = %cache.info, target, current, "forwarding a consistent read");
+                Ok(Consistency::Upstream)
+            }
             Err(current) => {
-                cache.freshness().mark_unprovable(current);
-                if self.consistent.fallback {
-                    outcome("forwarded");
-                    Ok(Consistency::Upstream)
-                } else {
-                    outcome("timeout");
-                    Err(ApiError::TooLargeResourceVersion {
-                        requested: target,
-                        current,
-                    })
-                }
+                cache.freshness().missed(cache.object_events());
+                outcome("timeout");
+                Err(ApiError::TooLargeResourceVersion {
+                    requested: target,
+                    current,
+                })
             }
         }
     }
 
-    /// How long a consistent read waits for `cache` to reach the probed revision: a few times
-    /// what this type is expected to take (its measured catch-up, plus a little, at most the
-    /// full wait; the full wait for one read per second, to measure a watch that started
-    /// lagging). A type that has not measured its own: the full wait for its first read, then
-    /// a few times any type's catch-up, else the probe's round trip.
-    fn wait_bound(&self, cache: &ResourceCache, probe: &RevisionProbe) -> Duration {
-        let full = self.consistent.wait;
-        let short = |expected: Duration| {
-            expected
-                .saturating_mul(CATCH_UP_BOUND_FACTOR)
-                .saturating_add(CATCH_UP_SLACK)
-                .min(full)
-        };
-        if let Some(own) = cache.freshness().expected_catch_up() {
-            let bound = short(own);
-            return if bound < full
-                && cache
-                    .freshness()
-                    .take_catch_up_sample(CATCH_UP_SAMPLE_EVERY)
-            {
-                full
-            } else {
-                bound
-            };
+    /// How long a consistent read may wait for `cache`, or why it is forwarded at once (the
+    /// outcome it is counted as); see [`App::consistent`].
+    fn wait_bound(
+        &self,
+        cache: &Arc<ResourceCache>,
+        probe: &Arc<RevisionProbe>,
+        read: Read,
+    ) -> Bound {
+        let freshness = cache.freshness();
+        match cache.verdict() {
+            Verdict::Quiet => Bound::Forward("forwarded_quiet"),
+            Verdict::Unknown => Bound::AsForwarding,
+            Verdict::Reaches => {
+                let catch_up = freshness.expected_catch_up().unwrap_or_default();
+                let Some(round_trip) = probe.round_trip() else {
+                    return Bound::Wait(self.catch_up_bound(catch_up));
+                };
+                let forward = freshness.expected_forward(read.objects(), round_trip);
+                if catch_up > forward {
+                    self.sample(cache, probe);
+                    return Bound::Forward("forwarded_lagging");
+                }
+                Bound::Wait(self.catch_up_bound(catch_up).min(forward))
+            }
         }
-        if cache.freshness().first_catch_up_try() {
-            return full;
-        }
-        self.catch_up
-            .get()
-            .or_else(|| probe.round_trip())
-            .map_or(full, short)
     }
+
+    /// A few times the expected catch-up, plus a little, at most the full wait: the events of
+    /// a write arrive within about one catch-up, so several without the revision mean nothing
+    /// of the type is on its way.
+    fn catch_up_bound(&self, catch_up: Duration) -> Duration {
+        catch_up
+            .saturating_mul(CATCH_UP_BOUND_FACTOR)
+            .saturating_add(CATCH_UP_SLACK)
+            .min(self.consistent.wait)
+    }
+
+    /// Go on waiting, off the reader's path, for `cache` to reach `target` (probed at
+    /// `probed`), up to the full wait: record the catch-up if it gets there, or that the type
+    /// is quiet. One such wait per type at a time; others forward without one.
+    fn keep_waiting(&self, cache: &Arc<ResourceCache>, target: u64, probed: Instant) {
+        if !cache.freshness().begin_background(Duration::ZERO) {
+            return;
+        }
+        let (cache, full) = (cache.clone(), self.consistent.wait);
+        tokio::spawn(async move {
+            let _end = BackgroundWait(cache.clone());
+            let remaining = full.saturating_sub(probed.elapsed());
+            learn(&cache, target, probed, remaining).await;
+        });
+    }
+
+    /// Measure, off the readers' path, whether and how fast `cache` reaches the upstream's
+    /// revision: one probe and a wait up to the full time, at most once per
+    /// [`SAMPLE_EVERY`] per type.
+    fn sample(&self, cache: &Arc<ResourceCache>, probe: &Arc<RevisionProbe>) {
+        if !cache.freshness().begin_background(SAMPLE_EVERY) {
+            return;
+        }
+        let (cache, probe, full) = (cache.clone(), probe.clone(), self.consistent.wait);
+        tokio::spawn(async move {
+            let _end = BackgroundWait(cache.clone());
+            let Ok(target) = probe.target().await else {
+                return;
+            };
+            learn(&cache, target, Instant::now(), full).await;
+        });
+    }
+}
+
+impl App {
+    /// Forward a consistent LIST of about `objects` objects, timed until its answer is sent
+    /// (see [`crate::cache::Freshness::record_forward`]); untimed before the probe has a round trip.
+    pub(super) fn forward_timed(&self, cache: &Arc<ResourceCache>, objects: usize) -> Answer {
+        let round_trip = self
+            .probes
+            .get(&collection_path(cache))
+            .and_then(|p| p.round_trip());
+        match round_trip {
+            Some(round_trip) => Answer::Timed(ForwardTiming {
+                cache: cache.clone(),
+                objects,
+                round_trip,
+            }),
+            None => Answer::Upstream,
+        }
+    }
+}
+
+/// A forwarded consistent LIST being timed (see [`App::forward_timed`]).
+pub struct ForwardTiming {
+    cache: Arc<ResourceCache>,
+    objects: usize,
+    round_trip: Duration,
+}
+
+impl ForwardTiming {
+    /// `resp`, the upstream's answer to a request that arrived at `started`, with its body
+    /// recording the time when its last byte has gone out (a client that leaves early
+    /// records nothing).
+    pub(super) fn until_sent(
+        self,
+        resp: axum::response::Response,
+        started: Instant,
+    ) -> axum::response::Response {
+        resp.map(|body| {
+            axum::body::Body::new(TimedBody {
+                body,
+                started,
+                timing: Some(self),
+            })
+        })
+    }
+}
+
+/// A forwarded body that records, at its end, how long the read took.
+struct TimedBody {
+    body: axum::body::Body,
+    started: Instant,
+    timing: Option<ForwardTiming>,
+}
+
+impl http_body::Body for TimedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        // The end is the last frame of a body that knows it (hyper polls no further), or the
+        // end of the stream.
+        let ended = match &polled {
+            std::task::Poll::Ready(None) => true,
+            std::task::Poll::Ready(Some(Ok(_))) => self.body.is_end_stream(),
+            _ => false,
+        };
+        if ended {
+            if let Some(t) = self.timing.take() {
+                t.cache
+                    .freshness()
+                    .record_forward(t.objects, self.started.elapsed(), t.round_trip);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Wait up to `bound` for `cache` to reach `target`, probed at `probed`, and record what it
+/// found: the catch-up, or that the type is quiet.
+async fn learn(cache: &ResourceCache, target: u64, probed: Instant, bound: Duration) {
+    match cache.wait_for_rv(target, bound).await {
+        Ok(()) => cache.freshness().reached(probed.elapsed()),
+        Err(_) => cache.freshness().missed(cache.object_events()),
+    }
+}
+
+/// Ends a background wait when its task does, however it ends.
+struct BackgroundWait(Arc<ResourceCache>);
+
+impl Drop for BackgroundWait {
+    fn drop(&mut self) {
+        self.0.freshness().end_background();
+    }
+}
+
+/// What [`App::wait_bound`] decided.
+enum Bound {
+    /// Forward at once, counted as this outcome.
+    Forward(&'static str),
+    /// Probe, and wait at most this long for the cache.
+    Wait(Duration),
+    /// Probe, and wait at most what the upstream is expected to take to answer the read.
+    AsForwarding,
 }
 
 /// Where a consistent read is answered (see [`App::consistent`]).
@@ -256,26 +412,23 @@ const CATCH_UP_SLACK: Duration = Duration::from_millis(20);
 pub(super) enum Read {
     Get,
     /// A LIST, or a watch whose initial events must be consistent (its end bookmark promises
-    /// a state no older than the upstream's when it began).
-    List,
+    /// a state no older than the upstream's when it began), of about `objects` objects.
+    List {
+        objects: usize,
+    },
 }
 
-/// Reads forwarded because the cache lags still wait, one per this long (or per twenty
-/// catch-ups, when those are longer), to measure the lag again: at most ~5% of the time one
-/// reader pays the lag, and a watch that caught up is noticed within about a second.
-const CATCH_UP_SAMPLE_EVERY: Duration = Duration::from_secs(1);
-
-/// Whether a consistent GET would wait longer for the cache than the upstream takes to answer
-/// it: the cache's expected catch-up exceeds the probe's round trip (both measured, see
-/// [`App::consistent`]). Unknown estimates mean "wait", which measures them.
-fn waiting_is_slower(cache: &ResourceCache, probe: &RevisionProbe) -> bool {
-    let (Some(round_trip), Some(catch_up)) =
-        (probe.round_trip(), cache.freshness().expected_catch_up())
-    else {
-        return false;
-    };
-    catch_up > round_trip
-        && !cache
-            .freshness()
-            .take_catch_up_sample(CATCH_UP_SAMPLE_EVERY.max(catch_up.saturating_mul(20)))
+impl Read {
+    /// About how many objects the upstream would send for this read.
+    fn objects(self) -> usize {
+        match self {
+            Read::Get => 1,
+            Read::List { objects } => objects,
+        }
+    }
 }
+
+/// Background measurements of a type whose reads are forwarded without waiting start at most
+/// this often: a watch that stopped lagging is noticed within about a second, for one probe a
+/// second at most.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);

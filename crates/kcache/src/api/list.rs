@@ -140,6 +140,31 @@ fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
     }
 }
 
+/// About how many objects a consistent LIST (or a watch's initial events) of `filter` with
+/// `limit` would send: the namespace's or the type's objects, at most the limit. Selectors are
+/// not applied (an upper bound, cheap to get): it only sizes what forwarding the read would
+/// cost, to bound how long the read may wait for the cache (`App::consistent`).
+pub(super) fn expected_objects(cache: &ResourceCache, filter: &Filter, limit: i64) -> usize {
+    let cap = usize::try_from(limit)
+        .ok()
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let snap = cache.snapshot();
+    match &filter.namespace {
+        None => snap.objects.len().min(cap),
+        // Counted: a namespace's keys are one range of the ordered map.
+        Some(_) => snap
+            .objects
+            .range(range(filter, None))
+            .take(cap.min(MAX_COUNTED))
+            .count(),
+    }
+}
+
+/// A namespace's objects are counted up to this many for [`expected_objects`]: beyond it the
+/// read is large whatever its exact size, and counting would cost more than it tells.
+const MAX_COUNTED: usize = 10_000;
+
 /// Key range of a request: the namespace's keys (`ns/…`) or everything, from `start`.
 fn range(filter: &Filter, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
     match &filter.namespace {

@@ -79,9 +79,6 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The protobuf mirrors of the cached types that clients read in protobuf.
     pub mirrors: Mirrors,
-    /// How long caches take to reach a probed revision, over every type: what a type that has
-    /// not measured its own may expect (see docs/semantics.md, "Consistent reads").
-    pub catch_up: crate::latency::LatencyEstimate,
     /// Work no reader waits on (see [`crate::background`]): rendering `/metrics` and
     /// `/status`, which walk every cached object to estimate its memory.
     pub(crate) background: crate::background::Background,
@@ -151,6 +148,9 @@ pub enum Answer {
     Ready(Response),
     /// The cache cannot answer this exactly; forward it.
     Upstream,
+    /// A consistent read to forward, timed until its answer is sent in full: what the upstream
+    /// takes to answer the type's reads bounds how long later ones wait for the cache.
+    Timed(consistent::ForwardTiming),
 }
 
 /// The API router: the index endpoints, and everything else through [`handle`]; all API
@@ -241,6 +241,10 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     } else {
         serve_from_cache(&app, &parts, path, q, &caller, protobuf_errors).await
     };
+    let (cached, timing) = match cached {
+        Ok(Answer::Timed(t)) => (Ok(Answer::Upstream), Some(t)),
+        other => (other, None),
+    };
     let (resp, source) = match cached {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
         // (the upstream's own answers come back as it encoded them).
@@ -267,16 +271,20 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                 "cache",
             )
         }
-        Ok(Answer::Upstream) => (
-            proxy::forward(
+        Ok(Answer::Upstream | Answer::Timed(_)) => {
+            let resp = proxy::forward(
                 &app.upstream,
                 Request::from_parts(parts, body),
                 &caller.forward,
                 &app.limits,
             )
-            .await,
-            "upstream",
-        ),
+            .await;
+            let resp = match timing {
+                Some(t) if resp.status().is_success() => t.until_sent(resp, started),
+                _ => resp,
+            };
+            (resp, "upstream")
+        }
         Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
     };
     inflight.dec();

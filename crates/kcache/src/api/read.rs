@@ -339,7 +339,8 @@ async fn render_watch(
     // While the upstream cannot be reached at all, such a watch is served as a consistent
     // list would be then: unconfirmed, marked, within the staleness bound.
     let consistency = if initial && opts.allow_bookmarks && opts.resource_version.is_none() {
-        Some(app.consistent(cache, Read::List).await?)
+        let objects = list::expected_objects(cache, &filter, 0);
+        Some(app.consistent(cache, Read::List { objects }).await?)
     } else {
         None
     };
@@ -368,8 +369,10 @@ async fn render_list(
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
     let pretty = response::wants_pretty(opts.pretty, read.user_agent);
+    let mut objects = 0;
     let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
-        Some(app.consistent(cache, Read::List).await?)
+        objects = list::expected_objects(cache, &filter, opts.limit);
+        Some(app.consistent(cache, Read::List { objects }).await?)
     } else {
         None
     };
@@ -385,7 +388,12 @@ async fn render_list(
         app.upstream.version().token_form(),
     )
     .await;
-    mark_unconfirmed(answer, consistency)
+    match answer {
+        Ok(Answer::Upstream) if consistency == Some(Consistency::Upstream) => {
+            Ok(app.forward_timed(cache, objects))
+        }
+        answer => mark_unconfirmed(answer, consistency),
+    }
 }
 
 /// The query parameters kcache answers GET, LIST and WATCH with exactly: kube-apiserver

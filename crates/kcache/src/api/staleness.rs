@@ -71,6 +71,7 @@ pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: 
     match answer {
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
         Ok(Answer::Upstream) => Answer::Upstream,
+        Ok(Answer::Timed(t)) => Answer::Timed(t),
         Err(e) => Answer::Ready(with_age(response::error_as(&e, protobuf), cache)),
     }
 }

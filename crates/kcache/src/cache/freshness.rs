@@ -1,96 +1,160 @@
-//! What consistent reads have learnt about how fresh one type's cache can be proven.
+//! What consistent reads have learnt about proving one type's cache fresh, and about what
+//! the upstream takes to answer the type's reads itself.
 //!
 //! A consistent read is answered from the cache only once the cache has reached the revision
 //! the upstream reports as current (see `upstream::RevisionProbe` and `api::App::consistent`).
-//! Two things learnt from earlier reads make later ones cheaper, and live here:
+//! Whether waiting for that is worth it depends on things only earlier waits tell, kept here:
 //!
-//! - the **unprovable memo**: the cache RV at which a read could not be proven fresh within
-//!   its wait. Until the RV moves, nothing of the type has happened since, so the next read
-//!   cannot be proven either and goes upstream at once, without a probe or a wait;
+//! - the **verdict** of the last wait ([`Verdict`]): it reached the probed revision (the type's
+//!   cache keeps up), or it ran out because the revision had moved on with other types' writes
+//!   and nothing of this type was on its way (the type is *quiet*). A quiet verdict holds
+//!   until the next object event of the type: a bookmark moves the cache's RV but is no news
+//!   about the type's objects, so it does not make the next read wait again;
 //! - the **catch-up estimate**: how long the cache takes to reach a revision the upstream has
-//!   just reported (the lag of the watch that feeds it), with the bookkeeping that keeps it
-//!   measured while reads are being forwarded.
+//!   just reported (the lag of the watch that feeds it);
+//! - the **forwarded-read estimate**: how long the upstream takes to answer a consistent LIST
+//!   of the type, per object, from the reads kcache forwarded. No reader waits longer than its
+//!   read would take forwarded;
+//! - whether a wait is running **off the readers' path**: a read that stopped waiting goes
+//!   upstream, and one background wait per type goes on to learn the verdict.
 //!
-//! Everything is lock-free: readers update it concurrently and an estimate may lose a sample
-//! to a race, never its meaning.
+//! Readers update it concurrently: estimates are lock-free and may lose a sample to a race,
+//! never their meaning; the verdict is one small value behind a mutex.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::latency::LatencyEstimate;
 
+/// What the last wait for a type's cache found, as a consistent read decides by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing learnt yet, or the type has had object events since it was found quiet.
+    Unknown,
+    /// The last wait reached the probed revision: the type's cache keeps up with it.
+    Reaches,
+    /// The last wait ran out, and the type has had no object event since: waiting again
+    /// would only delay the read.
+    Quiet,
+}
+
+/// The last wait's outcome, with what the verdict needs of it.
+#[derive(Debug, Clone, Copy)]
+enum LastWait {
+    None,
+    Reached,
+    /// Ran out when the cache had seen `events` object events.
+    Missed {
+        events: u64,
+    },
+}
+
 /// The freshness record of one cache.
 #[derive(Debug)]
 pub struct Freshness {
-    /// One more than the cache RV at which a consistent read could not be proven fresh within
-    /// the wait (0: never).
-    unprovable_at: AtomicU64,
+    last: Mutex<LastWait>,
     /// How long the cache takes to reach a revision the upstream has just reported.
     catch_up: LatencyEstimate,
-    /// When a read last waited to measure `catch_up` while reads were being forwarded
-    /// (microseconds since `created`; 0: never).
-    catch_up_sampled: AtomicU64,
-    /// Whether a consistent read has waited for this cache yet.
-    catch_up_tried: AtomicBool,
+    /// What the upstream takes per 1,000 objects of a forwarded consistent LIST, beyond one
+    /// round trip (µs resolution per 1,000 is ns per object).
+    forward_per_thousand: LatencyEstimate,
+    /// A wait is running off the readers' path.
+    background: AtomicBool,
+    /// When a background wait last started (µs since `created`; 0: never).
+    background_started: AtomicU64,
     created: Instant,
 }
 
 impl Default for Freshness {
     fn default() -> Self {
         Freshness {
-            unprovable_at: AtomicU64::new(0),
+            last: Mutex::new(LastWait::None),
             catch_up: LatencyEstimate::default(),
-            catch_up_sampled: AtomicU64::new(0),
-            catch_up_tried: AtomicBool::new(false),
+            forward_per_thousand: LatencyEstimate::default(),
+            background: AtomicBool::new(false),
+            background_started: AtomicU64::new(0),
             created: Instant::now(),
         }
     }
 }
 
 impl Freshness {
-    /// Remember that a consistent read could not be proven fresh with the cache at `rv`.
-    pub fn mark_unprovable(&self, rv: u64) {
-        self.unprovable_at
-            .store(rv.saturating_add(1), Ordering::Relaxed);
+    fn last(&self) -> std::sync::MutexGuard<'_, LastWait> {
+        // A single assignment cannot be left half done: a poisoned lock is still usable.
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a consistent read was found unprovable with the cache at `rv` (the cache's RV
-    /// now): nothing of the type has happened since, so it cannot be proven now either.
-    pub fn is_unprovable_at(&self, rv: u64) -> bool {
-        self.unprovable_at.load(Ordering::Relaxed) == rv.saturating_add(1)
+    /// The verdict for a cache that has now seen `events` object events
+    /// (`ResourceCache::object_events`).
+    pub fn verdict(&self, events: u64) -> Verdict {
+        match *self.last() {
+            LastWait::None => Verdict::Unknown,
+            LastWait::Reached => Verdict::Reaches,
+            LastWait::Missed { events: then } if then == events => Verdict::Quiet,
+            LastWait::Missed { .. } => Verdict::Unknown,
+        }
     }
 
-    /// Take one measurement of how long the cache took to reach a revision after it was
-    /// reported.
-    pub fn record_catch_up(&self, took: Duration) {
+    /// A wait reached the probed revision `took` after the probe answered.
+    pub fn reached(&self, took: Duration) {
         self.catch_up.record(took);
+        *self.last() = LastWait::Reached;
+    }
+
+    /// A wait ran out with the cache having seen `events` object events.
+    pub fn missed(&self, events: u64) {
+        *self.last() = LastWait::Missed { events };
     }
 
     /// The estimated time the cache takes to reach a revision the upstream just reported
-    /// (None before any consistent read waited).
+    /// (None before any wait reached one).
     pub fn expected_catch_up(&self) -> Option<Duration> {
         self.catch_up.get()
     }
 
-    /// Whether a read should wait anyway, to measure the catch-up again, although waiting
-    /// looks slower than forwarding: true for one caller per `every`. Without it, a type whose
-    /// reads are all forwarded would never notice that its watch stopped lagging.
-    pub fn take_catch_up_sample(&self, every: Duration) -> bool {
-        let now = u64::try_from(self.created.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
-        let last = self.catch_up_sampled.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= every
-            && self
-                .catch_up_sampled
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+    /// A consistent LIST of about `objects` objects was forwarded and took `took` to answer
+    /// in full; `round_trip` is the upstream's time for a one-object read (the probe's).
+    pub fn record_forward(&self, objects: usize, took: Duration, round_trip: Duration) {
+        let per_object = took.saturating_sub(round_trip) / objects.max(1) as u32;
+        self.forward_per_thousand.record(per_object * 1000);
     }
 
-    /// True for the first consistent read that waits for this cache, false after: that one
-    /// waits the full time, so a type's catch-up is measured before shorter waits are judged
-    /// by it.
-    pub fn first_catch_up_try(&self) -> bool {
-        !self.catch_up_tried.swap(true, Ordering::Relaxed)
+    /// How long the upstream is expected to take to answer a consistent read of `objects`
+    /// objects: one round trip, plus what forwarded LISTs of the type took per object (a
+    /// round trip alone before any was forwarded).
+    pub fn expected_forward(&self, objects: usize, round_trip: Duration) -> Duration {
+        let per_thousand = self.forward_per_thousand.get().unwrap_or_default();
+        round_trip.saturating_add(
+            per_thousand
+                .saturating_mul(u32::try_from(objects).unwrap_or(u32::MAX))
+                .checked_div(1000)
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Start a wait off the readers' path, unless one is running or one started less than
+    /// `every` ago. True: the caller owns it and calls [`Freshness::end_background`] when it
+    /// is over.
+    pub fn begin_background(&self, every: Duration) -> bool {
+        let now = u64::try_from(self.created.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
+        let last = self.background_started.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < every {
+            return false;
+        }
+        if self.background.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.background_started.store(now, Ordering::Relaxed);
+        true
+    }
+
+    /// The background wait begun with [`Freshness::begin_background`] is over.
+    pub fn end_background(&self) {
+        self.background.store(false, Ordering::Release);
     }
 }
 
@@ -99,20 +163,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_memo_holds_until_the_rv_moves() {
+    fn quiet_holds_until_an_object_event() {
         let f = Freshness::default();
-        assert!(!f.is_unprovable_at(0), "never marked");
-        f.mark_unprovable(7);
-        assert!(f.is_unprovable_at(7));
-        assert!(!f.is_unprovable_at(8), "the RV moved");
+        assert_eq!(f.verdict(0), Verdict::Unknown, "nothing learnt");
+        f.missed(7);
+        assert_eq!(f.verdict(7), Verdict::Quiet);
+        assert_eq!(f.verdict(8), Verdict::Unknown, "an object event since");
+        f.reached(Duration::from_millis(3));
+        assert_eq!(f.verdict(8), Verdict::Reaches);
+        assert_eq!(f.expected_catch_up(), Some(Duration::from_millis(3)));
     }
 
     #[test]
-    fn one_sample_per_period_and_one_first_try() {
+    fn forwarded_reads_scale_with_their_size() {
         let f = Freshness::default();
-        assert!(f.first_catch_up_try());
-        assert!(!f.first_catch_up_try());
-        assert!(f.take_catch_up_sample(Duration::ZERO));
-        assert!(!f.take_catch_up_sample(Duration::from_secs(3600)));
+        let rtt = Duration::from_millis(2);
+        assert_eq!(
+            f.expected_forward(10_000, rtt),
+            rtt,
+            "a round trip before any"
+        );
+        f.record_forward(10_000, Duration::from_millis(262), rtt);
+        assert_eq!(f.expected_forward(10_000, rtt), Duration::from_millis(262));
+        assert_eq!(f.expected_forward(0, rtt), rtt);
+    }
+
+    #[test]
+    fn one_background_wait_at_a_time() {
+        let f = Freshness::default();
+        assert!(f.begin_background(Duration::ZERO));
+        assert!(!f.begin_background(Duration::ZERO), "one is running");
+        f.end_background();
+        assert!(f.begin_background(Duration::ZERO));
+        f.end_background();
+        assert!(
+            !f.begin_background(Duration::from_secs(3600)),
+            "one started less than an hour ago"
+        );
     }
 }

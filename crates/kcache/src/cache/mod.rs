@@ -42,7 +42,7 @@ pub use contact::Contact;
 pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
-pub use freshness::Freshness;
+pub use freshness::{Freshness, Verdict};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
 
@@ -274,10 +274,15 @@ impl ResourceCache {
         &self.last_list
     }
 
-    /// Whether a consistent read was found unprovable at the RV the cache is still at (see
-    /// [`Freshness::is_unprovable_at`]).
-    pub fn is_unprovable(&self) -> bool {
-        self.freshness.is_unprovable_at(self.rv())
+    /// What the last wait for this cache found (see [`Freshness::verdict`]).
+    pub fn verdict(&self) -> Verdict {
+        self.freshness.verdict(self.object_events())
+    }
+
+    /// How many object events (changes of the cached objects, a relist's included) the cache
+    /// has applied: moves with news about the type's objects, never with a bookmark.
+    pub fn object_events(&self) -> u64 {
+        self.read().next_seq
     }
 
     /// Whether the cache holds a state that was loaded from disk and that the upstream has not
