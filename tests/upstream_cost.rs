@@ -7,10 +7,11 @@ mod common;
 
 use common::{get, resource, sample, EnvBuilder};
 
-const PURPOSES: [&str; 7] = [
+const PURPOSES: [&str; 8] = [
     "reflector_list",
     "reflector_watch",
     "probe",
+    "proof",
     "token_review",
     "access_review",
     "pass_through",

@@ -306,7 +306,7 @@ impl Metrics {
             "upstream_requests",
             "Requests kcache sent to the upstream, by purpose (reflector_list, reflector_watch, \
              probe, token_review, access_review, pass_through, setup, protobuf_list, \
-             protobuf_watch)",
+             protobuf_watch, proof)",
             m.upstream_requests.clone(),
         );
         r.register(

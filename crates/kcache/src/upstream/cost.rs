@@ -37,12 +37,15 @@ pub enum Purpose {
     ProtobufList,
     /// The protobuf mirror's watch.
     ProtobufWatch,
+    /// A consistent metadata-only list proving a cache current (see
+    /// [`Upstream::metadata_list`](super::Upstream::metadata_list)).
+    Proof,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order (so `ALL[p as usize] == p`), for series that exist
     /// at zero from the start.
-    pub const ALL: [Purpose; 9] = [
+    pub const ALL: [Purpose; 10] = [
         Purpose::ReflectorList,
         Purpose::ReflectorWatch,
         Purpose::Probe,
@@ -52,6 +55,7 @@ impl Purpose {
         Purpose::Setup,
         Purpose::ProtobufList,
         Purpose::ProtobufWatch,
+        Purpose::Proof,
     ];
 
     /// The `purpose` label value.
@@ -66,6 +70,7 @@ impl Purpose {
             Purpose::Setup => "setup",
             Purpose::ProtobufList => "protobuf_list",
             Purpose::ProtobufWatch => "protobuf_watch",
+            Purpose::Proof => "proof",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! resource types, and one reflector per type.
 
 mod cost;
+mod metadata_list;
 mod mirror;
 mod probe;
 mod reflector;
@@ -10,6 +11,7 @@ mod stream;
 mod version;
 
 pub use cost::{CountedBody, Purpose};
+pub use metadata_list::{metadata_list_url, ItemVersion, MetadataList, METADATA_LIST_ACCEPT};
 pub use mirror::MirrorReflector;
 
 pub use probe::{ProbeError, RevisionProbe};
@@ -127,7 +129,14 @@ pub enum UpstreamError {
         #[source]
         source: crate::object::ObjectError,
     },
-    /// Well-formed JSON that says something kcache cannot use (`0`: what).
+    /// Protobuf that does not have the shape kcache reads (`what`: which answer).
+    #[error("upstream sent something kcache cannot read: {what}")]
+    Protobuf {
+        what: String,
+        #[source]
+        source: crate::protobuf::ProtoError,
+    },
+    /// A well-formed answer that says something kcache cannot use (`0`: what).
     #[error("upstream sent something kcache cannot read: {0}")]
     Malformed(String),
     #[error("resource {0} is not served by the upstream (discovery)")]
@@ -348,19 +357,28 @@ impl Upstream {
     /// Send one request as kcache and read its whole answer within the request timeout;
     /// non-2xx answers are errors with the Status message.
     async fn fetch(&self, req: Request<Body>, purpose: Purpose) -> Result<Bytes, UpstreamError> {
+        Ok(self.fetch_with_head(req, purpose).await?.1)
+    }
+
+    /// [`Upstream::fetch`], with the answer's head (for its `Content-Type`, when the answer
+    /// may come in more than one media type).
+    async fn fetch_with_head(
+        &self,
+        req: Request<Body>,
+        purpose: Purpose,
+    ) -> Result<(http::response::Parts, Bytes), UpstreamError> {
         let exchange = async {
             let resp = self.send(req, purpose).await?;
-            let code = resp.status();
-            let body = resp
-                .into_body()
+            let (head, body) = resp.into_parts();
+            let body = body
                 .collect()
                 .await
                 .map_err(UpstreamError::Body)?
                 .to_bytes();
-            if code.is_success() {
-                Ok(body)
+            if head.status.is_success() {
+                Ok((head, body))
             } else {
-                Err(status_error(code, &body))
+                Err(status_error(head.status, &body))
             }
         };
         tokio::time::timeout(self.request_timeout, exchange)

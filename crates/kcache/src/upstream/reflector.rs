@@ -421,6 +421,7 @@ impl Reflector {
             UpstreamError::Status { .. } => "status",
             UpstreamError::Decode { .. }
             | UpstreamError::Object { .. }
+            | UpstreamError::Protobuf { .. }
             | UpstreamError::Malformed(_) => "decode",
             _ => "transport",
         };
