@@ -662,8 +662,12 @@ async fn resource(
     let mut f = f;
     // Custom resources have no protobuf form (protobuf alone is a 406). Built-ins do; those
     // the sim cannot encode (no schema, or a field it does not know) are answered in JSON.
+    // A metadata list is protobuf for every kind (its items are only ObjectMeta); a watch
+    // asking for one gets the objects in their own JSON form (see `watch`).
     (f.media, f.form) = protobuf::negotiate(accept, !a.rt.custom).ok_or(SimError::NotAcceptable)?;
-    if !protobuf::kind_supported(&a.rt) {
+    let watch = a.watch_path || query.flag("watch");
+    let metadata_list = f.form == Form::MetadataList;
+    if (metadata_list && watch) || (!metadata_list && !protobuf::kind_supported(&a.rt)) {
         f.media = Media::Json;
     }
     let method = req.method().clone();

@@ -48,7 +48,9 @@
 //!
 //! Metadata clients that ask for `as=PartialObjectMetadataList` (LIST) or
 //! `as=PartialObjectMetadata` (GET, WATCH) get that form, written by the sim's own `metadata`
-//! module from the recordings (`pom-*`), not by kcache's renderer.
+//! module from the recordings (`pom-*`), not by kcache's renderer. A LIST that prefers it in
+//! protobuf (client-go's metadata client) gets it in protobuf, for every kind (custom
+//! resources too), as the apiserver does.
 #![forbid(unsafe_code)]
 
 pub mod certs;

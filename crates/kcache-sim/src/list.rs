@@ -190,6 +190,23 @@ fn body(
         Form::Object => {}
         Form::Metadata => return Err(metadata::wrong_form(rt, true)),
         Form::MetadataList => {
+            if media == Media::Protobuf {
+                let items: Option<Vec<&[u8]>> = page
+                    .items
+                    .iter()
+                    .map(|o| o.proto_metadata().map(|b| &b[..]))
+                    .collect();
+                if let Some(items) = items {
+                    let rv = list_rv.to_string();
+                    let meta = ListMeta {
+                        resource_version: &rv,
+                        continue_token: token.as_deref().unwrap_or(""),
+                        remaining_item_count: page.remaining.map(|r| r as i64),
+                    };
+                    let body = protobuf::metadata_list_body(&meta, &items);
+                    return Ok((body, Media::Protobuf, page.items.len()));
+                }
+            }
             let items = page.items.iter().map(|o| &o.metadata(rt)[..]);
             let body = metadata::list_body(list_rv, token.as_deref(), page.remaining, items);
             return Ok((body, Media::Json, page.items.len()));

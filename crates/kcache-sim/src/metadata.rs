@@ -14,6 +14,9 @@
 //! * Asking for the wrong one (PartialObjectMetadata of a list, PartialObjectMetadataList of an
 //!   object) is a 406 naming the Go type the apiserver holds (`err-pom-list-wrong-as`).
 //!
+//! This module writes the JSON form; a LIST that prefers the protobuf one gets the
+//! `protobuf` module's `metadata_list_body`.
+//!
 //! The encoding of a stored object is done once and kept with it (`StoredObj::metadata`);
 //! watch lines in this form are built once per event and shared by every watcher.
 

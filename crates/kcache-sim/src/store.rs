@@ -40,6 +40,8 @@ pub struct StoredObj {
     proto: OnceLock<Option<Bytes>>,
     /// The PartialObjectMetadata of `value`, encoded on first use.
     meta: OnceLock<Bytes>,
+    /// Its protobuf message (None: the metadata has none here), encoded on first use.
+    proto_meta: OnceLock<Option<Bytes>>,
 }
 
 impl StoredObj {
@@ -53,6 +55,7 @@ impl StoredObj {
             key,
             proto: OnceLock::new(),
             meta: OnceLock::new(),
+            proto_meta: OnceLock::new(),
         }
     }
 
@@ -73,6 +76,23 @@ impl StoredObj {
                     None
                 }
             })
+            .as_ref()
+    }
+
+    /// The object's PartialObjectMetadata protobuf message (bare, a metadata list's item),
+    /// encoded once; None when its metadata has a field the schema does not know. Every kind
+    /// has it, custom resources included.
+    pub fn proto_metadata(&self) -> Option<&Bytes> {
+        self.proto_meta
+            .get_or_init(
+                || match crate::protobuf::encode_partial_metadata(&self.value) {
+                    Ok(b) => Some(Bytes::from(b)),
+                    Err(e) => {
+                        tracing::debug!(key = %self.key, why = %e.0, "sim: no protobuf metadata, JSON instead");
+                        None
+                    }
+                },
+            )
             .as_ref()
     }
 

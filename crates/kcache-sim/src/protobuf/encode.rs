@@ -48,6 +48,20 @@ pub fn encode_object(kind: &str, obj: &Value) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Encodes the `PartialObjectMetadata { metadata ObjectMeta = 1 }` of an object of any kind,
+/// custom resources included (the `meta.k8s.io` kinds have a protobuf form whatever the
+/// object's own kind has): its ObjectMeta exactly as [`encode_object`] writes it inside the
+/// object, everything else left out.
+pub fn encode_partial_metadata(obj: &Value) -> Result<Vec<u8>> {
+    let Value::Object(map) = obj else {
+        return fail("not a JSON object");
+    };
+    let meta = map.get("metadata").filter(|v| !v.is_null());
+    let mut out = Vec::with_capacity(256);
+    write_value(Kind::Msg("ObjectMeta"), 1, meta, true, &mut out, "metadata")?;
+    Ok(out)
+}
+
 /// Writes `msg`'s fields from `obj` (None: the zero struct).
 fn encode_message(
     msg: &Message,

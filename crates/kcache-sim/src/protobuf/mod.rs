@@ -9,9 +9,11 @@
 //!   have no protobuf form, so `protobuf, application/json` gets JSON and protobuf alone a
 //!   406 (whose Status body is itself protobuf, as recorded). Errors are protobuf Status
 //!   objects whenever the client prefers protobuf, whatever the resource.
-//!   Clauses asking for another form (`as=Table`, `as=PartialObjectMetadata`) are never
-//!   protobuf here: they are skipped, and the JSON ones are answered as the `metadata`
-//!   module says.
+//!   A protobuf clause asking for `as=PartialObjectMetadataList` (`g=meta.k8s.io;v=v1`) is
+//!   answered in protobuf on a LIST, for built-in kinds and custom resources alike, as the
+//!   apiserver does (the `meta.k8s.io` kinds have a protobuf form whatever the object's);
+//!   other protobuf clauses asking for another form (`as=Table`, `as=PartialObjectMetadata`)
+//!   are skipped, and the JSON ones are answered as the `metadata` module says.
 //! * **Objects** ([`encode_object`], cached per stored object version): the stored JSON walked along a hand-written schema
 //!   table (`schema.txt`: per message, JSON name, field number, type, pointer or not, from
 //!   upstream's `generated.proto` and Go types), written as Go's gogo-protobuf marshallers
@@ -29,6 +31,11 @@
 //!   resourceVersion, and that watch replays the event, so it gets JSON). A real apiserver
 //!   never does this (it drops unknown fields when it decodes); a client asking for
 //!   protobuf must treat a JSON answer as "no protobuf here", which kcache does.
+//! * **Metadata lists** ([`encode_partial_metadata`], [`metadata_list_body`]): a
+//!   `meta.k8s.io/v1` `PartialObjectMetadataList { metadata ListMeta = 1, items = 2 }` whose
+//!   items are `PartialObjectMetadata { metadata ObjectMeta = 1 }`, the ObjectMeta written as
+//!   the object's own encoding writes it. An object whose metadata the schema cannot encode
+//!   makes the list JSON, as for the full form.
 //! * **Envelopes**: `k8s\0` + `runtime.Unknown { typeMeta { apiVersion = 1, kind = 2 } = 1,
 //!   raw = 2, contentEncoding = 3, contentType = 4 }`, the last two always written empty.
 //!   Lists: `XxxList { metadata ListMeta = 1, items = 2 }` with bare item messages. Watch
@@ -41,15 +48,15 @@
 //!   JSON bodies are not compressed, as before this module.)
 //!
 //! Limits: request bodies must be JSON (a protobuf body is a 400); Table and
-//! PartialObjectMetadata answers, discovery and the CustomResourceDefinition objects stay
-//! JSON; quantities are written as stored (the apiserver canonicalises them, the sim's JSON
+//! PartialObjectMetadata answers of a GET or WATCH, discovery and the
+//! CustomResourceDefinition objects stay JSON; quantities are written as stored (the apiserver canonicalises them, the sim's JSON
 //! does not either).
 
 mod encode;
 mod schema;
 mod wire;
 
-pub use encode::Unencodable;
+pub use encode::{encode_partial_metadata, Unencodable};
 
 use super::encode::J;
 use super::metadata::{self, Form};
@@ -82,9 +89,11 @@ pub enum Media {
 /// None: nothing acceptable (406). No `Accept` at all is JSON.
 ///
 /// JSON clauses may ask for the PartialObjectMetadata forms (see
-/// [`metadata::clause_form`]). Protobuf clauses asking for another form (`as=...`) are
-/// skipped: the apiserver would answer a protobuf PartialObjectMetadataList, the sim has no
-/// encoder for it, and the clients that ask for it list the JSON form next.
+/// [`metadata::clause_form`]). A protobuf clause asking for `PartialObjectMetadataList` is
+/// acceptable whatever `protobuf_ok` says (the list kind has its own protobuf form); other
+/// protobuf clauses asking for another form (`as=...`) are skipped: the sim has no protobuf
+/// Table or single PartialObjectMetadata, and the clients that ask for them list the JSON
+/// form next.
 pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Option<(Media, Form)> {
     pick(accept, protobuf_ok, true)
 }
@@ -127,8 +136,13 @@ fn pick(accept: Option<&str>, protobuf_ok: bool, transforms: bool) -> Option<(Me
                     _ => {}
                 }
             }
-            "application/vnd.kubernetes.protobuf" if protobuf_ok && !other_form => {
+            "application/vnd.kubernetes.protobuf" if !other_form && protobuf_ok => {
                 return Some((Media::Protobuf, Form::Object))
+            }
+            "application/vnd.kubernetes.protobuf"
+                if transforms && metadata::clause_form(&params) == Some(Form::MetadataList) =>
+            {
+                return Some((Media::Protobuf, Form::MetadataList))
             }
             _ => {}
         }
@@ -181,6 +195,21 @@ pub struct ListMeta<'a> {
 
 /// A list body: the envelope of `XxxList { metadata, items }`, each item a bare message.
 pub fn list_body(rt: &ResourceType, meta: &ListMeta<'_>, items: &[&[u8]]) -> Vec<u8> {
+    list_body_of(&rt.api_version(), &format!("{}List", rt.kind), meta, items)
+}
+
+/// A `meta.k8s.io/v1` PartialObjectMetadataList body, each item a bare
+/// `PartialObjectMetadata` message (see [`encode_partial_metadata`]).
+pub fn metadata_list_body(meta: &ListMeta<'_>, items: &[&[u8]]) -> Vec<u8> {
+    list_body_of(
+        metadata::API_VERSION,
+        "PartialObjectMetadataList",
+        meta,
+        items,
+    )
+}
+
+fn list_body_of(api_version: &str, kind: &str, meta: &ListMeta<'_>, items: &[&[u8]]) -> Vec<u8> {
     let mut lm = Vec::with_capacity(64);
     put_bytes_field(&mut lm, 1, b"");
     put_bytes_field(&mut lm, 2, meta.resource_version.as_bytes());
@@ -194,7 +223,7 @@ pub fn list_body(rt: &ResourceType, meta: &ListMeta<'_>, items: &[&[u8]]) -> Vec
     for it in items {
         put_bytes_field(&mut list, 2, it);
     }
-    envelope(&rt.api_version(), &format!("{}List", rt.kind), &list)
+    envelope(api_version, kind, &list)
 }
 
 /// One watch frame: the 4-byte big-endian length, then `WatchEvent { type, object:

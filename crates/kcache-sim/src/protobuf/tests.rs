@@ -440,13 +440,30 @@ fn negotiation() {
     );
     assert_eq!(negotiate(None, true), j);
     assert_eq!(negotiate(Some("application/yaml"), true), None);
-    // What client-go's metadata client sends for a LIST: the protobuf clause is skipped.
+    // What client-go's metadata client sends for a LIST: its protobuf clause is taken, for
+    // a custom resource too (the list kind has a protobuf form of its own).
     let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-    assert_eq!(
-        negotiate(Some(metadata_list), true),
-        Some((Media::Json, Form::MetadataList))
-    );
+    for protobuf_ok in [true, false] {
+        assert_eq!(
+            negotiate(Some(metadata_list), protobuf_ok),
+            Some((Media::Protobuf, Form::MetadataList))
+        );
+    }
     assert_eq!(negotiate_error(Some(metadata_list)), Some(Media::Json));
+    // ... and for a GET or WATCH: the protobuf clause is skipped.
+    let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    assert_eq!(
+        negotiate(Some(metadata), true),
+        Some((Media::Json, Form::Metadata))
+    );
+    // Another version of the list form is not offered.
+    assert_eq!(
+        negotiate(
+            Some("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+            true
+        ),
+        None
+    );
     // Only a transformation: acceptable for objects, not for an error (indented JSON).
     let only = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
     assert_eq!(
@@ -460,6 +477,58 @@ fn negotiation() {
         )),
         Some(Media::Protobuf)
     );
+}
+
+#[test]
+fn metadata_lists_carry_each_objects_own_object_meta() {
+    // A recorded ConfigMap: its PartialObjectMetadata is the recorded object's first field
+    // (the ObjectMeta), byte for byte, and decodes to the same ObjectMeta.
+    let recorded = unknown(&read("protobuf-get-cm.bin")).raw.unwrap();
+    let cm = json_file("get-cm-binarydata.json");
+    let pom = encode_partial_metadata(&cm).unwrap();
+    same(&pom, &recorded[..pom.len()], "ObjectMeta of get-cm");
+    let decoded = core::ConfigMap::decode(&recorded[..]).unwrap();
+    let pom_decoded = meta::PartialObjectMetadata::decode(&pom[..]).unwrap();
+    assert_eq!(pom_decoded.metadata, decoded.metadata);
+    // A custom resource has one too.
+    let widget = json_file("get-widget.json");
+    let w = encode_partial_metadata(&widget).unwrap();
+    let wm = meta::PartialObjectMetadata::decode(&w[..])
+        .unwrap()
+        .metadata
+        .unwrap();
+    assert_eq!(meta_json(&wm), widget["metadata"]);
+    // The list: meta.k8s.io/v1 PartialObjectMetadataList, ListMeta as for other lists.
+    let body = metadata_list_body(
+        &ListMeta {
+            resource_version: "42",
+            continue_token: "",
+            remaining_item_count: None,
+        },
+        &[&pom, &w],
+    );
+    let u = unknown(&body);
+    let tm = u.type_meta.unwrap();
+    assert_eq!(
+        (tm.api_version.as_deref(), tm.kind.as_deref()),
+        (Some("meta.k8s.io/v1"), Some("PartialObjectMetadataList"))
+    );
+    let list = meta::PartialObjectMetadataList::decode(u.raw.as_deref().unwrap()).unwrap();
+    let lm = list.metadata.unwrap();
+    assert_eq!(
+        (lm.resource_version.as_deref(), lm.r#continue.as_deref()),
+        (Some("42"), Some(""))
+    );
+    assert_eq!(
+        list.items,
+        [
+            pom_decoded,
+            meta::PartialObjectMetadata { metadata: Some(wm) }
+        ]
+    );
+    // Metadata the schema does not know has no protobuf form (the list is then JSON).
+    let odd = json!({"metadata": {"name": "a", "newField": 1}});
+    assert!(encode_partial_metadata(&odd).is_err());
 }
 
 #[test]
