@@ -117,10 +117,12 @@ fn latency_histogram() -> Histogram {
 
 /// Every outcome of a consistent read (`kcache_consistent_reads_total{outcome}`), created at
 /// zero per cached type by [`Metrics::init_resource`].
-pub const CONSISTENT_READ_OUTCOMES: [&str; 9] = [
+pub const CONSISTENT_READ_OUTCOMES: [&str; 11] = [
     "cache",
+    "proven",
     "forwarded",
     "forwarded_quiet",
+    "forwarded_changed",
     "forwarded_get",
     "forwarded_lagging",
     "forwarded_probe_failed",
@@ -322,7 +324,7 @@ impl Metrics {
         );
         r.register(
             "consistent_reads",
-            "Reads with resourceVersion unset, by outcome (cache: caught up; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait; forwarded_quiet: passed to the upstream at once, the type's last wait having run out with no object event of the type since; forwarded_get: a GET passed to the upstream at once, the upstream (v1.31 on) answering the consistency probe from its watch cache, which costs more than the GET; forwarded_lagging: passed to the upstream at once, the cache expected to take longer to catch up than the upstream to answer; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
+            "Reads with resourceVersion unset, by outcome (cache: caught up; proven: a quiet type's cache shown current by the upstream's metadata list of the type; forwarded: passed to the upstream, the cache not having reached the upstream's revision within the wait; forwarded_quiet: passed to the upstream at once, the type's last wait having run out with no object event of the type since; forwarded_changed: passed to the upstream, its metadata list of a quiet type showing changes the cache has not seen yet; forwarded_get: a GET passed to the upstream at once, the upstream (v1.31 on) answering the consistency probe from its watch cache, which costs more than the GET; forwarded_lagging: passed to the upstream at once, the cache expected to take longer to catch up than the upstream to answer; forwarded_probe_failed: passed to the upstream, which answered the consistency probe with an error or slowly while reachable; timeout: 504, the cache not having caught up in time; stale: answered from the cache unconfirmed (X-Kcache-Unconfirmed) while the upstream could not be reached at all; too_stale: 504, the cache being older than maxConsistentReadStalenessSeconds)",
             m.consistent_reads.clone(),
         );
         r.register(

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::proof::Proof;
 use super::{Answer, App};
 use crate::cache::{ResourceCache, Verdict};
 use crate::error::Report;
@@ -104,6 +105,7 @@ impl App {
                 }
                 Bound::Wait(bound) => Some(bound),
                 Bound::AsForwarding => None,
+                Bound::Prove(round_trip) => return Ok(self.proven(cache, round_trip).await),
             }
         } else {
             Some(self.consistent.wait)
@@ -175,6 +177,29 @@ impl App {
         }
     }
 
+    /// Where a read of a quiet type is answered once its cache was put to the proof: from the
+    /// cache when it holds the upstream's state, else upstream (a proof that failed, or that
+    /// the upstream did not answer: it can answer the read).
+    async fn proven(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Consistency {
+        let (o, answer) = match self.prove(cache, round_trip).await {
+            Ok(Proof::Proven) => ("proven", Consistency::Cache),
+            Ok(Proof::Changed) => ("forwarded_changed", Consistency::Upstream),
+            Err(e) => {
+                tracing::debug!(resource = %cache.info, error = %Report(&e),
+                    "proof of a quiet cache failed; forwarding the read");
+                ("forwarded_probe_failed", Consistency::Upstream)
+            }
+        };
+        self.metrics
+            .consistent_reads
+            .get_or_create(&metrics::OutcomeLabels {
+                resource: cache.info.resource.clone(),
+                outcome: o,
+            })
+            .inc();
+        answer
+    }
+
     /// How long a consistent read may wait for `cache`, or why it is forwarded at once (the
     /// outcome it is counted as); see [`App::consistent`].
     fn wait_bound(
@@ -185,7 +210,14 @@ impl App {
     ) -> Bound {
         let freshness = cache.freshness();
         match cache.verdict() {
-            Verdict::Quiet => Bound::Forward("forwarded_quiet"),
+            Verdict::Quiet => match (read, probe.round_trip()) {
+                (Read::List { whole, .. }, Some(round_trip))
+                    if self.proof_pays(cache, round_trip, whole) =>
+                {
+                    Bound::Prove(round_trip)
+                }
+                _ => Bound::Forward("forwarded_quiet"),
+            },
             Verdict::Unknown => Bound::AsForwarding,
             Verdict::Reaches => {
                 let catch_up = freshness.expected_catch_up().unwrap_or_default();
@@ -297,6 +329,27 @@ struct TimedBody {
     timing: Option<ForwardTiming>,
 }
 
+impl TimedBody {
+    fn record(&mut self) {
+        if let Some(t) = self.timing.take() {
+            t.cache
+                .freshness()
+                .record_forward(t.objects, self.started.elapsed(), t.round_trip);
+        }
+    }
+}
+
+impl Drop for TimedBody {
+    /// A body of known length is not polled past its last byte: it ends when it is dropped
+    /// with nothing left.
+    fn drop(&mut self) {
+        use http_body::Body as _;
+        if self.body.is_end_stream() || self.body.size_hint().exact() == Some(0) {
+            self.record();
+        }
+    }
+}
+
 impl http_body::Body for TimedBody {
     type Data = bytes::Bytes;
     type Error = axum::Error;
@@ -314,11 +367,7 @@ impl http_body::Body for TimedBody {
             _ => false,
         };
         if ended {
-            if let Some(t) = self.timing.take() {
-                t.cache
-                    .freshness()
-                    .record_forward(t.objects, self.started.elapsed(), t.round_trip);
-            }
+            self.record();
         }
         polled
     }
@@ -358,6 +407,9 @@ enum Bound {
     Wait(Duration),
     /// Probe, and wait at most what the upstream is expected to take to answer the read.
     AsForwarding,
+    /// A quiet type: prove the cache current with the type's metadata (`api::proof`); the
+    /// probe's round trip.
+    Prove(Duration),
 }
 
 /// Where a consistent read is answered (see [`App::consistent`]).
@@ -412,18 +464,29 @@ const CATCH_UP_SLACK: Duration = Duration::from_millis(20);
 pub(super) enum Read {
     Get,
     /// A LIST, or a watch whose initial events must be consistent (its end bookmark promises
-    /// a state no older than the upstream's when it began), of about `objects` objects.
+    /// a state no older than the upstream's when it began): about `objects` objects in this
+    /// page, `whole` in all its pages.
     List {
         objects: usize,
+        whole: usize,
     },
 }
 
 impl Read {
-    /// About how many objects the upstream would send for this read.
-    fn objects(self) -> usize {
+    /// A LIST of about `whole` objects in all, `limit` a page (zero or less: one page).
+    pub(super) fn list(whole: usize, limit: i64) -> Read {
+        let objects = usize::try_from(limit)
+            .ok()
+            .filter(|l| *l > 0)
+            .map_or(whole, |l| l.min(whole));
+        Read::List { objects, whole }
+    }
+
+    /// About how many objects the upstream would send for this read (this page).
+    pub(super) fn objects(self) -> usize {
         match self {
             Read::Get => 1,
-            Read::List { objects } => objects,
+            Read::List { objects, .. } => objects,
         }
     }
 }

@@ -140,23 +140,20 @@ fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
     }
 }
 
-/// About how many objects a consistent LIST (or a watch's initial events) of `filter` with
-/// `limit` would send: the namespace's or the type's objects, at most the limit. Selectors are
-/// not applied (an upper bound, cheap to get): it only sizes what forwarding the read would
-/// cost, to bound how long the read may wait for the cache (`App::consistent`).
-pub(super) fn expected_objects(cache: &ResourceCache, filter: &Filter, limit: i64) -> usize {
-    let cap = usize::try_from(limit)
-        .ok()
-        .filter(|l| *l > 0)
-        .unwrap_or(usize::MAX);
+/// About how many objects a consistent LIST (or a watch's initial events) of `filter` would
+/// send, all pages together: the namespace's or the type's objects. Selectors are not applied
+/// (an upper bound, cheap to get): it only sizes what forwarding the read would cost, to
+/// decide how long the read may wait for the cache and whether proving it pays
+/// (`App::consistent`).
+pub(super) fn expected_objects(cache: &ResourceCache, filter: &Filter) -> usize {
     let snap = cache.snapshot();
     match &filter.namespace {
-        None => snap.objects.len().min(cap),
+        None => snap.objects.len(),
         // Counted: a namespace's keys are one range of the ordered map.
         Some(_) => snap
             .objects
             .range(range(filter, None))
-            .take(cap.min(MAX_COUNTED))
+            .take(MAX_COUNTED)
             .count(),
     }
 }

@@ -18,6 +18,7 @@ mod negotiate;
 mod params;
 mod plan;
 mod policy;
+mod proof;
 mod protobuf;
 mod proxy;
 mod read;

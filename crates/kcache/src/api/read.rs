@@ -339,8 +339,8 @@ async fn render_watch(
     // While the upstream cannot be reached at all, such a watch is served as a consistent
     // list would be then: unconfirmed, marked, within the staleness bound.
     let consistency = if initial && opts.allow_bookmarks && opts.resource_version.is_none() {
-        let objects = list::expected_objects(cache, &filter, 0);
-        Some(app.consistent(cache, Read::List { objects }).await?)
+        let whole = list::expected_objects(cache, &filter);
+        Some(app.consistent(cache, Read::list(whole, 0)).await?)
     } else {
         None
     };
@@ -369,10 +369,10 @@ async fn render_list(
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
     let pretty = response::wants_pretty(opts.pretty, read.user_agent);
-    let mut objects = 0;
+    let mut read_size = Read::Get;
     let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
-        objects = list::expected_objects(cache, &filter, opts.limit);
-        Some(app.consistent(cache, Read::List { objects }).await?)
+        read_size = Read::list(list::expected_objects(cache, &filter), opts.limit);
+        Some(app.consistent(cache, read_size).await?)
     } else {
         None
     };
@@ -390,7 +390,7 @@ async fn render_list(
     .await;
     match answer {
         Ok(Answer::Upstream) if consistency == Some(Consistency::Upstream) => {
-            Ok(app.forward_timed(cache, objects))
+            Ok(app.forward_timed(cache, read_size.objects()))
         }
         answer => mark_unconfirmed(answer, consistency),
     }

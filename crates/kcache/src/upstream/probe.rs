@@ -29,11 +29,11 @@
 //! possibly a lagging one (so its RV may be below an acknowledged write), and the 1.28 apiserver
 //! sends the whole collection for it whatever the limit (L2).
 //!
-//! A type nobody writes never reaches a `P` that other types' writes moved, so such reads wait
-//! for the bounded wait and are then forwarded. kcache remembers that a type could not be proven
-//! fresh at its cache RV `r` (`cache::Freshness`, kept on each cache); until
-//! the type's RV moves (an event, or a bookmark), its consistent reads are forwarded at once,
-//! without a probe or a wait.
+//! A type nobody writes never reaches a `P` that other types' writes moved. kcache remembers
+//! that a wait for such a type ran out (`cache::Freshness`, kept on each cache); until an
+//! object event of the type arrives (a bookmark is no news about its objects), its consistent
+//! reads are forwarded at once, without a probe or a wait, or proven by the type's metadata
+//! (`api::proof`).
 //!
 //! Probes are coalesced: at most two are in flight ([`IN_FLIGHT`]), and every reader that
 //! arrives while both run joins the next one, which is sent when one of them returns. Under

@@ -1,0 +1,210 @@
+//! A quiet type's consistent LIST answered from the cache once the upstream's metadata list of
+//! the type shows the cache holds its state (docs/semantics.md, "Quiet types proven by their
+//! metadata"), on both upstream versions; and every change the cache has not seen yet makes
+//! the proof fail, so the read goes upstream: a create alone, an update alone, a delete
+//! alone, and a delete and a re-create of the same name.
+//!
+//! The sim's watch cache lags its store by half a second, so a change written just before a
+//! read reaches kcache's cache only after the read was decided: the proof, read from the
+//! upstream's current state, must see it. Another type is written before each read, so the
+//! upstream's revision is past the ConfigMaps' and the freshness probe alone could not prove
+//! the cache.
+
+mod common;
+#[path = "sim_common/mod.rs"]
+mod raw;
+
+use std::time::Duration;
+
+use common::{get, resource, Env, EnvBuilder};
+use kcache::api::CACHE_AGE_HEADER;
+use kcache::cache::Verdict;
+use kcache_sim::seed::SeedObject;
+use kcache_sim::{Profile, SimConfig, StorageReads};
+use serde_json::{json, Value};
+
+const NS: &str = "quiet";
+const OBJECTS: usize = 1000;
+
+fn cm(name: &str, v: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS}, "data": {"v": v}})
+}
+
+async fn start(profile: Profile) -> Env {
+    let seed = (0..OBJECTS)
+        .map(|i| SeedObject {
+            group: "",
+            resource: "configmaps",
+            object: cm(&format!("cm-{i:03}"), "0"),
+        })
+        .collect();
+    let env = EnvBuilder {
+        sim: SimConfig {
+            watch_cache_lags: vec![Duration::from_millis(500)],
+            // A list costs the upstream per object, as a real one's does (here more, so that
+            // what the upstream spends outweighs what a debug build of kcache and the sim
+            // spend on the same bytes): forwarding the type's reads is measurably dearer than
+            // proving them.
+            storage_reads: Some(StorageReads {
+                per_item: Duration::from_micros(200),
+                ..StorageReads::measured(profile)
+            }),
+            ..SimConfig::for_profile(profile)
+        },
+        seed,
+        ..EnvBuilder::default()
+    }
+    .resources(vec![resource("", "v1", "configmaps")])
+    .start()
+    .await;
+    // A v1.28 reflector lists from the lagging watch cache, which shows the seed half a second
+    // late.
+    let cache = env.kcache.app.registry.all().next().unwrap().clone();
+    common::wait_until("the seed is cached", || {
+        let cache = cache.clone();
+        async move { cache.len() == OBJECTS }
+    })
+    .await;
+    env
+}
+
+fn outcome(env: &Env, outcome: &'static str) -> u64 {
+    env.kcache
+        .metrics()
+        .consistent_reads
+        .get_or_create(&kcache::metrics::OutcomeLabels {
+            resource: "configmaps".into(),
+            outcome,
+        })
+        .get()
+}
+
+/// Every outcome counted, for failure messages.
+fn outcomes(env: &Env) -> Vec<(&'static str, u64)> {
+    kcache::metrics::CONSISTENT_READ_OUTCOMES
+        .iter()
+        .map(|o| (*o, outcome(env, o)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// The names and data of a list's items.
+fn items(v: &Value) -> Vec<(String, String)> {
+    v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                o["data"]["v"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A consistent LIST of every ConfigMap, after a write of another type: kcache's answer is
+/// the upstream's state. Returns whether the cache answered.
+async fn read(env: &Env, round: &mut usize) -> bool {
+    *round += 1;
+    env.sim
+        .create(
+            "",
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("other-{round}"), "namespace": NS}}),
+        )
+        .unwrap();
+    let before = env.sim.current_rv();
+    let ours = get(&env.url(), "/api/v1/configmaps").await;
+    assert_eq!(ours.status, 200, "{}", ours.text());
+    let direct = get(&env.sim.url(), "/api/v1/configmaps").await;
+    let ours = (ours.header(CACHE_AGE_HEADER).is_some(), ours.json());
+    assert_eq!(items(&ours.1), items(&direct.json()), "read {round}");
+    let rv: u64 = ours.1["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv >= before, "read {round}: list RV {rv} below {before}");
+    ours.0
+}
+
+/// Wait until the type has been found quiet again (after a change reached the cache).
+async fn quiet_again(env: &Env, round: &mut usize) {
+    let cache = env.kcache.app.registry.all().next().unwrap().clone();
+    // The change's event ends the quiet verdict; the next read goes upstream and kcache finds
+    // the type quiet again off the reader's path.
+    common::wait_until("the change reaches the cache", || {
+        let cache = cache.clone();
+        async move { cache.verdict() != Verdict::Quiet }
+    })
+    .await;
+    read(env, round).await;
+    common::wait_until("the type is found quiet", || {
+        let cache = cache.clone();
+        async move { cache.verdict() == Verdict::Quiet }
+    })
+    .await;
+}
+
+async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
+    let env = start(profile).await;
+    let mut round = 0;
+    // The first read goes upstream (and is timed); kcache then finds the type quiet.
+    assert!(!read(&env, &mut round).await, "{profile}: first read");
+    quiet_again_after_first(&env).await;
+    // Unchanged: proven, from the cache.
+    assert!(
+        read(&env, &mut round).await,
+        "{profile}: unchanged ({:?})",
+        outcomes(&env)
+    );
+    assert_eq!(outcome(&env, "proven"), 1, "{profile}");
+    type Change = fn(&Env);
+    let changes: [(&str, Change); 4] = [
+        ("a create", |env| {
+            env.sim.create("", "configmaps", cm("new", "1")).unwrap();
+        }),
+        ("an update", |env| {
+            env.sim.update("", "configmaps", cm("cm-007", "2")).unwrap();
+        }),
+        ("a delete", |env| {
+            env.sim
+                .delete("", "configmaps", Some(NS), "cm-008")
+                .unwrap();
+        }),
+        ("a delete and a re-create", |env| {
+            env.sim
+                .delete("", "configmaps", Some(NS), "cm-009")
+                .unwrap();
+            env.sim.create("", "configmaps", cm("cm-009", "0")).unwrap();
+        }),
+    ];
+    for (i, (what, change)) in changes.into_iter().enumerate() {
+        change(&env);
+        assert!(!read(&env, &mut round).await, "{profile}: {what}");
+        assert_eq!(
+            outcome(&env, "forwarded_changed"),
+            i as u64 + 1,
+            "{profile}: {what} fails the proof ({:?})",
+            outcomes(&env)
+        );
+        quiet_again(&env, &mut round).await;
+        assert!(read(&env, &mut round).await, "{profile}: after {what}");
+    }
+    assert_eq!(outcome(&env, "proven"), 5, "{profile}");
+}
+
+/// The first read's wait goes on off the reader's path; wait for its verdict.
+async fn quiet_again_after_first(env: &Env) {
+    let cache = env.kcache.app.registry.all().next().unwrap().clone();
+    common::wait_until("the type is found quiet", || {
+        let cache = cache.clone();
+        async move { cache.verdict() == Verdict::Quiet }
+    })
+    .await;
+}
+
+per_profile!(changes_the_cache_has_not_seen_fail_the_proof);
