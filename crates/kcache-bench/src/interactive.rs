@@ -162,11 +162,16 @@ impl Rounds<'_> {
         let start = tokio::time::Instant::now();
         let mut next = start;
         let mut round = 0u64;
-        while start.elapsed() < self.duration {
+        // No round starts after `duration`, also when the last one overran it.
+        while next.max(tokio::time::Instant::now()).duration_since(start) < self.duration {
             tokio::time::sleep_until(next).await;
-            // As `watch` runs kubectl: a round that overran delays the next, none is skipped
-            // or crowded in to catch up.
-            next = (next + self.period).max(tokio::time::Instant::now());
+            // As `watch -p` runs kubectl: a round that overran its period is followed at once
+            // by the next, which keeps its whole period; none is crowded in to catch up.
+            let began = tokio::time::Instant::now();
+            next += self.period;
+            if next < began {
+                next = began + self.period;
+            }
             // Whichever goes second finds the upstream's caches and connections warm from the
             // first: each goes first every other round.
             let direct_first = round % 2 == 0;
