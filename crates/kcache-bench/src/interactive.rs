@@ -16,7 +16,7 @@
 //! (not cached) is written once a second throughout. Every round, four consistent reads as
 //! kubectl sends them (LISTs by pages of `limit`, following `continue`): the small namespace's
 //! ConfigMaps, all Pods, all ConfigMaps, and GET of one ConfigMap; each read goes to the sim
-//! and to kcache back to back, which first alternating by round, and is timed whole (every
+//! and to kcache back to back, the one sent first alternating by round, and is timed whole (every
 //! page, every body read to its end). `kcache bench --kubeconfig` runs the same rounds against
 //! a real cluster ([`Rounds`] is shared).
 
@@ -34,12 +34,13 @@ const SMALL_NS: &str = "bench-small";
 const SMALL_NS_OBJECTS: usize = 3;
 /// Namespaces the other ConfigMaps and the Pods are spread over.
 const SPREAD: usize = 10;
-/// Secret writes per second throughout: about what a small cluster's leases and events write.
+/// Secret writes per second throughout: about what a small cluster's leases write (each node's
+/// every 10 s, kube-controller-manager's and kube-scheduler's every 2 s).
 pub(crate) const OTHER_WRITES_PER_S: f64 = 1.0;
 /// A kcache read this much slower than the direct read beside it is one a person notices.
-pub(crate) const NOTICEABLE: Duration = Duration::from_millis(100);
+const NOTICEABLE: Duration = Duration::from_millis(100);
 /// kcache's p99 may exceed the direct p99 by this much: one more hop on loopback.
-pub(crate) const P99_MARGIN_MS: f64 = 10.0;
+const P99_MARGIN_MS: f64 = 10.0;
 /// One request (one page) of a read.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
