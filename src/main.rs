@@ -238,7 +238,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated:
-        /// list,get,consistent,fresh,https,watch,node,memory,stalled,protobuf,warm,relist.
+        /// list,get,consistent,fresh,interactive,https,watch,node,memory,stalled,protobuf,warm,relist.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
@@ -255,11 +255,12 @@ enum Command {
         #[arg(long, requires = "kubeconfig")]
         context: Option<String>,
         /// Namespace of the one-namespace LIST and the GETs (default: the one with the most
-        /// objects).
+        /// objects; for the interactive rounds the bench's own with --writes, else kube-system).
         #[arg(long, requires = "kubeconfig")]
         namespace: Option<String>,
         /// Create a namespace of the bench's own, write ConfigMaps there (watch delivery and
-        /// consistent reads under writes), and delete it at the end.
+        /// consistent reads under writes) and a Secret (another type, during the interactive
+        /// rounds), and delete it at the end.
         #[arg(long, requires = "kubeconfig")]
         writes: bool,
         /// Load-generator connections per read row (with --kubeconfig; default 8, 4 with --quick).

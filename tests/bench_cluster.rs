@@ -73,6 +73,10 @@ fn options(kubeconfig: &Path, writes: bool) -> ClusterOptions {
             watch: Duration::from_millis(600),
             write_rate: 20.0,
             write_objects: 3,
+            // A few rounds, LISTs of several pages.
+            interactive: Duration::from_millis(1100),
+            interactive_every: Duration::from_millis(400),
+            page: 10,
         },
     }
 }
@@ -157,6 +161,25 @@ fn check_tables(rows: &[Row], watchers: u64) -> Vec<String> {
     scenarios
 }
 
+const INTERACTIVE: &str = "Cluster: interactive consistent reads (RV unset; LISTs by pages of 10), one round every 0.400 s";
+
+/// The interactive table has `reads` cases, among them `cases`, each read in every round on
+/// both targets (one round at least: a read through kcache may take seconds); the
+/// all-namespaces LISTs took several pages.
+fn check_interactive(rows: &[Row], cases: &[&str], reads: usize) {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.scenario == INTERACTIVE).collect();
+    assert_eq!(rows.len(), reads * 2, "{rows:?}");
+    for c in cases {
+        assert!(rows.iter().any(|r| r.case == *c), "{c}: {rows:?}");
+    }
+    for r in &rows {
+        assert!(num(r, "reads") >= 1, "{}: {r:?}", r.case);
+        if r.case.starts_with("LIST configmaps, all") {
+            assert!(num(r, "pages") >= 4, "{r:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_bench_against_the_sim_as_a_process() {
     let dir = TempDir::new("bench-cluster").unwrap();
@@ -188,6 +211,7 @@ async fn cluster_bench_against_the_sim_as_a_process() {
         "Cluster: GET by name (RV=0), 2 clients",
         "Cluster: GET by name (RV unset, consistent), 2 clients",
         "Cluster: WATCH ConfigMaps, all namespaces, HTTP/2",
+        INTERACTIVE,
     ] {
         assert!(
             scenarios.iter().any(|x| x == s),
@@ -212,6 +236,8 @@ async fn cluster_bench_against_the_sim_as_a_process() {
         lists.iter().any(|c| c.starts_with("pods: 12 objects")),
         "{lists:?}"
     );
+    // kube-system: the sim has no such namespace, so its LIST is empty and there is no GET.
+    check_interactive(&run.report.rows, &["LIST configmaps in kube-system"], 3);
     assert_eq!(state(&sim.target).await, before, "read-only wrote nothing");
     let markdown = kcache_bench::render(&run.report);
     assert!(markdown.contains("| apiserver (direct) |") && markdown.contains("| kcache |"));
@@ -222,6 +248,22 @@ async fn cluster_bench_against_the_sim_as_a_process() {
     let ns = run.namespace.clone().expect("the bench's namespace");
     assert!(ns.starts_with("kcache-bench-"), "{ns}");
     let scenarios = check_tables(&run.report.rows, 2);
+    // The bench's namespace, and a GET of its first ConfigMap.
+    check_interactive(
+        &run.report.rows,
+        &[
+            &format!("LIST configmaps in {ns}"),
+            &format!("GET configmap {ns}/bench-0001"),
+        ],
+        4,
+    );
+    assert!(
+        run.report.notes.iter().any(|n| n.starts_with(&format!(
+            "interactive: Secret {ns}/kcache-bench-other updated"
+        )) && !n.contains("failed")),
+        "{:?}",
+        run.report.notes
+    );
     let watch: Vec<&Row> = run
         .report
         .rows

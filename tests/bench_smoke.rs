@@ -427,3 +427,83 @@ async fn kcache_child_reports_its_upstream_cost() {
     assert_eq!(cost.requests, 1.0);
     assert_eq!(cost.received_bytes, body.len() as f64);
 }
+
+/// The `interactive` scenario at a tiny scale on both profiles: every read of every round,
+/// directly and through kcache, in rows, and its targets checked (PASS or MISS alike: no
+/// timing is asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_rounds_read_both_targets_on_each_profile() {
+    use kcache_bench::interactive::{self, InteractiveScale};
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kcache"));
+    // One round or a few: kcache's reads may take seconds.
+    let scale = InteractiveScale {
+        configmaps: 40,
+        pods: 12,
+        duration: Duration::from_millis(600),
+        period: Duration::from_millis(300),
+        // Several pages for the LISTs of all namespaces: `continue` followed on both targets.
+        page: 10,
+    };
+    // The profiles side by side: a read kcache holds back takes seconds (what the scenario
+    // is there to show), and one after the other would double the test's time.
+    let (mut report, mut v134) = (Report::default(), Report::default());
+    let (a, b) = tokio::join!(
+        interactive::run_sim(&exe, &scale, &[kcache_sim::Profile::V1_28], &mut report),
+        interactive::run_sim(&exe, &scale, &[kcache_sim::Profile::V1_34], &mut v134),
+    );
+    a.unwrap();
+    b.unwrap();
+    report.rows.extend(v134.rows);
+    report.checks.extend(v134.checks);
+    // Shown when an assertion fails.
+    eprintln!("{}", report.markdown());
+    for profile in ["v1.28", "v1.34"] {
+        let rows: Vec<&Row> = report
+            .rows
+            .iter()
+            .filter(|r| r.scenario.ends_with(&format!("{profile} profile")))
+            .collect();
+        let cases: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.case.as_str(), r.target.as_str()))
+            .collect();
+        let mut expected = Vec::new();
+        for case in [
+            "LIST configmaps in bench-small (3 objects)",
+            "LIST pods, all namespaces",
+            "LIST configmaps, all namespaces",
+            "GET one ConfigMap",
+        ] {
+            expected.push((case, "sim (upstream)"));
+            expected.push((case, "kcache"));
+        }
+        assert_eq!(cases, expected, "{profile}");
+        for r in rows {
+            let value = |c: &str| r.values[c].as_u64().unwrap();
+            assert_eq!(value("errors"), 0, "{profile} {}: {}", r.case, r.note);
+            assert!(value("reads") >= 1, "{profile} {}: {r:?}", r.case);
+            let (objects, pages) = match r.case.as_str() {
+                "LIST configmaps in bench-small (3 objects)" => (3, 1),
+                "LIST pods, all namespaces" => (12, 2),
+                "LIST configmaps, all namespaces" => (43, 5),
+                _ => (1, 1),
+            };
+            assert_eq!(
+                (value("objects"), value("pages")),
+                (objects, pages),
+                "{profile} {}",
+                r.case
+            );
+            if r.target == "kcache" {
+                assert!(r.values.contains_key("upstream req per read"), "{r:?}");
+                assert!(r.note.contains("kcache_consistent_reads_total"), "{r:?}");
+            }
+        }
+        let checks = report
+            .checks
+            .iter()
+            .filter(|c| c.target.starts_with(&format!("Interactive, {profile},")))
+            .count();
+        assert_eq!(checks, 8, "{profile}");
+    }
+}

@@ -8,6 +8,13 @@
 //! - Watch: N watchers of ConfigMaps on each target at once, over HTTP/2 (as client-go
 //!   connects). Read-only, they see whatever the cluster changes; the kcache row says how long
 //!   after the direct watchers its watchers saw the same event.
+//! - Interactive: a person's paced reads, one round every 2 s for a few minutes, each read
+//!   direct and through kcache back to back (see [`super::interactive`]): consistent LISTs by
+//!   pages of 500 of a small namespace's ConfigMaps (the one given, else the bench's own with
+//!   `writes`, else `kube-system`), of all Pods and of all ConfigMaps, and a consistent GET of
+//!   one ConfigMap there (`kube-root-ca.crt`, which every namespace has, when present). The
+//!   cluster's own writes of other types (leases, events) move its revision meanwhile; with
+//!   `writes` the bench adds one, a Secret of its namespace updated once a second.
 //! - With `writes`: a namespace of the bench's own (a new, unique name; creation fails rather
 //!   than reuse an existing one) with a few ConfigMaps, updated at a fixed rate to drive the
 //!   watch rows (delivery delay from each write's acknowledgement) and a consistent LIST under
@@ -28,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +44,7 @@ use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::interactive::{push_checks, push_rows, Read, Rounds, OTHER_WRITES_PER_S};
 use super::kcache::{ChildConfig, KcacheChild, UpstreamCost};
 use super::load::{self, LoadResult, LoadSpec, Target, Tls};
 use super::procstat::{CpuMeter, OthersMeter};
@@ -51,6 +59,8 @@ const KCACHE: &str = "kcache";
 const KCACHE_SECURE: &str = "kcache HTTPS, auth delegated";
 /// The label on everything the bench creates, so that an operator can find leftovers.
 const CREATED_BY: &str = "app.kubernetes.io/created-by";
+/// The Secret the interactive rounds write with `writes`: another type than the ones read.
+const OTHER_SECRET: &str = "kcache-bench-other";
 
 /// Options of a cluster run.
 #[derive(Debug, Clone)]
@@ -82,6 +92,11 @@ pub struct ClusterScale {
     pub write_rate: f64,
     /// ConfigMaps the bench creates in its namespace with `writes`.
     pub write_objects: usize,
+    /// How long the interactive rounds go on, one every `interactive_every`.
+    pub interactive: Duration,
+    pub interactive_every: Duration,
+    /// `limit` of every page of the interactive LISTs.
+    pub page: usize,
 }
 
 impl ClusterScale {
@@ -93,6 +108,9 @@ impl ClusterScale {
             watch: Duration::from_secs(20),
             write_rate: 10.0,
             write_objects: 20,
+            interactive: Duration::from_secs(120),
+            interactive_every: Duration::from_secs(2),
+            page: 500,
         }
     }
 
@@ -104,6 +122,8 @@ impl ClusterScale {
             watch: Duration::from_secs(4),
             write_rate: 10.0,
             write_objects: 10,
+            interactive: Duration::from_secs(10),
+            ..ClusterScale::standard()
         }
     }
 }
@@ -480,6 +500,7 @@ async fn delete_namespace(cluster: &Cluster, ns: &str, objects: usize) -> Result
     for name in object_names(objects) {
         delete(cluster.path(&format!("/api/v1/namespaces/{ns}/configmaps/{name}"))).await?;
     }
+    delete(cluster.path(&format!("/api/v1/namespaces/{ns}/secrets/{OTHER_SECRET}"))).await?;
     let path = cluster.path(&format!("/api/v1/namespaces/{ns}"));
     delete(path.clone()).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -577,6 +598,8 @@ impl ClusterBench<'_> {
             self.reads(s, &k, &kcache, secure.as_ref()).await;
         }
         drop(secure);
+        // Before the bench's ConfigMaps are written: the rounds read types nobody writes.
+        self.interactive(&k, &kcache).await?;
         if let Some(ns) = self.namespace.clone() {
             self.consistent_under_writes(&ns, &k, &kcache).await?;
         }
@@ -829,6 +852,182 @@ impl ClusterBench<'_> {
             )
             .await;
         }
+    }
+
+    /// The interactive rounds (see the module's docs), their rows and checks.
+    async fn interactive(&mut self, k: &KcacheChild, kcache: &Target) -> Result<(), String> {
+        let scale = self.opts.scale.clone();
+        // A namespace of a few ConfigMaps: the one asked for, else the bench's own, else
+        // kube-system, which every cluster has (with a few ConfigMaps of its components).
+        let ns = self
+            .opts
+            .namespace
+            .clone()
+            .or_else(|| self.namespace.clone())
+            .unwrap_or_else(|| "kube-system".into());
+        let list = format!("/api/v1/namespaces/{ns}/configmaps");
+        let mut reads = vec![
+            Read {
+                label: format!("LIST configmaps in {ns}"),
+                path: list.clone(),
+                paged: true,
+            },
+            Read {
+                label: "LIST pods, all namespaces".into(),
+                path: "/api/v1/pods".into(),
+                paged: true,
+            },
+            Read {
+                label: "LIST configmaps, all namespaces".into(),
+                path: "/api/v1/configmaps".into(),
+                paged: true,
+            },
+        ];
+        match self.configmap_to_get(&list).await? {
+            Some(name) => reads.push(Read {
+                label: format!("GET configmap {ns}/{name}"),
+                path: format!("{list}/{name}"),
+                paged: false,
+            }),
+            None => self.report.notes.push(format!(
+                "interactive: no ConfigMap in {ns}, so no GET in the rounds"
+            )),
+        }
+        let scenario = format!(
+            "Cluster: interactive consistent reads (RV unset; LISTs by pages of {}), one round every {} s",
+            scale.page,
+            fmt_num(scale.interactive_every.as_secs_f64())
+        );
+        progress(format!(
+            "{scenario}: {} s",
+            fmt_num(scale.interactive.as_secs_f64())
+        ));
+        let cluster = self.cluster;
+        let rounds = Rounds {
+            direct: &cluster.target,
+            direct_base: &cluster.base_path,
+            kcache,
+            child: k,
+            duration: scale.interactive,
+            period: scale.interactive_every,
+            page: scale.page,
+        };
+        let stats = match &self.namespace {
+            Some(own) => {
+                self.create_other_secret(own).await?;
+                let stop = AtomicBool::new(false);
+                let (stats, (writes, failed, error)) = tokio::join!(
+                    async {
+                        let stats = rounds.run(&reads).await;
+                        stop.store(true, Ordering::Relaxed);
+                        stats
+                    },
+                    self.write_other(own, &stop)
+                );
+                self.report.notes.push(format!(
+                    "interactive: Secret {own}/{OTHER_SECRET} updated {writes} times during the rounds{}",
+                    match (failed, error) {
+                        (0, _) => String::new(),
+                        (n, e) => format!(", {n} writes failed: {}", e.unwrap_or_default()),
+                    }
+                ));
+                stats
+            }
+            None => rounds.run(&reads).await,
+        };
+        push_rows(&mut self.report, &scenario, DIRECT, &reads, &stats);
+        push_checks(&mut self.report, "Cluster interactive", &reads, &stats);
+        self.report.notes.push(format!(
+            "interactive: {} s of rounds, each read directly and through the plain kcache back to back \
+             (each first every other round); the cluster's own writes of other types move its revision \
+             meanwhile{}; `> direct + 100 ms` counts the rounds where kcache's read took that much longer \
+             than the direct one",
+            fmt_num(scale.interactive.as_secs_f64()),
+            if self.namespace.is_some() {
+                ", and the bench's Secret written once a second"
+            } else {
+                " (with --writes the bench adds a Secret written once a second)"
+            }
+        ));
+        Ok(())
+    }
+
+    /// The ConfigMap the rounds GET: `kube-root-ca.crt` (every namespace has it since
+    /// Kubernetes 1.20), else the first one listed, else none.
+    async fn configmap_to_get(&self, list: &str) -> Result<Option<String>, String> {
+        let path = self.cluster.path(&format!("{list}?limit=500"));
+        let (status, body) =
+            load::fetch_from(&self.cluster.target, &path, Duration::from_secs(60)).await?;
+        if status != 200 {
+            return Err(format!(
+                "LIST {list} answered {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            ));
+        }
+        let names: NameList =
+            serde_json::from_slice(&body).map_err(|e| format!("LIST {list}: {e}"))?;
+        let names: Vec<String> = names.items.into_iter().map(|i| i.metadata.name).collect();
+        Ok(names
+            .iter()
+            .find(|n| *n == "kube-root-ca.crt")
+            .or(names.first())
+            .cloned())
+    }
+
+    /// The Secret of the bench's namespace that the interactive rounds' writer updates.
+    async fn create_other_secret(&self, ns: &str) -> Result<(), String> {
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": OTHER_SECRET, "labels": {CREATED_BY: "kcache-bench"}},
+            "type": "Opaque",
+        });
+        let path = self
+            .cluster
+            .path(&format!("/api/v1/namespaces/{ns}/secrets"));
+        self.cluster
+            .call(http::Method::POST, &path, "application/json", Some(body))
+            .await?;
+        Ok(())
+    }
+
+    /// Update the bench's Secret once a second (a new annotation value each time) until
+    /// `stop`: (writes, failed writes, the first failure).
+    async fn write_other(&self, ns: &str, stop: &AtomicBool) -> (u64, u64, Option<String>) {
+        let path = self
+            .cluster
+            .path(&format!("/api/v1/namespaces/{ns}/secrets/{OTHER_SECRET}"));
+        let start = tokio::time::Instant::now();
+        let (mut writes, mut failed, mut first_error) = (0u64, 0u64, None);
+        for i in 0u64.. {
+            tokio::time::sleep_until(
+                start + Duration::from_secs_f64(i as f64 / OTHER_WRITES_PER_S),
+            )
+            .await;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            let patch =
+                json!({"metadata": {"annotations": {"kcache.dev/bench-seq": seq.to_string()}}});
+            match self
+                .cluster
+                .call(
+                    http::Method::PATCH,
+                    &path,
+                    "application/merge-patch+json",
+                    Some(patch),
+                )
+                .await
+            {
+                Ok(_) => writes += 1,
+                Err(e) => {
+                    failed += 1;
+                    first_error.get_or_insert(e.to_string());
+                }
+            }
+        }
+        (writes, failed, first_error)
     }
 
     /// The bench's ConfigMaps in its namespace (about 1 KB each).

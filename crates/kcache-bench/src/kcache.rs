@@ -1,6 +1,7 @@
 //! kcache under test, as a child process (`kcache serve`) so that its CPU time and memory are
 //! its own: the bench process also runs the simulated apiserver and the load generator.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -264,6 +265,11 @@ impl KcacheChild {
         metrics_text_at(self.admin_addr).await
     }
 
+    /// All of kcache's metrics at one moment: several series read from one scrape.
+    pub async fn scrape(&self) -> Result<Scrape, String> {
+        Ok(Scrape(self.metrics_text().await?))
+    }
+
     /// The last lines kcache logged.
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.dir.path().join("kcache.log")).unwrap_or_default();
@@ -296,6 +302,43 @@ fn sum_series(text: &str, parts: &[&str]) -> f64 {
         .filter(|l| l.starts_with(family) && labels.iter().all(|p| l.contains(p)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// kcache's metrics as one scrape of `/metrics` gave them.
+pub struct Scrape(String);
+
+impl Scrape {
+    /// The sum of the series whose line contains every one of `parts` (see
+    /// [`KcacheChild::metric`]).
+    pub fn sum(&self, parts: &[&str]) -> f64 {
+        sum_series(&self.0, parts)
+    }
+
+    /// The series of `family` (e.g. `kcache_consistent_reads_total`) summed by the value of
+    /// one of their labels (e.g. `outcome`), whatever values it takes: a new one shows up
+    /// without the bench knowing it.
+    pub fn by_label(&self, family: &str, label: &str) -> BTreeMap<String, f64> {
+        let head = format!("{family}{{");
+        let key = format!("{label}=\"");
+        let mut out = BTreeMap::new();
+        for line in self.0.lines().filter(|l| l.starts_with(&head)) {
+            let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+                continue;
+            };
+            // The label itself, not one whose name ends in it.
+            let Some(at) = [b'{', b',']
+                .iter()
+                .filter_map(|&b| line.find(&format!("{}{key}", b as char)))
+                .min()
+            else {
+                continue;
+            };
+            let rest = &line[at + 1 + key.len()..];
+            let Some(end) = rest.find('"') else { continue };
+            *out.entry(rest[..end].to_string()).or_insert(0.0) += value;
+        }
+        out
+    }
 }
 
 /// Upstream requests and response bytes, as kcache counts them.

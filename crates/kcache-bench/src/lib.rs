@@ -15,6 +15,11 @@
 //!   whose watch caches lag, on each profile, for a type being written and a quiet one: the
 //!   sim vs kcache with its freshness probe vs kcache forwarding, with upstream requests and
 //!   bytes per read;
+//! - `interactive`: on each profile, a person's paced reads (one round every 2 s for minutes:
+//!   LIST of a namespace of 3 ConfigMaps, of all Pods and of all ConfigMaps by pages of 500,
+//!   GET of one ConfigMap, all consistent) while only another type is written, the sim
+//!   directly vs through kcache back to back: p50, p99, max and the reads through kcache
+//!   noticeably (100 ms) slower than the direct one beside them;
 //! - `https`: LIST and GET over HTTPS with delegated auth vs plain HTTP and vs nginx HTTPS;
 //! - `watch`: watch fan-out over HTTP/1.1, HTTP/2 and HTTP/2 over TLS: delivery delays and
 //!   kcache's CPU per delivered event;
@@ -42,6 +47,7 @@ mod fanout;
 mod floor;
 mod fresh;
 pub mod https;
+pub mod interactive;
 pub mod kcache;
 pub mod load;
 mod memory;
@@ -77,6 +83,7 @@ pub const SCENARIOS: &[&str] = &[
     "get",
     "consistent",
     "fresh",
+    "interactive",
     "https",
     "watch",
     "node",
@@ -150,6 +157,8 @@ struct Scale {
     warm_secs: Duration,
     /// ConfigMaps of the `relist` scenario's relisting type.
     relist_objects: usize,
+    /// Objects, pace and duration of the `interactive` scenario.
+    interactive: interactive::InteractiveScale,
 }
 
 /// What [`Bench::nginx_rows`] measured.
@@ -227,6 +236,7 @@ impl Scale {
             warm_rate: 100.0,
             warm_secs: Duration::from_secs(20),
             relist_objects: 100_000,
+            interactive: interactive::InteractiveScale::full(),
         }
     }
 
@@ -265,6 +275,7 @@ impl Scale {
             warm_rate: 100.0,
             warm_secs: Duration::from_secs(4),
             relist_objects: 10_000,
+            interactive: interactive::InteractiveScale::quick(),
         }
     }
 }
@@ -569,6 +580,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "get" => bench.get().await,
             "consistent" => bench.consistent().await,
             "fresh" => bench.fresh().await,
+            "interactive" => bench.interactive().await,
             "https" => bench.https().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,

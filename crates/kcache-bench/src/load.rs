@@ -461,3 +461,48 @@ pub async fn fetch_from(
         .await
         .map_err(|_| format!("GET {path}: no answer within {timeout:?}"))?
 }
+
+/// One keep-alive connection for requests sent one after another, as a client that pages
+/// through a list does (each page's request waits for the last one's `continue`). Reconnects
+/// when the server has closed the connection meanwhile.
+pub struct Client {
+    target: Target,
+    sender: Option<http1::SendRequest<Empty<Bytes>>>,
+}
+
+impl Client {
+    pub fn new(target: Target) -> Client {
+        Client {
+            target,
+            sender: None,
+        }
+    }
+
+    /// GET `path` and read the whole body: (status, body), at most `timeout`.
+    pub async fn get(&mut self, path: &str, timeout: Duration) -> Result<(u16, Bytes), String> {
+        tokio::time::timeout(timeout, self.get_retrying(path))
+            .await
+            .map_err(|_| format!("GET {path}: no answer within {timeout:?}"))?
+    }
+
+    async fn get_retrying(&mut self, path: &str) -> Result<(u16, Bytes), String> {
+        // A kept connection can have been closed by the server while idle (between paced
+        // rounds) without the client having noticed: one more try on a new connection.
+        let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
+        match self.get_once(path).await {
+            Err(_) if reused => self.get_once(path).await,
+            r => r,
+        }
+    }
+
+    async fn get_once(&mut self, path: &str) -> Result<(u16, Bytes), String> {
+        let mut s = match self.sender.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => self.target.h1_connect().await?,
+        };
+        s.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let (status, _, body) = exchange(&mut s, &self.target, path, true).await?;
+        self.sender = Some(s);
+        Ok((status, body))
+    }
+}
