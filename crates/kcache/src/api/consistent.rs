@@ -81,15 +81,7 @@ impl App {
         let Some(probe) = self.probes.get(&collection_path(cache)) else {
             return Ok(Consistency::Upstream);
         };
-        let outcome = |o: &'static str| {
-            self.metrics
-                .consistent_reads
-                .get_or_create(&metrics::OutcomeLabels {
-                    resource: cache.info.resource.clone(),
-                    outcome: o,
-                })
-                .inc()
-        };
+        let outcome = |o: &'static str| self.count_outcome(cache, o);
         // With `fallback` off the read gets its full wait before the 504 instead, and while the
         // reflector cannot reach the upstream the probe decides (stale while down, below).
         let quick = self.consistent.fallback && cache.contact().reachable();
@@ -190,14 +182,20 @@ impl App {
                 ("forwarded_probe_failed", Consistency::Upstream)
             }
         };
+        self.count_outcome(cache, o);
+        answer
+    }
+
+    /// Count a consistent read of `cache`'s type where it was answered
+    /// (`kcache_consistent_reads_total{outcome}`).
+    fn count_outcome(&self, cache: &ResourceCache, outcome: &'static str) {
         self.metrics
             .consistent_reads
             .get_or_create(&metrics::OutcomeLabels {
                 resource: cache.info.resource.clone(),
-                outcome: o,
+                outcome,
             })
             .inc();
-        answer
     }
 
     /// How long a consistent read may wait for `cache`, or why it is forwarded at once (the
@@ -245,35 +243,41 @@ impl App {
     }
 
     /// Go on waiting, off the reader's path, for `cache` to reach `target` (probed at
-    /// `probed`), up to the full wait: record the catch-up if it gets there, or that the type
+    /// `probed`), up to [`App::learn_within`]: record the catch-up if it gets there, or that the type
     /// is quiet. One such wait per type at a time; others forward without one.
     fn keep_waiting(&self, cache: &Arc<ResourceCache>, target: u64, probed: Instant) {
         if !cache.freshness().begin_background(Duration::ZERO) {
             return;
         }
-        let (cache, full) = (cache.clone(), self.consistent.wait);
+        let (cache, bound) = (cache.clone(), self.learn_within());
         tokio::spawn(async move {
             let _end = BackgroundWait(cache.clone());
-            let remaining = full.saturating_sub(probed.elapsed());
+            let remaining = bound.saturating_sub(probed.elapsed());
             learn(&cache, target, probed, remaining).await;
         });
     }
 
     /// Measure, off the readers' path, whether and how fast `cache` reaches the upstream's
-    /// revision: one probe and a wait up to the full time, at most once per
+    /// revision: one probe and a wait up to [`App::learn_within`], at most once per
     /// [`SAMPLE_EVERY`] per type.
     fn sample(&self, cache: &Arc<ResourceCache>, probe: &Arc<RevisionProbe>) {
         if !cache.freshness().begin_background(SAMPLE_EVERY) {
             return;
         }
-        let (cache, probe, full) = (cache.clone(), probe.clone(), self.consistent.wait);
+        let (cache, probe, bound) = (cache.clone(), probe.clone(), self.learn_within());
         tokio::spawn(async move {
             let _end = BackgroundWait(cache.clone());
             let Ok(target) = probe.target().await else {
                 return;
             };
-            learn(&cache, target, Instant::now(), full).await;
+            learn(&cache, target, Instant::now(), bound).await;
         });
+    }
+
+    /// How long a wait off the readers' path goes on before it finds the type quiet:
+    /// [`LEARN_WITHIN`], at most `consistentReads.waitSeconds`.
+    fn learn_within(&self) -> Duration {
+        LEARN_WITHIN.min(self.consistent.wait)
     }
 }
 
@@ -490,6 +494,12 @@ impl Read {
         }
     }
 }
+
+/// A wait off the readers' path that has not seen the probed revision within this finds the
+/// type quiet. A watch that lags more than this is slower than forwarding any read, so taking
+/// such a type for quiet costs nothing (its events, when they come, end the verdict), and a
+/// type's second read a second or more after its first already knows.
+const LEARN_WITHIN: Duration = Duration::from_secs(1);
 
 /// Background measurements of a type whose reads are forwarded without waiting start at most
 /// this often: a watch that stopped lagging is noticed within about a second, for one probe a

@@ -21,8 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::App;
-use crate::cache::ResourceCache;
+use crate::cache::{ResourceCache, MEASURED_FROM};
 use crate::upstream::{metadata_list_url, MetadataList, UpstreamError};
+
+/// How often a proof is tried for a large read although it is not expected to pay: what one
+/// slow proof measured (a cold upstream, a busy moment) is measured again within this, for
+/// one metadata list of the type.
+const PROOF_RETRY_EVERY: Duration = Duration::from_secs(30);
 
 /// What a proof found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +46,8 @@ impl App {
     /// same wait for etcd's progress notification); where that is most of either (a small
     /// type), the proof would only add work for the upstream and kcache. Only once forwarded
     /// reads of the type have been measured: until then the read goes upstream and is
-    /// measured.
+    /// measured. A large read whose proof is not expected to pay is proven anyway once per
+    /// [`PROOF_RETRY_EVERY`], to measure proofs again.
     pub(super) fn proof_pays(
         &self,
         cache: &ResourceCache,
@@ -56,6 +62,7 @@ impl App {
             return false;
         };
         forward.saturating_sub(proof) >= (forward / 4).max(Duration::from_millis(1))
+            || (whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
     }
 
     /// Prove `cache` current with the upstream's metadata list of its collection (see the

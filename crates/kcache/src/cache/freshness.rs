@@ -66,6 +66,9 @@ pub struct Freshness {
     background: AtomicBool,
     /// When a background wait last started (µs since `created`; 0: never).
     background_started: AtomicU64,
+    /// When a proof was last tried although its estimate said it would not pay (µs since
+    /// `created`; 0: never).
+    proof_retried: AtomicU64,
     created: Instant,
 }
 
@@ -78,6 +81,7 @@ impl Default for Freshness {
             proof_per_thousand: LatencyEstimate::default(),
             background: AtomicBool::new(false),
             background_started: AtomicU64::new(0),
+            proof_retried: AtomicU64::new(0),
             created: Instant::now(),
         }
     }
@@ -168,19 +172,38 @@ impl Freshness {
     /// `every` ago. True: the caller owns it and calls [`Freshness::end_background`] when it
     /// is over.
     pub fn begin_background(&self, every: Duration) -> bool {
-        let now = u64::try_from(self.created.elapsed().as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
-        let last = self.background_started.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < every {
+        if !self.due(&self.background_started, every, false) {
             return false;
         }
         if self.background.swap(true, Ordering::AcqRel) {
             return false;
         }
-        self.background_started.store(now, Ordering::Relaxed);
+        self.due(&self.background_started, Duration::ZERO, true);
         true
+    }
+
+    /// Whether a proof whose estimate says it would not pay should be tried anyway: true for
+    /// one caller per `every`. One slow proof (a cold upstream, a busy moment) must not rule
+    /// proofs out for good, and only a proof tried measures proofs again.
+    pub fn retry_proof(&self, every: Duration) -> bool {
+        self.due(&self.proof_retried, every, true)
+    }
+
+    /// Whether `every` has passed since the time in `last` (or it was never set); with `take`,
+    /// set it to now, for one caller of those that found it due.
+    fn due(&self, last: &AtomicU64, every: Duration, take: bool) -> bool {
+        let now = u64::try_from(self.created.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
+        let then = last.load(Ordering::Relaxed);
+        if then != 0 && now.saturating_sub(then) < every {
+            return false;
+        }
+        !take
+            || last
+                .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// The background wait begun with [`Freshness::begin_background`] is over.
@@ -268,5 +291,7 @@ mod tests {
             !f.begin_background(Duration::from_secs(3600)),
             "one started less than an hour ago"
         );
+        assert!(f.retry_proof(Duration::from_secs(3600)), "never retried");
+        assert!(!f.retry_proof(Duration::from_secs(3600)));
     }
 }
