@@ -813,8 +813,7 @@ fn without_catch_up_bookmark(body: &str) -> String {
 }
 
 /// A consistent read of a quiet type (one the upstream's later writes of other types put
-/// behind the upstream's revision) waits in vain and is forwarded, and kcache remembers the type
-/// as unprovable at its current RV.
+/// behind the upstream's revision) is forwarded, and kcache goes on to find the type quiet.
 async fn found_quiet(env: &Env, collection: &str) {
     let r = send(env, collection).await;
     assert_eq!(r.status, 200, "{collection}: {}", r.text());
@@ -828,7 +827,7 @@ per_profile_and_transport!(w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams
 /// 90 s; only a write of the type released it); v1.34 sends it at once, at etcd's revision.
 /// kcache cannot prove such a type current, so a bookmark from its cache would promise a state
 /// it cannot vouch for: it passes both watches to the upstream, whose stream the client gets,
-/// and answers at once (no probe, no wait) once a read of the type has been found unprovable.
+/// and answers at once (no probe, no wait) once the type has been found quiet.
 async fn w6_w7_rv_unset_watch_of_a_quiet_type_is_the_upstreams(p: Profile) {
     let env = fixtures_env().await;
     // Another type's write: the upstream's global RV is ahead of the widget cache, as recorded.

@@ -216,6 +216,9 @@ impl App {
                 }
                 _ => Bound::Forward("forwarded_quiet"),
             },
+            // Another read of the type is already learning its verdict: waiting as well would
+            // only cost this reader, and the upstream a probe.
+            Verdict::Unknown if freshness.is_learning() => Bound::Forward("forwarded"),
             Verdict::Unknown => Bound::AsForwarding,
             Verdict::Reaches => {
                 let catch_up = freshness.expected_catch_up().unwrap_or_default();
@@ -386,11 +389,13 @@ impl http_body::Body for TimedBody {
 }
 
 /// Wait up to `bound` for `cache` to reach `target`, probed at `probed`, and record what it
-/// found: the catch-up, or that the type is quiet.
+/// found: the catch-up, or that the type is quiet. Not quiet when the reflector lost the
+/// upstream meanwhile: then no event could arrive, whatever the type does.
 async fn learn(cache: &ResourceCache, target: u64, probed: Instant, bound: Duration) {
     match cache.wait_for_rv(target, bound).await {
         Ok(()) => cache.freshness().reached(probed.elapsed()),
-        Err(_) => cache.freshness().missed(cache.object_events()),
+        Err(_) if cache.contact().reachable() => cache.freshness().missed(cache.object_events()),
+        Err(_) => {}
     }
 }
 

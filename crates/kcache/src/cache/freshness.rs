@@ -206,6 +206,11 @@ impl Freshness {
                 .is_ok()
     }
 
+    /// Whether a wait is running off the readers' path.
+    pub fn is_learning(&self) -> bool {
+        self.background.load(Ordering::Acquire)
+    }
+
     /// The background wait begun with [`Freshness::begin_background`] is over.
     pub fn end_background(&self) {
         self.background.store(false, Ordering::Release);
