@@ -369,12 +369,12 @@ async fn render_list(
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
     let pretty = response::wants_pretty(opts.pretty, read.user_agent);
-    let mut read_size = Read::Get;
-    let consistency = if opts.resource_version.is_none() && opts.continue_token.is_none() {
-        read_size = Read::list(list::expected_objects(cache, &filter), opts.limit);
-        Some(app.consistent(cache, read_size).await?)
-    } else {
-        None
+    // A consistent read, sized: what forwarding it would cost bounds its wait.
+    let consistent = (opts.resource_version.is_none() && opts.continue_token.is_none())
+        .then(|| Read::list(list::expected_objects(cache, &filter), opts.limit));
+    let consistency = match consistent {
+        Some(read) => Some(app.consistent(cache, read).await?),
+        None => None,
     };
     let answer = list::list(
         cache,
@@ -390,7 +390,7 @@ async fn render_list(
     .await;
     match answer {
         Ok(Answer::Upstream) if consistency == Some(Consistency::Upstream) => {
-            Ok(app.forward_timed(cache, read_size.objects()))
+            Ok(app.forward_timed(cache, consistent.map_or(0, Read::objects)))
         }
         answer => mark_unconfirmed(answer, consistency),
     }
