@@ -18,7 +18,7 @@
 //! ConfigMaps, all Pods, all ConfigMaps, and GET of one ConfigMap; each read goes to the sim
 //! and to kcache back to back, the one sent first alternating by round, and is timed whole (every
 //! page, every body read to its end). `kcache bench --kubeconfig` runs the same rounds against
-//! a real cluster ([`Rounds`] is shared).
+//! a real cluster (`Rounds` is shared).
 
 use std::collections::BTreeMap;
 
