@@ -18,7 +18,9 @@ use crate::upstream::{collection_path, RevisionProbe};
 pub struct ConsistentReads {
     /// Answer them from the cache once it has caught up with the upstream (else forward all).
     pub from_cache: bool,
-    /// How long to wait for the cache to catch up.
+    /// With `fallback` off, how long a read waits for the cache to catch up before its 504;
+    /// otherwise the most a wait off the readers' path lasts (docs/semantics.md, "How long a
+    /// consistent read waits").
     pub wait: Duration,
     /// After the wait: forward to the upstream (true) or answer 504 (false).
     pub fallback: bool,
@@ -44,17 +46,21 @@ impl App {
     /// the upstream is reachable and `onTimeout` forwards, by what the type's last wait found
     /// ([`Verdict`]):
     /// - **quiet** (a wait ran out, and no object event of the type since): forwarded at once,
-    ///   without a probe. A bookmark moves the cache's RV but is no news about the objects;
+    ///   without a probe, or, where that is expected to be faster, proven by the type's
+    ///   metadata (`api::proof`). A bookmark moves the cache's RV but is no news about the
+    ///   objects;
     /// - **unknown** (nothing learnt yet, or events since it was quiet): the probe, and a wait
     ///   no longer than the upstream is expected to take to answer the read
     ///   ([`crate::cache::Freshness::expected_forward`]; the probe's round trip before any
     ///   read of the type was forwarded); then the read is forwarded and the wait goes on off
-    ///   the reader's path, to learn the verdict;
+    ///   the reader's path, to learn the verdict. Meanwhile the type's other reads go upstream
+    ///   at once;
     /// - **reaches** (the last wait reached the revision): the read waits a few times the
     ///   type's measured catch-up, never longer than the upstream is expected to take to answer
-    ///   it, then is forwarded while the wait goes on off the reader's path. When the catch-up alone is expected to take longer than forwarding (a
-    ///   lagging watch, a small read), the read is forwarded at once and the catch-up is
-    ///   measured again in the background, about once a second.
+    ///   it, then is forwarded while the wait goes on off the reader's path. When the catch-up
+    ///   alone is expected to take longer than forwarding (a lagging watch, a small read), the
+    ///   read is forwarded at once and the catch-up is measured again in the background, about
+    ///   once a second.
     ///
     /// A GET in front of v1.31 or later is forwarded at once: there the probe, a consistent
     /// list, waits for etcd's progress notification whenever the type's last event is older
