@@ -186,14 +186,7 @@ async fn failed_probe_forwards_while_the_upstream_answers(profile: Profile) {
 
 /// kcache's count of consistent reads of ConfigMaps with `outcome`.
 fn outcome_count(env: &Env, outcome: &'static str) -> u64 {
-    env.kcache
-        .metrics()
-        .consistent_reads
-        .get_or_create(&kcache::metrics::OutcomeLabels {
-            resource: "configmaps".into(),
-            outcome,
-        })
-        .get()
+    env.consistent_outcome("configmaps", outcome)
 }
 
 /// Requests kcache sent the upstream to learn its revision.
@@ -284,14 +277,7 @@ async fn a_quiet_types_reads_wait_for_nothing(profile: Profile) {
         let (env, path) = (&env, &path);
         async move {
             // The other type moves the upstream's revision past the ConfigMaps'.
-            env.sim
-                .create(
-                    "",
-                    "secrets",
-                    json!({"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": format!("other-{round}"), "namespace": NS}}),
-                )
-                .unwrap();
+            env.write_other_type(NS, &format!("other-{round}"));
             let direct = get(&env.sim.url(), path).await;
             let started = std::time::Instant::now();
             let r = get(&env.url(), path).await;
@@ -316,12 +302,8 @@ async fn a_quiet_types_reads_wait_for_nothing(profile: Profile) {
     };
     read(0).await;
     // kcache goes on waiting off the reader's path, and finds the type quiet.
-    let cache = env.kcache.app.registry.all().next().unwrap().clone();
-    common::wait_until("the type is found quiet", || {
-        let cache = cache.clone();
-        async move { cache.verdict() == kcache::cache::Verdict::Quiet }
-    })
-    .await;
+    env.wait_quiet("configmaps", true).await;
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
     read(1).await;
     assert_eq!(outcome_count(&env, "forwarded_quiet"), 1, "{profile}");
     // What the reflector does with an upstream bookmark at the upstream's revision.

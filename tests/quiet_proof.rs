@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use common::{get, resource, Env, EnvBuilder};
 use kcache::api::CACHE_AGE_HEADER;
-use kcache::cache::Verdict;
 use kcache_sim::seed::SeedObject;
 use kcache_sim::{Profile, SimConfig, StorageReads};
 use serde_json::{json, Value};
@@ -70,14 +69,7 @@ async fn start(profile: Profile) -> Env {
 }
 
 fn outcome(env: &Env, outcome: &'static str) -> u64 {
-    env.kcache
-        .metrics()
-        .consistent_reads
-        .get_or_create(&kcache::metrics::OutcomeLabels {
-            resource: "configmaps".into(),
-            outcome,
-        })
-        .get()
+    env.consistent_outcome("configmaps", outcome)
 }
 
 /// Every outcome counted, for failure messages.
@@ -108,14 +100,7 @@ fn items(v: &Value) -> Vec<(String, String)> {
 /// the upstream's state. Returns whether the cache answered.
 async fn read(env: &Env, round: &mut usize) -> bool {
     *round += 1;
-    env.sim
-        .create(
-            "",
-            "secrets",
-            json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": format!("other-{round}"), "namespace": NS}}),
-        )
-        .unwrap();
+    env.write_other_type(NS, &format!("other-{round}"));
     let before = env.sim.current_rv();
     let ours = get(&env.url(), "/api/v1/configmaps").await;
     assert_eq!(ours.status, 200, "{}", ours.text());
@@ -131,22 +116,13 @@ async fn read(env: &Env, round: &mut usize) -> bool {
     ours.0
 }
 
-/// Wait until the type has been found quiet again (after a change reached the cache).
+/// Wait until the type has been found quiet again (after a change reached the cache): the
+/// change's event ends the quiet verdict, the next read goes upstream, and kcache finds the
+/// type quiet again off the reader's path.
 async fn quiet_again(env: &Env, round: &mut usize) {
-    let cache = env.kcache.app.registry.all().next().unwrap().clone();
-    // The change's event ends the quiet verdict; the next read goes upstream and kcache finds
-    // the type quiet again off the reader's path.
-    common::wait_until("the change reaches the cache", || {
-        let cache = cache.clone();
-        async move { cache.verdict() != Verdict::Quiet }
-    })
-    .await;
+    env.wait_quiet("configmaps", false).await;
     read(env, round).await;
-    common::wait_until("the type is found quiet", || {
-        let cache = cache.clone();
-        async move { cache.verdict() == Verdict::Quiet }
-    })
-    .await;
+    env.wait_quiet("configmaps", true).await;
 }
 
 async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
@@ -154,7 +130,7 @@ async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
     let mut round = 0;
     // The first read goes upstream (and is timed); kcache then finds the type quiet.
     assert!(!read(&env, &mut round).await, "{profile}: first read");
-    quiet_again_after_first(&env).await;
+    env.wait_quiet("configmaps", true).await;
     // Unchanged: proven, from the cache.
     assert!(
         read(&env, &mut round).await,
@@ -195,16 +171,6 @@ async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
         assert!(read(&env, &mut round).await, "{profile}: after {what}");
     }
     assert_eq!(outcome(&env, "proven"), 5, "{profile}");
-}
-
-/// The first read's wait goes on off the reader's path; wait for its verdict.
-async fn quiet_again_after_first(env: &Env) {
-    let cache = env.kcache.app.registry.all().next().unwrap().clone();
-    common::wait_until("the type is found quiet", || {
-        let cache = cache.clone();
-        async move { cache.verdict() == Verdict::Quiet }
-    })
-    .await;
 }
 
 per_profile!(changes_the_cache_has_not_seen_fail_the_proof);

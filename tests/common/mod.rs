@@ -239,6 +239,45 @@ impl Env {
         self.settle(group, resource).await;
     }
 
+    /// A write of a Secret in `namespace` (kcache's consistent-read tests cache no Secrets):
+    /// the upstream's revision moves while the cached types stay quiet.
+    pub fn write_other_type(&self, namespace: &str, name: &str) {
+        self.sim
+            .create(
+                "",
+                "secrets",
+                serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": namespace}}),
+            )
+            .expect("write of another type");
+    }
+
+    /// kcache's count of consistent reads of a core `resource` answered as `outcome`.
+    pub fn consistent_outcome(&self, resource: &str, outcome: &'static str) -> u64 {
+        self.kcache
+            .metrics()
+            .consistent_reads
+            .get_or_create(&kcache::metrics::OutcomeLabels {
+                resource: resource.into(),
+                outcome,
+            })
+            .get()
+    }
+
+    /// Wait until what kcache learnt of a core `resource`'s consistent reads is `quiet` or not.
+    pub async fn wait_quiet(&self, resource: &str, quiet: bool) {
+        let cache = self
+            .kcache
+            .cache("", "v1", resource)
+            .expect("cached resource");
+        let what = format!("{resource} found quiet: {quiet}");
+        wait_until(&what, || {
+            let cache = cache.clone();
+            async move { (cache.verdict() == kcache::cache::Verdict::Quiet) == quiet }
+        })
+        .await;
+    }
+
     /// Wait until kcache's cache of a resource has reached the sim's current RV.
     pub async fn settle(&self, group: &str, resource: &str) {
         let want = self.sim.current_rv();

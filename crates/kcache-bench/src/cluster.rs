@@ -866,23 +866,7 @@ impl ClusterBench<'_> {
             .or_else(|| self.namespace.clone())
             .unwrap_or_else(|| "kube-system".into());
         let list = format!("/api/v1/namespaces/{ns}/configmaps");
-        let mut reads = vec![
-            Read {
-                label: format!("LIST configmaps in {ns}"),
-                path: list.clone(),
-                paged: true,
-            },
-            Read {
-                label: "LIST pods, all namespaces".into(),
-                path: "/api/v1/pods".into(),
-                paged: true,
-            },
-            Read {
-                label: "LIST configmaps, all namespaces".into(),
-                path: "/api/v1/configmaps".into(),
-                paged: true,
-            },
-        ];
+        let mut reads = Read::lists(format!("LIST configmaps in {ns}"), list.clone());
         match self.configmap_to_get(&list).await? {
             Some(name) => reads.push(Read {
                 label: format!("GET configmap {ns}/{name}"),

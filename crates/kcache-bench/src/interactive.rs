@@ -94,6 +94,27 @@ pub(crate) struct Read {
     pub paged: bool,
 }
 
+impl Read {
+    /// The rounds' three LISTs, all paged: one small namespace's ConfigMaps (`label`, `path`),
+    /// every Pod, every ConfigMap.
+    pub(crate) fn lists(label: String, path: String) -> Vec<Read> {
+        let all = |label: &str, path: &str| Read {
+            label: label.into(),
+            path: path.into(),
+            paged: true,
+        };
+        vec![
+            Read {
+                label,
+                path,
+                paged: true,
+            },
+            all("LIST pods, all namespaces", "/api/v1/pods"),
+            all("LIST configmaps, all namespaces", "/api/v1/configmaps"),
+        ]
+    }
+}
+
 /// What the rounds measured of one read.
 #[derive(Default)]
 pub(crate) struct Stats {
@@ -118,6 +139,30 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
+    /// One target's answer to a read (or its error).
+    fn record(&mut self, kcache: bool, answer: &Result<Answer, String>) {
+        let r = match answer {
+            Ok(r) => r,
+            Err(e) => return self.error(kcache, e.clone()),
+        };
+        let (times, requests, shape) = if kcache {
+            (
+                &mut self.kcache,
+                &mut self.kcache_requests,
+                &mut self.kcache_shape,
+            )
+        } else {
+            (
+                &mut self.direct,
+                &mut self.direct_requests,
+                &mut self.direct_shape,
+            )
+        };
+        times.push(r.took);
+        *requests += r.pages as u64;
+        *shape = (r.pages, r.objects);
+    }
+
     fn error(&mut self, kcache: bool, e: String) {
         if kcache {
             self.kcache_errors += 1;
@@ -188,22 +233,8 @@ impl Rounds<'_> {
                     let d = timed(&mut direct, &direct_path, page).await;
                     (d, k)
                 };
-                match &d {
-                    Ok(r) => {
-                        s.direct.push(r.took);
-                        s.direct_requests += r.pages as u64;
-                        s.direct_shape = (r.pages, r.objects);
-                    }
-                    Err(e) => s.error(false, e.clone()),
-                }
-                match &k {
-                    Ok(r) => {
-                        s.kcache.push(r.took);
-                        s.kcache_requests += r.pages as u64;
-                        s.kcache_shape = (r.pages, r.objects);
-                    }
-                    Err(e) => s.error(true, e.clone()),
-                }
+                s.record(false, &d);
+                s.record(true, &k);
                 if let (Ok(d), Ok(k)) = (d, k) {
                     s.extra_ms.push(ms(k.took) - ms(d.took));
                 }
@@ -512,28 +543,15 @@ async fn run_on(
             return Err(e);
         }
     };
-    let reads = [
-        Read {
-            label: format!("LIST configmaps in {SMALL_NS} ({SMALL_NS_OBJECTS} objects)"),
-            path: format!("/api/v1/namespaces/{SMALL_NS}/configmaps"),
-            paged: true,
-        },
-        Read {
-            label: "LIST pods, all namespaces".into(),
-            path: "/api/v1/pods".into(),
-            paged: true,
-        },
-        Read {
-            label: "LIST configmaps, all namespaces".into(),
-            path: "/api/v1/configmaps".into(),
-            paged: true,
-        },
-        Read {
-            label: "GET one ConfigMap".into(),
-            path: format!("/api/v1/namespaces/{SMALL_NS}/configmaps/cm-000001"),
-            paged: false,
-        },
-    ];
+    let mut reads = Read::lists(
+        format!("LIST configmaps in {SMALL_NS} ({SMALL_NS_OBJECTS} objects)"),
+        format!("/api/v1/namespaces/{SMALL_NS}/configmaps"),
+    );
+    reads.push(Read {
+        label: "GET one ConfigMap".into(),
+        path: format!("/api/v1/namespaces/{SMALL_NS}/configmaps/cm-000001"),
+        paged: false,
+    });
     progress(format!(
         "interactive {profile}: {} s of rounds",
         fmt_num(scale.duration.as_secs_f64())
