@@ -147,7 +147,10 @@ async fn busy_gets_behind_a_lagging_watch_are_forwarded_at_once() {
             // Nothing measured yet: the read probes, and goes upstream.
             assert_eq!(upstream, (1, 1), "read {i}: one probe, then forwarded");
         } else {
-            assert_eq!(upstream, (0, 1), "read {i}: one forwarded GET, no probe");
+            // Forwarded without waiting: with a probe while kcache still learns the lag (the
+            // probe is what tells an unreachable upstream), without one once it knows.
+            assert_eq!(upstream.1, 1, "read {i}: one forwarded GET");
+            assert!(upstream.0 <= 1, "read {i}: at most the probe: {upstream:?}");
         }
     }
 }
@@ -185,11 +188,8 @@ async fn quiet_type_is_forwarded_not_stale() {
     .await;
     assert_eq!(r.status, 200);
     let (lists_after, gets_after, _, _) = env.sim.request_counts();
-    assert_eq!(
-        (lists_after - lists, gets_after - gets),
-        (0, 1),
-        "one forwarded GET, no probe"
-    );
+    assert_eq!(gets_after - gets, 1, "one forwarded GET");
+    assert!(lists_after - lists <= 1, "at most the probe");
     // A write of the quiet type that kcache has not seen yet (the watch cache lags by 500 ms)
     // must be in the next consistent reads.
     for round in 0..5 {

@@ -53,8 +53,8 @@ impl App {
     ///   no longer than the upstream is expected to take to answer the read
     ///   ([`crate::cache::Freshness::expected_forward`]; the probe's round trip before any
     ///   read of the type was forwarded); then the read is forwarded and the wait goes on off
-    ///   the reader's path, to learn the verdict. Meanwhile the type's other reads go upstream
-    ///   at once;
+    ///   the reader's path, to learn the verdict. Meanwhile the type's other reads probe and
+    ///   go upstream without a wait;
     /// - **reaches** (the last wait reached the revision): the read waits a few times the
     ///   type's measured catch-up, never longer than the upstream is expected to take to answer
     ///   it, then is forwarded while the wait goes on off the reader's path. When the catch-up
@@ -223,8 +223,9 @@ impl App {
                 _ => Bound::Forward("forwarded_quiet"),
             },
             // Another read of the type is already learning its verdict: waiting as well would
-            // only cost this reader, and the upstream a probe.
-            Verdict::Unknown if freshness.is_learning() => Bound::Forward("forwarded"),
+            // only cost this reader. The probe stays: it is what tells an upstream that no
+            // longer answers (stale while down) from one that does.
+            Verdict::Unknown if freshness.is_learning() => Bound::Wait(Duration::ZERO),
             Verdict::Unknown => Bound::AsForwarding,
             Verdict::Reaches => {
                 let catch_up = freshness.expected_catch_up().unwrap_or_default();
