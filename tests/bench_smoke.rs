@@ -363,6 +363,17 @@ async fn nginx_serves_the_bytes_it_is_given() {
         .unwrap();
     assert_eq!(status, 200);
     assert!(got[..] == big[..], "nginx copying sent other bytes");
+
+    // As a reverse proxy (the `forward` scenario's reference hop): the upstream's answer, as is.
+    let up = nginx::Nginx::start(&bin).await.expect("nginx starts");
+    let path = up.put("object.json", bytes).unwrap();
+    let proxy = nginx::Nginx::start_proxy(&bin, up.addr)
+        .await
+        .expect("nginx proxy starts");
+    let (status, got) = load::fetch(proxy.addr, &path, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!((status, &got[..]), (200, &bytes[..]));
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub mod cluster;
 mod consistent;
 mod fanout;
 mod floor;
+mod forward;
 mod fresh;
 pub mod https;
 pub mod interactive;
@@ -84,6 +85,7 @@ pub const SCENARIOS: &[&str] = &[
     "consistent",
     "fresh",
     "interactive",
+    "forward",
     "https",
     "watch",
     "node",
@@ -581,6 +583,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "consistent" => bench.consistent().await,
             "fresh" => bench.fresh().await,
             "interactive" => bench.interactive().await,
+            "forward" => bench.forward().await,
             "https" => bench.https().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,

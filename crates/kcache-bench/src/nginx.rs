@@ -94,7 +94,7 @@ impl Nginx {
         mode: Mode,
         sending: Sending,
     ) -> Result<Nginx, String> {
-        Self::start_conf(binary, mode, None, sending).await
+        Self::start_conf(binary, mode, None, sending, None).await
     }
 
     /// [`Nginx::start_mode`], serving HTTPS with `tls` (certificate and key PEM files) if given.
@@ -103,7 +103,20 @@ impl Nginx {
         mode: Mode,
         tls: Option<(&Path, &Path)>,
     ) -> Result<Nginx, String> {
-        Self::start_conf(binary, mode, tls, Sending::Sendfile).await
+        Self::start_conf(binary, mode, tls, Sending::Sendfile, None).await
+    }
+
+    /// One nginx process passing every request to `upstream` over kept-alive HTTP/1.1
+    /// connections, streaming the answers unbuffered: what a hop costs when it only forwards.
+    pub async fn start_proxy(binary: &Path, upstream: SocketAddr) -> Result<Nginx, String> {
+        Self::start_conf(
+            binary,
+            Mode::Single,
+            None,
+            Sending::Sendfile,
+            Some(upstream),
+        )
+        .await
     }
 
     async fn start_conf(
@@ -111,6 +124,7 @@ impl Nginx {
         mode: Mode,
         tls: Option<(&Path, &Path)>,
         sending: Sending,
+        proxy_to: Option<SocketAddr>,
     ) -> Result<Nginx, String> {
         let dir = TempDir::new("nginx")?;
         let root = dir.path().join("www");
@@ -134,6 +148,19 @@ impl Nginx {
                 Sending::Copying => "off",
             }
         );
+        let conf = match proxy_to {
+            None => conf,
+            Some(up) => conf
+                .replace(
+                    "  server {",
+                    &format!("  upstream up {{ server {up}; keepalive 64; }}\n  server {{"),
+                )
+                .replace(
+                    &format!("location / {{ root {}; }}", root.display()),
+                    "location / { proxy_pass http://up; proxy_http_version 1.1; \
+                     proxy_set_header Connection \"\"; proxy_buffering off; }",
+                ),
+        };
         // With workers, `reuseport` gives each its own accept queue so the connections spread.
         let conf = match mode {
             Mode::Single => conf,

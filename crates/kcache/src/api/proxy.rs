@@ -101,8 +101,17 @@ pub async fn forward(
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let max_body = if max_body == 0 { usize::MAX } else { max_body };
-    let body = match http_body_util::Limited::new(body, max_body).collect().await {
-        Ok(b) => b.to_bytes(),
+    // Most forwarded requests (reads) have no body: nothing to gather.
+    let body = if http_body::Body::is_end_stream(&body) {
+        Ok(bytes::Bytes::new())
+    } else {
+        http_body_util::Limited::new(body, max_body)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+    };
+    let body = match body {
+        Ok(b) => b,
         Err(_) => {
             // A body without Content-Length is caught here, while being read; count it with
             // the ones refused up front.
@@ -123,7 +132,7 @@ pub async fn forward(
         copy_headers(&parts.headers, h, upgrade);
         identify(h, how);
     }
-    let Ok(up_req) = builder.body(kube_client::client::Body::from(body.to_vec())) else {
+    let Ok(up_req) = builder.body(kube_client::client::Body::from(body)) else {
         return ApiError::BadRequest("request cannot be forwarded".into()).into_response();
     };
     let sent = match how {

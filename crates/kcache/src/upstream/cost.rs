@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use kube_client::client::Body;
+use hyper::body::Incoming;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::metrics::{Metrics, PurposeLabels};
@@ -112,12 +112,12 @@ impl Counters {
 /// HTTP layer: a compressed body counts compressed). Counting frame by frame keeps a watch's
 /// bytes visible while it runs, not only when it ends.
 pub struct CountedBody {
-    inner: Body,
+    inner: Incoming,
     received: Option<Counter>,
 }
 
 impl CountedBody {
-    pub(super) fn new(inner: Body, received: Option<Counter>) -> CountedBody {
+    pub(super) fn new(inner: Incoming, received: Option<Counter>) -> CountedBody {
         CountedBody { inner, received }
     }
 }
@@ -130,7 +130,9 @@ impl HttpBody for CountedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, kube_client::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let polled = Pin::new(&mut self.inner)
+            .poll_frame(cx)
+            .map_err(kube_client::Error::HyperError);
         if let (Poll::Ready(Some(Ok(frame))), Some(counter)) = (&polled, &self.received) {
             if let Some(data) = frame.data_ref() {
                 counter.inc_by(data.len() as u64);

@@ -26,7 +26,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use kube_client::client::Body;
 use kube_client::config::{KubeConfigOptions, Kubeconfig};
-use kube_client::{Client, Config};
+use kube_client::Config;
 use serde::Deserialize;
 
 use crate::cache::ResourceCache;
@@ -165,10 +165,10 @@ impl UpstreamError {
 #[derive(Clone)]
 pub struct Upstream {
     /// With kcache's own credentials.
-    client: Client,
+    client: Stack,
     /// The same connection settings with no credentials at all: pass-through of a caller's
     /// own bearer token, and of anonymous callers, must not carry kcache's identity as well.
-    bare: Client,
+    bare: Stack,
     /// Where it is, for logs.
     pub url: String,
     /// Bound on kcache's own requests (list pages, probes, a watch's response head): an
@@ -306,13 +306,14 @@ impl Upstream {
 
     async fn send_with(
         &self,
-        client: &Client,
+        client: &Stack,
         req: Request<Body>,
         purpose: Purpose,
     ) -> Result<Response<CountedBody>, UpstreamError> {
+        use tower::ServiceExt as _;
         let sent = http_body::Body::size_hint(req.body()).exact().unwrap_or(0);
         let received = self.cost.as_ref().map(|c| c.count_request(purpose, sent));
-        let resp = client.send(req).await?;
+        let resp = client.clone().oneshot(req).await.map_err(transport_error)?;
         Ok(resp.map(|body| CountedBody::new(body, received)))
     }
 
@@ -559,10 +560,22 @@ fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, Upst
 /// record is at most 16 KiB, so reading more at once saves nothing over HTTPS.
 const READ_BUFFER_MAX: usize = 16 * 1024;
 
-/// kube-client's own client stack (base URL, credentials with their refresh, extra headers)
-/// over a hyper client whose read buffers are bounded (see [`READ_BUFFER_MAX`]): kube-client
-/// builds the same stack but leaves hyper's bound at its default.
-fn build_client(config: &Config) -> Result<Client, UpstreamError> {
+/// The client stack every upstream request goes through: kube-client's own layers (base URL,
+/// credentials with their refresh, extra headers) over a hyper client whose read buffers are
+/// bounded (see [`READ_BUFFER_MAX`]).
+///
+/// It is called directly, not through `kube_client::Client`: that wraps the same stack in a
+/// `tower::buffer::Buffer`, which hands every request to a worker task over a channel and
+/// boxes its answer's body, one more task hop and its wake-ups on the path of every request
+/// kcache passes through. kcache's requests need neither the queue (the hyper client is
+/// shared by clones, and its pool is what bounds connections) nor the boxing.
+type Stack = tower::util::BoxCloneSyncService<
+    Request<Body>,
+    Response<hyper::body::Incoming>,
+    tower::BoxError,
+>;
+
+fn build_client(config: &Config) -> Result<Stack, UpstreamError> {
     use kube_client::client::ConfigExt;
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
@@ -577,7 +590,21 @@ fn build_client(config: &Config) -> Result<Client, UpstreamError> {
         .layer(config.extra_headers_layer()?)
         .map_err(tower::BoxError::from)
         .service(hyper);
-    Ok(Client::new(service, config.default_namespace.clone()))
+    Ok(tower::util::BoxCloneSyncService::new(service))
+}
+
+/// A request that got no answer, as kube-client reports it: its own errors (a credential that
+/// could not be refreshed) as they are, the transport's as a service error.
+fn transport_error(e: tower::BoxError) -> UpstreamError {
+    let e = e
+        .downcast::<kube_client::Error>()
+        .map(|e| *e)
+        .or_else(|e| {
+            e.downcast::<hyper::Error>()
+                .map(|e| kube_client::Error::HyperError(*e))
+        })
+        .unwrap_or_else(kube_client::Error::Service);
+    UpstreamError::Transport(e)
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.
