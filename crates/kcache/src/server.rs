@@ -100,7 +100,7 @@ impl Running {
 
     /// The cache of one resource, for tests and diagnostics.
     pub fn cache(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
-        self.app.registry.get(group, version, resource).cloned()
+        self.app.registry.get(group, version, resource)
     }
 
     /// Stop: fail readiness, end watches cleanly, stop accepting, let in-flight requests
@@ -232,6 +232,16 @@ pub async fn start(
             config.protobuf_enabled(),
         ),
     });
+    let mut reflectors: Vec<JoinHandle<()>> = reflectors;
+    for r in built.not_served {
+        let cache_config = config.cache_config_for(&r);
+        reflectors.push(tokio::spawn(cache_once_served(
+            app.clone(),
+            r,
+            cache_config,
+            config.reflector_config(),
+        )));
+    }
     log_when_synced(app.clone());
     let addr = listener.local_addr()?;
     let router = api::router(app.clone());
@@ -317,6 +327,9 @@ struct Built {
     registry: Registry,
     caches: Vec<Arc<ResourceCache>>,
     tracked: Vec<persist::Tracked>,
+    /// Configured resources the upstream does not serve (yet): no cache, requests passed
+    /// through, discovery followed (see [`cache_once_served`]).
+    not_served: Vec<crate::config::ResourceConfig>,
 }
 
 /// One cache per configured resource: its facts discovered from the upstream (or, for a
@@ -332,6 +345,7 @@ async fn build_caches(
         registry: Registry::default(),
         caches: Vec::new(),
         tracked: Vec::new(),
+        not_served: Vec::new(),
     };
     for r in &config.resources {
         let name = if r.group.is_empty() {
@@ -345,30 +359,31 @@ async fn build_caches(
         let stored = store.and_then(|s| load_stored(s, &key, &fingerprint));
         let info = match &stored {
             Some(record) => record.info(r),
-            None => upstream
-                .discover(&r.group, &r.version, &r.resource)
-                .await
-                .map_err(|source| StartError::Discovery {
-                    resource: name,
-                    source,
-                })?,
+            None => match upstream.discover(&r.group, &r.version, &r.resource).await {
+                Ok(info) => info,
+                // A CRD not created yet (kcache deployed before the operator that installs
+                // it): the type's requests are the upstream's until it is served.
+                Err(UpstreamError::UnknownResource(_)) => {
+                    tracing::warn!(resource = %name,
+                        "not served by the upstream; its requests are passed through until it is");
+                    built
+                        .registry
+                        .insert_not_served(&r.group, &r.version, &r.resource);
+                    built.not_served.push(r.clone());
+                    continue;
+                }
+                Err(source) => {
+                    return Err(StartError::Discovery {
+                        resource: name,
+                        source,
+                    })
+                }
+            },
         };
         metrics.init_resource(&info.resource);
-        // A CRD's selectableFields are answered from the cache; without them (the CRD cannot
-        // be read, e.g. no RBAC for it) selectors on those fields go to the upstream.
-        let selectable = if let Some(record) = &stored {
-            record.selectable.clone()
-        } else if info.custom {
-            upstream
-                .crd_selectable_fields(&info.group, &info.resource, &info.version)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::info!(resource = %info, error = %Report(&e),
-                        "CRD not readable; field selectors beyond metadata go upstream");
-                    Vec::new()
-                })
-        } else {
-            Vec::new()
+        let selectable = match &stored {
+            Some(record) => record.selectable.clone(),
+            None => selectable_fields(upstream, &info).await,
         };
         let cache = Arc::new(
             ResourceCache::new(info, r.scope(), cache_config)
@@ -412,6 +427,82 @@ async fn build_caches(
         built.caches.push(cache);
     }
     Ok(built)
+}
+
+/// A CRD's `selectableFields`, answered from the cache; without them (the CRD cannot be read,
+/// e.g. no RBAC for it) selectors on those fields go to the upstream.
+async fn selectable_fields(
+    upstream: &Upstream,
+    info: &crate::resource::ResourceInfo,
+) -> Vec<String> {
+    if !info.custom {
+        return Vec::new();
+    }
+    upstream
+        .crd_selectable_fields(&info.group, &info.resource, &info.version)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::info!(resource = %info, error = %Report(&e),
+                "CRD not readable; field selectors beyond metadata go upstream");
+            Vec::new()
+        })
+}
+
+/// The longest pause between two discovery reads of a configured type the upstream does not
+/// serve: a CRD created later is cached within this long, at one small request per type per
+/// pause while it is missing.
+const NOT_SERVED_RECHECK_MAX: Duration = Duration::from_secs(10);
+
+/// Follow discovery for a configured type the upstream does not serve, then cache it: read
+/// discovery again after 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`]; once the type is served,
+/// build its cache, install it in the registry (its reads come from the cache from its first
+/// sync on) and run its reflector in this task, so that stopping kcache stops both.
+///
+/// The type is not kept on disk (`cache.persistDir`) nor given a consistency probe of its
+/// own: its consistent reads are passed through.
+async fn cache_once_served(
+    app: Arc<App>,
+    r: crate::config::ResourceConfig,
+    cache_config: crate::cache::CacheConfig,
+    reflector: crate::upstream::ReflectorConfig,
+) {
+    let mut pause = Duration::from_secs(1);
+    let info = loop {
+        tokio::time::sleep(pause).await;
+        match app
+            .upstream
+            .discover(&r.group, &r.version, &r.resource)
+            .await
+        {
+            Ok(info) => break info,
+            Err(UpstreamError::UnknownResource(_)) => {}
+            Err(e) => {
+                tracing::debug!(resource = %r.resource, error = %Report(&e), "discovery failed");
+            }
+        }
+        pause = (pause * 2).min(NOT_SERVED_RECHECK_MAX);
+    };
+    tracing::info!(resource = %info, "now served by the upstream; caching it");
+    app.metrics.init_resource(&info.resource);
+    let selectable = selectable_fields(&app.upstream, &info).await;
+    let cache = Arc::new(
+        ResourceCache::new(info, r.scope(), cache_config)
+            .with_indexes(&r.indexes)
+            .with_selectable_fields(&selectable),
+    );
+    // Table columns learnt while the type was missing (none: its Table requests were passed
+    // through) must not outlive it.
+    app.printers
+        .remove(&(cache.info.group.clone(), cache.info.resource.clone()));
+    app.registry.install(cache.clone());
+    let r = Reflector::new(
+        app.upstream.clone(),
+        cache,
+        reflector,
+        app.metrics.clone(),
+        app.background.clone(),
+    );
+    r.run().await;
 }
 
 /// Drop what the store holds of resources no longer configured, and start writing the

@@ -133,8 +133,20 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
         ready &= synced;
         let mark = if synced { "+" } else { "-" };
         // A synced cache stays ready while stale; see `staleness::ready_detail`.
-        let detail = staleness::ready_detail(c);
+        let detail = staleness::ready_detail(&c);
         lines.push(format!("[{mark}]cache {} {detail}", c.info));
+    }
+    // A configured type the upstream does not serve holds nothing up: its requests are the
+    // upstream's own, as for a type kcache does not cache.
+    for (group, version, resource) in app.registry.not_served() {
+        let name = if group.is_empty() {
+            format!("{version}/{resource}")
+        } else {
+            format!("{group}/{version}/{resource}")
+        };
+        lines.push(format!(
+            "[+]cache {name} not served by the upstream (requests passed through)"
+        ));
     }
     let status = if ready {
         StatusCode::OK

@@ -92,13 +92,13 @@ pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response
 }
 
 /// The cache and index a path names (`core` is the core group).
-fn lookup<'a>(
-    app: &'a App,
+fn lookup(
+    app: &App,
     group: &str,
     version: &str,
     resource: &str,
     index: &str,
-) -> Result<(&'a Arc<ResourceCache>, usize), ApiError> {
+) -> Result<(Arc<ResourceCache>, usize), ApiError> {
     let group = if group == "core" { "" } else { group };
     let cache = app
         .registry
@@ -113,7 +113,7 @@ fn lookup<'a>(
             name: index.into(),
         })?;
     if cache.budget().is_over() {
-        return Err(super::over_budget_error(cache));
+        return Err(super::over_budget_error(&cache));
     }
     if !cache.is_synced() {
         return Err(ApiError::NotReady);
@@ -148,13 +148,13 @@ async fn answer(
         Ok(found) => found,
         Err(e) => return response::error(&e),
     };
-    let resp = f(cache, i).unwrap_or_else(|e| response::error(&e));
+    let resp = f(&cache, i).unwrap_or_else(|e| response::error(&e));
     // After the read: the cache may have gone over its budget and been emptied meanwhile
     // (see `ResourceCache::is_over_budget`).
     if cache.budget().is_over() {
-        return response::error(&super::over_budget_error(cache));
+        return response::error(&super::over_budget_error(&cache));
     }
-    super::staleness::with_age(resp, cache)
+    super::staleness::with_age(resp, &cache)
 }
 
 /// `GET …/indexes/{group}/{version}/{resource}/{index}?values=a,b&limit=&continue=`.

@@ -233,7 +233,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                     .headers
                     .get(header::ACCEPT)
                     .and_then(|v| v.to_str().ok()),
-                app.mirrors.servable(c),
+                app.mirrors.servable(&c),
             ) == Representation::Protobuf
         });
     let impersonating = admission::impersonates(&parts.headers);
@@ -355,6 +355,7 @@ async fn serve_from_cache(
     let Some(cache) = app.registry.get(&path.group, &path.version, &path.resource) else {
         return Ok(Answer::Upstream);
     };
+    let cache = &cache;
     if cache.budget().is_over() {
         return over_budget(&q, cache);
     }

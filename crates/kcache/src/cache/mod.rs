@@ -801,27 +801,102 @@ impl<T> ByResource<T> {
     }
 }
 
-/// All cached resource types.
+/// Every configured resource type, by the cache serving it: none while the upstream does not
+/// serve the type (a CustomResourceDefinition not created yet), when every request for it is
+/// passed through as for a type kcache does not cache.
+///
+/// The set of types is fixed by the configuration; what changes at run time is only whether a
+/// type has a cache, so a lookup takes one uncontended read lock and clones an `Arc`.
 #[derive(Default)]
 pub struct Registry {
-    caches: ByResource<Arc<ResourceCache>>,
+    slots: ByResource<Slot>,
+}
+
+/// One configured type: its cache once the upstream serves it.
+struct Slot {
+    version: String,
+    cache: std::sync::RwLock<Option<Arc<ResourceCache>>>,
+}
+
+impl Slot {
+    fn cache(&self) -> Option<Arc<ResourceCache>> {
+        self.cache.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl Registry {
+    /// Add a type with its cache.
     pub fn insert(&mut self, cache: Arc<ResourceCache>) {
         let info = cache.info.clone();
-        self.caches.insert(&info.group, &info.resource, cache);
+        self.slots.insert(
+            &info.group,
+            &info.resource,
+            Slot {
+                version: info.version.clone(),
+                cache: std::sync::RwLock::new(Some(cache)),
+            },
+        );
     }
 
-    /// The cache serving `group/version/resource`, if that exact version is cached.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceCache>> {
-        self.caches
+    /// Add a configured type the upstream does not serve yet: no cache until
+    /// [`Registry::install`].
+    pub fn insert_not_served(&mut self, group: &str, version: &str, resource: &str) {
+        self.slots.insert(
+            group,
+            resource,
+            Slot {
+                version: version.to_string(),
+                cache: std::sync::RwLock::new(None),
+            },
+        );
+    }
+
+    /// Give a configured type its cache, once the upstream serves it; false when the type is
+    /// not configured.
+    pub fn install(&self, cache: Arc<ResourceCache>) -> bool {
+        let info = &cache.info;
+        let Some(slot) = self
+            .slots
+            .get(&info.group, &info.resource)
+            .filter(|s| s.version == info.version)
+        else {
+            return false;
+        };
+        *slot.cache.write().unwrap_or_else(|e| e.into_inner()) = Some(cache);
+        true
+    }
+
+    /// The cache serving `group/version/resource`, if that exact version is cached and the
+    /// upstream serves it.
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
+        self.slots
             .get(group, resource)
-            .filter(|c| c.info.version == version)
+            .filter(|s| s.version == version)
+            .and_then(Slot::cache)
     }
 
-    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceCache>> {
-        self.caches.values()
+    /// Every type's cache (the types the upstream does not serve have none).
+    pub fn all(&self) -> impl Iterator<Item = Arc<ResourceCache>> {
+        self.slots
+            .values()
+            .filter_map(Slot::cache)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    /// The configured types the upstream does not serve (yet), as `group/version/resource`
+    /// triples.
+    pub fn not_served(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for (group, by_resource) in &self.slots.by_group {
+            for (resource, slot) in by_resource {
+                if slot.cache().is_none() {
+                    out.push((group.clone(), slot.version.clone(), resource.clone()));
+                }
+            }
+        }
+        out.sort();
+        out
     }
 }
 

@@ -158,7 +158,7 @@ pub fn collect(app: &App) -> StatusReport {
     let mut caches: Vec<CacheStatus> = app
         .registry
         .all()
-        .map(|c| cache_status(c, &app.metrics))
+        .map(|c| cache_status(&c, &app.metrics))
         .collect();
     caches.sort_by(|a, b| a.name.cmp(&b.name));
     let requests = Purpose::ALL
