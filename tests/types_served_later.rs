@@ -4,12 +4,101 @@
 //! serves it.
 
 mod common;
+#[path = "sim_common/mod.rs"]
+mod raw;
 
 use std::time::Duration;
 
-use common::{create_widget_crd, get, resource, wait_until, EnvBuilder};
+use bytes::Bytes;
+use common::{create_widget_crd, fixture, get, get_with, resource, wait_until, Env, EnvBuilder};
+use serde_json::Value;
 
 const WIDGETS: &str = "/apis/fixtures.example.com/v1/namespaces/fixtures-a/widgets";
+const GROUP: &str = "fixtures.example.com";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// The widgets' Table column definitions as the apiserver gives them for the recorded CRD,
+/// with the column `Color` named `name` instead.
+fn column_definitions(name: &str) -> Bytes {
+    let v: Value = serde_json::from_slice(&fixture("table-list-widgets-ns-a.json")).unwrap();
+    let text = serde_json::to_string(&v["columnDefinitions"]).unwrap();
+    Bytes::from(text.replace("\"Color\"", &format!("{name:?}")))
+}
+
+/// The recorded CRD's printer columns, with `Color` named `name`.
+fn printer_columns(name: &str) -> Value {
+    let v: Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
+    let text =
+        serde_json::to_string(&v["spec"]["versions"][0]["additionalPrinterColumns"]).unwrap();
+    serde_json::from_str(&text.replace("\"Color\"", &format!("{name:?}"))).unwrap()
+}
+
+/// Create the widgets CRD with its `Color` column named `column`, as the upstream serves it.
+fn create_widgets(env: &Env, column: &str) {
+    env.sim
+        .serve_table_columns(GROUP, "widgets", column_definitions(column));
+    create_widget_crd(&env.sim, Some(printer_columns(column)));
+    env.sim.register(common::widget_type());
+}
+
+/// The widgets' cache once it has synced.
+async fn synced_widgets(env: &Env) -> std::sync::Arc<kcache::cache::ResourceCache> {
+    let k = &env.kcache;
+    wait_until("widgets cached and synced", || async move {
+        k.cache(GROUP, "v1", "widgets")
+            .is_some_and(|c| c.is_synced())
+    })
+    .await;
+    k.cache(GROUP, "v1", "widgets").unwrap()
+}
+
+/// The column names of a Table of the widgets read through kcache, and whether the cache
+/// answered it.
+async fn table_columns(env: &Env) -> (Vec<String>, bool) {
+    let path = format!("{WIDGETS}?resourceVersion=0");
+    let r = get_with(&env.url(), &path, &[("Accept", TABLE)]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let names = v["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, r.header(kcache::api::CACHE_AGE_HEADER).is_some())
+}
+
+/// The widgets' condition on the admin `/status`.
+async fn condition(env: &Env) -> String {
+    let r = get(&env.kcache.admin_url(), "/status?format=json").await;
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let widgets = v["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["resource"] == "widgets")
+        .unwrap_or_else(|| panic!("no widgets in /status: {v}"));
+    widgets["condition"].as_str().unwrap().to_string()
+}
+
+/// The widgets' `kcache_cache_served` sample, as scraped.
+async fn served_metric(env: &Env) -> String {
+    let r = get(&env.kcache.admin_url(), "/metrics").await;
+    let text = r.text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kcache_cache_served{") && l.contains("\"widgets\""))
+        .unwrap_or_else(|| panic!("no kcache_cache_served for widgets:\n{text}"));
+    line.rsplit(' ').next().unwrap().to_string()
+}
+
+fn upstream_requests(env: &Env, purpose: &'static str) -> u64 {
+    env.kcache
+        .metrics()
+        .upstream_requests
+        .get_or_create(&kcache::metrics::PurposeLabels { purpose })
+        .get()
+}
 
 fn widget(name: &str) -> serde_json::Value {
     serde_json::json!({
@@ -20,8 +109,7 @@ fn widget(name: &str) -> serde_json::Value {
     })
 }
 
-#[tokio::test]
-async fn a_type_served_only_later_is_passed_through_then_cached() {
+async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::Profile) {
     // The widgets CRD does not exist when kcache starts.
     let env = EnvBuilder::default()
         .resources(vec![
@@ -42,10 +130,9 @@ async fn a_type_served_only_later_is_passed_through_then_cached() {
         "{}",
         ready.text()
     );
-    assert!(env
-        .kcache
-        .cache("fixtures.example.com", "v1", "widgets")
-        .is_none());
+    assert!(env.kcache.cache(GROUP, "v1", "widgets").is_none());
+    assert_eq!(condition(&env).await, "not_served");
+    assert_eq!(served_metric(&env).await, "0");
 
     // Its reads are the upstream's: the same 404, not from a cache.
     let through = get(&base, WIDGETS).await;
@@ -56,34 +143,28 @@ async fn a_type_served_only_later_is_passed_through_then_cached() {
     assert!(through.header(kcache::api::CACHE_AGE_HEADER).is_none());
 
     // The CRD is created and a widget with it: the type is cached within a few seconds.
-    create_widget_crd(&env.sim, None);
-    env.sim.register(common::widget_type());
-    env.sim
-        .create("fixtures.example.com", "widgets", widget("late"))
-        .unwrap();
-    let cache = {
-        let k = &env.kcache;
-        wait_until("widgets cached and synced", || async move {
-            k.cache("fixtures.example.com", "v1", "widgets")
-                .is_some_and(|c| c.is_synced())
-        })
-        .await;
-        k.cache("fixtures.example.com", "v1", "widgets").unwrap()
-    };
+    create_widgets(&env, "Color");
+    env.sim.create(GROUP, "widgets", widget("late")).unwrap();
+    let cache = synced_widgets(&env).await;
     assert_eq!(cache.len(), 1);
     let list = get(&base, &format!("{WIDGETS}?resourceVersion=0")).await;
     assert_eq!(list.status, 200, "{}", list.text());
     assert!(list.header(kcache::api::CACHE_AGE_HEADER).is_some());
-    let body: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    let body: Value = serde_json::from_slice(&list.body).unwrap();
     assert_eq!(body["items"][0]["metadata"]["name"], "late");
     let ready = get(&env.kcache.admin_url(), "/readyz?verbose").await;
     assert!(!ready.text().contains("not served"), "{}", ready.text());
+    assert_eq!(condition(&env).await, "synced");
+    assert_eq!(served_metric(&env).await, "1");
+    let (columns, cached) = table_columns(&env).await;
+    assert!(
+        cached && columns.contains(&"Color".to_string()),
+        "{columns:?}"
+    );
 
     // A watch from the cache sees the next widget.
     let mut w = common::Watch::open(&base, &format!("{WIDGETS}?watch=1&resourceVersion=0")).await;
-    env.sim
-        .create("fixtures.example.com", "widgets", widget("later"))
-        .unwrap();
+    env.sim.create(GROUP, "widgets", widget("later")).unwrap();
     let mut names = Vec::new();
     while names.len() < 2 {
         let e = w
@@ -99,4 +180,58 @@ async fn a_type_served_only_later_is_passed_through_then_cached() {
     }
     names.sort();
     assert_eq!(names, ["late", "later"]);
+    drop(cache);
+
+    // The CRD is deleted: the watch ends as the apiserver ends its own, the cache is dropped
+    // and reads are the upstream's 404 again.
+    assert!(env.sim.unregister(GROUP, "widgets"));
+    assert!(w.next(Duration::from_secs(20)).await.is_none());
+    assert!(w.ended_cleanly, "the watch ends with the type, cleanly");
+    {
+        let k = &env.kcache;
+        wait_until("widgets no longer cached", || async move {
+            k.cache(GROUP, "v1", "widgets").is_none()
+        })
+        .await;
+    }
+    let through = get(&base, WIDGETS).await;
+    let direct = get(&env.sim.url(), WIDGETS).await;
+    assert_eq!(through.status, 404, "{}", through.text());
+    assert_eq!(through.body, direct.body);
+    let ready = get(&env.kcache.admin_url(), "/readyz?verbose").await;
+    assert_eq!(ready.status, 200);
+    assert!(
+        ready.text().contains("widgets not served"),
+        "{}",
+        ready.text()
+    );
+    assert_eq!(condition(&env).await, "not_served");
+    assert_eq!(served_metric(&env).await, "0");
+
+    // While it stays deleted the reflector does not retry it; discovery is read every few
+    // seconds at most (1 s, 2 s, 4 s ...).
+    let (lists, watches, setup) = (
+        upstream_requests(&env, "reflector_list"),
+        upstream_requests(&env, "reflector_watch"),
+        upstream_requests(&env, "setup"),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(upstream_requests(&env, "reflector_list"), lists);
+    assert_eq!(upstream_requests(&env, "reflector_watch"), watches);
+    let discovery = upstream_requests(&env, "setup") - setup;
+    assert!(discovery <= 4, "{discovery} discovery reads in 3 s");
+
+    // Re-created with the column renamed: cached again, its Table with the new column.
+    create_widgets(&env, "Owner");
+    env.sim.create(GROUP, "widgets", widget("again")).unwrap();
+    let cache = synced_widgets(&env).await;
+    assert_eq!(cache.len(), 1);
+    let (columns, cached) = table_columns(&env).await;
+    assert!(cached, "the Table comes from the cache");
+    assert!(
+        columns.contains(&"Owner".to_string()) && !columns.contains(&"Color".to_string()),
+        "{columns:?}"
+    );
 }
+
+per_profile!(a_type_served_only_later_is_passed_through_then_cached);

@@ -53,6 +53,7 @@ fn with_a_series_in_every_family(m: &Metrics) {
         &m.cache_budget,
         &m.cache_over_budget,
         &m.cache_synced,
+        &m.cache_served,
         &m.upstream_reachable,
         &m.persist_restored_objects,
     ] {

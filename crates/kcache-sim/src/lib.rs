@@ -376,6 +376,23 @@ impl Sim {
         }
     }
 
+    /// Stop serving a custom type, as the apiserver does when its CustomResourceDefinition is
+    /// deleted: the CRD object (`{resource}.{group}`) goes if there is one, the type's objects
+    /// with it, its open watches end, and its requests are answered 404 from then on. False
+    /// when the type was not served.
+    pub fn unregister(&self, group: &str, resource: &str) -> bool {
+        let name = format!("{resource}.{group}");
+        let _ = self.store().delete(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+            &name,
+            None,
+            None,
+        );
+        self.store().unregister(group, resource)
+    }
+
     /// The type served as `group`/`resource`, if any.
     pub fn resource_type(&self, group: &str, resource: &str) -> Option<ResourceType> {
         self.store()

@@ -455,6 +455,16 @@ impl Store {
         );
     }
 
+    /// Stop serving a type, as deleting its CustomResourceDefinition does: its objects go,
+    /// its open watches end (their channel closes), and discovery, lists and watches of it
+    /// answer 404 from now on. False when it was not served.
+    pub fn unregister(&self, group: &str, resource: &str) -> bool {
+        let mut st = self.lock();
+        let key = (group.to_string(), resource.to_string());
+        st.order.retain(|k| k != &key);
+        st.types.remove(&key).is_some()
+    }
+
     /// All registered types in registration order.
     pub fn types(&self) -> Vec<Arc<ResourceType>> {
         let st = self.lock();

@@ -155,6 +155,8 @@ pub struct Metrics {
     pub consistent_wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     pub cache_lag: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub cache_synced: Family<ResourceLabels, Gauge>,
+    /// 1 while the upstream serves a configured resource (it has a cache), 0 while it does not.
+    pub cache_served: Family<ResourceLabels, Gauge>,
     pub authentications: Family<AuthnLabels, Counter>,
     pub authorizations: Family<AuthzLabels, Counter>,
     pub limited: Family<LimitLabels, Counter>,
@@ -204,6 +206,7 @@ impl Metrics {
             consistent_wait: Family::new_with_constructor(latency_histogram),
             cache_lag: Family::default(),
             cache_synced: Family::default(),
+            cache_served: Family::default(),
             authentications: Family::default(),
             authorizations: Family::default(),
             limited: Family::default(),
@@ -286,7 +289,7 @@ impl Metrics {
         r.register(
             "watchers_closed",
             "Downstream watches ended, by reason (timeout, client, slow, error, shutdown, \
-             over_budget)",
+             over_budget, not_served)",
             m.watchers_closed.clone(),
         );
         r.register(
@@ -341,6 +344,13 @@ impl Metrics {
             "cache_synced",
             "1 once the resource's cache has synced",
             m.cache_synced.clone(),
+        );
+        r.register(
+            "cache_served",
+            "1 while the upstream serves the configured resource, 0 while it does not (a CRD \
+             not created yet, or deleted): then nothing of it is cached and its requests are \
+             passed through",
+            m.cache_served.clone(),
         );
         r.register(
             "persist_flushes",
@@ -488,6 +498,7 @@ impl Metrics {
             "error",
             "shutdown",
             "over_budget",
+            "not_served",
         ] {
             let _ = self.watchers_closed.get_or_create(&ReasonLabels {
                 resource: r(),
@@ -591,6 +602,23 @@ impl Metrics {
             self.upstream_reachable
                 .get_or_create(&labels)
                 .set(i64::from(c.contact().reachable()));
+            self.cache_served.get_or_create(&labels).set(1);
+        }
+        // A type without a cache holds nothing: its series say so rather than keep the values
+        // of a cache dropped when the upstream stopped serving it.
+        for (_, _, resource) in caches.not_served() {
+            let labels = ResourceLabels { resource };
+            self.cache_served.get_or_create(&labels).set(0);
+            self.cache_synced.get_or_create(&labels).set(0);
+            self.cached_objects.get_or_create(&labels).set(0);
+            self.cached_bytes.get_or_create(&labels).set(0);
+            for component in ["json", "head", "index", "history"] {
+                let labels = MemoryLabels {
+                    resource: labels.resource.clone(),
+                    component,
+                };
+                self.cache_memory.get_or_create(&labels).set(0);
+            }
         }
         let mut out = String::new();
         let _ = text::encode_registry(&mut out, &self.registry);

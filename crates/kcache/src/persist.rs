@@ -777,7 +777,8 @@ impl Persister {
 
 /// Commit one cache's changes; Ok(false) when there was nothing to commit.
 async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistError> {
-    if t.cache.budget().is_over() {
+    // A type no longer cached (over its budget, or no longer served) is not restored either.
+    if t.cache.budget().is_over() || t.cache.is_not_served() {
         return forget(store, t).await;
     }
     if !t.cache.is_synced() || t.retry_at.is_some_and(|at| std::time::Instant::now() < at) {

@@ -23,7 +23,7 @@ use crate::error::Report;
 use crate::metrics::Metrics;
 use crate::persist;
 use crate::tls::{TlsError, TlsServer};
-use crate::upstream::{collection_path, Reflector, RevisionProbe, Upstream, UpstreamError};
+use crate::upstream::{collection_path, Ended, Reflector, RevisionProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start; each keeps the error it comes from as its source (see
 /// [`crate::error::Report`]).
@@ -192,24 +192,20 @@ pub async fn start(
     };
     let built = build_caches(config, &upstream, &metrics, store.as_deref()).await?;
     let persister = store.map(|store| keep_on_disk(config, store, built.tracked, &metrics));
-    let probes = probes(&built.caches, &upstream);
+    // Types not served yet get their probe too, so that their consistent reads can be
+    // answered from the cache once they are.
+    let collections = built
+        .types
+        .iter()
+        .map(|(r, cache)| match cache {
+            Some(c) => collection_path(c),
+            None => configured_collection(r),
+        })
+        .collect();
+    let probes = probes(collections, &upstream);
     // Decoding and installing lists, rendering `/metrics` and `/status`: below the readers'
     // priority (see `background`).
     let background = Background::for_this_machine()?;
-    let reflectors = built
-        .caches
-        .into_iter()
-        .map(|cache| {
-            let r = Reflector::new(
-                upstream.clone(),
-                cache,
-                config.reflector_config(),
-                metrics.clone(),
-                background.clone(),
-            );
-            tokio::spawn(r.run())
-        })
-        .collect();
     let (stop, _) = watch::channel(false);
     let app = Arc::new(App {
         stopping: stop.clone(),
@@ -232,16 +228,22 @@ pub async fn start(
             config.protobuf_enabled(),
         ),
     });
-    let mut reflectors: Vec<JoinHandle<()>> = reflectors;
-    for r in built.not_served {
-        let cache_config = config.cache_config_for(&r);
-        reflectors.push(tokio::spawn(cache_once_served(
-            app.clone(),
-            r,
-            cache_config,
-            config.reflector_config(),
-        )));
-    }
+    // One task per configured type, for as long as kcache runs: its reflector while the
+    // upstream serves it, discovery while it does not.
+    let reflectors = built
+        .types
+        .into_iter()
+        .map(|(r, cache)| {
+            let cache_config = config.cache_config_for(&r);
+            tokio::spawn(follow_type(
+                app.clone(),
+                r,
+                cache_config,
+                config.reflector_config(),
+                cache,
+            ))
+        })
+        .collect();
     log_when_synced(app.clone());
     let addr = listener.local_addr()?;
     let router = api::router(app.clone());
@@ -325,11 +327,10 @@ async fn learn_version_soon(upstream: &Upstream) {
 /// The caches of the configured resources, and what the persister tracks of them.
 struct Built {
     registry: Registry,
-    caches: Vec<Arc<ResourceCache>>,
     tracked: Vec<persist::Tracked>,
-    /// Configured resources the upstream does not serve (yet): no cache, requests passed
-    /// through, discovery followed (see [`cache_once_served`]).
-    not_served: Vec<crate::config::ResourceConfig>,
+    /// Every configured resource with its cache; none for one the upstream does not serve
+    /// (yet), whose requests are passed through meanwhile (see [`follow_type`]).
+    types: Vec<(crate::config::ResourceConfig, Option<Arc<ResourceCache>>)>,
 }
 
 /// One cache per configured resource: its facts discovered from the upstream (or, for a
@@ -343,9 +344,8 @@ async fn build_caches(
 ) -> Result<Built, StartError> {
     let mut built = Built {
         registry: Registry::default(),
-        caches: Vec::new(),
         tracked: Vec::new(),
-        not_served: Vec::new(),
+        types: Vec::new(),
     };
     for r in &config.resources {
         let name = if r.group.is_empty() {
@@ -369,7 +369,7 @@ async fn build_caches(
                     built
                         .registry
                         .insert_not_served(&r.group, &r.version, &r.resource);
-                    built.not_served.push(r.clone());
+                    built.types.push((r.clone(), None));
                     continue;
                 }
                 Err(source) => {
@@ -424,7 +424,7 @@ async fn build_caches(
                 .push(persist::Tracked::new(cache.clone(), key, record, restored));
         }
         built.registry.insert(cache.clone());
-        built.caches.push(cache);
+        built.types.push((r.clone(), Some(cache)));
     }
     Ok(built)
 }
@@ -449,60 +449,113 @@ async fn selectable_fields(
 }
 
 /// The longest pause between two discovery reads of a configured type the upstream does not
-/// serve: a CRD created later is cached within this long, at one small request per type per
-/// pause while it is missing.
+/// serve: a CRD created (or re-created) later is cached within this long, at one small request
+/// per type per pause while it is missing.
 const NOT_SERVED_RECHECK_MAX: Duration = Duration::from_secs(10);
 
-/// Follow discovery for a configured type the upstream does not serve, then cache it: read
-/// discovery again after 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`]; once the type is served,
-/// build its cache, install it in the registry (its reads come from the cache from its first
-/// sync on) and run its reflector in this task, so that stopping kcache stops both.
+/// One configured type for as long as kcache runs. While the upstream serves it: its reflector
+/// (in this task, so that stopping kcache stops both). While it does not (a CRD not created
+/// yet, or deleted): no cache, its requests passed through, and discovery read again after
+/// 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`], until it is served again, when a new cache is
+/// built from what discovery and the CRD say then (kind, scope, selectable fields, and the
+/// Table columns learnt afresh) and synced by a new reflector. One log line per change.
 ///
-/// The type is not kept on disk (`cache.persistDir`) nor given a consistency probe of its
-/// own: its consistent reads are passed through.
-async fn cache_once_served(
+/// A type cached after start is not kept on disk (`cache.persistDir`) until the next start.
+async fn follow_type(
     app: Arc<App>,
     r: crate::config::ResourceConfig,
     cache_config: crate::cache::CacheConfig,
     reflector: crate::upstream::ReflectorConfig,
+    mut cache: Option<Arc<ResourceCache>>,
 ) {
+    loop {
+        let current = match cache.take() {
+            Some(c) => c,
+            None => {
+                let info = served(&app.upstream, &r).await;
+                tracing::info!(resource = %info, "served by the upstream; caching it");
+                app.metrics.init_resource(&info.resource);
+                let selectable = selectable_fields(&app.upstream, &info).await;
+                let c = Arc::new(
+                    ResourceCache::new(info, r.scope(), cache_config.clone())
+                        .with_indexes(&r.indexes)
+                        .with_selectable_fields(&selectable),
+                );
+                forget_printer(&app, &c);
+                app.registry.install(c.clone());
+                c
+            }
+        };
+        let ended = Reflector::new(
+            app.upstream.clone(),
+            current.clone(),
+            reflector.clone(),
+            app.metrics.clone(),
+            app.background.clone(),
+        )
+        .run()
+        .await;
+        match ended {
+            // Passed through until restart (see `cache::budget`).
+            Ended::OverBudget => return,
+            Ended::NotServed => {
+                tracing::warn!(resource = %current.info,
+                    "no longer served by the upstream: its cache dropped, its watches ended, \
+                     its requests passed through until it is served again");
+                // Out of the registry first, so that no request finds the cache once its
+                // watches are told to end.
+                app.registry.remove(&current);
+                current.stop_serving();
+                forget_printer(&app, &current);
+            }
+        }
+    }
+}
+
+/// What discovery says of a configured type, once the upstream serves it (read again after
+/// 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`], until then).
+async fn served(
+    upstream: &Upstream,
+    r: &crate::config::ResourceConfig,
+) -> crate::resource::ResourceInfo {
     let mut pause = Duration::from_secs(1);
-    let info = loop {
+    loop {
         tokio::time::sleep(pause).await;
-        match app
-            .upstream
-            .discover(&r.group, &r.version, &r.resource)
-            .await
-        {
-            Ok(info) => break info,
+        match upstream.discover(&r.group, &r.version, &r.resource).await {
+            Ok(info) => return info,
             Err(UpstreamError::UnknownResource(_)) => {}
             Err(e) => {
                 tracing::debug!(resource = %r.resource, error = %Report(&e), "discovery failed");
             }
         }
         pause = (pause * 2).min(NOT_SERVED_RECHECK_MAX);
+    }
+}
+
+/// Where a configured type the upstream does not serve yet will be listed (what
+/// [`collection_path`] will say of its cache): a type restricted to a namespace is taken to be
+/// namespaced.
+fn configured_collection(r: &crate::config::ResourceConfig) -> String {
+    let api = if r.group.is_empty() {
+        format!("/api/{}", r.version)
+    } else {
+        format!("/apis/{}/{}", r.group, r.version)
     };
-    tracing::info!(resource = %info, "now served by the upstream; caching it");
-    app.metrics.init_resource(&info.resource);
-    let selectable = selectable_fields(&app.upstream, &info).await;
-    let cache = Arc::new(
-        ResourceCache::new(info, r.scope(), cache_config)
-            .with_indexes(&r.indexes)
-            .with_selectable_fields(&selectable),
-    );
-    // Table columns learnt while the type was missing (none: its Table requests were passed
-    // through) must not outlive it.
+    match &r.namespace {
+        Some(ns) => format!(
+            "{api}/namespaces/{}/{}",
+            percent_encoding::utf8_percent_encode(ns, percent_encoding::NON_ALPHANUMERIC),
+            r.resource
+        ),
+        None => format!("{api}/{}", r.resource),
+    }
+}
+
+/// A type's Table printer is built from the columns of the CRD as it was: one re-created with
+/// other columns needs them read again.
+fn forget_printer(app: &App, cache: &ResourceCache) {
     app.printers
         .remove(&(cache.info.group.clone(), cache.info.resource.clone()));
-    app.registry.install(cache.clone());
-    let r = Reflector::new(
-        app.upstream.clone(),
-        cache,
-        reflector,
-        app.metrics.clone(),
-        app.background.clone(),
-    );
-    r.run().await;
 }
 
 /// Drop what the store holds of resources no longer configured, and start writing the
@@ -531,10 +584,9 @@ fn keep_on_disk(
 /// right after a write of that type, where another type's must first wait for a progress
 /// notification from etcd (tens of milliseconds).
 fn probes(
-    caches: &[Arc<ResourceCache>],
+    collections: Vec<String>,
     upstream: &Upstream,
 ) -> std::collections::HashMap<String, Arc<RevisionProbe>> {
-    let collections: Vec<String> = caches.iter().map(|c| collection_path(c)).collect();
     collections
         .iter()
         .enumerate()

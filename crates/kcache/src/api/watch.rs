@@ -412,14 +412,19 @@ impl Watcher {
         up
     }
 
-    /// Whether the type went over its memory budget: then the watch ends cleanly, without an
-    /// event (see the module docs). Asked after every read of the cache.
+    /// Whether the type went over its memory budget, or the upstream stopped serving it: then
+    /// the watch ends cleanly, without an event (see the module docs). Asked after every read
+    /// of the cache.
     fn over_budget(&mut self) -> bool {
-        let over = self.cache.budget().is_over();
-        if over {
+        if self.cache.budget().is_over() {
             self.open.reason = "over_budget";
+            return true;
         }
-        over
+        if self.cache.is_not_served() {
+            self.open.reason = "not_served";
+            return true;
+        }
+        false
     }
 
     /// Count one event line and gather it; the lines go out together when they fill a chunk,

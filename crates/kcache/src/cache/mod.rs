@@ -177,6 +177,8 @@ pub struct ResourceCache {
     dispatch: dispatch::Dispatch,
     /// Selector evaluations by watchers (what index dispatch saves; tests read it).
     evaluations: std::sync::atomic::AtomicU64,
+    /// Set once the upstream stopped serving the type (see [`ResourceCache::stop_serving`]).
+    not_served: watch::Sender<bool>,
 }
 
 impl ResourceCache {
@@ -215,6 +217,7 @@ impl ResourceCache {
             indexes,
             dispatch: Default::default(),
             evaluations: Default::default(),
+            not_served: watch::channel(false).0,
         }
     }
 
@@ -333,6 +336,33 @@ impl ResourceCache {
         }
         self.budget.announce();
         self.rv_tx.send_modify(|_| {});
+    }
+
+    // ---- a type the upstream stopped serving ----
+
+    /// The upstream no longer serves the type (its CustomResourceDefinition was deleted): the
+    /// cache, already out of the registry so that new requests pass through, is done. Its
+    /// open watches end cleanly, as the apiserver ends its own (their clients' next watch
+    /// gets the upstream's 404), and its protobuf mirror stops. Its state is left as it was:
+    /// a read that took the cache just before still answers a state the type had.
+    pub fn stop_serving(&self) {
+        self.not_served.send_replace(true);
+        if let Some(mirror) = self.mirror.get() {
+            mirror.stop();
+        }
+        self.dispatch.overflow_all();
+        self.rv_tx.send_modify(|_| {});
+    }
+
+    /// Whether [`ResourceCache::stop_serving`] was called.
+    pub fn is_not_served(&self) -> bool {
+        *self.not_served.borrow()
+    }
+
+    /// Resolves once [`ResourceCache::stop_serving`] is called (never, if it is not).
+    pub async fn until_not_served(&self) {
+        let mut rx = self.not_served.subscribe();
+        let _ = rx.wait_for(|gone| *gone).await;
     }
 
     // ---- writer side (the reflector) ----
@@ -864,6 +894,19 @@ impl Registry {
         };
         *slot.cache.write().unwrap_or_else(|e| e.into_inner()) = Some(cache);
         true
+    }
+
+    /// Take a type's cache out once the upstream no longer serves it: its requests pass
+    /// through from then on (until [`Registry::install`] gives it a new one).
+    pub fn remove(&self, cache: &ResourceCache) {
+        let info = &cache.info;
+        if let Some(slot) = self
+            .slots
+            .get(&info.group, &info.resource)
+            .filter(|s| s.version == info.version)
+        {
+            *slot.cache.write().unwrap_or_else(|e| e.into_inner()) = None;
+        }
     }
 
     /// The cache serving `group/version/resource`, if that exact version is cached and the

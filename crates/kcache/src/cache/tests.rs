@@ -336,3 +336,49 @@ fn stale_events_are_ignored() {
     c.apply(EventType::Modified, cm("a", 9, "y"));
     assert_eq!(names(&c.snapshot()), ["a@5"]);
 }
+
+#[test]
+fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
+    let mut registry = Registry::default();
+    registry.insert_not_served("", "v1", "configmaps");
+    assert!(registry.get("", "v1", "configmaps").is_none());
+    assert_eq!(registry.all().count(), 0);
+    assert_eq!(
+        registry.not_served(),
+        [(String::new(), "v1".to_string(), "configmaps".to_string())]
+    );
+
+    let cache = Arc::new(ResourceCache::new(
+        info(),
+        Scope::default(),
+        CacheConfig::default(),
+    ));
+    assert!(registry.install(cache.clone()));
+    assert!(registry
+        .get("", "v1", "configmaps")
+        .is_some_and(|c| Arc::ptr_eq(&c, &cache)));
+    assert!(
+        registry.get("", "v2", "configmaps").is_none(),
+        "another version"
+    );
+    assert!(registry.not_served().is_empty());
+
+    // Taken out when the upstream stops serving it; its watchers are told.
+    let rv = cache.subscribe();
+    registry.remove(&cache);
+    cache.stop_serving();
+    assert!(registry.get("", "v1", "configmaps").is_none());
+    assert!(cache.is_not_served());
+    assert!(rv.has_changed().unwrap());
+    assert_eq!(registry.not_served().len(), 1);
+
+    // A type that is not configured gets no slot.
+    let mut other = info();
+    other.resource = "secrets".into();
+    let secrets = Arc::new(ResourceCache::new(
+        other,
+        Scope::default(),
+        CacheConfig::default(),
+    ));
+    assert!(!registry.install(secrets));
+}

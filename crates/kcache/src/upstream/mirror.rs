@@ -95,6 +95,7 @@ impl MirrorReflector {
         tokio::select! {
             _ = self.follow() => {}
             _ = cache.budget().until_over() => {}
+            _ = cache.until_not_served() => {}
         }
     }
 

@@ -15,7 +15,7 @@ pub use metadata_list::{metadata_list_url, ItemVersion, MetadataList, METADATA_L
 pub use mirror::MirrorReflector;
 
 pub use probe::{ProbeError, RevisionProbe};
-pub use reflector::{Reflector, ReflectorConfig, StreamingList};
+pub use reflector::{Ended, Reflector, ReflectorConfig, StreamingList};
 pub use stream::{LineStream, WatchLine};
 pub use version::{TokenForm, UpstreamVersion};
 

@@ -122,6 +122,19 @@ enum State {
     },
     /// The cache went over its memory budget: the loop ends.
     Stopped,
+    /// The upstream no longer serves the type (its list or watch answered 404 and discovery
+    /// no longer lists it): the loop ends.
+    NotServed,
+}
+
+/// Why a reflector's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The cache went over its memory budget: the type stays passed through until restart.
+    OverBudget,
+    /// The upstream no longer serves the type (a CustomResourceDefinition deleted): whoever
+    /// runs the reflector drops the cache and follows discovery until the type is back.
+    NotServed,
 }
 
 /// How a watch stream ended.
@@ -279,8 +292,9 @@ impl Reflector {
         super::collection_path(&self.cache)
     }
 
-    /// Run until the task is dropped, or the cache goes over its memory budget.
-    pub async fn run(mut self) {
+    /// Run until the task is dropped, the cache goes over its memory budget, or the upstream
+    /// stops serving the type.
+    pub async fn run(mut self) -> Ended {
         // A cache restored from disk resumes its watch from the stored RV: the upstream sends
         // what changed since, or a 410 that makes it relist (see `persist`). One restored over
         // its budget has nothing to follow.
@@ -295,13 +309,37 @@ impl Reflector {
         } else {
             State::Sync
         };
-        while !matches!(state, State::Stopped) {
+        while !matches!(state, State::Stopped | State::NotServed) {
             state = self.step(state).await;
+        }
+        if matches!(state, State::NotServed) {
+            return Ended::NotServed;
         }
         if let Some(over) = self.cache.budget().overage() {
             tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
                 "over its memoryBudget: no longer cached, its objects dropped; every read of it \
                  is passed through to the upstream until kcache restarts");
+        }
+        Ended::OverBudget
+    }
+
+    /// After a failed list or watch: a 404 whose type discovery no longer lists ends the loop
+    /// (the type's CRD was deleted: retrying would cost the upstream a request every backoff
+    /// step for as long as it stays deleted); anything else is retried after `then`'s backoff.
+    async fn after_error(&self, e: &UpstreamError, then: State) -> State {
+        if e.code() == Some(404) {
+            let info = &self.cache.info;
+            if let Err(UpstreamError::UnknownResource(_)) = self
+                .upstream
+                .discover(&info.group, &info.version, &info.resource)
+                .await
+            {
+                return State::NotServed;
+            }
+        }
+        State::Backoff {
+            then: Box::new(then),
+            attempt: 1,
         }
     }
 
@@ -324,20 +362,13 @@ impl Reflector {
                     Err(e) if self.installs > installs => {
                         self.count_error(&e);
                         tracing::warn!(resource = %name, error = %Report(&e), "watch failed");
-                        State::Backoff {
-                            then: Box::new(State::Watching {
-                                rv: self.cache.rv(),
-                            }),
-                            attempt: 1,
-                        }
+                        let rv = self.cache.rv();
+                        self.after_error(&e, State::Watching { rv }).await
                     }
                     Err(e) => {
                         self.count_error(&e);
                         tracing::warn!(resource = %name, error = %Report(&e), "sync failed");
-                        State::Backoff {
-                            then: Box::new(State::Sync),
-                            attempt: 1,
-                        }
+                        self.after_error(&e, State::Sync).await
                     }
                 }
             }
@@ -351,12 +382,8 @@ impl Reflector {
                 Err(e) => {
                     self.count_error(&e);
                     tracing::warn!(resource = %name, error = %Report(&e), "watch failed");
-                    State::Backoff {
-                        then: Box::new(State::Watching {
-                            rv: self.cache.rv().max(rv),
-                        }),
-                        attempt: 1,
-                    }
+                    let rv = self.cache.rv().max(rv);
+                    self.after_error(&e, State::Watching { rv }).await
                 }
             },
             // A state from disk whose RV the upstream has not reached is from another
@@ -388,8 +415,9 @@ impl Reflector {
                 }
                 *then
             }
-            // Terminal: `run` ends before stepping it.
+            // Terminal: `run` ends before stepping them.
             State::Stopped => State::Stopped,
+            State::NotServed => State::NotServed,
         }
     }
 

@@ -122,6 +122,9 @@ pub enum Condition {
     Stale,
     /// Over its memory budget: not cached, reads passed through until kcache restarts.
     OverBudget,
+    /// Configured, but the upstream does not serve the type (a CRD not created yet, or
+    /// deleted): not cached, its requests passed through until it is served.
+    NotServed,
 }
 
 impl Condition {
@@ -148,6 +151,7 @@ impl Condition {
             Condition::Restored => "restored",
             Condition::Stale => "stale",
             Condition::OverBudget => "over budget",
+            Condition::NotServed => "not served",
         }
     }
 }
@@ -160,6 +164,12 @@ pub fn collect(app: &App) -> StatusReport {
         .all()
         .map(|c| cache_status(&c, &app.metrics))
         .collect();
+    caches.extend(
+        app.registry
+            .not_served()
+            .into_iter()
+            .map(|(g, v, r)| not_served_status(g, v, r)),
+    );
     caches.sort_by(|a, b| a.name.cmp(&b.name));
     let requests = Purpose::ALL
         .iter()
@@ -244,6 +254,34 @@ fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
             },
         ),
         consistent_reads,
+    }
+}
+
+/// A configured type the upstream does not serve: nothing cached, nothing to show but that.
+fn not_served_status(group: String, version: String, resource: String) -> CacheStatus {
+    let name = if group.is_empty() {
+        format!("{version}/{resource}")
+    } else {
+        format!("{group}/{version}/{resource}")
+    };
+    CacheStatus {
+        name,
+        group,
+        version,
+        resource,
+        condition: Condition::NotServed,
+        synced: false,
+        objects: 0,
+        bytes: 0,
+        resource_version: String::new(),
+        resource_version_age_seconds: None,
+        age_seconds: 0.0,
+        reachable: true,
+        last_list: None,
+        relists: 0,
+        watchers: 0,
+        dropped_watchers: 0,
+        consistent_reads: BTreeMap::new(),
     }
 }
 

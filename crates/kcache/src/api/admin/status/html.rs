@@ -98,7 +98,9 @@ fn row(out: &mut String, c: &CacheStatus) {
     let class = match c.condition {
         Condition::Synced => "synced",
         Condition::Syncing => "syncing",
-        Condition::Restored | Condition::Stale | Condition::OverBudget => "attention",
+        Condition::Restored | Condition::Stale | Condition::OverBudget | Condition::NotServed => {
+            "attention"
+        }
     };
     let (listed, why) = match &c.last_list {
         Some(l) => (
