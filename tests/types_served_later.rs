@@ -235,3 +235,60 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
 }
 
 per_profile!(a_type_served_only_later_is_passed_through_then_cached);
+
+/// A CRD changed in place is followed: renamed printer columns reach the Table, and new
+/// selectable fields are answered from the cache.
+async fn a_crd_changed_in_place_is_followed(_: kcache_sim::Profile) {
+    let env = EnvBuilder::default()
+        .resources(vec![
+            resource("", "v1", "configmaps"),
+            resource(GROUP, "v1", "widgets"),
+        ])
+        .start()
+        .await;
+    create_widgets(&env, "Color");
+    synced_widgets(&env).await;
+    let mut blue = widget("blue");
+    blue["spec"]["color"] = "blue".into();
+    env.sim.create(GROUP, "widgets", blue).unwrap();
+    let (columns, cached) = table_columns(&env).await;
+    assert!(
+        cached && columns.contains(&"Color".to_string()),
+        "{columns:?}"
+    );
+
+    // A printer column renamed in the CRD, in place.
+    const CRDS: (&str, &str) = ("apiextensions.k8s.io", "customresourcedefinitions");
+    let name = format!("widgets.{GROUP}");
+    let mut crd = env.sim.get(CRDS.0, CRDS.1, None, &name).unwrap();
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = printer_columns("Owner");
+    env.sim.update(CRDS.0, CRDS.1, crd).unwrap();
+    env.sim
+        .serve_table_columns(GROUP, "widgets", column_definitions("Owner"));
+    let e = &env;
+    wait_until("the Table has the renamed column", || async move {
+        let (columns, cached) = table_columns(e).await;
+        cached && columns.contains(&"Owner".to_string())
+    })
+    .await;
+
+    // A selectable field added to the CRD: answered from the cache once kcache has it.
+    env.sim
+        .register(common::widget_type().with_selectable_fields(&["spec.color"]));
+    let path = format!("{WIDGETS}?fieldSelector=spec.color%3Dblue&resourceVersion=0");
+    let path = &path;
+    wait_until(
+        "the new selectable field answered from the cache",
+        || async move {
+            let r = get(&e.url(), path).await;
+            r.status == 200 && r.header(kcache::api::CACHE_AGE_HEADER).is_some()
+        },
+    )
+    .await;
+    let r = get(&env.url(), path).await;
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["items"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["items"][0]["metadata"]["name"], "blue");
+}
+
+per_profile!(a_crd_changed_in_place_is_followed);

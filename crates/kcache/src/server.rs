@@ -460,7 +460,9 @@ const NOT_SERVED_RECHECK_MAX: Duration = Duration::from_secs(10);
 /// built from what discovery and the CRD say then (kind, scope, selectable fields, and the
 /// Table columns learnt afresh) and synced by a new reflector. One log line per change.
 ///
-/// A type cached after start is not kept on disk (`cache.persistDir`) until the next start.
+/// A custom type's CRD is read every [`CRD_RECHECK`] while it is cached, to follow what is
+/// changed in place (see [`follow_crd`]). A type cached after start is not kept on disk
+/// (`cache.persistDir`) until the next start.
 async fn follow_type(
     app: Arc<App>,
     r: crate::config::ResourceConfig,
@@ -486,28 +488,77 @@ async fn follow_type(
                 c
             }
         };
-        let ended = Reflector::new(
+        let run = Reflector::new(
             app.upstream.clone(),
             current.clone(),
             reflector.clone(),
             app.metrics.clone(),
             app.background.clone(),
         )
-        .run()
-        .await;
+        .run();
+        let ended = tokio::select! {
+            ended = run => Some(ended),
+            () = follow_crd(&app, &current), if current.info.custom => None,
+        };
         match ended {
             // Passed through until restart (see `cache::budget`).
-            Ended::OverBudget => return,
-            Ended::NotServed => {
+            Some(Ended::OverBudget) => return,
+            Some(Ended::NotServed) => {
                 tracing::warn!(resource = %current.info,
                     "no longer served by the upstream: its cache dropped, its watches ended, \
                      its requests passed through until it is served again");
-                // Out of the registry first, so that no request finds the cache once its
-                // watches are told to end.
-                app.registry.remove(&current);
-                current.stop_serving();
-                forget_printer(&app, &current);
             }
+            None => {
+                tracing::info!(resource = %current.info,
+                    "its CRD's selectableFields changed: caching it again with them");
+            }
+        }
+        // Out of the registry first, so that no request finds the cache once its watches
+        // are told to end.
+        app.registry.remove(&current);
+        current.stop_serving();
+        forget_printer(&app, &current);
+    }
+}
+
+/// How often a cached custom type's CRD is read, to follow what is changed in it in place.
+const CRD_RECHECK: Duration = Duration::from_secs(10);
+
+/// Follow a cached custom type's CRD, read every [`CRD_RECHECK`]: new printer columns make
+/// the Table printer be built again from them (at the next Table read); selectable fields
+/// other than those the cache's indexes were built with end this (the cache must be built
+/// again). A CRD kcache may not read (403), or a type with no CRD (404: an aggregated API's),
+/// is not read again: its printer and fields stay as they were.
+async fn follow_crd(app: &App, cache: &ResourceCache) {
+    let info = &cache.info;
+    let read = || {
+        app.upstream
+            .crd_version(&info.group, &info.resource, &info.version)
+    };
+    // The columns a printer may have been built from; unknown until the CRD is first read,
+    // when a printer built earlier (from an older CRD, perhaps) is dropped.
+    let mut columns = read()
+        .await
+        .ok()
+        .map(|v| v["additionalPrinterColumns"].clone());
+    loop {
+        tokio::time::sleep(CRD_RECHECK).await;
+        let now = match read().await {
+            Ok(now) => now,
+            // Not a CRD's type (an aggregated API's), or not readable by kcache.
+            Err(e) if matches!(e.code(), Some(403 | 404)) => return std::future::pending().await,
+            Err(_) => continue,
+        };
+        if crate::upstream::selectable_fields_of(&now) != cache.selectable_fields() {
+            return;
+        }
+        let now = now["additionalPrinterColumns"].clone();
+        if columns.as_ref() != Some(&now) {
+            if columns.is_some() {
+                tracing::info!(resource = %info, "its CRD's printer columns changed");
+            }
+            forget_printer(app, cache);
+            columns = Some(now);
         }
     }
 }

@@ -179,6 +179,8 @@ pub struct ResourceCache {
     evaluations: std::sync::atomic::AtomicU64,
     /// Set once the upstream stopped serving the type (see [`ResourceCache::stop_serving`]).
     not_served: watch::Sender<bool>,
+    /// The CRD `selectableFields` (jsonPaths) the indexes were built with.
+    selectable: Vec<String>,
 }
 
 impl ResourceCache {
@@ -218,6 +220,7 @@ impl ResourceCache {
             dispatch: Default::default(),
             evaluations: Default::default(),
             not_served: watch::channel(false).0,
+            selectable: Vec::new(),
         }
     }
 
@@ -239,6 +242,7 @@ impl ResourceCache {
     /// Add a custom resource's `selectableFields` (jsonPaths, from its CRD) as indexes,
     /// before anything is cached: field selectors on them are then answered from the cache.
     pub fn with_selectable_fields(mut self, json_paths: &[String]) -> ResourceCache {
+        self.selectable = json_paths.to_vec();
         let set = Arc::new((*self.indexes).clone().with_selectable_fields(json_paths));
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         st.postings = Postings::build(&set, st.objects.iter());
@@ -352,6 +356,12 @@ impl ResourceCache {
         }
         self.dispatch.overflow_all();
         self.rv_tx.send_modify(|_| {});
+    }
+
+    /// The CRD `selectableFields` (jsonPaths) the cache's indexes were built with (see
+    /// [`ResourceCache::with_selectable_fields`]).
+    pub fn selectable_fields(&self) -> &[String] {
+        &self.selectable
     }
 
     /// Whether [`ResourceCache::stop_serving`] was called.

@@ -432,16 +432,11 @@ impl Upstream {
         version: &str,
     ) -> Result<Vec<String>, UpstreamError> {
         let v = self.crd_version(group, resource, version).await?;
-        Ok(v["selectableFields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f["jsonPath"].as_str().map(String::from))
-            .collect())
+        Ok(selectable_fields_of(&v))
     }
 
     /// One version entry of a custom resource's CRD (null when the CRD does not list it).
-    async fn crd_version(
+    pub async fn crd_version(
         &self,
         group: &str,
         resource: &str,
@@ -543,6 +538,16 @@ impl Upstream {
         info.custom = !probe.starts_with(b"{\"kind\"");
         Ok(info)
     }
+}
+
+/// The `selectableFields` jsonPaths of a CRD's version entry (see [`Upstream::crd_version`]).
+pub fn selectable_fields_of(version: &serde_json::Value) -> Vec<String> {
+    version["selectableFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["jsonPath"].as_str().map(String::from))
+        .collect()
 }
 
 fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, UpstreamError> {
