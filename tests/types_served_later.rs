@@ -182,10 +182,22 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
     assert_eq!(names, ["late", "later"]);
     drop(cache);
 
-    // The CRD is deleted: the watch ends as the apiserver ends its own, the cache is dropped
-    // and reads are the upstream's 404 again.
+    // The CRD is deleted: as from a real v1.34.9, the watch gets a DELETED event for each
+    // object, then ends as the apiserver ends its own; the cache is dropped and reads are the
+    // upstream's 404 again.
     assert!(env.sim.unregister(GROUP, "widgets"));
-    assert!(w.next(Duration::from_secs(20)).await.is_none());
+    let mut deleted = Vec::new();
+    while let Some(e) = w.next_json(Duration::from_secs(20)).await {
+        assert_eq!(e["type"], "DELETED", "{e}");
+        deleted.push(
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    deleted.sort();
+    assert_eq!(deleted, ["late", "later"]);
     assert!(w.ended_cleanly, "the watch ends with the type, cleanly");
     {
         let k = &env.kcache;

@@ -43,6 +43,7 @@
 pub mod alloc_count;
 pub mod cluster;
 mod consistent;
+mod crd;
 mod fanout;
 mod floor;
 mod forward;
@@ -86,6 +87,7 @@ pub const SCENARIOS: &[&str] = &[
     "fresh",
     "interactive",
     "forward",
+    "crd",
     "https",
     "watch",
     "node",
@@ -584,6 +586,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "fresh" => bench.fresh().await,
             "interactive" => bench.interactive().await,
             "forward" => bench.forward().await,
+            "crd" => bench.crd().await,
             "https" => bench.https().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,

@@ -377,10 +377,18 @@ impl Sim {
     }
 
     /// Stop serving a custom type, as the apiserver does when its CustomResourceDefinition is
-    /// deleted: the CRD object (`{resource}.{group}`) goes if there is one, the type's objects
-    /// with it, its open watches end, and its requests are answered 404 from then on. False
-    /// when the type was not served.
+    /// deleted: its objects are deleted (their watchers get a DELETED event each, as a real
+    /// v1.34.9 sends them), the CRD object (`{resource}.{group}`) goes if there is one, then
+    /// the type's open watches end and its requests are answered 404. False when the type was
+    /// not served.
     pub fn unregister(&self, group: &str, resource: &str) -> bool {
+        for o in self.list(group, resource) {
+            let meta = &o["metadata"];
+            let (ns, name) = (meta["namespace"].as_str(), meta["name"].as_str());
+            if let Some(name) = name {
+                let _ = self.store().delete(group, resource, ns, name, None, None);
+            }
+        }
         let name = format!("{resource}.{group}");
         let _ = self.store().delete(
             "apiextensions.k8s.io",
