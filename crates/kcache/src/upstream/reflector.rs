@@ -403,10 +403,7 @@ impl Reflector {
                     self.count_error(&e);
                     tracing::warn!(resource = %name, error = %Report(&e),
                         "upstream not reachable; serving the state restored from disk meanwhile");
-                    State::Backoff {
-                        then: Box::new(State::Resume { rv }),
-                        attempt: 1,
-                    }
+                    self.after_error(&e, State::Resume { rv }).await
                 }
             },
             State::Backoff { then, attempt } => {
