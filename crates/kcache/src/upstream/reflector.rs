@@ -30,6 +30,11 @@
 //! and the loop ends. A list is checked while it comes in, so one far over the budget is not
 //! held whole first.
 //!
+//! A list or watch answered 404 whose type discovery no longer lists (its
+//! CustomResourceDefinition deleted) ends the loop too ([`Ended::NotServed`]): retrying a type
+//! that is gone would cost the upstream a request every backoff step. Whoever runs the
+//! reflector drops the cache and follows discovery until the type is back.
+//!
 //! Why one file of this length: the state machine above and every transition of it, as in
 //! kube-runtime's watcher; a transition split from the others could not be checked against
 //! the diagram.
