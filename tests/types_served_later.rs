@@ -1,7 +1,8 @@
-//! A configured type the upstream does not serve yet (kcache deployed before the operator
-//! that installs its CustomResourceDefinition): kcache starts, passes the type's requests
-//! through (the upstream's own 404), holds no readiness on it, and caches it once the upstream
-//! serves it.
+//! Types that come and go. A configured type the upstream does not serve yet (kcache deployed
+//! before the operator that installs its CustomResourceDefinition): kcache starts, passes the
+//! type's requests through (the upstream's own 404), holds no readiness on it, and caches it
+//! once the upstream serves it; it follows the CRD's deletion, re-creation and changes in
+//! place.
 
 mod common;
 #[path = "sim_common/mod.rs"]
@@ -82,14 +83,28 @@ async fn condition(env: &Env) -> String {
 }
 
 /// The widgets' `kcache_cache_served` sample, as scraped.
-async fn served_metric(env: &Env) -> String {
-    let r = get(&env.kcache.admin_url(), "/metrics").await;
-    let text = r.text();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("kcache_cache_served{") && l.contains("\"widgets\""))
-        .unwrap_or_else(|| panic!("no kcache_cache_served for widgets:\n{text}"));
-    line.rsplit(' ').next().unwrap().to_string()
+async fn served_metric(env: &Env) -> Option<f64> {
+    env.metric(&["kcache_cache_served{", "resource=\"widgets\""])
+        .await
+}
+
+/// kcache caching ConfigMaps and the widgets, whose CRD does not exist yet.
+async fn env_with_widgets_configured() -> Env {
+    EnvBuilder::default()
+        .resources(vec![
+            resource("", "v1", "configmaps"),
+            resource(GROUP, "v1", "widgets"),
+        ])
+        .start()
+        .await
+}
+
+/// The name of the object a watch event carries.
+fn object_name(event: &Value) -> String {
+    event["object"]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn upstream_requests(env: &Env, purpose: &'static str) -> u64 {
@@ -111,13 +126,7 @@ fn widget(name: &str) -> serde_json::Value {
 
 async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::Profile) {
     // The widgets CRD does not exist when kcache starts.
-    let env = EnvBuilder::default()
-        .resources(vec![
-            resource("", "v1", "configmaps"),
-            resource("fixtures.example.com", "v1", "widgets"),
-        ])
-        .start()
-        .await;
+    let env = env_with_widgets_configured().await;
     let base = env.url();
 
     // Started and ready, saying why the type is not cached.
@@ -132,7 +141,7 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
     );
     assert!(env.kcache.cache(GROUP, "v1", "widgets").is_none());
     assert_eq!(condition(&env).await, "not_served");
-    assert_eq!(served_metric(&env).await, "0");
+    assert_eq!(served_metric(&env).await, Some(0.0));
 
     // Its reads are the upstream's: the same 404, not from a cache.
     let through = get(&base, WIDGETS).await;
@@ -155,7 +164,7 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
     let ready = get(&env.kcache.admin_url(), "/readyz?verbose").await;
     assert!(!ready.text().contains("not served"), "{}", ready.text());
     assert_eq!(condition(&env).await, "synced");
-    assert_eq!(served_metric(&env).await, "1");
+    assert_eq!(served_metric(&env).await, Some(1.0));
     let (columns, cached) = table_columns(&env).await;
     assert!(
         cached && columns.contains(&"Color".to_string()),
@@ -171,12 +180,7 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
             .next_json(Duration::from_secs(10))
             .await
             .expect("watch event");
-        names.push(
-            e["object"]["metadata"]["name"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        names.push(object_name(&e));
     }
     names.sort();
     assert_eq!(names, ["late", "later"]);
@@ -189,12 +193,7 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
     let mut deleted = Vec::new();
     while let Some(e) = w.next_json(Duration::from_secs(20)).await {
         assert_eq!(e["type"], "DELETED", "{e}");
-        deleted.push(
-            e["object"]["metadata"]["name"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        deleted.push(object_name(&e));
     }
     deleted.sort();
     assert_eq!(deleted, ["late", "later"]);
@@ -218,7 +217,7 @@ async fn a_type_served_only_later_is_passed_through_then_cached(_: kcache_sim::P
         ready.text()
     );
     assert_eq!(condition(&env).await, "not_served");
-    assert_eq!(served_metric(&env).await, "0");
+    assert_eq!(served_metric(&env).await, Some(0.0));
 
     // While it stays deleted the reflector does not retry it; discovery is read every few
     // seconds at most (1 s, 2 s, 4 s ...).
@@ -251,13 +250,7 @@ per_profile!(a_type_served_only_later_is_passed_through_then_cached);
 /// A CRD changed in place is followed: renamed printer columns reach the Table, and new
 /// selectable fields are answered from the cache.
 async fn a_crd_changed_in_place_is_followed(_: kcache_sim::Profile) {
-    let env = EnvBuilder::default()
-        .resources(vec![
-            resource("", "v1", "configmaps"),
-            resource(GROUP, "v1", "widgets"),
-        ])
-        .start()
-        .await;
+    let env = env_with_widgets_configured().await;
     create_widgets(&env, "Color");
     synced_widgets(&env).await;
     let mut blue = widget("blue");

@@ -606,8 +606,10 @@ impl Metrics {
         }
         // A type without a cache holds nothing: its series say so rather than keep the values
         // of a cache dropped when the upstream stopped serving it.
-        for (_, _, resource) in caches.not_served() {
-            let labels = ResourceLabels { resource };
+        for name in caches.not_served() {
+            let labels = ResourceLabels {
+                resource: name.resource,
+            };
             self.cache_served.get_or_create(&labels).set(0);
             self.cache_synced.get_or_create(&labels).set(0);
             self.cached_objects.get_or_create(&labels).set(0);

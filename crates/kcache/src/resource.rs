@@ -30,11 +30,7 @@ impl ResourceInfo {
 
     /// The URL prefix of this group/version (`/api/v1` or `/apis/G/V`).
     pub fn api_path(&self) -> String {
-        if self.group.is_empty() {
-            format!("/api/{}", self.version)
-        } else {
-            format!("/apis/{}/{}", self.group, self.version)
-        }
+        api_path(&self.group, &self.version)
     }
 
     /// Heuristic used until the upstream's own list form is seen: built-in groups are the core
@@ -72,11 +68,31 @@ impl ResourceInfo {
 
 impl fmt::Display for ResourceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}/{}", self.version, self.resource)
-        } else {
-            write!(f, "{}/{}/{}", self.group, self.version, self.resource)
-        }
+        write_type_name(f, &self.group, &self.version, &self.resource)
+    }
+}
+
+/// The URL prefix of a group/version (`/api/v1` or `/apis/G/V`).
+pub fn api_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    }
+}
+
+/// How logs, `/readyz` and `/status` name a type: `group/version/resource`, or
+/// `version/resource` for the core group.
+pub fn write_type_name(
+    f: &mut fmt::Formatter<'_>,
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> fmt::Result {
+    if group.is_empty() {
+        write!(f, "{version}/{resource}")
+    } else {
+        write!(f, "{group}/{version}/{resource}")
     }
 }
 

@@ -16,14 +16,16 @@ use tokio::task::JoinHandle;
 use crate::api::{self, App};
 use crate::auth::{AuthError, ConnInfo};
 use crate::background::Background;
-use crate::cache::{Registry, ResourceCache};
+use crate::cache::{Registry, ResourceCache, TypeName};
 use crate::config::Config;
 use crate::conn_task;
 use crate::error::Report;
 use crate::metrics::Metrics;
 use crate::persist;
 use crate::tls::{TlsError, TlsServer};
-use crate::upstream::{collection_path, Ended, Reflector, RevisionProbe, Upstream, UpstreamError};
+use crate::upstream::{
+    collection_path, collection_url, Ended, Reflector, RevisionProbe, Upstream, UpstreamError,
+};
 
 /// Why kcache could not start; each keeps the error it comes from as its source (see
 /// [`crate::error::Report`]).
@@ -348,10 +350,10 @@ async fn build_caches(
         types: Vec::new(),
     };
     for r in &config.resources {
-        let name = if r.group.is_empty() {
-            format!("{}/{}", r.version, r.resource)
-        } else {
-            format!("{}/{}/{}", r.group, r.version, r.resource)
+        let name = TypeName {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            resource: r.resource.clone(),
         };
         let key = persist::resource_key(r);
         let cache_config = config.cache_config_for(r);
@@ -366,15 +368,13 @@ async fn build_caches(
                 Err(UpstreamError::UnknownResource(_)) => {
                     tracing::warn!(resource = %name,
                         "not served by the upstream; its requests are passed through until it is");
-                    built
-                        .registry
-                        .insert_not_served(&r.group, &r.version, &r.resource);
+                    built.registry.insert(name, None);
                     built.types.push((r.clone(), None));
                     continue;
                 }
                 Err(source) => {
                     return Err(StartError::Discovery {
-                        resource: name,
+                        resource: name.to_string(),
                         source,
                     })
                 }
@@ -423,7 +423,7 @@ async fn build_caches(
                 .tracked
                 .push(persist::Tracked::new(cache.clone(), key, record, restored));
         }
-        built.registry.insert(cache.clone());
+        built.registry.insert(name, Some(cache.clone()));
         built.types.push((r.clone(), Some(cache)));
     }
     Ok(built)
@@ -587,19 +587,11 @@ async fn served(
 /// [`collection_path`] will say of its cache): a type restricted to a namespace is taken to be
 /// namespaced.
 fn configured_collection(r: &crate::config::ResourceConfig) -> String {
-    let api = if r.group.is_empty() {
-        format!("/api/{}", r.version)
-    } else {
-        format!("/apis/{}/{}", r.group, r.version)
-    };
-    match &r.namespace {
-        Some(ns) => format!(
-            "{api}/namespaces/{}/{}",
-            percent_encoding::utf8_percent_encode(ns, percent_encoding::NON_ALPHANUMERIC),
-            r.resource
-        ),
-        None => format!("{api}/{}", r.resource),
-    }
+    collection_url(
+        &crate::resource::api_path(&r.group, &r.version),
+        &r.resource,
+        r.namespace.as_deref(),
+    )
 }
 
 /// A type's Table printer is built from the columns of the CRD as it was: one re-created with

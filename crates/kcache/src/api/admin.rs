@@ -138,12 +138,7 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     // A configured type the upstream does not serve holds nothing up: its requests are the
     // upstream's own, as for a type kcache does not cache.
-    for (group, version, resource) in app.registry.not_served() {
-        let name = if group.is_empty() {
-            format!("{version}/{resource}")
-        } else {
-            format!("{group}/{version}/{resource}")
-        };
+    for name in app.registry.not_served() {
         lines.push(format!(
             "[+]cache {name} not served by the upstream (requests passed through)"
         ));

@@ -187,15 +187,14 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let path = route::parse(parts.uri.path());
     let q = params::parse_query(parts.uri.query());
     let verb = verb_of(&parts, path.as_ref(), &q);
-    // Label only cached resources by name: arbitrary paths must not create label values.
-    let resource = path
+    // The cache of the type the request names, looked up once for all that follows.
+    let cache = path
         .as_ref()
-        .filter(|p| {
-            app.registry
-                .get(&p.group, &p.version, &p.resource)
-                .is_some()
-        })
-        .map_or("other", |p| p.resource.as_str())
+        .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    // Label only cached resources by name: arbitrary paths must not create label values.
+    let resource = cache
+        .as_ref()
+        .map_or("other", |c| c.info.resource.as_str())
         .to_string();
     let m = &app.metrics;
     let inflight = m
@@ -224,23 +223,20 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     // kcache's own errors are encoded as the apiserver would have encoded the answer: in
     // protobuf where kcache answers protobuf (a built-in type whose reader asked for protobuf
     // first, with protobuf on: E9).
-    let protobuf_errors = path
-        .as_ref()
-        .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource))
-        .is_some_and(|c| {
-            negotiate_with(
-                parts
-                    .headers
-                    .get(header::ACCEPT)
-                    .and_then(|v| v.to_str().ok()),
-                app.mirrors.servable(&c),
-            ) == Representation::Protobuf
-        });
+    let protobuf_errors = cache.as_ref().is_some_and(|c| {
+        negotiate_with(
+            parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok()),
+            app.mirrors.servable(c),
+        ) == Representation::Protobuf
+    });
     let impersonating = admission::impersonates(&parts.headers);
     let cached = if impersonating {
         Ok(Answer::Upstream)
     } else {
-        serve_from_cache(&app, &parts, path, q, &caller, protobuf_errors).await
+        serve_from_cache(&app, &parts, path, cache, q, &caller, protobuf_errors).await
     };
     let (cached, timing) = match cached {
         Ok(Answer::Timed(t)) => (Ok(Answer::Upstream), Some(t)),
@@ -334,11 +330,13 @@ fn verb_of(
     }
 }
 
-/// `path` and `q` are the request's parsed path and query (parsed once, in [`handle`]).
+/// `path` and `q` are the request's parsed path and query, `cache` the cache of the type the
+/// path names (each found once, in [`handle`]).
 async fn serve_from_cache(
     app: &App,
     req: &http::request::Parts,
     path: Option<route::ResourcePath>,
+    cache: Option<Arc<ResourceCache>>,
     q: Vec<(String, String)>,
     caller: &Caller,
     protobuf_errors: bool,
@@ -352,10 +350,9 @@ async fn serve_from_cache(
     if path.subresource.is_some() {
         return Ok(Answer::Upstream);
     }
-    let Some(cache) = app.registry.get(&path.group, &path.version, &path.resource) else {
+    let Some(cache) = &cache else {
         return Ok(Answer::Upstream);
     };
-    let cache = &cache;
     if cache.budget().is_over() {
         return over_budget(&q, cache);
     }

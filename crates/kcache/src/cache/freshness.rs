@@ -172,13 +172,14 @@ impl Freshness {
     /// `every` ago. True: the caller owns it and calls [`Freshness::end_background`] when it
     /// is over.
     pub fn begin_background(&self, every: Duration) -> bool {
-        if !self.due(&self.background_started, every, false) {
+        if !self.due(self.background_started.load(Ordering::Relaxed), every) {
             return false;
         }
         if self.background.swap(true, Ordering::AcqRel) {
             return false;
         }
-        self.due(&self.background_started, Duration::ZERO, true);
+        self.background_started
+            .store(self.now_micros(), Ordering::Relaxed);
         true
     }
 
@@ -186,24 +187,30 @@ impl Freshness {
     /// one caller per `every`. One slow proof (a cold upstream, a busy moment) must not rule
     /// proofs out for good, and only a proof tried measures proofs again.
     pub fn retry_proof(&self, every: Duration) -> bool {
-        self.due(&self.proof_retried, every, true)
+        let then = self.proof_retried.load(Ordering::Relaxed);
+        self.due(then, every)
+            && self
+                .proof_retried
+                .compare_exchange(
+                    then,
+                    self.now_micros(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
-    /// Whether `every` has passed since the time in `last` (or it was never set); with `take`,
-    /// set it to now, for one caller of those that found it due.
-    fn due(&self, last: &AtomicU64, every: Duration, take: bool) -> bool {
-        let now = u64::try_from(self.created.elapsed().as_micros())
+    /// µs since `created`, never 0 (0 in a time field means "never").
+    fn now_micros(&self) -> u64 {
+        u64::try_from(self.created.elapsed().as_micros())
             .unwrap_or(u64::MAX)
-            .max(1);
+            .max(1)
+    }
+
+    /// Whether `every` has passed since `then` (µs since `created`; 0: never).
+    fn due(&self, then: u64, every: Duration) -> bool {
         let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
-        let then = last.load(Ordering::Relaxed);
-        if then != 0 && now.saturating_sub(then) < every {
-            return false;
-        }
-        !take
-            || last
-                .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        then == 0 || self.now_micros().saturating_sub(then) >= every
     }
 
     /// Whether a wait is running off the readers' path.

@@ -852,9 +852,23 @@ pub struct Registry {
     slots: ByResource<Slot>,
 }
 
+/// A configured type, by name: what is known of one the upstream does not serve.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TypeName {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+impl std::fmt::Display for TypeName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::resource::write_type_name(f, &self.group, &self.version, &self.resource)
+    }
+}
+
 /// One configured type: its cache once the upstream serves it.
 struct Slot {
-    version: String,
+    name: TypeName,
     cache: std::sync::RwLock<Option<Arc<ResourceCache>>>,
 }
 
@@ -862,47 +876,39 @@ impl Slot {
     fn cache(&self) -> Option<Arc<ResourceCache>> {
         self.cache.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    fn set(&self, cache: Option<Arc<ResourceCache>>) {
+        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = cache;
+    }
 }
 
 impl Registry {
-    /// Add a type with its cache.
-    pub fn insert(&mut self, cache: Arc<ResourceCache>) {
-        let info = cache.info.clone();
-        self.slots.insert(
-            &info.group,
-            &info.resource,
-            Slot {
-                version: info.version.clone(),
-                cache: std::sync::RwLock::new(Some(cache)),
-            },
-        );
+    /// Add a configured type, with its cache if the upstream serves it (else its requests
+    /// pass through until [`Registry::install`]).
+    pub fn insert(&mut self, name: TypeName, cache: Option<Arc<ResourceCache>>) {
+        let (group, resource) = (name.group.clone(), name.resource.clone());
+        let slot = Slot {
+            name,
+            cache: std::sync::RwLock::new(cache),
+        };
+        self.slots.insert(&group, &resource, slot);
     }
 
-    /// Add a configured type the upstream does not serve yet: no cache until
-    /// [`Registry::install`].
-    pub fn insert_not_served(&mut self, group: &str, version: &str, resource: &str) {
-        self.slots.insert(
-            group,
-            resource,
-            Slot {
-                version: version.to_string(),
-                cache: std::sync::RwLock::new(None),
-            },
-        );
+    /// The slot of `group/version/resource`, if that exact version is configured.
+    fn slot(&self, group: &str, version: &str, resource: &str) -> Option<&Slot> {
+        self.slots
+            .get(group, resource)
+            .filter(|s| s.name.version == version)
     }
 
     /// Give a configured type its cache, once the upstream serves it; false when the type is
     /// not configured.
     pub fn install(&self, cache: Arc<ResourceCache>) -> bool {
-        let info = &cache.info;
-        let Some(slot) = self
-            .slots
-            .get(&info.group, &info.resource)
-            .filter(|s| s.version == info.version)
-        else {
+        let info = cache.info.clone();
+        let Some(slot) = self.slot(&info.group, &info.version, &info.resource) else {
             return false;
         };
-        *slot.cache.write().unwrap_or_else(|e| e.into_inner()) = Some(cache);
+        slot.set(Some(cache));
         true
     }
 
@@ -910,22 +916,15 @@ impl Registry {
     /// through from then on (until [`Registry::install`] gives it a new one).
     pub fn remove(&self, cache: &ResourceCache) {
         let info = &cache.info;
-        if let Some(slot) = self
-            .slots
-            .get(&info.group, &info.resource)
-            .filter(|s| s.version == info.version)
-        {
-            *slot.cache.write().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(slot) = self.slot(&info.group, &info.version, &info.resource) {
+            slot.set(None);
         }
     }
 
     /// The cache serving `group/version/resource`, if that exact version is cached and the
     /// upstream serves it.
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
-        self.slots
-            .get(group, resource)
-            .filter(|s| s.version == version)
-            .and_then(Slot::cache)
+        self.slot(group, version, resource).and_then(Slot::cache)
     }
 
     /// Every type's cache (the types the upstream does not serve have none).
@@ -937,17 +936,14 @@ impl Registry {
             .into_iter()
     }
 
-    /// The configured types the upstream does not serve (yet), as `group/version/resource`
-    /// triples.
-    pub fn not_served(&self) -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        for (group, by_resource) in &self.slots.by_group {
-            for (resource, slot) in by_resource {
-                if slot.cache().is_none() {
-                    out.push((group.clone(), slot.version.clone(), resource.clone()));
-                }
-            }
-        }
+    /// The configured types the upstream does not serve (yet), by name.
+    pub fn not_served(&self) -> Vec<TypeName> {
+        let mut out: Vec<TypeName> = self
+            .slots
+            .values()
+            .filter(|s| s.cache().is_none())
+            .map(|s| s.name.clone())
+            .collect();
         out.sort();
         out
     }

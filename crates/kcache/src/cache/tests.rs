@@ -340,13 +340,16 @@ fn stale_events_are_ignored() {
 #[test]
 fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
     let mut registry = Registry::default();
-    registry.insert_not_served("", "v1", "configmaps");
+    let name = TypeName {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "configmaps".into(),
+    };
+    registry.insert(name.clone(), None);
     assert!(registry.get("", "v1", "configmaps").is_none());
     assert_eq!(registry.all().count(), 0);
-    assert_eq!(
-        registry.not_served(),
-        [(String::new(), "v1".to_string(), "configmaps".to_string())]
-    );
+    assert_eq!(registry.not_served(), std::slice::from_ref(&name));
+    assert_eq!(name.to_string(), "v1/configmaps");
 
     let cache = Arc::new(ResourceCache::new(
         info(),

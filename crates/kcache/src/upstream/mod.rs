@@ -64,14 +64,19 @@ pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::fr
 /// restricted to one namespace.
 pub fn collection_path(cache: &ResourceCache) -> String {
     let info = &cache.info;
-    match &cache.scope.namespace {
-        Some(ns) if info.namespaced => format!(
-            "{}/namespaces/{}/{}",
-            info.api_path(),
+    let namespace = cache.scope.namespace.as_deref().filter(|_| info.namespaced);
+    collection_url(&info.api_path(), &info.resource, namespace)
+}
+
+/// The collection URL of `resource` under `api_path` (see [`crate::resource::api_path`]), in
+/// `namespace` when given.
+pub fn collection_url(api_path: &str, resource: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!(
+            "{api_path}/namespaces/{}/{resource}",
             percent_encoding::utf8_percent_encode(ns, percent_encoding::NON_ALPHANUMERIC),
-            info.resource
         ),
-        _ => format!("{}/{}", info.api_path(), info.resource),
+        None => format!("{api_path}/{resource}"),
     }
 }
 

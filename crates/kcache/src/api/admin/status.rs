@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::{staleness, App};
-use crate::cache::{ListReason, ResourceCache};
+use crate::cache::{ListReason, ResourceCache, TypeName};
 use crate::metrics::{
     Metrics, OutcomeLabels, PurposeLabels, ReasonLabels, ResourceLabels, CONSISTENT_READ_OUTCOMES,
 };
@@ -164,12 +164,7 @@ pub fn collect(app: &App) -> StatusReport {
         .all()
         .map(|c| cache_status(&c, &app.metrics))
         .collect();
-    caches.extend(
-        app.registry
-            .not_served()
-            .into_iter()
-            .map(|(g, v, r)| not_served_status(g, v, r)),
-    );
+    caches.extend(app.registry.not_served().into_iter().map(not_served_status));
     caches.sort_by(|a, b| a.name.cmp(&b.name));
     let requests = Purpose::ALL
         .iter()
@@ -258,17 +253,12 @@ fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
 }
 
 /// A configured type the upstream does not serve: nothing cached, nothing to show but that.
-fn not_served_status(group: String, version: String, resource: String) -> CacheStatus {
-    let name = if group.is_empty() {
-        format!("{version}/{resource}")
-    } else {
-        format!("{group}/{version}/{resource}")
-    };
+fn not_served_status(name: TypeName) -> CacheStatus {
     CacheStatus {
-        name,
-        group,
-        version,
-        resource,
+        name: name.to_string(),
+        group: name.group,
+        version: name.version,
+        resource: name.resource,
         condition: Condition::NotServed,
         synced: false,
         objects: 0,
