@@ -35,6 +35,9 @@ impl Default for DemoOptions {
     }
 }
 
+/// Lists of a type nobody configured after which the demo caches it (see `auto.minRequests`).
+const DEMO_AUTO_MIN_REQUESTS: u32 = 3;
+
 /// Run the demo until SIGINT/SIGTERM.
 pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), CliError> {
     let sim_addr = opts
@@ -64,6 +67,10 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), CliError> 
     }
 
     config.listen = opts.listen;
+    // On-demand caching on, with a low threshold, so that a newcomer sees a type nobody
+    // configured (ServiceAccounts) taken up after a few reads.
+    config.auto.enabled = true;
+    config.auto.min_requests = DEMO_AUTO_MIN_REQUESTS;
     let authenticated = config.auth.mode != AuthMode::None;
     let upstream = if authenticated {
         sim.set_rbac(Some(demo_rbac()));
@@ -97,6 +104,8 @@ pub async fn run(opts: DemoOptions, mut config: Config) -> Result<(), CliError> 
          \x20 kubectl --server {k} get configmaps -A --chunk-size=2\n\
          \x20 kubectl --server {k} get pods -A -w\n\
          \x20 curl '{k}/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName=node-1'\n\
+         Types nobody configured are cached once read {DEMO_AUTO_MIN_REQUESTS} times within a minute (auto):\n\
+         \x20 kubectl --server {k} get serviceaccounts -A   (run it {DEMO_AUTO_MIN_REQUESTS} times, then see /status)\n\
          Compare with the simulated cluster directly: kubectl --server {sim} get pods -A -o yaml\n\
          Or use a kubeconfig: kubectl config set-cluster kcache --server={k} && \
 kubectl config set-context kcache --cluster=kcache && kubectl config use-context kcache\n\n\

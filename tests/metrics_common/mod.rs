@@ -42,6 +42,10 @@ pub fn exposition(format: Format) -> String {
 /// resource's series at zero, a request, a response), by hand for the rest.
 fn with_a_series_in_every_family(m: &Metrics) {
     m.init_resource("pods");
+    let _ = m.auto_refused.get_or_create(&kcache::metrics::AutoLabels {
+        resource: "v1/secrets".into(),
+        reason: "denied",
+    });
     m.request("get", "pods", 200, "cache", std::time::Duration::ZERO);
     m.response_content_type(Some("application/json"), "cache");
     let pods = || ResourceLabels {

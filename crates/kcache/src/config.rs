@@ -18,6 +18,9 @@ use crate::limits::LimitConfig;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
 
+mod auto;
+pub use auto::AutoSettings;
+
 /// Why a config file was rejected. The file's read and YAML errors are kept as the source
 /// (see [`crate::error::Report`]).
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +70,8 @@ pub struct Config {
     pub auth: AuthSettings,
     /// kcache's own limits; 0 means no limit.
     pub limits: LimitConfig,
+    /// On-demand caching of types that are not configured (see [`AutoSettings`]).
+    pub auto: AutoSettings,
 }
 
 /// Caller authentication and authorization (`--auth` overrides `mode`).
@@ -412,6 +417,7 @@ impl Default for Config {
             auth: AuthSettings::default(),
             limits: LimitConfig::default(),
             tls: TlsSettings::default(),
+            auto: AutoSettings::default(),
         }
     }
 }
@@ -538,6 +544,7 @@ impl Config {
                 ));
             }
         }
+        self.auto.validate()?;
         if self.upstream.page_size == 0 {
             return Err(invalid(
                 "upstream.pageSize".into(),

@@ -14,6 +14,7 @@
 // `fuzz/` use. The other modules are the library's own.
 pub mod api;
 pub mod auth;
+mod auto;
 mod background;
 pub mod cache;
 mod chunk_pool;
@@ -21,7 +22,9 @@ mod coalesce;
 pub mod config;
 mod conn_task;
 mod continue_token;
+mod demand;
 pub mod error;
+mod follow;
 mod gojson;
 pub mod index;
 mod json_view;

@@ -90,6 +90,20 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// On-demand caching: why a type was dropped, or why one clients read is not cached.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AutoLabels {
+    /// `group/version/resource` (`v1/secrets` for the core group).
+    pub resource: String,
+    pub reason: &'static str,
+}
+
+/// Why a type cached on demand was dropped: idle, not_served.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedLabels {
+    pub reason: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuthnLabels {
     /// token, certificate, anonymous, local, rejected, error
@@ -174,6 +188,16 @@ pub struct Metrics {
     pub persist_flush_seconds: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     /// Objects loaded from disk at start (0: synced cold).
     pub persist_restored_objects: Family<ResourceLabels, Gauge>,
+    /// On-demand caching (`auto`): types cached now.
+    pub auto_types: Gauge,
+    /// Types taken up, and dropped (by reason: idle, not_served).
+    pub auto_cached: Counter,
+    pub auto_dropped: Family<DroppedLabels, Counter>,
+    /// Bytes the dropped types' caches held when they were dropped.
+    pub auto_released_bytes: Counter,
+    /// 1 for each type clients read often enough that is not cached, by reason (denied,
+    /// forbidden, not_listable, max_types).
+    pub auto_refused: Family<AutoLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -213,6 +237,11 @@ impl Metrics {
             limits: Family::default(),
             open_watches: Gauge::default(),
             tls_handshake_errors: Counter::default(),
+            auto_types: Gauge::default(),
+            auto_cached: Counter::default(),
+            auto_dropped: Family::default(),
+            auto_released_bytes: Counter::default(),
+            auto_refused: Family::default(),
             cache_age: Family::default(),
             upstream_reachable: Family::default(),
             upstream_requests: Family::default(),
@@ -412,6 +441,36 @@ impl Metrics {
             let _ = m.limited.get_or_create(&LimitLabels { limit });
         }
         r.register(
+            "auto_types",
+            "Types cached on demand (the auto section) now",
+            m.auto_types.clone(),
+        );
+        r.register(
+            "auto_cached",
+            "Types taken up by on-demand caching, clients having listed or watched them auto.minRequests times within auto.windowSeconds",
+            m.auto_cached.clone(),
+        );
+        r.register(
+            "auto_dropped",
+            "Types cached on demand that were dropped, by reason (idle: no request for auto.idleSeconds and no watch open; not_served: the upstream stopped serving the type)",
+            m.auto_dropped.clone(),
+        );
+        for purpose in ["idle", "not_served"] {
+            let _ = m
+                .auto_dropped
+                .get_or_create(&DroppedLabels { reason: purpose });
+        }
+        r.register(
+            "auto_released_bytes",
+            "Bytes the caches of types dropped by on-demand caching held when they were dropped",
+            m.auto_released_bytes.clone(),
+        );
+        r.register(
+            "auto_refused",
+            "1 for each type clients read often enough that on-demand caching does not cache, by reason (denied: by auto.deny or auto.allow; forbidden: kcache's identity may not list it; not_listable: the type has no list or watch; max_types: auto.maxTypes types are cached already)",
+            m.auto_refused.clone(),
+        );
+        r.register(
             "tls_handshake_errors",
             "TLS handshakes that failed or timed out (plain HTTP to the HTTPS port, unknown client CA, ...)",
             m.tls_handshake_errors.clone(),
@@ -548,6 +607,35 @@ impl Metrics {
                 reason,
             })
             .inc();
+    }
+
+    /// Drop the gauges of a type no longer cached at all (one on-demand caching dropped), so
+    /// that its series end instead of holding the values of a cache that is gone. Its
+    /// counters stay: they are totals of what happened; so does its watcher gauge, which a
+    /// watch that ends after the type was dropped still counts down.
+    pub fn forget_resource(&self, resource: &str) {
+        let labels = ResourceLabels {
+            resource: resource.to_string(),
+        };
+        for family in [
+            &self.cached_objects,
+            &self.cached_bytes,
+            &self.cache_budget,
+            &self.cache_over_budget,
+            &self.cache_synced,
+            &self.cache_served,
+            &self.upstream_reachable,
+        ] {
+            family.remove(&labels);
+        }
+        self.cache_lag.remove(&labels);
+        self.cache_age.remove(&labels);
+        for component in ["json", "head", "index", "history"] {
+            self.cache_memory.remove(&MemoryLabels {
+                resource: resource.to_string(),
+                component,
+            });
+        }
     }
 
     /// The exposition in `format`: cache gauges and process figures are read at scrape time.

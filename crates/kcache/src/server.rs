@@ -16,16 +16,15 @@ use tokio::task::JoinHandle;
 use crate::api::{self, App};
 use crate::auth::{AuthError, ConnInfo};
 use crate::background::Background;
-use crate::cache::{Registry, ResourceCache, TypeName};
+use crate::cache::{Origin, Registry, ResourceCache, TypeName};
 use crate::config::Config;
 use crate::conn_task;
 use crate::error::Report;
+use crate::follow;
 use crate::metrics::Metrics;
 use crate::persist;
 use crate::tls::{TlsError, TlsServer};
-use crate::upstream::{
-    collection_path, collection_url, Ended, Reflector, RevisionProbe, Upstream, UpstreamError,
-};
+use crate::upstream::{collection_path, RevisionProbe, Upstream, UpstreamError};
 
 /// Why kcache could not start; each keeps the error it comes from as its source (see
 /// [`crate::error::Report`]).
@@ -59,6 +58,7 @@ pub struct Running {
     /// `/status`.
     pub admin_addr: SocketAddr,
     pub app: Arc<App>,
+    /// One task per configured type (see [`follow::follow_type`]), and on-demand caching's.
     reflectors: Vec<JoinHandle<()>>,
     server: JoinHandle<()>,
     admin: JoinHandle<()>,
@@ -85,7 +85,7 @@ impl Running {
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.app.registry.all().all(|c| c.is_settled()) {
+            if self.app.registry.configured_settled() {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -201,7 +201,7 @@ pub async fn start(
         .iter()
         .map(|(r, cache)| match cache {
             Some(c) => collection_path(c),
-            None => configured_collection(r),
+            None => follow::configured_collection(r),
         })
         .collect();
     let probes = probes(collections, &upstream);
@@ -209,11 +209,18 @@ pub async fn start(
     // priority (see `background`).
     let background = Background::for_this_machine()?;
     let (stop, _) = watch::channel(false);
+    let (demand, wanted) = if config.auto.enabled {
+        let (d, w) = crate::demand::Demand::new(config.auto.min_requests, config.auto.window());
+        (Some(d), Some(w))
+    } else {
+        (None, None)
+    };
     let app = Arc::new(App {
         stopping: stop.clone(),
         registry: built.registry,
         upstream: upstream.clone(),
         probes,
+        demand,
         printers: Default::default(),
         watch: watch_config,
         consistent: config.consistent_reads(),
@@ -232,20 +239,27 @@ pub async fn start(
     });
     // One task per configured type, for as long as kcache runs: its reflector while the
     // upstream serves it, discovery while it does not.
-    let reflectors = built
+    let mut reflectors: Vec<JoinHandle<()>> = built
         .types
         .into_iter()
         .map(|(r, cache)| {
             let cache_config = config.cache_config_for(&r);
-            tokio::spawn(follow_type(
-                app.clone(),
-                r,
-                cache_config,
-                config.reflector_config(),
-                cache,
-            ))
+            let (app, reflector) = (app.clone(), config.reflector_config());
+            tokio::spawn(async move {
+                follow::follow_type(app, r, Origin::Configured, cache_config, reflector, cache)
+                    .await;
+            })
         })
         .collect();
+    if let Some(wanted) = wanted {
+        tracing::info!(
+            min_requests = config.auto.min_requests,
+            window_seconds = config.auto.window_seconds,
+            max_types = config.auto.max_types,
+            "types clients read that are not configured are cached on demand (auto)"
+        );
+        reflectors.push(crate::auto::spawn(app.clone(), config, wanted));
+    }
     log_when_synced(app.clone());
     let addr = listener.local_addr()?;
     let router = api::router(app.clone());
@@ -368,7 +382,7 @@ async fn build_caches(
                 Err(UpstreamError::UnknownResource(_)) => {
                     tracing::warn!(resource = %name,
                         "not served by the upstream; its requests are passed through until it is");
-                    built.registry.insert(name, None);
+                    built.registry.insert(name, Origin::Configured, None);
                     built.types.push((r.clone(), None));
                     continue;
                 }
@@ -383,7 +397,7 @@ async fn build_caches(
         metrics.init_resource(&info.resource);
         let selectable = match &stored {
             Some(record) => record.selectable.clone(),
-            None => selectable_fields(upstream, &info).await,
+            None => follow::selectable_fields(upstream, &info).await,
         };
         let cache = Arc::new(
             ResourceCache::new(info, r.scope(), cache_config)
@@ -423,182 +437,12 @@ async fn build_caches(
                 .tracked
                 .push(persist::Tracked::new(cache.clone(), key, record, restored));
         }
-        built.registry.insert(name, Some(cache.clone()));
+        built
+            .registry
+            .insert(name, Origin::Configured, Some(cache.clone()));
         built.types.push((r.clone(), Some(cache)));
     }
     Ok(built)
-}
-
-/// A CRD's `selectableFields`, answered from the cache; without them (the CRD cannot be read,
-/// e.g. no RBAC for it) selectors on those fields go to the upstream.
-async fn selectable_fields(
-    upstream: &Upstream,
-    info: &crate::resource::ResourceInfo,
-) -> Vec<String> {
-    if !info.custom {
-        return Vec::new();
-    }
-    upstream
-        .crd_selectable_fields(&info.group, &info.resource, &info.version)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::info!(resource = %info, error = %Report(&e),
-                "CRD not readable; field selectors beyond metadata go upstream");
-            Vec::new()
-        })
-}
-
-/// The longest pause between two discovery reads of a configured type the upstream does not
-/// serve: a CRD created (or re-created) later is cached within this long, at one small request
-/// per type per pause while it is missing.
-const NOT_SERVED_RECHECK_MAX: Duration = Duration::from_secs(10);
-
-/// One configured type for as long as kcache runs. While the upstream serves it: its reflector
-/// (in this task, so that stopping kcache stops both). While it does not (a CRD not created
-/// yet, or deleted): no cache, its requests passed through, and discovery read again after
-/// 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`], until it is served again, when a new cache is
-/// built from what discovery and the CRD say then (kind, scope, selectable fields, and the
-/// Table columns learnt afresh) and synced by a new reflector. One log line per change.
-///
-/// A custom type's CRD is read every [`CRD_RECHECK`] while it is cached, to follow what is
-/// changed in place (see [`follow_crd`]). A type cached after start is not kept on disk
-/// (`cache.persistDir`) until the next start.
-async fn follow_type(
-    app: Arc<App>,
-    r: crate::config::ResourceConfig,
-    cache_config: crate::cache::CacheConfig,
-    reflector: crate::upstream::ReflectorConfig,
-    mut cache: Option<Arc<ResourceCache>>,
-) {
-    loop {
-        let current = match cache.take() {
-            Some(c) => c,
-            None => {
-                let info = served(&app.upstream, &r).await;
-                tracing::info!(resource = %info, "served by the upstream; caching it");
-                app.metrics.init_resource(&info.resource);
-                let selectable = selectable_fields(&app.upstream, &info).await;
-                let c = Arc::new(
-                    ResourceCache::new(info, r.scope(), cache_config.clone())
-                        .with_indexes(&r.indexes)
-                        .with_selectable_fields(&selectable),
-                );
-                forget_printer(&app, &c);
-                app.registry.install(c.clone());
-                c
-            }
-        };
-        let run = Reflector::new(
-            app.upstream.clone(),
-            current.clone(),
-            reflector.clone(),
-            app.metrics.clone(),
-            app.background.clone(),
-        )
-        .run();
-        let ended = tokio::select! {
-            ended = run => Some(ended),
-            () = follow_crd(&app, &current), if current.info.custom => None,
-        };
-        match ended {
-            // Passed through until restart (see `cache::budget`).
-            Some(Ended::OverBudget) => return,
-            Some(Ended::NotServed) => {
-                tracing::warn!(resource = %current.info,
-                    "no longer served by the upstream: its cache dropped, its watches ended, \
-                     its requests passed through until it is served again");
-            }
-            None => {
-                tracing::info!(resource = %current.info,
-                    "its CRD's selectableFields changed: caching it again with them");
-            }
-        }
-        // Out of the registry first, so that no request finds the cache once its watches
-        // are told to end.
-        app.registry.remove(&current);
-        current.stop_serving();
-        forget_printer(&app, &current);
-    }
-}
-
-/// How often a cached custom type's CRD is read, to follow what is changed in it in place.
-const CRD_RECHECK: Duration = Duration::from_secs(10);
-
-/// Follow a cached custom type's CRD, read every [`CRD_RECHECK`]: new printer columns make
-/// the Table printer be built again from them (at the next Table read); selectable fields
-/// other than those the cache's indexes were built with end this (the cache must be built
-/// again). A CRD kcache may not read (403), or a type with no CRD (404: an aggregated API's),
-/// is not read again: its printer and fields stay as they were.
-async fn follow_crd(app: &App, cache: &ResourceCache) {
-    let info = &cache.info;
-    let read = || {
-        app.upstream
-            .crd_version(&info.group, &info.resource, &info.version)
-    };
-    // The columns a printer may have been built from; unknown until the CRD is first read,
-    // when a printer built earlier (from an older CRD, perhaps) is dropped.
-    let mut columns = read()
-        .await
-        .ok()
-        .map(|v| v["additionalPrinterColumns"].clone());
-    loop {
-        tokio::time::sleep(CRD_RECHECK).await;
-        let now = match read().await {
-            Ok(now) => now,
-            // Not a CRD's type (an aggregated API's), or not readable by kcache.
-            Err(e) if matches!(e.code(), Some(403 | 404)) => return std::future::pending().await,
-            Err(_) => continue,
-        };
-        if crate::upstream::selectable_fields_of(&now) != cache.selectable_fields() {
-            return;
-        }
-        let now = now["additionalPrinterColumns"].clone();
-        if columns.as_ref() != Some(&now) {
-            if columns.is_some() {
-                tracing::info!(resource = %info, "its CRD's printer columns changed");
-            }
-            forget_printer(app, cache);
-            columns = Some(now);
-        }
-    }
-}
-
-/// What discovery says of a configured type, once the upstream serves it (read again after
-/// 1 s, doubling to [`NOT_SERVED_RECHECK_MAX`], until then).
-async fn served(
-    upstream: &Upstream,
-    r: &crate::config::ResourceConfig,
-) -> crate::resource::ResourceInfo {
-    let mut pause = Duration::from_secs(1);
-    loop {
-        tokio::time::sleep(pause).await;
-        match upstream.discover(&r.group, &r.version, &r.resource).await {
-            Ok(info) => return info,
-            Err(UpstreamError::UnknownResource(_)) => {}
-            Err(e) => {
-                tracing::debug!(resource = %r.resource, error = %Report(&e), "discovery failed");
-            }
-        }
-        pause = (pause * 2).min(NOT_SERVED_RECHECK_MAX);
-    }
-}
-
-/// Where a configured type the upstream does not serve yet will be listed (what
-/// [`collection_path`] will say of its cache): a type restricted to a namespace is taken to be
-/// namespaced.
-fn configured_collection(r: &crate::config::ResourceConfig) -> String {
-    collection_url(
-        &crate::resource::api_path(&r.group, &r.version),
-        &r.resource,
-        r.namespace.as_deref(),
-    )
-}
-
-/// A type's Table printer is built from the columns of the CRD as it was: one re-created with
-/// other columns needs them read again.
-fn forget_printer(app: &App, cache: &ResourceCache) {
-    app.printers
-        .remove(&(cache.info.group.clone(), cache.info.resource.clone()));
 }
 
 /// Drop what the store holds of resources no longer configured, and start writing the
@@ -629,7 +473,7 @@ fn keep_on_disk(
 fn probes(
     collections: Vec<String>,
     upstream: &Upstream,
-) -> std::collections::HashMap<String, Arc<RevisionProbe>> {
+) -> dashmap::DashMap<String, Arc<RevisionProbe>> {
     collections
         .iter()
         .enumerate()
@@ -651,7 +495,7 @@ fn probes(
 fn log_when_synced(app: Arc<App>) {
     tokio::spawn(async move {
         let started = std::time::Instant::now();
-        while !app.registry.all().all(|c| c.is_settled()) {
+        while !app.registry.configured_settled() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (objects, bytes) = app

@@ -15,6 +15,7 @@ use http::{header, StatusCode};
 pub mod status;
 
 use super::{params, staleness, App};
+use crate::cache::Origin;
 use crate::metrics::Format;
 
 /// The admin router. Anything else is a plain 404.
@@ -126,22 +127,28 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Response {
         if stopping { "-" } else { "+" },
         if stopping { "in progress" } else { "ok" }
     ));
-    let mut caches: Vec<_> = app.registry.all().collect();
-    caches.sort_by_key(|c| c.info.to_string());
-    for c in caches {
+    for entry in app.registry.entries() {
+        let name = &entry.name;
+        let Some(c) = &entry.cache else {
+            // A configured type the upstream does not serve holds nothing up: its requests
+            // are the upstream's own, as for a type kcache does not cache.
+            lines.push(format!(
+                "[+]cache {name} not served by the upstream (requests passed through)"
+            ));
+            continue;
+        };
+        // A synced cache stays ready while stale; see `staleness::ready_detail`.
+        let detail = staleness::ready_detail(c);
+        if entry.origin == Origin::Auto {
+            // Nobody configured it: until it has synced, its reads pass through, as they did
+            // before it was taken up.
+            lines.push(format!("[+]cache {name} {detail} (cached on demand)"));
+            continue;
+        }
         let synced = c.is_settled();
         ready &= synced;
         let mark = if synced { "+" } else { "-" };
-        // A synced cache stays ready while stale; see `staleness::ready_detail`.
-        let detail = staleness::ready_detail(&c);
-        lines.push(format!("[{mark}]cache {} {detail}", c.info));
-    }
-    // A configured type the upstream does not serve holds nothing up: its requests are the
-    // upstream's own, as for a type kcache does not cache.
-    for name in app.registry.not_served() {
-        lines.push(format!(
-            "[+]cache {name} not served by the upstream (requests passed through)"
-        ));
+        lines.push(format!("[{mark}]cache {name} {detail}"));
     }
     let status = if ready {
         StatusCode::OK

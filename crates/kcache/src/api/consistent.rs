@@ -84,7 +84,8 @@ impl App {
         if !self.consistent.from_cache || !cache.is_synced() || cache.is_unconfirmed() {
             return Ok(Consistency::Upstream);
         }
-        let Some(probe) = self.probes.get(&collection_path(cache)) else {
+        // Cloned out: no map shard stays locked across the waits below.
+        let Some(probe) = self.probes.get(&collection_path(cache)).map(|p| p.clone()) else {
             return Ok(Consistency::Upstream);
         };
         let outcome = |o: &'static str| self.count_outcome(cache, o);
@@ -96,7 +97,7 @@ impl App {
                 outcome("forwarded_get");
                 return Ok(Consistency::Upstream);
             }
-            match self.wait_bound(cache, probe, read) {
+            match self.wait_bound(cache, &probe, read) {
                 Bound::Forward(why) => {
                     outcome(why);
                     return Ok(Consistency::Upstream);

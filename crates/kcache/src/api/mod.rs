@@ -61,7 +61,11 @@ pub struct App {
     pub upstream: Upstream,
     /// The upstream's current revision, one probe per cached collection (keyed by
     /// [`collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
-    pub probes: std::collections::HashMap<String, Arc<RevisionProbe>>,
+    /// On-demand caching adds and removes probes as it takes types up and drops them.
+    pub probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
+    /// Lists and watches of uncached types, counted when on-demand caching is on (see
+    /// [`crate::demand`]).
+    pub demand: Option<crate::demand::Demand>,
     /// Table printers, built on first use from the upstream's column definitions.
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,
@@ -191,6 +195,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let cache = path
         .as_ref()
         .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    if let (None, Some(p), Some(demand), "list" | "watch") = (&cache, &path, &app.demand, verb) {
+        if p.subresource.is_none() {
+            demand.note(&p.group, &p.version, &p.resource);
+        }
+    }
     // Label only cached resources by name: arbitrary paths must not create label values.
     let resource = cache
         .as_ref()

@@ -34,6 +34,7 @@ mod event;
 mod freshness;
 mod last_list;
 mod mirror;
+mod registry;
 mod relist;
 mod state;
 
@@ -45,8 +46,9 @@ pub use event::{event_line, write_event, Event, EventType, LineKind};
 pub use freshness::{Freshness, Verdict, MEASURED_FROM};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
+pub use registry::{Entry, Origin, Registry, TypeName};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -808,145 +810,6 @@ pub struct ReplaceSummary {
     pub deleted: usize,
     /// History was discarded (the upstream's RVs went backwards).
     pub reset: bool,
-}
-
-/// Something per cached resource type, by API group and plural resource. Nested maps so a
-/// lookup from a request's `&str`s allocates nothing (it happens on every request).
-pub struct ByResource<T> {
-    by_group: HashMap<String, HashMap<String, T>>,
-}
-
-impl<T> Default for ByResource<T> {
-    fn default() -> Self {
-        ByResource {
-            by_group: HashMap::new(),
-        }
-    }
-}
-
-impl<T> ByResource<T> {
-    pub fn insert(&mut self, group: &str, resource: &str, value: T) {
-        self.by_group
-            .entry(group.to_string())
-            .or_default()
-            .insert(resource.to_string(), value);
-    }
-
-    pub fn get(&self, group: &str, resource: &str) -> Option<&T> {
-        self.by_group.get(group)?.get(resource)
-    }
-
-    pub fn values(&self) -> impl Iterator<Item = &T> {
-        self.by_group.values().flat_map(HashMap::values)
-    }
-}
-
-/// Every configured resource type, by the cache serving it: none while the upstream does not
-/// serve the type (a CustomResourceDefinition not created yet), when every request for it is
-/// passed through as for a type kcache does not cache.
-///
-/// The set of types is fixed by the configuration; what changes at run time is only whether a
-/// type has a cache, so a lookup takes one uncontended read lock and clones an `Arc`.
-#[derive(Default)]
-pub struct Registry {
-    slots: ByResource<Slot>,
-}
-
-/// A configured type, by name: what is known of one the upstream does not serve.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct TypeName {
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-}
-
-impl std::fmt::Display for TypeName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::resource::write_type_name(f, &self.group, &self.version, &self.resource)
-    }
-}
-
-/// One configured type: its cache once the upstream serves it.
-struct Slot {
-    name: TypeName,
-    cache: std::sync::RwLock<Option<Arc<ResourceCache>>>,
-}
-
-impl Slot {
-    fn cache(&self) -> Option<Arc<ResourceCache>> {
-        self.cache.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn set(&self, cache: Option<Arc<ResourceCache>>) {
-        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = cache;
-    }
-}
-
-impl Registry {
-    /// Add a configured type, with its cache if the upstream serves it (else its requests
-    /// pass through until [`Registry::install`]).
-    pub fn insert(&mut self, name: TypeName, cache: Option<Arc<ResourceCache>>) {
-        let (group, resource) = (name.group.clone(), name.resource.clone());
-        let slot = Slot {
-            name,
-            cache: std::sync::RwLock::new(cache),
-        };
-        self.slots.insert(&group, &resource, slot);
-    }
-
-    /// The slot of `group/version/resource`, if that exact version is configured.
-    fn slot(&self, group: &str, version: &str, resource: &str) -> Option<&Slot> {
-        self.slots
-            .get(group, resource)
-            .filter(|s| s.name.version == version)
-    }
-
-    /// Give a configured type its cache, once the upstream serves it; false when the type is
-    /// not configured.
-    pub fn install(&self, cache: Arc<ResourceCache>) -> bool {
-        let info = cache.info.clone();
-        let Some(slot) = self.slot(&info.group, &info.version, &info.resource) else {
-            return false;
-        };
-        slot.set(Some(cache));
-        true
-    }
-
-    /// Take a type's cache out once the upstream no longer serves it: its requests pass
-    /// through from then on (until [`Registry::install`] gives it a new one).
-    pub fn remove(&self, cache: &ResourceCache) {
-        let info = &cache.info;
-        if let Some(slot) = self.slot(&info.group, &info.version, &info.resource) {
-            slot.set(None);
-        }
-    }
-
-    /// The cache serving `group/version/resource`, if that exact version is cached and the
-    /// upstream serves it.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
-        self.slot(group, version, resource).and_then(Slot::cache)
-    }
-
-    /// Every type's cache (the types the upstream does not serve have none).
-    pub fn all(&self) -> impl Iterator<Item = Arc<ResourceCache>> {
-        self.slots
-            .values()
-            .filter_map(Slot::cache)
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
-
-    /// The configured types the upstream does not serve (yet), by name.
-    pub fn not_served(&self) -> Vec<TypeName> {
-        let mut out: Vec<TypeName> = self
-            .slots
-            .values()
-            .filter(|s| s.cache().is_none())
-            .map(|s| s.name.clone())
-            .collect();
-        out.sort();
-        out
-    }
 }
 
 #[cfg(test)]

@@ -339,13 +339,13 @@ fn stale_events_are_ignored() {
 
 #[test]
 fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
-    let mut registry = Registry::default();
+    let registry = Registry::default();
     let name = TypeName {
         group: String::new(),
         version: "v1".into(),
         resource: "configmaps".into(),
     };
-    registry.insert(name.clone(), None);
+    assert!(registry.insert(name.clone(), Origin::Configured, None));
     assert!(registry.get("", "v1", "configmaps").is_none());
     assert_eq!(registry.all().count(), 0);
     assert_eq!(registry.not_served(), std::slice::from_ref(&name));
@@ -384,4 +384,37 @@ fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
         CacheConfig::default(),
     ));
     assert!(!registry.install(secrets));
+}
+
+#[test]
+fn a_type_added_at_run_time_is_found_until_it_is_dropped() {
+    let registry = Registry::default();
+    let name = TypeName {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "configmaps".into(),
+    };
+    let cache = Arc::new(ResourceCache::new(
+        info(),
+        Scope::default(),
+        CacheConfig::default(),
+    ));
+    assert!(registry.insert(name.clone(), Origin::Auto, Some(cache.clone())));
+    // One version of a type at a time.
+    let mut v2 = name.clone();
+    v2.version = "v2".into();
+    assert!(!registry.insert(v2.clone(), Origin::Auto, None));
+    assert!(registry.knows("", "configmaps"));
+    assert!(registry.get("", "v1", "configmaps").is_some());
+    let entries = registry.entries();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].origin, Origin::Auto);
+    assert!(entries[0].idle < std::time::Duration::from_secs(2));
+
+    assert!(registry.drop_type(&v2).is_none(), "not the version there");
+    let dropped = registry.drop_type(&name).expect("its cache");
+    assert!(Arc::ptr_eq(&dropped, &cache));
+    assert!(registry.get("", "v1", "configmaps").is_none());
+    assert!(!registry.knows("", "configmaps"));
+    assert!(registry.entries().is_empty());
 }

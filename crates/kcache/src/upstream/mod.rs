@@ -146,6 +146,9 @@ pub enum UpstreamError {
     Malformed(String),
     #[error("resource {0} is not served by the upstream (discovery)")]
     UnknownResource(String),
+    /// Discovery gives the resource no `list` or no `watch` verb: it cannot be cached.
+    #[error("resource {0} cannot be listed and watched (discovery)")]
+    NotListable(String),
     #[error("no answer from the upstream within {0:?}")]
     Timeout(std::time::Duration),
 }
@@ -529,6 +532,12 @@ impl Upstream {
             .into_iter()
             .find(|r| r.name == resource)
             .ok_or_else(|| UpstreamError::UnknownResource(name.clone()))?;
+        // Entries without verbs (an aggregated API's old discovery) are taken to allow both.
+        if let Some(verbs) = &entry.verbs {
+            if !(verbs.iter().any(|v| v == "list") && verbs.iter().any(|v| v == "watch")) {
+                return Err(UpstreamError::NotListable(name));
+            }
+        }
         let mut info = ResourceInfo {
             group: group.to_string(),
             version: version.to_string(),
@@ -643,6 +652,8 @@ struct ApiResource {
     name: String,
     kind: String,
     namespaced: bool,
+    #[serde(default)]
+    verbs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

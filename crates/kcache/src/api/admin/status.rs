@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::{staleness, App};
-use crate::cache::{ListReason, ResourceCache, TypeName};
+use crate::cache::{ListReason, Origin, ResourceCache, TypeName};
 use crate::metrics::{
     Metrics, OutcomeLabels, PurposeLabels, ReasonLabels, ResourceLabels, CONSISTENT_READ_OUTCOMES,
 };
@@ -36,6 +36,32 @@ pub struct StatusReport {
     pub upstream: UpstreamStatus,
     /// One entry per cached type, ordered by name.
     pub caches: Vec<CacheStatus>,
+    /// On-demand caching, when the configuration turns it on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoStatus>,
+}
+
+/// On-demand caching (the configuration's `auto` section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoStatus {
+    /// Types cached on demand now (`kcache_auto_types`); their entries are in `caches`.
+    pub types: u64,
+    /// Types clients read often enough that are not cached, with the reason
+    /// (`kcache_auto_refused`).
+    pub refused: Vec<RefusedStatus>,
+}
+
+/// A type on-demand caching does not cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedStatus {
+    /// `group/version/resource`.
+    pub name: String,
+    /// denied, forbidden, not_listable or max_types.
+    pub reason: String,
+    /// Seconds since it was refused.
+    pub seconds_ago: f64,
 }
 
 /// The upstream, as kcache sees it.
@@ -64,6 +90,9 @@ pub struct CacheStatus {
     pub version: String,
     /// The plural resource.
     pub resource: String,
+    /// Why it is cached: `configured`, or `auto` (cached on demand).
+    #[serde(default = "configured")]
+    pub origin: String,
     /// What to make of the figures below, in one word.
     pub condition: Condition,
     /// Whether the cache holds a complete list of the type.
@@ -156,16 +185,38 @@ impl Condition {
     }
 }
 
+fn configured() -> String {
+    Origin::Configured.as_str().to_string()
+}
+
 /// The report of a running kcache. O(objects) for the memory estimates: run it on the
 /// background threads (see [`report`]).
 pub fn collect(app: &App) -> StatusReport {
-    let mut caches: Vec<CacheStatus> = app
+    let caches: Vec<CacheStatus> = app
         .registry
-        .all()
-        .map(|c| cache_status(&c, &app.metrics))
+        .entries()
+        .into_iter()
+        .map(|e| {
+            let mut status = match &e.cache {
+                Some(c) => cache_status(c, &app.metrics),
+                None => not_served_status(e.name),
+            };
+            status.origin = e.origin.as_str().to_string();
+            status
+        })
         .collect();
-    caches.extend(app.registry.not_served().into_iter().map(not_served_status));
-    caches.sort_by(|a, b| a.name.cmp(&b.name));
+    let auto = app.demand.as_ref().map(|d| AutoStatus {
+        types: u64::try_from(app.metrics.auto_types.get()).unwrap_or(0),
+        refused: d
+            .refused()
+            .into_iter()
+            .map(|r| RefusedStatus {
+                name: r.name.to_string(),
+                reason: r.reason.as_str().to_string(),
+                seconds_ago: r.since.elapsed().as_secs_f64(),
+            })
+            .collect(),
+    });
     let requests = Purpose::ALL
         .iter()
         .map(|p| {
@@ -187,6 +238,7 @@ pub fn collect(app: &App) -> StatusReport {
             requests,
         },
         caches,
+        auto,
     }
 }
 
@@ -220,6 +272,7 @@ fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
         group: c.info.group.clone(),
         version: c.info.version.clone(),
         resource: resource.clone(),
+        origin: configured(),
         condition: Condition::of(c),
         synced: c.is_synced(),
         objects: memory.objects as u64,
@@ -259,6 +312,7 @@ fn not_served_status(name: TypeName) -> CacheStatus {
         group: name.group,
         version: name.version,
         resource: name.resource,
+        origin: configured(),
         condition: Condition::NotServed,
         synced: false,
         objects: 0,

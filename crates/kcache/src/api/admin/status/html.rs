@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::text::{bytes, duration, nonzero};
+use super::text::{auto_line, bytes, duration, name_of, nonzero};
 use super::{CacheStatus, Condition, StatusReport};
 
 /// Seconds between the page's refreshes.
@@ -73,6 +73,9 @@ pub fn render(report: &StatusReport) -> String {
             &requests
         })
     );
+    if let Some(line) = auto_line(report) {
+        let _ = writeln!(out, "<p class=\"meta\" id=\"auto\">{}</p>", escape(&line));
+    }
     out.push_str(
         "<table id=\"caches\"><thead><tr><th>type</th><th>state</th><th>objects</th>\
          <th>memory</th><th>RV</th><th>RV age</th><th>last list</th>\
@@ -115,9 +118,10 @@ fn row(out: &mut String, c: &CacheStatus) {
     };
     let reads = nonzero(&c.consistent_reads);
     let name = escape(&c.name);
+    let shown = escape(&name_of(c));
     let _ = writeln!(
         out,
-        "<tr class=\"{class}\" data-type=\"{name}\"><td>{name}</td><td class=\"state\">{}</td>\
+        "<tr class=\"{class}\" data-type=\"{name}\"><td>{shown}</td><td class=\"state\">{}</td>\
          <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
          <td class=\"n\">{}</td><td class=\"n\">{listed}</td><td>{why}</td>\
          <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"wrap\">{}</td></tr>",

@@ -45,6 +45,7 @@ fn small_report() -> StatusReport {
             requests: BTreeMap::from([("reflector_list".to_string(), 1)]),
         },
         caches: vec![entry],
+        auto: None,
     }
 }
 

@@ -31,6 +31,10 @@ pub fn render(report: &StatusReport) -> String {
     out.push_str(&summary(report));
     out.push('\n');
     out.push_str(&requests_line(report));
+    if let Some(line) = auto_line(report) {
+        out.push('\n');
+        out.push_str(&line);
+    }
     out.push_str("\n\n");
     let rows: Vec<[String; 12]> = report.caches.iter().map(row).collect();
     let mut widths = COLUMNS.map(str::len);
@@ -101,6 +105,26 @@ pub fn requests_line(report: &StatusReport) -> String {
     )
 }
 
+/// `cached on demand: 2 types; not cached: v1/secrets (denied)`, when on-demand caching is on.
+pub fn auto_line(report: &StatusReport) -> Option<String> {
+    let auto = report.auto.as_ref()?;
+    let refused: Vec<String> = auto
+        .refused
+        .iter()
+        .map(|r| format!("{} ({})", r.name, r.reason))
+        .collect();
+    Some(format!(
+        "cached on demand: {} type{}; not cached: {}",
+        auto.types,
+        if auto.types == 1 { "" } else { "s" },
+        if refused.is_empty() {
+            "none".to_string()
+        } else {
+            refused.join(", ")
+        }
+    ))
+}
+
 /// `a 1, b 2` for the non-zero entries of a count map.
 pub fn nonzero(counts: &std::collections::BTreeMap<String, u64>) -> String {
     counts
@@ -126,7 +150,7 @@ fn row(c: &CacheStatus) -> [String; 12] {
     };
     let reads = nonzero(&c.consistent_reads);
     [
-        c.name.clone(),
+        name_of(c),
         state,
         c.objects.to_string(),
         bytes(c.bytes),
@@ -139,6 +163,15 @@ fn row(c: &CacheStatus) -> [String; 12] {
         c.dropped_watchers.to_string(),
         if reads.is_empty() { "-".into() } else { reads },
     ]
+}
+
+/// The type's name, marked when it is cached on demand.
+pub fn name_of(c: &CacheStatus) -> String {
+    if c.origin == "auto" {
+        format!("{} (auto)", c.name)
+    } else {
+        c.name.clone()
+    }
 }
 
 /// `512 B`, `1.5 KiB`, `12.0 MiB`, `2.3 GiB`.

@@ -1,0 +1,181 @@
+//! How often clients list and watch types kcache does not cache, and what on-demand caching
+//! (the config's `auto` section) refused of them. The HTTP layer counts here as it passes such
+//! requests through; a type that reaches the threshold within a window is sent, once per
+//! window, to whatever takes types up (see `crate::auto`), so that counting never waits on it.
+//! The admin endpoints read the refusals here.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::cache::TypeName;
+
+/// The most types counted in one window. The names come from request paths, which need not
+/// name any type the upstream serves: beyond this, a window counts no new names.
+const MAX_COUNTED: usize = 1024;
+
+/// The most refusals kept (a deny pattern with a wildcard matches names from request paths).
+const MAX_REFUSED: usize = 256;
+
+/// Why a type clients read is not cached on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Named by `auto.deny`, or not by a non-empty `auto.allow`.
+    Denied,
+    /// kcache's identity may not list it (the upstream answered 403).
+    Forbidden,
+    /// Discovery does not give the type both list and watch.
+    NotListable,
+    /// `auto.maxTypes` types are cached on demand already.
+    MaxTypes,
+}
+
+impl Refusal {
+    /// The word on `/status` and in `kcache_auto_refused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Denied => "denied",
+            Refusal::Forbidden => "forbidden",
+            Refusal::NotListable => "not_listable",
+            Refusal::MaxTypes => "max_types",
+        }
+    }
+}
+
+/// A type refused, as `/status` shows it.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub name: TypeName,
+    pub reason: Refusal,
+    pub since: Instant,
+}
+
+/// The count of lists and watches per uncached type in the current window, and the types
+/// refused.
+pub struct Demand {
+    min_requests: u32,
+    window: Duration,
+    counts: Mutex<Window>,
+    wanted: mpsc::UnboundedSender<TypeName>,
+    refused: Mutex<HashMap<TypeName, Refused>>,
+}
+
+struct Window {
+    started: Instant,
+    counts: HashMap<TypeName, u32>,
+}
+
+impl Demand {
+    /// A counter sending each type read `min_requests` times within `window` to the
+    /// returned receiver.
+    pub fn new(min_requests: u32, window: Duration) -> (Demand, mpsc::UnboundedReceiver<TypeName>) {
+        let (wanted, rx) = mpsc::unbounded_channel();
+        let demand = Demand {
+            min_requests: min_requests.max(1),
+            window,
+            counts: Mutex::new(Window {
+                started: Instant::now(),
+                counts: HashMap::new(),
+            }),
+            wanted,
+            refused: Mutex::default(),
+        };
+        (demand, rx)
+    }
+
+    /// Record that `name` is not cached, and why; the reason it had before, if any.
+    pub fn refuse(&self, name: TypeName, reason: Refusal) -> Option<Refusal> {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.len() >= MAX_REFUSED && !refused.contains_key(&name) {
+            return None;
+        }
+        let since = Instant::now();
+        refused
+            .insert(
+                name.clone(),
+                Refused {
+                    name,
+                    reason,
+                    since,
+                },
+            )
+            .map(|r| r.reason)
+    }
+
+    /// Forget a refusal (the type is cached now); the reason it had.
+    pub fn unrefuse(&self, name: &TypeName) -> Option<Refusal> {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.remove(name).map(|r| r.reason)
+    }
+
+    /// Whether `name` was refused within `lately`, for a reason that holds that long (one
+    /// refused for want of room is considered again at once: room may have been made).
+    pub fn refused_lately(&self, name: &TypeName, lately: Duration) -> bool {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused
+            .get(name)
+            .is_some_and(|r| r.reason != Refusal::MaxTypes && r.since.elapsed() < lately)
+    }
+
+    /// The types refused now, by name.
+    pub fn refused(&self) -> Vec<Refused> {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Refused> = refused.values().cloned().collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Count one list or watch of `group/version/resource`, a type kcache does not cache.
+    pub fn note(&self, group: &str, version: &str, resource: &str) {
+        let name = TypeName {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+        };
+        let reached = {
+            let mut w = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            if w.started.elapsed() >= self.window {
+                w.started = Instant::now();
+                w.counts.clear();
+            }
+            if w.counts.len() >= MAX_COUNTED && !w.counts.contains_key(&name) {
+                return;
+            }
+            let n = w.counts.entry(name.clone()).or_default();
+            *n = n.saturating_add(1);
+            *n == self.min_requests
+        };
+        if reached {
+            // The receiver is gone only when kcache is stopping.
+            let _ = self.wanted.send(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_is_wanted_once_per_window_at_the_threshold() {
+        let (demand, mut wanted) = Demand::new(3, Duration::from_secs(3600));
+        demand.note("", "v1", "configmaps");
+        demand.note("", "v1", "configmaps");
+        demand.note("apps", "v1", "deployments");
+        assert!(wanted.try_recv().is_err());
+        demand.note("", "v1", "configmaps");
+        assert_eq!(wanted.try_recv().unwrap().resource, "configmaps");
+        demand.note("", "v1", "configmaps");
+        assert!(wanted.try_recv().is_err(), "once per window");
+    }
+
+    #[test]
+    fn a_new_window_counts_from_zero() {
+        let (demand, mut wanted) = Demand::new(2, Duration::ZERO);
+        demand.note("", "v1", "configmaps");
+        demand.note("", "v1", "configmaps");
+        assert!(wanted.try_recv().is_err(), "each read opens a new window");
+    }
+}
