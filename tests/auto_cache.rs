@@ -136,6 +136,14 @@ async fn an_idle_type_is_dropped_and_its_memory_released(_: kcache_sim::Profile)
         assert_eq!(get(&base, SERVICE_ACCOUNTS).await.status, 200);
     }
     wait_cached(&env).await;
+    let weak = std::sync::Arc::downgrade(
+        &env.kcache
+            .app
+            .registry
+            .all()
+            .find(|c| c.info.resource == "serviceaccounts")
+            .unwrap(),
+    );
 
     // Nothing reads it: dropped after a second or so, what it held counted as released.
     let k = &env.kcache;
@@ -157,6 +165,12 @@ async fn an_idle_type_is_dropped_and_its_memory_released(_: kcache_sim::Profile)
         Some(1.0)
     );
     assert_eq!(env.metric(&["kcache_auto_types "]).await, Some(0.0));
+    // Nothing holds the cache any more: its memory is freed.
+    let weak = &weak;
+    wait_until("the dropped cache freed", || async move {
+        weak.upgrade().is_none()
+    })
+    .await;
     // Its cache gauges end with it.
     let metrics = env.metrics().await;
     assert!(

@@ -563,3 +563,15 @@ fn keys_with_companions_are_refused_alone_by_validation() {
         }
     }
 }
+
+/// `config/auto.yaml`, the example with on-demand caching on, is a configuration kcache
+/// accepts as it is, and says what it is about.
+#[test]
+fn the_auto_example_is_a_valid_configuration() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/auto.yaml");
+    let config = Config::load(&path).unwrap_or_else(|e| panic!("{}", error_text(&e)));
+    assert!(config.auto.enabled);
+    assert!(!config.auto.admits("", "secrets"));
+    assert!(!config.resources.is_empty());
+    config_check(&path).expect("kcache config check accepts it");
+}

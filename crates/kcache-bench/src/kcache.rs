@@ -28,6 +28,8 @@ pub struct ChildConfig {
     pub drop_managed_fields: bool,
     /// Keep the caches on disk here (`cache.persistDir`), for a warm restart.
     pub persist_dir: Option<PathBuf>,
+    /// On-demand caching on (`auto`), with this `minRequests` and `idleSeconds`.
+    pub auto: Option<(u32, u64)>,
 }
 
 impl ChildConfig {
@@ -40,6 +42,7 @@ impl ChildConfig {
             metadata_only: false,
             drop_managed_fields: false,
             persist_dir: None,
+            auto: None,
         }
     }
 
@@ -69,6 +72,11 @@ impl ChildConfig {
             y.push_str(&format!(
                 "cache:\n  historyWindowSeconds: 300\n  historyMaxEvents: 100000\n  persistDir: \"{}\"\n",
                 dir.display()
+            ));
+        }
+        if let Some((min_requests, idle_seconds)) = self.auto {
+            y.push_str(&format!(
+                "auto:\n  enabled: true\n  minRequests: {min_requests}\n  idleSeconds: {idle_seconds}\n"
             ));
         }
         if self.forward_consistent {

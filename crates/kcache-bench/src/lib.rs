@@ -41,6 +41,7 @@
 #![deny(unsafe_code)]
 
 pub mod alloc_count;
+mod auto;
 pub mod cluster;
 mod consistent;
 mod crd;
@@ -88,6 +89,7 @@ pub const SCENARIOS: &[&str] = &[
     "interactive",
     "forward",
     "crd",
+    "auto",
     "https",
     "watch",
     "node",
@@ -587,6 +589,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "interactive" => bench.interactive().await,
             "forward" => bench.forward().await,
             "crd" => bench.crd().await,
+            "auto" => bench.auto().await,
             "https" => bench.https().await,
             "watch" => bench.watch().await,
             "node" => bench.node().await,

@@ -10,7 +10,8 @@
 //! watch, or that kcache's identity may not list (403), is refused. A refused type is named
 //! on `/status` and in `kcache_auto_refused`, and considered again once
 //! [`RECONSIDER_AFTER`] has passed (RBAC may be granted meanwhile); one refused for want of
-//! room is considered again whenever clients ask.
+//! room is considered again whenever clients ask. A refusal not renewed (clients stopped
+//! reading the type) is forgotten a little later.
 //!
 //! A type taken up gets an empty cache, a consistency probe and the task that follows it
 //! ([`crate::follow::follow_type`]); its reads pass through until it has synced, and it holds
@@ -187,6 +188,18 @@ impl Auto {
         let now = Instant::now();
         self.not_served
             .retain(|_, at| now.duration_since(*at) < RECONSIDER_AFTER);
+        // A type still read often is refused again (and its refusal renewed) within a window
+        // of being reconsidered; one older than that is no longer read: it leaves /status.
+        let stale = RECONSIDER_AFTER + 2 * self.settings.window();
+        for (name, reason) in self
+            .demand()
+            .map_or(Vec::new(), |d| d.expire_refusals(stale))
+        {
+            self.app.metrics.auto_refused.remove(&AutoLabels {
+                resource: name.to_string(),
+                reason: reason.as_str(),
+            });
+        }
     }
 
     /// Out of the registry first, so that no request finds the cache once its watches are
@@ -210,6 +223,8 @@ impl Auto {
             .get_or_create(&DroppedLabels { reason: "idle" })
             .inc();
         self.app.metrics.forget_resource(&cache.info.resource);
+        drop(cache);
+        follow::release_memory_soon();
         tracing::info!(resource = %name, bytes, idle_seconds = self.settings.idle_seconds,
             "idle: no longer cached on demand");
         self.count_types();

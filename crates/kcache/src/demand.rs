@@ -119,6 +119,20 @@ impl Demand {
             .is_some_and(|r| r.reason != Refusal::MaxTypes && r.since.elapsed() < lately)
     }
 
+    /// Forget the refusals made more than `after` ago (clients no longer read those types
+    /// often enough to ask again); what was forgotten.
+    pub fn expire_refusals(&self, after: Duration) -> Vec<(TypeName, Refusal)> {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let old: Vec<TypeName> = refused
+            .values()
+            .filter(|r| r.since.elapsed() >= after)
+            .map(|r| r.name.clone())
+            .collect();
+        old.into_iter()
+            .filter_map(|name| refused.remove(&name).map(|r| (name, r.reason)))
+            .collect()
+    }
+
     /// The types refused now, by name.
     pub fn refused(&self) -> Vec<Refused> {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());

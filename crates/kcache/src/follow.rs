@@ -93,6 +93,8 @@ pub(crate) async fn follow_type(
                 app.registry.drop_type(&name);
                 current.stop_serving();
                 forget_printer(&app, &current);
+                drop(current);
+                release_memory_soon();
                 return Ended::NotServed;
             }
             Some(Ended::NotServed) => {
@@ -110,6 +112,8 @@ pub(crate) async fn follow_type(
         app.registry.remove(&current);
         current.stop_serving();
         forget_printer(&app, &current);
+        drop(current);
+        release_memory_soon();
     }
 }
 
@@ -127,6 +131,20 @@ pub(crate) async fn new_cache(
         .with_indexes(&r.indexes)
         .with_selectable_fields(&selectable)
 }
+
+/// Give the memory of a cache just dropped back to the system: glibc keeps freed pages
+/// resident otherwise (see `kcache_heap`). After a pause, so that the requests and the task
+/// still holding the cache have let go of it; on a blocking thread, since the walk over the
+/// allocator's arenas takes milliseconds.
+pub(crate) fn release_memory_soon() {
+    tokio::spawn(async {
+        tokio::time::sleep(RELEASE_AFTER).await;
+        let _ = tokio::task::spawn_blocking(kcache_heap::release_free_memory).await;
+    });
+}
+
+/// How long after a cache is dropped its memory is given back.
+const RELEASE_AFTER: Duration = Duration::from_secs(1);
 
 /// The name a cache's type has in the registry.
 pub(crate) fn type_name(cache: &ResourceCache) -> TypeName {
