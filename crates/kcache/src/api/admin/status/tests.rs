@@ -95,6 +95,7 @@ fn json_shape() {
             "lastList",
             "name",
             "objects",
+            "origin",
             "reachable",
             "relists",
             "resource",
@@ -106,6 +107,7 @@ fn json_shape() {
         ]
     );
     assert_eq!(c["name"], "v1/configmaps");
+    assert_eq!(c["origin"], "configured");
     assert_eq!(c["group"], "");
     assert_eq!(c["version"], "v1");
     assert_eq!(c["resource"], "configmaps");
@@ -136,6 +138,24 @@ fn json_shape() {
     assert_eq!(reads.len(), CONSISTENT_READ_OUTCOMES.len());
     assert_eq!(reads["cache"], 1);
     assert_eq!(reads["timeout"], 0);
+    // On-demand caching, when on: its own section.
+    let mut with_auto = small_report();
+    with_auto.auto = Some(AutoStatus {
+        types: 1,
+        refused: vec![RefusedStatus {
+            name: "v1/secrets".into(),
+            reason: "denied".into(),
+            seconds_ago: 3.0,
+        }],
+    });
+    let a = serde_json::to_value(&with_auto).unwrap();
+    assert_eq!(keys(&a["auto"]), ["refused", "types"]);
+    assert_eq!(
+        keys(&a["auto"]["refused"][0]),
+        ["name", "reason", "secondsAgo"]
+    );
+    assert!(text::render(&with_auto)
+        .contains("cached on demand: 1 type; not cached: v1/secrets (denied)"));
     // What `kcache status` reads back is what was sent.
     let back: StatusReport = serde_json::from_value(v).unwrap();
     assert_eq!(back, report);
