@@ -18,7 +18,9 @@
 //! no readiness. The same task drops types: one that no request has found for
 //! `auto.idleSeconds` with no watch open on it leaves the registry (its requests pass
 //! through from then on), its reflector is stopped, its watches end, and its memory is freed
-//! once the last reader lets go of it.
+//! once the last reader lets go of it. A type that went over `auto.memoryBudget` is passed
+//! through, as a configured one is, and once idle is dropped and refused (`over_budget`) until
+//! kcache restarts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -211,6 +213,10 @@ impl Auto {
         let Some(cache) = self.app.registry.drop_type(name) else {
             return;
         };
+        if cache.budget().is_over() {
+            // Not taken up again: it would list the whole type only to go over again.
+            self.refuse(name.clone(), Refusal::OverBudget);
+        }
         cache.stop_serving();
         follow::forget_printer(&self.app, &cache);
         self.app.probes.remove(&collection_path(&cache));

@@ -30,6 +30,9 @@ pub enum Refusal {
     NotListable,
     /// `auto.maxTypes` types are cached on demand already.
     MaxTypes,
+    /// Cached once, it went over `auto.memoryBudget`: passed through until kcache restarts, as
+    /// a configured type over its budget is.
+    OverBudget,
 }
 
 impl Refusal {
@@ -40,6 +43,7 @@ impl Refusal {
             Refusal::Forbidden => "forbidden",
             Refusal::NotListable => "not_listable",
             Refusal::MaxTypes => "max_types",
+            Refusal::OverBudget => "over_budget",
         }
     }
 }
@@ -111,21 +115,25 @@ impl Demand {
     }
 
     /// Whether `name` was refused within `lately`, for a reason that holds that long (one
-    /// refused for want of room is considered again at once: room may have been made).
+    /// refused for want of room is considered again at once: room may have been made; one
+    /// over its budget never, until kcache restarts).
     pub fn refused_lately(&self, name: &TypeName, lately: Duration) -> bool {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        refused
-            .get(name)
-            .is_some_and(|r| r.reason != Refusal::MaxTypes && r.since.elapsed() < lately)
+        refused.get(name).is_some_and(|r| match r.reason {
+            Refusal::MaxTypes => false,
+            Refusal::OverBudget => true,
+            _ => r.since.elapsed() < lately,
+        })
     }
 
     /// Forget the refusals made more than `after` ago (clients no longer read those types
-    /// often enough to ask again); what was forgotten.
+    /// often enough to ask again), but for types over their budget, which stay refused;
+    /// what was forgotten.
     pub fn expire_refusals(&self, after: Duration) -> Vec<(TypeName, Refusal)> {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         let old: Vec<TypeName> = refused
             .values()
-            .filter(|r| r.since.elapsed() >= after)
+            .filter(|r| r.reason != Refusal::OverBudget && r.since.elapsed() >= after)
             .map(|r| r.name.clone())
             .collect();
         old.into_iter()
@@ -183,6 +191,48 @@ mod tests {
         assert_eq!(wanted.try_recv().unwrap().resource, "configmaps");
         demand.note("", "v1", "configmaps");
         assert!(wanted.try_recv().is_err(), "once per window");
+    }
+
+    #[test]
+    fn refusals_hold_as_long_as_their_reason() {
+        let (demand, _wanted) = Demand::new(1, Duration::from_secs(60));
+        let name = |r: &str| TypeName {
+            group: String::new(),
+            version: "v1".into(),
+            resource: r.into(),
+        };
+        let lately = Duration::from_secs(300);
+        assert_eq!(demand.refuse(name("secrets"), Refusal::Denied), None);
+        demand.refuse(name("leases"), Refusal::MaxTypes);
+        demand.refuse(name("events"), Refusal::OverBudget);
+        assert!(demand.refused_lately(&name("secrets"), lately));
+        assert!(!demand.refused_lately(&name("secrets"), Duration::ZERO));
+        assert!(
+            !demand.refused_lately(&name("leases"), lately),
+            "room may come"
+        );
+        assert!(
+            demand.refused_lately(&name("events"), Duration::ZERO),
+            "until restart"
+        );
+        let names: Vec<_> = demand
+            .refused()
+            .into_iter()
+            .map(|r| r.name.resource)
+            .collect();
+        assert_eq!(names, ["events", "leases", "secrets"]);
+
+        let mut expired = demand.expire_refusals(Duration::ZERO);
+        expired.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            expired,
+            [
+                (name("leases"), Refusal::MaxTypes),
+                (name("secrets"), Refusal::Denied)
+            ]
+        );
+        assert_eq!(demand.refused().len(), 1, "over budget stays");
+        assert_eq!(demand.unrefuse(&name("events")), Some(Refusal::OverBudget));
     }
 
     #[test]

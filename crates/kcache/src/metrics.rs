@@ -196,7 +196,7 @@ pub struct Metrics {
     /// Bytes the dropped types' caches held when they were dropped.
     pub auto_released_bytes: Counter,
     /// 1 for each type clients read often enough that is not cached, by reason (denied,
-    /// forbidden, not_listable, max_types).
+    /// forbidden, not_listable, max_types, over_budget).
     pub auto_refused: Family<AutoLabels, Gauge>,
 }
 
@@ -467,7 +467,7 @@ impl Metrics {
         );
         r.register(
             "auto_refused",
-            "1 for each type clients read often enough that on-demand caching does not cache, by reason (denied: by auto.deny or auto.allow; forbidden: kcache's identity may not list it; not_listable: the type has no list or watch; max_types: auto.maxTypes types are cached already)",
+            "1 for each type clients read often enough that on-demand caching does not cache, by reason (denied: by auto.deny or auto.allow; forbidden: kcache's identity may not list it; not_listable: the type has no list or watch; max_types: auto.maxTypes types are cached already; over_budget: cached once, it went over auto.memoryBudget, and stays passed through until kcache restarts)",
             m.auto_refused.clone(),
         );
         r.register(

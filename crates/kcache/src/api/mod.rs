@@ -63,9 +63,9 @@ pub struct App {
     /// [`collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
     /// On-demand caching adds and removes probes as it takes types up and drops them.
     pub probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
-    /// Lists and watches of uncached types, counted when on-demand caching is on (see
-    /// [`crate::demand`]).
-    pub demand: Option<crate::demand::Demand>,
+    /// Lists and watches of uncached types, counted when on-demand caching is on (the
+    /// library's `demand` module).
+    pub(crate) demand: Option<crate::demand::Demand>,
     /// Table printers, built on first use from the upstream's column definitions.
     pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
     pub watch: WatchConfig,

@@ -58,7 +58,7 @@ pub struct AutoStatus {
 pub struct RefusedStatus {
     /// `group/version/resource`.
     pub name: String,
-    /// denied, forbidden, not_listable or max_types.
+    /// denied, forbidden, not_listable, max_types or over_budget.
     pub reason: String,
     /// Seconds since it was refused.
     pub seconds_ago: f64,
