@@ -273,3 +273,82 @@ async fn denied_and_forbidden_types_stay_passed_through_with_the_reason(_: kcach
 }
 
 per_profile!(denied_and_forbidden_types_stay_passed_through_with_the_reason);
+
+const WIDGETS: &str = "/apis/fixtures.example.com/v1/widgets";
+
+/// A custom type cached on demand whose CRD is then deleted: dropped, its watches ended, its
+/// reads the upstream's 404; taken up again once clients read it after it is back.
+async fn a_type_the_upstream_stops_serving_is_dropped(_: kcache_sim::Profile) {
+    let env = builder(2, 3600).start().await;
+    env.sim.register(common::widget_type());
+    env.sim
+        .create(
+            "fixtures.example.com",
+            "widgets",
+            serde_json::json!({
+                "apiVersion": "fixtures.example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w1", "namespace": "team-a"}, "spec": {"size": 1}
+            }),
+        )
+        .unwrap();
+    let base = env.url();
+    for _ in 0..2 {
+        assert_eq!(get(&base, WIDGETS).await.status, 200);
+    }
+    let k = &env.kcache;
+    wait_until("widgets cached on demand and synced", || async move {
+        k.cache("fixtures.example.com", "v1", "widgets")
+            .is_some_and(|c| c.is_synced())
+    })
+    .await;
+    let mut watch =
+        common::Watch::open(&base, &format!("{WIDGETS}?watch=1&resourceVersion=0")).await;
+    let added = watch.next_json(common::EVENTUALLY).await.expect("ADDED");
+    assert_eq!(added["type"], "ADDED");
+
+    env.sim.unregister("fixtures.example.com", "widgets");
+    let deleted = watch.next_json(common::EVENTUALLY).await.expect("DELETED");
+    assert_eq!(deleted["type"], "DELETED");
+    assert!(watch.next_json(common::EVENTUALLY).await.is_none());
+    assert!(watch.ended_cleanly, "the watch ends with the type, cleanly");
+    wait_until("widgets dropped", || async move {
+        k.cache("fixtures.example.com", "v1", "widgets").is_none()
+    })
+    .await;
+    env.metric_reaching(
+        &["kcache_auto_dropped_total{", "reason=\"not_served\""],
+        1.0,
+    )
+    .await;
+    let r = get(&base, WIDGETS).await;
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(r.body, get(&env.sim.url(), WIDGETS).await.body);
+}
+
+per_profile!(a_type_the_upstream_stops_serving_is_dropped);
+
+/// Past `auto.maxTypes`, a type stays passed through (reason `max_types`) until another is
+/// dropped.
+async fn types_beyond_max_types_stay_passed_through(_: kcache_sim::Profile) {
+    let mut b = builder(1, 3600);
+    b.config.auto.max_types = 1;
+    let env = b.start().await;
+    seed_service_accounts(&env);
+    let base = env.url();
+    assert_eq!(get(&base, SERVICE_ACCOUNTS).await.status, 200);
+    wait_cached(&env).await;
+    let r = get(&base, "/api/v1/services").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let e = &env;
+    wait_until("services refused for want of room", || async move {
+        status(e).await["auto"]["refused"][0]["reason"] == "max_types"
+    })
+    .await;
+    assert!(env.kcache.cache("", "v1", "services").is_none());
+    assert_eq!(
+        status(&env).await["auto"]["refused"][0]["name"],
+        "v1/services"
+    );
+}
+
+per_profile!(types_beyond_max_types_stay_passed_through);

@@ -38,6 +38,10 @@ use crate::follow;
 use crate::metrics::{AutoLabels, DroppedLabels, ResourceLabels};
 use crate::upstream::{collection_path, Ended, RevisionProbe, UpstreamError};
 
+/// Bounds on the pause between two looks for idle types.
+const SWEEP_MIN: Duration = Duration::from_millis(200);
+const SWEEP_MAX: Duration = Duration::from_secs(5);
+
 /// How long a refused type stays refused before clients' reads of it are considered again.
 pub const RECONSIDER_AFTER: Duration = Duration::from_secs(300);
 
@@ -82,9 +86,9 @@ impl Drop for Auto {
 impl Auto {
     async fn run(mut self, mut wanted: mpsc::UnboundedReceiver<TypeName>) {
         // Idleness is checked a few times per idle period, so that a type is dropped within
-        // about 1.25 of it.
-        let every =
-            (self.settings.idle() / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        // about 1.25 of it, and at least every few seconds, which is also how soon a type the
+        // upstream stopped serving leaves the counts.
+        let every = (self.settings.idle() / 4).clamp(SWEEP_MIN, SWEEP_MAX);
         let mut sweep = tokio::time::interval(every);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
