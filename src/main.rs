@@ -122,6 +122,25 @@ impl TlsFlags {
     }
 }
 
+/// `--auth`: the library's `auth.mode`, as the command line spells it (the library has no
+/// command-line parser of its own).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AuthFlag {
+    None,
+    Delegated,
+    TrustLocal,
+}
+
+impl From<AuthFlag> for kcache::auth::AuthMode {
+    fn from(flag: AuthFlag) -> Self {
+        match flag {
+            AuthFlag::None => kcache::auth::AuthMode::None,
+            AuthFlag::Delegated => kcache::auth::AuthMode::Delegated,
+            AuthFlag::TrustLocal => kcache::auth::AuthMode::TrustLocal,
+        }
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -152,7 +171,7 @@ enum Command {
         /// address; `delegated` checks tokens and permissions with the upstream;
         /// `trust-local` also lets credential-less loopback callers act as kcache.
         #[arg(long, env = "KCACHE_AUTH", value_enum)]
-        auth: Option<kcache::auth::AuthMode>,
+        auth: Option<AuthFlag>,
         #[command(flatten)]
         tls: TlsFlags,
     },
@@ -200,7 +219,7 @@ enum Command {
         /// Caller authentication: with `delegated` or `trust-local` the simulated cluster
         /// checks tokens and RBAC, and the demo prints tokens to try.
         #[arg(long, value_enum)]
-        auth: Option<kcache::auth::AuthMode>,
+        auth: Option<AuthFlag>,
     },
     /// Run the simulated apiserver as a process of its own (a stand-in for a real cluster):
     /// HTTPS with a certificate of its own and a bearer token, written into a kubeconfig.
@@ -366,7 +385,7 @@ async fn main() -> ExitCode {
         } => match load_config(config, None, Some(admin_listen)) {
             Ok(mut config) => {
                 if let Some(mode) = auth {
-                    config.auth.mode = mode;
+                    config.auth.mode = mode.into();
                 }
                 let opts = demo::DemoOptions {
                     listen,
@@ -486,13 +505,13 @@ async fn serve(
     context: Option<String>,
     config: Option<PathBuf>,
     (listen, admin_listen): (Option<String>, Option<String>),
-    auth: Option<kcache::auth::AuthMode>,
+    auth: Option<AuthFlag>,
     tls: TlsFlags,
 ) -> Result<(), CliError> {
     let mut config = load_config(config, listen, admin_listen)?;
     tls.apply(&mut config)?;
     if let Some(mode) = auth {
-        config.auth.mode = mode;
+        config.auth.mode = mode.into();
     }
     // Before anything else: an open cache on a network address must not even start.
     if let Ok(addr) = config.listen.parse() {

@@ -56,7 +56,7 @@ async fn wait_cached(env: &Env) {
         "serviceaccounts cached on demand and synced",
         || async move {
             k.app
-                .registry
+                .registry()
                 .all()
                 .any(|c| c.info.resource == "serviceaccounts" && c.is_synced())
         },
@@ -139,7 +139,7 @@ async fn an_idle_type_is_dropped_and_its_memory_released(_: kcache_sim::Profile)
     let weak = std::sync::Arc::downgrade(
         &env.kcache
             .app
-            .registry
+            .registry()
             .all()
             .find(|c| c.info.resource == "serviceaccounts")
             .unwrap(),
@@ -149,7 +149,7 @@ async fn an_idle_type_is_dropped_and_its_memory_released(_: kcache_sim::Profile)
     let k = &env.kcache;
     wait_until("the idle type dropped", || async move {
         !k.app
-            .registry
+            .registry()
             .all()
             .any(|c| c.info.resource == "serviceaccounts")
     })

@@ -59,7 +59,7 @@ async fn start(profile: Profile) -> Env {
     .await;
     // A v1.28 reflector lists from the lagging watch cache, which shows the seed half a second
     // late.
-    let cache = env.kcache.app.registry.all().next().unwrap().clone();
+    let cache = env.kcache.app.registry().all().next().unwrap().clone();
     common::wait_until("the seed is cached", || {
         let cache = cache.clone();
         async move { cache.len() == OBJECTS }

@@ -1376,7 +1376,7 @@ async fn not_synced_reads_are_passed_through(p: Profile) {
             "{path}: answered by the upstream"
         );
     }
-    assert!(!kcache.app.registry.all().any(|c| c.is_synced()));
+    assert!(!kcache.app.registry().all().any(|c| c.is_synced()));
     // kcache's own index selector: only the cache can answer it.
     const WANT: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"storage is (re)initializing\",\"reason\":\"TooManyRequests\",\"details\":{\"retryAfterSeconds\":1},\"code\":429}\n";
     let path = format!("{CMS_A}?resourceVersion=0&fieldSelector=data.k%3Dv");

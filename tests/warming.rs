@@ -56,17 +56,17 @@ async fn a_quiet_type_is_read_through_while_warming_and_synced_within_seconds() 
             reads += 1;
             if r.header(kcache::api::CACHE_AGE_HEADER).is_some() {
                 // Only a synced cache answers (and a cache stays synced once it is).
-                assert!(kcache.app.registry.all().all(|c| c.is_synced()), "{path}");
+                assert!(kcache.app.registry().all().all(|c| c.is_synced()), "{path}");
             }
         }
-        if kcache.app.registry.all().all(|c| c.is_synced()) {
+        if kcache.app.registry().all().all(|c| c.is_synced()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let synced_after = started.elapsed();
     assert!(
-        kcache.app.registry.all().all(|c| c.is_synced()),
+        kcache.app.registry().all().all(|c| c.is_synced()),
         "not synced after {synced_after:?}"
     );
     assert!(

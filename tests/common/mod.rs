@@ -284,7 +284,7 @@ impl Env {
         let cache = self
             .kcache
             .app
-            .registry
+            .registry()
             .all()
             .find(|c| c.info.group == group && c.info.resource == resource)
             .expect("cached resource")

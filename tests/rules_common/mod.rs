@@ -133,7 +133,7 @@ pub fn rv_of(v: &Value) -> u64 {
 pub fn cache_rv(env: &Env, group: &str, resource: &str) -> u64 {
     env.kcache
         .app
-        .registry
+        .registry()
         .all()
         .find(|c| c.info.group == group && c.info.resource == resource)
         .expect("cached resource")

@@ -39,6 +39,7 @@
 // Counting allocations needs a `GlobalAlloc` implementation (`alloc_count`): it is the crate's
 // only unsafe code, allowed there alone.
 #![deny(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod alloc_count;
 mod auto;

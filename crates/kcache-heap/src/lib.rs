@@ -10,6 +10,8 @@
 //!
 //! This is the only `unsafe` in kcache, kept in a crate of its own so that the others can
 //! forbid it.
+#![deny(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 /// Ask the allocator to give its free pages back to the system; whether it gave any. Takes
 /// milliseconds to tens of milliseconds on a large heap: call it from a blocking thread.

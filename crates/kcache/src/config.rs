@@ -640,6 +640,21 @@ impl Config {
         cfg
     }
 
+    /// What the HTTP layer takes from the configuration (the upstream's version in `watch`
+    /// is the server's to fill in, once it is known).
+    pub fn app_settings(&self) -> crate::api::AppSettings {
+        crate::api::AppSettings {
+            watch: self.watch_config(),
+            consistent: self.consistent_reads(),
+            staleness: self.staleness(),
+            rv_wait: self.rv_wait(),
+            auth: self.auth_config(),
+            limits: self.limits.clone(),
+            reflector: self.reflector_config(),
+            protobuf: self.protobuf_enabled(),
+        }
+    }
+
     pub fn watch_config(&self) -> WatchConfig {
         WatchConfig {
             bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),

@@ -9,6 +9,9 @@
 //! real kube-apiserver that shows it (`tests/fixtures/kube-apiserver-v1.28/`). The crates and
 //! the path of one event and one request through them are in `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
+// A code name in the docs that no longer exists fails `cargo doc`, not only CI's
+// `-D warnings` run.
+#![deny(rustdoc::broken_intra_doc_links)]
 
 // Public: what the `kcache` binary, the integration tests in `tests/` and the fuzz targets in
 // `fuzz/` use. The other modules are the library's own.

@@ -182,8 +182,6 @@ pub async fn start(
         .with_request_timeout(staleness.upstream_request_timeout)
         .with_metrics(&metrics);
     learn_version_soon(&upstream).await;
-    let mut watch_config = config.watch_config();
-    watch_config.upstream = upstream.version().clone();
     let store = match &config.cache.persist_dir {
         Some(dir) => {
             let store = persist::Store::open(dir)?;
@@ -208,35 +206,25 @@ pub async fn start(
     // Decoding and installing lists, rendering `/metrics` and `/status`: below the readers'
     // priority (see `background`).
     let background = Background::for_this_machine()?;
-    let (stop, _) = watch::channel(false);
     let (demand, wanted) = if config.auto.enabled {
         let (d, w) = crate::demand::Demand::new(config.auto.min_requests, config.auto.window());
         (Some(d), Some(w))
     } else {
         (None, None)
     };
-    let app = Arc::new(App {
-        stopping: stop.clone(),
-        registry: built.registry,
-        upstream: upstream.clone(),
+    let mut settings = config.app_settings();
+    // What kcache renders itself follows the upstream's version (see `learn_version_soon`).
+    settings.watch.upstream = upstream.version().clone();
+    let app = Arc::new(App::new(
+        settings,
+        upstream.clone(),
+        built.registry,
         probes,
+        metrics.clone(),
+        background,
         demand,
-        printers: Default::default(),
-        watch: watch_config,
-        consistent: config.consistent_reads(),
-        staleness,
-        rv_wait: config.rv_wait(),
-        auth: crate::auth::Auth::new(auth, upstream.clone(), metrics.clone()),
-        limits: crate::limits::Limits::new(config.limits.clone(), metrics.clone()),
-        metrics: metrics.clone(),
-        background: background.clone(),
-        started: std::time::Instant::now(),
-        mirrors: api::Mirrors::new(
-            upstream.clone(),
-            config.reflector_config(),
-            config.protobuf_enabled(),
-        ),
-    });
+    ));
+    let stop = app.stopping.clone();
     // One task per configured type, for as long as kcache runs: its reflector while the
     // upstream serves it, discovery while it does not.
     let mut reflectors: Vec<JoinHandle<()>> = built

@@ -150,7 +150,7 @@ async fn answer(
     };
     let resp = f(&cache, i).unwrap_or_else(|e| response::error(&e));
     // After the read: the cache may have gone over its budget and been emptied meanwhile
-    // (see `ResourceCache::is_over_budget`).
+    // (see `cache::Budget::is_over`).
     if cache.budget().is_over() {
         return response::error(&super::over_budget_error(&cache));
     }

@@ -55,43 +55,98 @@ use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::{collection_path, RevisionProbe, Upstream};
 
-/// Everything a request handler needs.
+/// Everything a request handler needs: made once by [`crate::server::start`], shared by every
+/// handler and task. Its fields are the library's own; what
+/// tests and tools read of a running kcache is [`App::registry`].
 pub struct App {
-    pub registry: Registry,
-    pub upstream: Upstream,
+    pub(crate) registry: Registry,
+    pub(crate) upstream: Upstream,
     /// The upstream's current revision, one probe per cached collection (keyed by
     /// [`collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
     /// On-demand caching adds and removes probes as it takes types up and drops them.
-    pub probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
+    pub(crate) probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
     /// Lists and watches of uncached types, counted when on-demand caching is on (the
     /// library's `demand` module).
     pub(crate) demand: Option<crate::demand::Demand>,
     /// Table printers, built on first use from the upstream's column definitions.
-    pub printers: dashmap::DashMap<(String, String), Arc<Printer>>,
-    pub watch: WatchConfig,
-    pub consistent: ConsistentReads,
+    pub(crate) printers: dashmap::DashMap<(String, String), Arc<Printer>>,
+    pub(crate) watch: WatchConfig,
+    pub(crate) consistent: ConsistentReads,
     /// What consistent reads get while the upstream cannot confirm the cache is current.
-    pub staleness: Staleness,
+    pub(crate) staleness: Staleness,
     /// How long reads wait for the cache to reach a requested resourceVersion (the
     /// apiserver's 3 s before its 504).
-    pub rv_wait: Duration,
+    pub(crate) rv_wait: Duration,
     /// Set when the server is shutting down: readiness fails and watches end cleanly so their
     /// clients re-watch against another replica.
-    pub stopping: tokio::sync::watch::Sender<bool>,
-    pub auth: Auth,
-    pub limits: Arc<Limits>,
+    pub(crate) stopping: tokio::sync::watch::Sender<bool>,
+    pub(crate) auth: Auth,
+    pub(crate) limits: Arc<Limits>,
     /// This kcache's metrics, served on the admin listener's `/metrics`.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The protobuf mirrors of the cached types that clients read in protobuf.
-    pub mirrors: Mirrors,
+    pub(crate) mirrors: Mirrors,
     /// Work no reader waits on (see [`crate::background`]): rendering `/metrics` and
     /// `/status`, which walk every cached object to estimate its memory.
     pub(crate) background: crate::background::Background,
     /// When this kcache started: the uptime on the admin `/status`.
-    pub started: std::time::Instant,
+    pub(crate) started: std::time::Instant,
+}
+
+/// What an [`App`] takes from the configuration.
+pub struct AppSettings {
+    pub watch: WatchConfig,
+    pub consistent: ConsistentReads,
+    pub staleness: Staleness,
+    /// How long reads wait for the cache to reach a requested resourceVersion.
+    pub rv_wait: Duration,
+    pub auth: crate::auth::AuthConfig,
+    pub limits: crate::limits::LimitConfig,
+    /// How the protobuf mirrors list and watch the upstream.
+    pub reflector: crate::upstream::ReflectorConfig,
+    /// Whether protobuf reads of built-in types are answered from the cache.
+    pub protobuf: bool,
 }
 
 impl App {
+    /// The app of a kcache starting now: `registry` holds the caches built so far, `probes`
+    /// one revision probe per cached collection, `demand` the counts of on-demand caching
+    /// (None when it is off).
+    pub(crate) fn new(
+        settings: AppSettings,
+        upstream: Upstream,
+        registry: Registry,
+        probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
+        metrics: Arc<Metrics>,
+        background: crate::background::Background,
+        demand: Option<crate::demand::Demand>,
+    ) -> App {
+        let (stopping, _) = tokio::sync::watch::channel(false);
+        App {
+            auth: Auth::new(settings.auth, upstream.clone(), metrics.clone()),
+            limits: Limits::new(settings.limits, metrics.clone()),
+            mirrors: Mirrors::new(upstream.clone(), settings.reflector, settings.protobuf),
+            stopping,
+            registry,
+            upstream,
+            probes,
+            demand,
+            printers: Default::default(),
+            watch: settings.watch,
+            consistent: settings.consistent,
+            staleness: settings.staleness,
+            rv_wait: settings.rv_wait,
+            metrics,
+            background,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Every type kcache knows of, with its cache.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The Table printer of a resource; None when the upstream's columns cannot be had or
     /// kcache cannot fill them (then the upstream answers Table requests itself).
     async fn printer(&self, cache: &ResourceCache) -> Option<Arc<Printer>> {
@@ -368,7 +423,7 @@ async fn serve_from_cache(
     let answer = read::from_cache(app, req, path, &q, caller, cache).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
-    // `ResourceCache::is_over_budget`). A watch's stream checks for itself as it goes.
+    // `cache::Budget::is_over`). A watch's stream checks for itself as it goes.
     if cache.budget().is_over() {
         return over_budget(&q, cache);
     }

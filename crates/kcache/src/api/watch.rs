@@ -14,7 +14,7 @@
 //! passes through to the upstream, which has that RV in its history (the cache's RVs are the
 //! upstream's), so the client misses nothing and need not relist. The watcher checks for that
 //! after each read of the cache and before sending what it read (see
-//! `ResourceCache::is_over_budget`).
+//! [`Budget::is_over`](crate::cache::Budget::is_over)).
 //!
 //! A watcher whose selector pins an indexed value is routed instead (see `cache::dispatch`): it
 //! is woken only by events for that value, taken from a small queue, and reads the history as

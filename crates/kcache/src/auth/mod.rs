@@ -86,7 +86,7 @@ impl ConnInfo {
 }
 
 /// How callers are authenticated (`auth.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
     /// Nobody is authenticated; every caller acts as kcache itself. Only allowed on a loopback

@@ -329,7 +329,7 @@ impl ResourceCache {
         st.history = VecDeque::new();
         st.relists = VecDeque::new();
         st.snapshots = VecDeque::new();
-        st.history_start = st.rv;
+        st.history_start = st.rv();
         // Routed watchers wake (and find the mark) like every other.
         self.dispatch.overflow_all();
     }
@@ -426,7 +426,7 @@ impl ResourceCache {
             drop(objects);
             let mut st = self.write();
             self.go_over_budget(&mut st, bytes);
-            let now = st.rv;
+            let now = st.rv();
             drop(st);
             self.announce_over_budget();
             return (ReplaceSummary::default(), now);
@@ -443,7 +443,7 @@ impl ResourceCache {
         let postings = Postings::build(&self.indexes, new_map.iter());
         let base = {
             let st = self.read();
-            (st.synced && rv >= st.rv).then(|| (st.objects.clone(), st.rv))
+            (st.synced && rv >= st.rv()).then(|| (st.objects.clone(), st.rv()))
         };
         let planned = base.map(|(old, floor)| {
             let plan = relist::plan(&old, &new_map, floor, rv);
@@ -454,7 +454,7 @@ impl ResourceCache {
             self.relists
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        if !st.synced || rv < st.rv {
+        if !st.synced || rv < st.rv() {
             let mut summary = ReplaceSummary::default();
             if st.synced {
                 st.epoch += 1;
@@ -476,7 +476,7 @@ impl ResourceCache {
         // The plan holds if the state it was worked out from is still the cache's: the
         // reflector is the only writer of a synced cache, so it is unless something else
         // installed a state meanwhile; then it is worked out again, under the lock.
-        let floor = st.rv;
+        let floor = st.rv();
         let (plan, diffed) = match planned {
             Some((old, at, plan)) if at == floor && old.ptr_eq(&st.objects) => (plan, Some(old)),
             _ => (relist::plan(&st.objects, &new_map, floor, rv), None),
@@ -494,10 +494,10 @@ impl ResourceCache {
         }
         let replaced = st.swap_in(new_map, postings);
         st.bytes = bytes;
-        let rv = rv.max(st.rv);
+        let rv = rv.max(st.rv());
         st.set_rv(rv);
         st.trim(&self.cfg);
-        let now = st.rv;
+        let now = st.rv();
         drop(st);
         // The old state is freed after the lock is released (O(n) too).
         drop((replaced, diffed));
@@ -510,7 +510,7 @@ impl ResourceCache {
     /// goes over budget instead (see [`Budget::is_over`]).
     pub fn apply(&self, ty: EventType, object: Object) {
         let mut st = self.write();
-        if object.rv <= st.rv || self.budget.is_over() {
+        if object.rv <= st.rv() || self.budget.is_over() {
             return;
         }
         let object = Arc::new(object);
@@ -561,7 +561,7 @@ impl ResourceCache {
     pub fn bookmark(&self, rv: u64) {
         self.contact.heard();
         let mut st = self.write();
-        if rv > st.rv {
+        if rv > st.rv() {
             st.set_rv(rv);
             drop(st);
             self.rv_tx.send_replace(rv);
@@ -592,13 +592,13 @@ impl ResourceCache {
 
     /// The cache's resourceVersion: the RV of the last event or bookmark seen.
     pub fn rv(&self) -> u64 {
-        self.read().rv
+        self.read().rv()
     }
 
     /// Time since the cache's RV last moved (an event, a bookmark or a list; None before the
     /// first sync). A bookmark that repeats the RV does not reset it.
     pub fn rv_age(&self) -> Option<Duration> {
-        self.read().rv_moved.map(|t| t.elapsed())
+        self.read().rv_moved().map(|t| t.elapsed())
     }
 
     /// The oldest RV the cache can still serve a state at (every event above it is in the
@@ -655,10 +655,10 @@ impl ResourceCache {
     /// state with every later event undone.
     pub fn snapshot_at(&self, rv: u64) -> Result<Snapshot, AtError> {
         let st = self.read();
-        if rv > st.rv {
-            return Err(AtError::Future { current: st.rv });
+        if rv > st.rv() {
+            return Err(AtError::Future { current: st.rv() });
         }
-        if rv == st.rv {
+        if rv == st.rv() {
             return Ok(st.snapshot());
         }
         if let Some((_, s)) = st.snapshots.iter().rev().find(|(_, s)| s.rv == rv) {
@@ -720,7 +720,7 @@ impl ResourceCache {
     /// given everything up to that RV.
     pub fn position(&self) -> (Cursor, u64) {
         let st = self.read();
-        (st.end(), st.rv)
+        (st.end(), st.rv())
     }
 
     /// The current state, and the cursor of the first event after it: a watch that sends the

@@ -25,10 +25,11 @@ pub(super) struct State {
     pub postings: Postings,
     /// Sum of the cached objects' JSON sizes.
     pub bytes: usize,
-    /// Set through [`State::set_rv`] only, which keeps `rv_moved` with it.
-    pub rv: u64,
+    /// Set through [`State::set_rv`] only, which keeps `rv_moved` with it; read with
+    /// [`State::rv`].
+    rv: u64,
     /// When `rv` last moved (None before the first sync): the age of the cache's RV.
-    pub rv_moved: Option<Instant>,
+    rv_moved: Option<Instant>,
     pub synced: bool,
     /// Recent events in order; their sequence numbers are consecutive (see [`Cursor`]).
     pub history: VecDeque<Arc<Event>>,
@@ -68,6 +69,16 @@ impl State {
             relists: VecDeque::new(),
             snapshots: VecDeque::new(),
         }
+    }
+
+    /// The RV the state is at: the upstream's, as of the last event, bookmark or list.
+    pub(super) fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// When the RV last moved (None before the first sync).
+    pub(super) fn rv_moved(&self) -> Option<Instant> {
+        self.rv_moved
     }
 
     /// Move the RV to `rv` (backwards only for a reset), noting when it moved; the first

@@ -86,7 +86,7 @@ impl MirrorReflector {
     }
 
     /// Run until the type turns out not to be servable in protobuf, its cache goes over its
-    /// memory budget (the type is then passed through; see `ResourceCache::is_over_budget`),
+    /// memory budget (the type is then passed through; see [`Budget::is_over`](crate::cache::Budget::is_over)),
     /// or the task is dropped.
     pub async fn run(self) {
         // The cache stops the mirror itself as it goes over budget (`Mirror::stop`); this ends

@@ -26,7 +26,7 @@
 //! cluster, or a restore); a 410 in Watching relists like any other.
 //!
 //! A resource with a memory budget (`resources[].memoryBudget`) whose list or events take its
-//! cache over it stops for good: the cache empties itself (`ResourceCache::is_over_budget`),
+//! cache over it stops for good: the cache empties itself ([`Budget::is_over`](crate::cache::Budget::is_over)),
 //! and the loop ends. A list is checked while it comes in, so one far over the budget is not
 //! held whole first.
 //!
