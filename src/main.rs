@@ -257,7 +257,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated:
-        /// list,get,consistent,fresh,interactive,forward,crd,https,watch,node,memory,stalled,protobuf,warm,relist.
+        /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
