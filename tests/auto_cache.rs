@@ -352,3 +352,40 @@ async fn types_beyond_max_types_stay_passed_through(_: kcache_sim::Profile) {
 }
 
 per_profile!(types_beyond_max_types_stay_passed_through);
+
+/// kcache's identity may list ServiceAccounts but not watch them: discovery's one-object list
+/// passes, the type is taken up, its reflector's watch gets 403, and the type is dropped and
+/// refused as `forbidden` instead of being retried for ever.
+async fn a_type_kcache_may_list_but_not_watch_is_refused(_: kcache_sim::Profile) {
+    let kcache = || Subject::User(KCACHE.into());
+    let rbac = rbac_without_service_accounts().allow(
+        kcache(),
+        &["get", "list"],
+        &[""],
+        &["serviceaccounts"],
+        None,
+    );
+    let mut b = builder(2, 3600);
+    b.rbac = Some((rbac, "kcache-token".into()));
+    b.config.auth.mode = kcache::auth::AuthMode::Delegated;
+    let env = b.start().await;
+    seed_service_accounts(&env);
+    let base = env.url();
+    let admin = [("Authorization", "Bearer admin-token")];
+    for _ in 0..2 {
+        let r = get_with(&base, SERVICE_ACCOUNTS, &admin).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    env.metric_reaching(&["kcache_auto_dropped_total{", "reason=\"forbidden\""], 1.0)
+        .await;
+    let refused = status(&env).await["auto"]["refused"].clone();
+    assert_eq!(refused[0]["name"], "v1/serviceaccounts", "{refused}");
+    assert_eq!(refused[0]["reason"], "forbidden");
+    assert!(env.kcache.cache("", "v1", "serviceaccounts").is_none());
+    // The caller still reads it, from the upstream.
+    let r = get_with(&base, SERVICE_ACCOUNTS, &admin).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header(CACHE_AGE_HEADER).is_none());
+}
+
+per_profile!(a_type_kcache_may_list_but_not_watch_is_refused);

@@ -36,7 +36,7 @@ use crate::demand::{Demand, Refusal};
 use crate::error::Report;
 use crate::follow;
 use crate::metrics::{AutoLabels, DroppedLabels, ResourceLabels};
-use crate::upstream::{collection_path, Ended, RevisionProbe, UpstreamError};
+use crate::upstream::{collection_path, Ended, ReflectorConfig, RevisionProbe, UpstreamError};
 
 /// Bounds on the pause between two looks for idle types.
 const SWEEP_MIN: Duration = Duration::from_millis(200);
@@ -157,12 +157,18 @@ impl Auto {
             RevisionProbe::new(upstream.clone(), vec![collection]),
         );
         tracing::info!(resource = %name, "read often: cached on demand");
+        // A 403 after discovery's check (RBAC that allows list but not watch, or revoked
+        // since) ends the reflector, and the type is refused as `forbidden`.
+        let reflector = ReflectorConfig {
+            stop_when_forbidden: true,
+            ..self.config.reflector_config()
+        };
         let task = tokio::spawn(follow::follow_type(
             self.app.clone(),
             r,
             Origin::Auto,
             cache_config,
-            self.config.reflector_config(),
+            reflector,
             Some(cache),
         ));
         self.followed.insert(name, task);
@@ -240,8 +246,9 @@ impl Auto {
         self.count_types();
     }
 
-    /// Forget the tasks that ended by themselves (the upstream stopped serving the type: the
-    /// task dropped it from the registry already).
+    /// Forget the tasks that ended by themselves, having dropped their type from the registry
+    /// already: the upstream stopped serving it, or refused kcache its list or watch (then
+    /// the type is refused as `forbidden`).
     fn forget_ended(&mut self) {
         let ended: Vec<TypeName> = self
             .followed
@@ -252,13 +259,20 @@ impl Auto {
             .map(|(name, _)| name.clone())
             .collect();
         for name in ended {
-            self.followed.remove(&name);
+            let Some(task) = self.followed.remove(&name) else {
+                continue;
+            };
+            let why = futures::FutureExt::now_or_never(task).and_then(Result::ok);
+            let reason = if why == Some(Ended::Forbidden) {
+                self.refuse(name.clone(), Refusal::Forbidden);
+                "forbidden"
+            } else {
+                "not_served"
+            };
             self.app
                 .metrics
                 .auto_dropped
-                .get_or_create(&DroppedLabels {
-                    reason: "not_served",
-                })
+                .get_or_create(&DroppedLabels { reason })
                 .inc();
             self.app.metrics.forget_resource(&name.resource);
         }

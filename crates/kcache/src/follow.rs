@@ -49,8 +49,9 @@ const NOT_SERVED_RECHECK_MAX: Duration = Duration::from_secs(10);
 /// changed in place (see [`follow_crd`]). A type cached after start is not kept on disk
 /// (`cache.persistDir`) until the next start.
 ///
-/// An [`Origin::Auto`] type is not waited for: once the upstream stops serving it, it is
-/// dropped from the registry and this ends (clients reading it again take it up again).
+/// An [`Origin::Auto`] type is not waited for: once the upstream stops serving it, or refuses
+/// kcache its list or watch (403, with `stop_when_forbidden` set), it is dropped from the
+/// registry and this ends with why.
 pub(crate) async fn follow_type(
     app: Arc<App>,
     r: crate::config::ResourceConfig,
@@ -86,18 +87,23 @@ pub(crate) async fn follow_type(
         match ended {
             // Passed through until restart (see `cache::budget`).
             Some(Ended::OverBudget) => return Ended::OverBudget,
-            Some(Ended::NotServed) if origin == Origin::Auto => {
-                tracing::warn!(resource = %current.info,
-                    "no longer served by the upstream: no longer cached on demand");
+            Some(ended @ (Ended::NotServed | Ended::Forbidden)) if origin == Origin::Auto => {
+                if ended == Ended::Forbidden {
+                    tracing::warn!(resource = %current.info,
+                        "kcache may not list or watch it: no longer cached on demand");
+                } else {
+                    tracing::warn!(resource = %current.info,
+                        "no longer served by the upstream: no longer cached on demand");
+                }
                 let name = type_name(&current);
                 app.registry.drop_type(&name);
                 current.stop_serving();
                 forget_printer(&app, &current);
                 drop(current);
                 release_memory_soon();
-                return Ended::NotServed;
+                return ended;
             }
-            Some(Ended::NotServed) => {
+            Some(Ended::NotServed | Ended::Forbidden) => {
                 tracing::warn!(resource = %current.info,
                     "no longer served by the upstream: its cache dropped, its watches ended, \
                      its requests passed through until it is served again");

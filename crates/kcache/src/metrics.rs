@@ -190,7 +190,7 @@ pub struct Metrics {
     pub persist_restored_objects: Family<ResourceLabels, Gauge>,
     /// On-demand caching (`auto`): types cached now.
     pub auto_types: Gauge,
-    /// Types taken up, and dropped (by reason: idle, not_served).
+    /// Types taken up, and dropped (by reason: idle, not_served, forbidden).
     pub auto_cached: Counter,
     pub auto_dropped: Family<DroppedLabels, Counter>,
     /// Bytes the dropped types' caches held when they were dropped.
@@ -452,10 +452,10 @@ impl Metrics {
         );
         r.register(
             "auto_dropped",
-            "Types cached on demand that were dropped, by reason (idle: no request for auto.idleSeconds and no watch open; not_served: the upstream stopped serving the type)",
+            "Types cached on demand that were dropped, by reason (idle: no request for auto.idleSeconds and no watch open; not_served: the upstream stopped serving the type; forbidden: the upstream refused kcache its list or watch)",
             m.auto_dropped.clone(),
         );
-        for purpose in ["idle", "not_served"] {
+        for purpose in ["idle", "not_served", "forbidden"] {
             let _ = m
                 .auto_dropped
                 .get_or_create(&DroppedLabels { reason: purpose });

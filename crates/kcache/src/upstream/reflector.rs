@@ -80,6 +80,10 @@ pub struct ReflectorConfig {
     /// the type's next write, which for a quiet type may be never). Measured from the last line,
     /// not the start, so a large collection's initial events are never cut short.
     pub initial_events_idle: Duration,
+    /// End the loop on a 403 from the type's list or watch ([`Ended::Forbidden`]) instead of
+    /// retrying it: for a type cached on demand, which kcache's identity may lack the RBAC to
+    /// follow (a configured type is retried: its RBAC is an operator's mistake to fix).
+    pub stop_when_forbidden: bool,
 }
 
 impl ReflectorConfig {
@@ -105,6 +109,7 @@ impl Default for ReflectorConfig {
             backoff_initial: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
             initial_events_idle: Duration::from_secs(2),
+            stop_when_forbidden: false,
         }
     }
 }
@@ -130,6 +135,8 @@ enum State {
     /// The upstream no longer serves the type (its list or watch answered 404 and discovery
     /// no longer lists it): the loop ends.
     NotServed,
+    /// The upstream refused the list or watch (403) and the config says to stop on it.
+    Forbidden,
 }
 
 /// Why a reflector's loop ended.
@@ -140,6 +147,9 @@ pub enum Ended {
     /// The upstream no longer serves the type (a CustomResourceDefinition deleted): whoever
     /// runs the reflector drops the cache and follows discovery until the type is back.
     NotServed,
+    /// The upstream refused the type's list or watch (403), with
+    /// [`ReflectorConfig::stop_when_forbidden`] set.
+    Forbidden,
 }
 
 /// How a watch stream ended.
@@ -314,11 +324,13 @@ impl Reflector {
         } else {
             State::Sync
         };
-        while !matches!(state, State::Stopped | State::NotServed) {
+        while !matches!(state, State::Stopped | State::NotServed | State::Forbidden) {
             state = self.step(state).await;
         }
-        if matches!(state, State::NotServed) {
-            return Ended::NotServed;
+        match state {
+            State::NotServed => return Ended::NotServed,
+            State::Forbidden => return Ended::Forbidden,
+            _ => {}
         }
         if let Some(over) = self.cache.budget().overage() {
             tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
@@ -330,8 +342,12 @@ impl Reflector {
 
     /// After a failed list or watch: a 404 whose type discovery no longer lists ends the loop
     /// (the type's CRD was deleted: retrying would cost the upstream a request every backoff
-    /// step for as long as it stays deleted); anything else is retried after `then`'s backoff.
+    /// step for as long as it stays deleted); a 403 ends it if the config says so; anything
+    /// else is retried after `then`'s backoff.
     async fn after_error(&self, e: &UpstreamError, then: State) -> State {
+        if e.code() == Some(403) && self.cfg.stop_when_forbidden {
+            return State::Forbidden;
+        }
         if e.code() == Some(404) {
             let info = &self.cache.info;
             if let Err(UpstreamError::UnknownResource(_)) = self
@@ -420,6 +436,7 @@ impl Reflector {
             // Terminal: `run` ends before stepping them.
             State::Stopped => State::Stopped,
             State::NotServed => State::NotServed,
+            State::Forbidden => State::Forbidden,
         }
     }
 
