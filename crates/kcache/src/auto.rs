@@ -20,7 +20,9 @@
 //! through from then on), its reflector is stopped, its watches end, and its memory is freed
 //! once the last reader lets go of it. A type that went over `auto.memoryBudget` is passed
 //! through, as a configured one is, and once idle is dropped and refused (`over_budget`) until
-//! kcache restarts.
+//! kcache restarts. One whose list or watch the upstream refuses kcache after it was taken up
+//! (RBAC that allows list but not watch, or revoked since) is dropped at once and refused as
+//! `forbidden`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,8 +47,8 @@ const SWEEP_MAX: Duration = Duration::from_secs(5);
 /// How long a refused type stays refused before clients' reads of it are considered again.
 pub const RECONSIDER_AFTER: Duration = Duration::from_secs(300);
 
-/// The task that takes types up and drops them; it ends when `wanted`'s sender (the app's
-/// [`crate::demand::Demand`]) is dropped.
+/// The task that takes types up and drops them, for as long as kcache runs (stopping kcache
+/// aborts it, which stops the tasks of the types it took up).
 pub fn spawn(
     app: Arc<App>,
     config: &Config,
@@ -95,6 +97,7 @@ impl Auto {
             tokio::select! {
                 name = wanted.recv() => match name {
                     Some(name) => self.consider(name).await,
+                    // Not while the app (which holds the sender) lives.
                     None => break,
                 },
                 _ = sweep.tick() => self.sweep(),
