@@ -183,7 +183,9 @@ impl Auto {
     fn sweep(&mut self) {
         let idle_after = self.settings.idle();
         for entry in self.app.registry.entries() {
-            if entry.origin != Origin::Auto || entry.idle < idle_after {
+            // A type between two caches (its CRD's selectable fields changed: rebuilt within
+            // a second or so) is looked at again at the next sweep.
+            if entry.origin != Origin::Auto || entry.idle < idle_after || entry.cache.is_none() {
                 continue;
             }
             let watched = entry.cache.as_ref().is_some_and(|c| {
@@ -224,6 +226,7 @@ impl Auto {
             task.abort();
         }
         let Some(cache) = self.app.registry.drop_type(name) else {
+            self.count_types();
             return;
         };
         if cache.budget().is_over() {
