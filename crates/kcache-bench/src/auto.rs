@@ -14,6 +14,9 @@ use load::{Client, Target};
 const MIN_REQUESTS: u32 = 3;
 const IDLE_SECONDS: u64 = 5;
 
+/// The most a step of the scenario is waited for.
+const WAIT: Duration = Duration::from_secs(60);
+
 impl Bench {
     pub(super) async fn auto(&mut self) -> Result<(), String> {
         const S: &str = "On-demand caching: a type taken up and dropped";
@@ -37,7 +40,8 @@ impl Bench {
         }
         let asked = Instant::now();
         let synced = ["kcache_cache_synced{", "resource=\"configmaps\""];
-        wait_metric(&k, &synced, 1.0, "the type cached and synced").await?;
+        k.wait_metric(&synced, 1.0, WAIT, "auto: the type cached and synced")
+            .await?;
         // Answered from the cache from then on (the cache's age header marks it).
         let cached_after = asked.elapsed();
         let cached_bytes = k
@@ -50,7 +54,8 @@ impl Bench {
 
         progress(format!("auto: nothing reads it for {IDLE_SECONDS} s"));
         let dropped = ["kcache_auto_dropped_total{", "reason=\"idle\""];
-        wait_metric(&k, &dropped, 1.0, "the idle type dropped").await?;
+        k.wait_metric(&dropped, 1.0, WAIT, "auto: the idle type dropped")
+            .await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = rss();
         let released = k.metric(&["kcache_auto_released_bytes_total"]).await?;
@@ -94,16 +99,4 @@ fn expect_ok((status, body): (u16, bytes::Bytes)) -> Result<(), String> {
             String::from_utf8_lossy(&body)
         ))
     }
-}
-
-/// Wait until kcache's metric matching `parts` reads `want`, at most a minute.
-async fn wait_metric(k: &KcacheChild, parts: &[&str], want: f64, what: &str) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while k.metric(parts).await.unwrap_or(f64::NAN) != want {
-        if Instant::now() >= deadline {
-            return Err(format!("auto: {what}: not within 60 s\n{}", k.log_tail()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
 }

@@ -44,13 +44,13 @@ impl Bench {
         progress("crd: the type deleted");
         sim.unregister(GROUP, "widgets");
         let served = ["kcache_cache_served{", "resource=\"widgets\""];
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while k.metric(&served).await? != 0.0 {
-            if Instant::now() >= deadline {
-                return Err("kcache did not find the type deleted within 30 s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        k.wait_metric(
+            &served,
+            0.0,
+            Duration::from_secs(30),
+            "crd: kcache finding the type deleted",
+        )
+        .await?;
         // Past the first backoff steps (1, 2, 4, 8 s): the steady rate.
         tokio::time::sleep(Duration::from_secs(16)).await;
         let window = self.scale.phase * 4;

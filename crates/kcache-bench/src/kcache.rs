@@ -269,6 +269,28 @@ impl KcacheChild {
         metric_at(self.admin_addr, parts).await
     }
 
+    /// Wait until the metric matching `parts` (see [`KcacheChild::metric`]) reads `want`, at
+    /// most `timeout`; the error says `what` did not happen, with kcache's last log lines.
+    pub async fn wait_metric(
+        &self,
+        parts: &[&str],
+        want: f64,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while self.metric(parts).await.unwrap_or(f64::NAN) != want {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{what}: not within {timeout:?}\n{}",
+                    self.log_tail()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
     async fn metrics_text(&self) -> Result<String, String> {
         metrics_text_at(self.admin_addr).await
     }

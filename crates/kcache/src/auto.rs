@@ -56,7 +56,6 @@ pub fn spawn(
 ) -> JoinHandle<()> {
     let auto = Auto {
         app,
-        settings: config.auto.clone(),
         config: config.clone(),
         followed: HashMap::new(),
         not_served: HashMap::new(),
@@ -66,8 +65,7 @@ pub fn spawn(
 
 struct Auto {
     app: Arc<App>,
-    settings: AutoSettings,
-    /// For the cache and reflector settings every cached type shares.
+    /// The `auto` section, and the cache and reflector settings every cached type shares.
     config: Config,
     /// The types taken up, each with the task that follows it.
     followed: HashMap<TypeName, JoinHandle<Ended>>,
@@ -90,7 +88,7 @@ impl Auto {
         // Idleness is checked a few times per idle period, so that a type is dropped within
         // about 1.25 of it, and at least every few seconds, which is also how soon a type the
         // upstream stopped serving leaves the counts.
-        let every = (self.settings.idle() / 4).clamp(SWEEP_MIN, SWEEP_MAX);
+        let every = (self.settings().idle() / 4).clamp(SWEEP_MIN, SWEEP_MAX);
         let mut sweep = tokio::time::interval(every);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -115,11 +113,11 @@ impl Auto {
         if self.recently_refused(&name) {
             return;
         }
-        if !self.settings.admits(&name.group, &name.resource) {
+        if !self.settings().admits(&name.group, &name.resource) {
             return self.refuse(name, Refusal::Denied);
         }
         self.forget_ended();
-        if self.followed.len() >= self.settings.max_types {
+        if self.followed.len() >= self.settings().max_types {
             return self.refuse(name, Refusal::MaxTypes);
         }
         let upstream = &app.upstream;
@@ -145,7 +143,7 @@ impl Auto {
             }
         };
         let r = self
-            .settings
+            .settings()
             .resource_config(&name.group, &name.version, &name.resource);
         let cache_config = self.config.cache_config_for(&r);
         let cache = Arc::new(follow::new_cache(&self.app, &r, info, cache_config.clone()).await);
@@ -181,7 +179,7 @@ impl Auto {
 
     /// Drop every type taken up that is idle.
     fn sweep(&mut self) {
-        let idle_after = self.settings.idle();
+        let idle_after = self.settings().idle();
         for entry in self.app.registry.entries() {
             // A type between two caches (its CRD's selectable fields changed: rebuilt within
             // a second or so) is looked at again at the next sweep.
@@ -207,7 +205,7 @@ impl Auto {
             .retain(|_, at| now.duration_since(*at) < RECONSIDER_AFTER);
         // A type still read often is refused again (and its refusal renewed) within a window
         // of being reconsidered; one older than that is no longer read: it leaves /status.
-        let stale = RECONSIDER_AFTER + 2 * self.settings.window();
+        let stale = RECONSIDER_AFTER + 2 * self.settings().window();
         for (name, reason) in self
             .demand()
             .map_or(Vec::new(), |d| d.expire_refusals(stale))
@@ -219,37 +217,27 @@ impl Auto {
         }
     }
 
-    /// Out of the registry first, so that no request finds the cache once its watches are
-    /// told to end; then the reflector stopped. The memory goes when the last reader lets go.
+    /// The reflector stopped, then the type dropped (see [`follow::drop_auto_type`]).
     fn drop_idle(&mut self, name: &TypeName) {
         if let Some(task) = self.followed.remove(name) {
             task.abort();
         }
-        let Some(cache) = self.app.registry.drop_type(name) else {
-            self.count_types();
+        self.count_types();
+        let Some(dropped) = follow::drop_auto_type(&self.app, name) else {
             return;
         };
-        if cache.budget().is_over() {
+        if dropped.over_budget {
             // Not taken up again: it would list the whole type only to go over again.
             self.refuse(name.clone(), Refusal::OverBudget);
         }
-        cache.stop_serving();
-        follow::forget_printer(&self.app, &cache);
-        self.app.probes.remove(&collection_path(&cache));
-        let memory = cache.memory();
-        let bytes = memory.json + memory.head + memory.index + memory.history;
-        self.app.metrics.auto_released_bytes.inc_by(bytes as u64);
-        self.app
-            .metrics
+        let metrics = &self.app.metrics;
+        metrics.auto_released_bytes.inc_by(dropped.bytes as u64);
+        metrics
             .auto_dropped
             .get_or_create(&DroppedLabels { reason: "idle" })
             .inc();
-        self.app.metrics.forget_resource(&cache.info.resource);
-        drop(cache);
-        follow::release_memory_soon();
-        tracing::info!(resource = %name, bytes, idle_seconds = self.settings.idle_seconds,
-            "idle: no longer cached on demand");
-        self.count_types();
+        tracing::info!(resource = %name, bytes = dropped.bytes,
+            idle_seconds = self.settings().idle_seconds, "idle: no longer cached on demand");
     }
 
     /// Forget the tasks that ended by themselves, having dropped their type from the registry
@@ -280,9 +268,12 @@ impl Auto {
                 .auto_dropped
                 .get_or_create(&DroppedLabels { reason })
                 .inc();
-            self.app.metrics.forget_resource(&name.resource);
         }
         self.count_types();
+    }
+
+    fn settings(&self) -> &AutoSettings {
+        &self.config.auto
     }
 
     fn count_types(&self) {

@@ -151,11 +151,7 @@ impl Demand {
 
     /// Count one list or watch of `group/version/resource`, a type kcache does not cache.
     pub fn note(&self, group: &str, version: &str, resource: &str) {
-        let name = TypeName {
-            group: group.to_string(),
-            version: version.to_string(),
-            resource: resource.to_string(),
-        };
+        let name = TypeName::new(group, version, resource);
         let reached = {
             let mut w = self.counts.lock().unwrap_or_else(|e| e.into_inner());
             if w.started.elapsed() >= self.window {
@@ -196,11 +192,7 @@ mod tests {
     #[test]
     fn refusals_hold_as_long_as_their_reason() {
         let (demand, _wanted) = Demand::new(1, Duration::from_secs(60));
-        let name = |r: &str| TypeName {
-            group: String::new(),
-            version: "v1".into(),
-            resource: r.into(),
-        };
+        let name = |r: &str| TypeName::new("", "v1", r);
         let lately = Duration::from_secs(300);
         assert_eq!(demand.refuse(name("secrets"), Refusal::Denied), None);
         demand.refuse(name("leases"), Refusal::MaxTypes);

@@ -95,12 +95,7 @@ pub(crate) async fn follow_type(
                     tracing::warn!(resource = %current.info,
                         "no longer served by the upstream: no longer cached on demand");
                 }
-                let name = type_name(&current);
-                app.registry.drop_type(&name);
-                current.stop_serving();
-                forget_printer(&app, &current);
-                drop(current);
-                release_memory_soon();
+                drop_auto_type(&app, &type_name(&current));
                 return ended;
             }
             Some(Ended::NotServed | Ended::Forbidden) => {
@@ -153,12 +148,34 @@ pub(crate) fn release_memory_soon() {
 const RELEASE_AFTER: Duration = Duration::from_secs(1);
 
 /// The name a cache's type has in the registry.
-pub(crate) fn type_name(cache: &ResourceCache) -> TypeName {
-    TypeName {
-        group: cache.info.group.clone(),
-        version: cache.info.version.clone(),
-        resource: cache.info.resource.clone(),
-    }
+fn type_name(cache: &ResourceCache) -> TypeName {
+    TypeName::new(&cache.info.group, &cache.info.version, &cache.info.resource)
+}
+
+/// What a type cached on demand held when it was dropped.
+pub(crate) struct Dropped {
+    /// Its cache's memory estimate (see `CacheMemory::total`).
+    pub bytes: usize,
+    pub over_budget: bool,
+}
+
+/// Forget a type cached on demand: out of the registry first, so that no request finds its
+/// cache once its watches are told to end; its Table printer, probe and gauges with it (a
+/// configured type keeps its slot and probe for when it is served again). Its memory is given
+/// back once the last reader lets go of it. None when the type was not there.
+pub(crate) fn drop_auto_type(app: &App, name: &TypeName) -> Option<Dropped> {
+    let cache = app.registry.drop_type(name)?;
+    cache.stop_serving();
+    forget_printer(app, &cache);
+    app.probes.remove(&crate::upstream::collection_path(&cache));
+    app.metrics.forget_resource(&cache.info.resource);
+    let dropped = Dropped {
+        bytes: cache.memory().total(),
+        over_budget: cache.budget().is_over(),
+    };
+    drop(cache);
+    release_memory_soon();
+    Some(dropped)
 }
 
 /// How often a cached custom type's CRD is read, to follow what is changed in it in place.

@@ -333,7 +333,7 @@ struct Built {
     registry: Registry,
     tracked: Vec<persist::Tracked>,
     /// Every configured resource with its cache; none for one the upstream does not serve
-    /// (yet), whose requests are passed through meanwhile (see [`follow_type`]).
+    /// (yet), whose requests are passed through meanwhile (see [`follow::follow_type`]).
     types: Vec<(crate::config::ResourceConfig, Option<Arc<ResourceCache>>)>,
 }
 
@@ -352,11 +352,7 @@ async fn build_caches(
         types: Vec::new(),
     };
     for r in &config.resources {
-        let name = TypeName {
-            group: r.group.clone(),
-            version: r.version.clone(),
-            resource: r.resource.clone(),
-        };
+        let name = TypeName::new(&r.group, &r.version, &r.resource);
         let key = persist::resource_key(r);
         let cache_config = config.cache_config_for(r);
         let fingerprint = persist::fingerprint(r, &cache_config.strip);

@@ -415,7 +415,7 @@ impl Watcher {
     /// Whether the type went over its memory budget, or the upstream stopped serving it: then
     /// the watch ends cleanly, without an event (see the module docs). Asked after every read
     /// of the cache.
-    fn over_budget(&mut self) -> bool {
+    fn cache_ended(&mut self) -> bool {
         if self.cache.budget().is_over() {
             self.open.reason = "over_budget";
             return true;
@@ -521,7 +521,7 @@ impl Watcher {
         loop {
             self.subscription.borrow_and_update();
             let placed = self.cache.cursor_after(rv, true, self.epoch);
-            if self.over_budget() {
+            if self.cache_ended() {
                 return None;
             }
             match placed {
@@ -576,7 +576,7 @@ impl Watcher {
                 }
                 let (end, now) = self.cache.position();
                 let taken = sub.take(&end);
-                if self.over_budget() {
+                if self.cache_ended() {
                     return false;
                 }
                 if let Ok(events) = taken {
@@ -601,7 +601,7 @@ impl Watcher {
                 return false;
             }
             let read = self.cache.read_from(cursor, BATCH);
-            if self.over_budget() {
+            if self.cache_ended() {
                 return false;
             }
             match read {
@@ -847,7 +847,7 @@ impl Watcher {
     /// (from the cache, or from the upstream) instead of missing the event.
     async fn lost(&mut self, rv: u64) {
         // The mirror stopped because the type went over its budget: a clean end instead.
-        if self.over_budget() {
+        if self.cache_ended() {
             return;
         }
         self.open.reason = "error";

@@ -802,6 +802,13 @@ pub struct CacheMemory {
     pub history: usize,
 }
 
+impl CacheMemory {
+    /// Every part together: what the cache holds (and frees when it is dropped).
+    pub fn total(&self) -> usize {
+        self.json + self.head + self.index + self.history
+    }
+}
+
 /// What a relist changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ReplaceSummary {

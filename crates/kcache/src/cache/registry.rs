@@ -21,6 +21,16 @@ pub struct TypeName {
     pub resource: String,
 }
 
+impl TypeName {
+    pub fn new(group: &str, version: &str, resource: &str) -> TypeName {
+        TypeName {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for TypeName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         crate::resource::write_type_name(f, &self.group, &self.version, &self.resource)

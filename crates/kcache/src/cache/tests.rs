@@ -340,11 +340,7 @@ fn stale_events_are_ignored() {
 #[test]
 fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
     let registry = Registry::default();
-    let name = TypeName {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "configmaps".into(),
-    };
+    let name = TypeName::new("", "v1", "configmaps");
     assert!(registry.insert(name.clone(), Origin::Configured, None));
     assert!(registry.get("", "v1", "configmaps").is_none());
     assert_eq!(registry.all().count(), 0);
@@ -389,11 +385,7 @@ fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
 #[test]
 fn a_type_added_at_run_time_is_found_until_it_is_dropped() {
     let registry = Registry::default();
-    let name = TypeName {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "configmaps".into(),
-    };
+    let name = TypeName::new("", "v1", "configmaps");
     let cache = Arc::new(ResourceCache::new(
         info(),
         Scope::default(),

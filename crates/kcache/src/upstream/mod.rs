@@ -510,16 +510,8 @@ impl Upstream {
         version: &str,
         resource: &str,
     ) -> Result<ResourceInfo, UpstreamError> {
-        let gv_path = if group.is_empty() {
-            format!("/api/{version}")
-        } else {
-            format!("/apis/{group}/{version}")
-        };
-        let name = if group.is_empty() {
-            format!("{version}/{resource}")
-        } else {
-            format!("{group}/{version}/{resource}")
-        };
+        let gv_path = crate::resource::api_path(group, version);
+        let name = crate::cache::TypeName::new(group, version, resource).to_string();
         let list: ApiResourceList = match self.get(&gv_path, Purpose::Setup).await {
             Ok(body) => serde_json::from_slice(&body).map_err(UpstreamError::decode(&gv_path))?,
             Err(UpstreamError::Status { code: 404, .. }) => {

@@ -196,13 +196,9 @@ pub fn collect(app: &App) -> StatusReport {
         .registry
         .entries()
         .into_iter()
-        .map(|e| {
-            let mut status = match &e.cache {
-                Some(c) => cache_status(c, &app.metrics),
-                None => not_served_status(e.name),
-            };
-            status.origin = e.origin.as_str().to_string();
-            status
+        .map(|e| match &e.cache {
+            Some(c) => cache_status(c, e.origin, &app.metrics),
+            None => not_served_status(e.name, e.origin),
         })
         .collect();
     let auto = app.demand.as_ref().map(|d| AutoStatus {
@@ -248,7 +244,7 @@ pub async fn report(app: std::sync::Arc<App>) -> StatusReport {
     app.background.clone().run(move || collect(&app)).await
 }
 
-fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
+fn cache_status(c: &ResourceCache, origin: Origin, metrics: &Metrics) -> CacheStatus {
     let resource = c.info.resource.clone();
     let memory = c.memory();
     let labels = ResourceLabels {
@@ -272,11 +268,11 @@ fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
         group: c.info.group.clone(),
         version: c.info.version.clone(),
         resource: resource.clone(),
-        origin: configured(),
+        origin: origin.as_str().to_string(),
         condition: Condition::of(c),
         synced: c.is_synced(),
         objects: memory.objects as u64,
-        bytes: (memory.json + memory.head + memory.index + memory.history) as u64,
+        bytes: memory.total() as u64,
         resource_version: c.rv().to_string(),
         resource_version_age_seconds: c.rv_age().map(|d| d.as_secs_f64()),
         age_seconds: c.contact().age().as_secs_f64(),
@@ -306,13 +302,13 @@ fn cache_status(c: &ResourceCache, metrics: &Metrics) -> CacheStatus {
 }
 
 /// A configured type the upstream does not serve: nothing cached, nothing to show but that.
-fn not_served_status(name: TypeName) -> CacheStatus {
+fn not_served_status(name: TypeName, origin: Origin) -> CacheStatus {
     CacheStatus {
         name: name.to_string(),
         group: name.group,
         version: name.version,
         resource: name.resource,
-        origin: configured(),
+        origin: origin.as_str().to_string(),
         condition: Condition::NotServed,
         synced: false,
         objects: 0,

@@ -33,7 +33,7 @@ fn small_report() -> StatusReport {
             outcome: "cache",
         })
         .inc();
-    let entry = cache_status(&cache, &metrics);
+    let entry = cache_status(&cache, Origin::Configured, &metrics);
     StatusReport {
         version: "0.1.0".into(),
         uptime_seconds: 12.5,
@@ -165,7 +165,8 @@ fn json_shape() {
 #[test]
 fn a_type_not_synced_has_nulls() {
     let cache = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
-    let v = serde_json::to_value(cache_status(&cache, &Metrics::new())).unwrap();
+    let v =
+        serde_json::to_value(cache_status(&cache, Origin::Configured, &Metrics::new())).unwrap();
     assert_eq!(v["condition"], "syncing");
     assert_eq!(v["synced"], false);
     assert!(v["resourceVersionAgeSeconds"].is_null());
