@@ -1379,14 +1379,20 @@ async fn not_synced_reads_are_passed_through(p: Profile) {
     assert!(!kcache.app.registry().all().any(|c| c.is_synced()));
     // kcache's own index selector: only the cache can answer it.
     const WANT: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"storage is (re)initializing\",\"reason\":\"TooManyRequests\",\"details\":{\"retryAfterSeconds\":1},\"code\":429}\n";
-    let path = format!("{CMS_A}?resourceVersion=0&fieldSelector=data.k%3Dv");
-    let r = raw::request(kcache.addr, "GET", &path, &[], b"", Duration::from_secs(5)).await;
-    assert_eq!(r.status, 429, "{path}: {}", r.text());
-    assert_eq!(r.text(), WANT, "{path}");
-    assert_eq!(r.header("retry-after"), Some("1"), "{path}");
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    assert!(r.header("audit-id").is_some());
-    assert_framing(&r, &path);
+    // At RV=0, and as a consistent read (RV unset), which an empty cache must not answer
+    // with an empty list either.
+    for path in [
+        format!("{CMS_A}?resourceVersion=0&fieldSelector=data.k%3Dv"),
+        format!("{CMS_A}?fieldSelector=data.k%3Dv"),
+    ] {
+        let r = raw::request(kcache.addr, "GET", &path, &[], b"", Duration::from_secs(5)).await;
+        assert_eq!(r.status, 429, "{path}: {}", r.text());
+        assert_eq!(r.text(), WANT, "{path}");
+        assert_eq!(r.header("retry-after"), Some("1"), "{path}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert!(r.header("audit-id").is_some());
+        assert_framing(&r, &path);
+    }
     sim.faults().withhold_initial_events_end(false);
     sim.faults().set_latency(Duration::ZERO);
     assert!(kcache.wait_synced(Duration::from_secs(30)).await);

@@ -441,12 +441,6 @@ pub(super) enum Consistency {
     Unconfirmed,
 }
 
-impl Consistency {
-    pub(super) fn answered_by_cache(self) -> bool {
-        self != Consistency::Upstream
-    }
-}
-
 /// Set (`true`) on a consistent read answered from the cache while the upstream could not be
 /// reached to confirm it current (see docs/semantics.md, "Stale while down").
 pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";

@@ -6,40 +6,34 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 
-use super::params::{parse_rv, GetOptions};
+use super::policy::Want;
 use super::{protobuf, response, Answer, Form};
 use crate::cache::ResourceCache;
 use crate::status::ApiError;
 use crate::table;
 
-/// Answer a GET of `key` (`ns/name` or `name`), or say it must go upstream.
+/// Answer a GET of `key` (`ns/name` or `name`) with the state `want` names (as the policy
+/// decided it), or say it must go upstream.
 pub async fn get(
     cache: &Arc<ResourceCache>,
     key: &str,
     name: &str,
-    opts: &GetOptions,
-    consistent: bool,
+    want: &Want,
     rv_wait: Duration,
     form: Form<'_>,
 ) -> Result<Answer, ApiError> {
-    match opts.resource_version.as_deref() {
-        // RV unset is a consistent read: from the cache only once it has caught up.
-        None if !consistent => return Ok(Answer::Upstream),
-        None => {}
-        Some(rv) => {
-            if !cache.is_synced() {
-                return Err(ApiError::NotReady);
-            }
-            if rv != "0" {
-                let n = parse_rv(rv)?;
-                if let Err(current) = cache.wait_for_rv(n, rv_wait).await {
-                    return Err(ApiError::TooLargeResourceVersion {
-                        requested: n,
-                        current,
-                    });
-                }
+    match want {
+        Want::Latest { .. } => {}
+        Want::NotOlderThan { rv, otherwise, .. } => {
+            if let Err(current) = cache.wait_for_rv(*rv, rv_wait).await {
+                return otherwise.answer(ApiError::TooLargeResourceVersion {
+                    requested: *rv,
+                    current,
+                });
             }
         }
+        // Not a GET's: the upstream answers whatever asked this.
+        _ => return Ok(Answer::Upstream),
     }
     let snap = cache.snapshot();
     let Some(obj) = snap.objects.get(key) else {

@@ -11,8 +11,8 @@ use futures::{stream, StreamExt};
 use http::StatusCode;
 
 use super::filter::Filter;
-use super::params::ListOptions;
 use super::plan::{self, Candidates};
+use super::policy::Want;
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
 use crate::chunk_pool;
@@ -22,7 +22,7 @@ use crate::object::{Key, Object};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::table;
-use read::ListRead;
+pub(in crate::api) use read::ListRead;
 use std::time::SystemTime;
 
 mod read;
@@ -30,50 +30,41 @@ mod read;
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;
 
-/// Answer a LIST from `cache`, or say it must go upstream. `consistent` says the cache has
-/// caught up with the upstream for a read with resourceVersion unset.
-#[allow(clippy::too_many_arguments)]
+/// What a LIST from the cache is bounded by.
+pub struct ListSettings<'a> {
+    /// How long a read waits for the cache to reach a resourceVersion it asks for.
+    pub rv_wait: std::time::Duration,
+    /// The list-size limit, which turns larger answers into pages.
+    pub limits: &'a Limits,
+    /// How continue tokens are written (as the upstream's version writes them).
+    pub tokens: TokenForm,
+}
+
+/// Answer a LIST of `filter` from `cache` with the state `want` names (as the policy decided
+/// it), or say it must go upstream.
 pub async fn list(
     cache: &Arc<ResourceCache>,
-    filter: Filter,
-    opts: &ListOptions,
-    consistent: bool,
-    rv_wait: std::time::Duration,
+    want: &Want,
+    filter: &Filter,
     form: Form<'_>,
-    local: bool,
-    limits: &Limits,
-    tokens: TokenForm,
+    settings: &ListSettings<'_>,
 ) -> Result<Answer, ApiError> {
     // The list-size limit turns larger answers into pages, whatever the client asked for.
     let cap = |requested: i64| {
-        let l = limits.list_limit(requested);
+        let l = settings.limits.list_limit(requested);
         if l != requested {
-            limits.note_paginated();
+            settings.limits.note_paginated();
         }
         l
     };
-    // `local`: the request uses kcache's index-field selectors, which the upstream would reject;
-    // what would otherwise be forwarded becomes the error the apiserver would give instead.
-    let forward = |otherwise: ApiError| {
-        if local {
-            Err(otherwise)
-        } else {
-            Ok(Answer::Upstream)
-        }
-    };
-    let read = ListRead::of(opts)?;
     // The state to read, where in it to start, and the limit.
-    let (snap, start, limit) = match &read {
-        ListRead::ForeignToken(e) => return forward(e.clone()),
-        ListRead::Consistent { limit } => {
-            // Index-field selectors cannot go upstream: the cache answers with what it has.
-            if !consistent && !local {
-                return Ok(Answer::Upstream);
-            }
-            (cache.snapshot(), None, *limit)
-        }
-        ListRead::Continue(token) => {
-            ensure_synced(cache)?;
+    let (snap, start, limit) = match want {
+        Want::Latest { limit } => (cache.snapshot(), None, *limit),
+        Want::Continue {
+            token,
+            limit,
+            otherwise,
+        } => {
             let snap = if token.rv < 0 {
                 cache.snapshot()
             } else {
@@ -83,41 +74,45 @@ pub async fn list(
                 // it, or answers the 410 with an rv -1 token (L4).
                 match cache.snapshot_at(token.rv as u64) {
                     Ok(s) => s,
-                    Err(e) => return forward(not_held(token.rv as u64, e)),
+                    Err(e) => return otherwise.answer(not_held(token.rv as u64, e)),
                 }
             };
-            (snap, Some(token.key()), opts.limit)
+            (snap, Some(token.key()), *limit)
         }
-        ListRead::Any => {
-            ensure_synced(cache)?;
-            (cache.snapshot(), None, 0)
-        }
-        ListRead::Exact { rv, limit } => {
-            ensure_synced(cache)?;
-            // No waiting for an RV the cache has not reached: the apiserver reads etcd at once,
-            // so the upstream answers right away (the state, or its immediate 500 for a future
-            // RV); what kcache's own history no longer holds, the upstream answers too (the
-            // state, or its 410 once compacted; L5).
-            match cache.snapshot_at(*rv) {
-                Ok(s) => (s, None, *limit),
-                Err(e) => return forward(not_held(*rv, e)),
-            }
-        }
-        ListRead::NotOlderThan { rv, limit, paged } => {
-            ensure_synced(cache)?;
-            if let Err(current) = cache.wait_for_rv(*rv, rv_wait).await {
-                if *paged && !local {
-                    return Ok(Answer::Upstream);
-                }
-                return Err(ApiError::TooLargeResourceVersion {
+        Want::Exact {
+            rv,
+            limit,
+            otherwise,
+        } => match cache.snapshot_at(*rv) {
+            Ok(s) => (s, None, *limit),
+            Err(e) => return otherwise.answer(not_held(*rv, e)),
+        },
+        Want::NotOlderThan {
+            rv,
+            limit,
+            otherwise,
+        } => {
+            if let Err(current) = cache.wait_for_rv(*rv, settings.rv_wait).await {
+                return otherwise.answer(ApiError::TooLargeResourceVersion {
                     requested: *rv,
                     current,
                 });
             }
             (cache.snapshot(), None, *limit)
         }
+        // Not a LIST's: the upstream answers whatever asked this.
+        Want::Events => return Ok(Answer::Upstream),
     };
-    Ok(page(cache, &snap, &filter, start, cap(limit), form, tokens).await)
+    Ok(page(
+        cache,
+        &snap,
+        filter,
+        start,
+        cap(limit),
+        form,
+        settings.tokens,
+    )
+    .await)
 }
 
 /// The error for a state at `requested` the cache does not hold: the apiserver's, for a read
@@ -129,14 +124,6 @@ fn not_held(requested: u64, e: AtError) -> ApiError {
             message: format!("too old resource version: {requested} ({oldest})"),
             continue_token: None,
         },
-    }
-}
-
-fn ensure_synced(cache: &ResourceCache) -> Result<(), ApiError> {
-    if cache.is_synced() {
-        Ok(())
-    } else {
-        Err(ApiError::NotReady)
     }
 }
 

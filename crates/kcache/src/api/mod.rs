@@ -2,8 +2,10 @@
 //! a cached resource, asking for plain JSON) or the upstream does (everything else), and
 //! answers exactly as kube-apiserver would.
 //!
-//! This module is the request entry (`handle`) and what every handler shares (`App`); a read
-//! of a cached type is planned, authorized and rendered in `read`, by the rules of `policy`.
+//! This module is the request entry (`handle`) and what every handler shares (`App`). A
+//! request goes, in this order: admitted (`admission`), parsed once (`request`), and, for a
+//! read of a cached type, decided by the rules of `policy`, authorized and read in `read`; the
+//! answer is encoded by the module that reads (`list`, `get`, `watch`) with `response`.
 
 pub mod admin;
 mod admission;
@@ -22,6 +24,7 @@ mod proof;
 mod protobuf;
 mod proxy;
 mod read;
+mod request;
 mod response;
 mod route;
 mod staleness;
@@ -33,6 +36,7 @@ pub use consistent::{ConsistentReads, UNCONFIRMED_HEADER};
 pub use filter::Filter;
 pub use negotiate::{negotiate, negotiate_with, Representation};
 pub use protobuf::Mirrors;
+use request::Verb;
 pub use staleness::{Staleness, CACHE_AGE_HEADER};
 pub use watch::WatchConfig;
 
@@ -43,17 +47,15 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::routing::get as get_route;
 use axum::Router;
-use http::{header, Method};
+use http::header;
 
 use crate::auth::{Auth, Caller, Forward};
 use crate::cache::{Registry, ResourceCache};
-use crate::error::Report;
 use crate::limits::Limits;
 use crate::metrics::{self, Metrics};
-use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::{collection_path, RevisionProbe, Upstream};
+use crate::upstream::{RevisionProbe, Upstream};
 
 /// Everything a request handler needs: made once by [`crate::server::start`], shared by every
 /// handler and task. Its fields are the library's own; what
@@ -62,7 +64,7 @@ pub struct App {
     pub(crate) registry: Registry,
     pub(crate) upstream: Upstream,
     /// The upstream's current revision, one probe per cached collection (keyed by
-    /// [`collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
+    /// [`crate::upstream::collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
     /// On-demand caching adds and removes probes as it takes types up and drops them.
     pub(crate) probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
     /// Lists and watches of uncached types, counted when on-demand caching is on (the
@@ -146,44 +148,6 @@ impl App {
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
-
-    /// The Table printer of a resource; None when the upstream's columns cannot be had or
-    /// kcache cannot fill them (then the upstream answers Table requests itself).
-    async fn printer(&self, cache: &ResourceCache) -> Option<Arc<Printer>> {
-        let key = (cache.info.group.clone(), cache.info.resource.clone());
-        if let Some(p) = self.printers.get(&key) {
-            return p.supported().then(|| p.clone());
-        }
-        let columns = match self.upstream.table_columns(&collection_path(cache)).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %Report(&e), "no Table columns from upstream");
-                return None;
-            }
-        };
-        let crd_columns = if cache.info.custom {
-            let info = &cache.info;
-            match self
-                .upstream
-                .crd_printer_columns(&info.group, &info.resource, &info.version)
-                .await
-            {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::debug!(resource = %cache.info, error = %Report(&e), "no CRD printer columns");
-                    return None;
-                }
-            }
-        } else {
-            None
-        };
-        let printer = Arc::new(Printer::new(&key.0, &key.1, columns, crd_columns.as_ref()));
-        if let Some(reason) = printer.unsupported_reason() {
-            tracing::info!(resource = %cache.info, %reason, "Table requests go upstream");
-        }
-        self.printers.insert(key, printer.clone());
-        printer.supported().then_some(printer)
-    }
 }
 
 /// How an answer from the cache is rendered (from the request's Accept header).
@@ -243,14 +207,17 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(c) => c,
         Err(refused) => return refused,
     };
-    let path = route::parse(parts.uri.path());
-    let q = params::parse_query(parts.uri.query());
-    let verb = verb_of(&parts, path.as_ref(), &q);
+    // Parsed once: every step after this takes what is read here.
+    let parsed = request::Parsed::parse(&parts);
+    let verb = parsed.verb;
     // The cache of the type the request names, looked up once for all that follows.
-    let cache = path
+    let cache = parsed
+        .path
         .as_ref()
         .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
-    if let (None, Some(p), Some(demand), "list" | "watch") = (&cache, &path, &app.demand, verb) {
+    if let (None, Some(p), Some(demand), Verb::List | Verb::Watch) =
+        (&cache, &parsed.path, &app.demand, verb)
+    {
         if p.subresource.is_none() {
             demand.note(&p.group, &p.version, &p.resource);
         }
@@ -261,9 +228,9 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .map_or("other", |c| c.info.resource.as_str())
         .to_string();
     let m = &app.metrics;
-    let inflight = m
-        .inflight
-        .get_or_create_owned(&metrics::VerbLabels { verb });
+    let inflight = m.inflight.get_or_create_owned(&metrics::VerbLabels {
+        verb: verb.as_str(),
+    });
     inflight.inc();
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
     let gzip = response::accepts_gzip(
@@ -273,7 +240,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             .and_then(|v| v.to_str().ok()),
     );
     // Watches hold a slot for as long as their response body lives.
-    let slot = if verb == "watch" {
+    let slot = if verb == Verb::Watch {
         match app.limits.watch(&caller.limit_key) {
             Ok(s) => Some(s),
             Err(e) => {
@@ -284,23 +251,23 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     } else {
         None
     };
+    // A read the cache of its type might answer, with the representation it asks for.
+    let read = cache.as_ref().and_then(|c| {
+        let representation = request::representation(&parts.headers, app.mirrors.servable(c));
+        parsed.read(&parts.headers, c, representation)
+    });
     // kcache's own errors are encoded as the apiserver would have encoded the answer: in
     // protobuf where kcache answers protobuf (a built-in type whose reader asked for protobuf
     // first, with protobuf on: E9).
-    let protobuf_errors = cache.as_ref().is_some_and(|c| {
-        negotiate_with(
-            parts
-                .headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok()),
-            app.mirrors.servable(c),
-        ) == Representation::Protobuf
-    });
+    let protobuf_errors = read
+        .as_ref()
+        .is_some_and(|r| r.representation == Representation::Protobuf);
     let impersonating = admission::impersonates(&parts.headers);
-    let cached = if impersonating {
-        Ok(Answer::Upstream)
-    } else {
-        serve_from_cache(&app, &parts, path, cache, q, &caller, protobuf_errors).await
+    let cached = match (&read, &cache) {
+        (Some(read), Some(cache)) if !impersonating => {
+            serve_from_cache(&app, read, cache, &caller, protobuf_errors).await
+        }
+        _ => Ok(Answer::Upstream),
     };
     let (cached, timing) = match cached {
         Ok(Answer::Timed(t)) => (Ok(Answer::Upstream), Some(t)),
@@ -309,7 +276,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let (resp, source) = match cached {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
         // (the upstream's own answers come back as it encoded them).
-        Ok(Answer::Ready(resp)) if gzip && verb != "watch" => {
+        Ok(Answer::Ready(resp)) if gzip && verb != Verb::Watch => {
             (response::gzip_if_large(resp).await, "cache")
         }
         Ok(Answer::Ready(resp)) => (resp, "cache"),
@@ -362,7 +329,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         _ => resp,
     };
     let code = resp.status().as_u16();
-    m.request(verb, &resource, code, source, started.elapsed());
+    m.request(verb.as_str(), &resource, code, source, started.elapsed());
     m.response_content_type(
         resp.headers()
             .get(header::CONTENT_TYPE)
@@ -373,59 +340,24 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     resp
 }
 
-/// The verb of a request, as the apiserver names them (`list`, `watch`, `get`, `create`, …).
-fn verb_of(
-    req: &http::request::Parts,
-    path: Option<&route::ResourcePath>,
-    q: &[(String, String)],
-) -> &'static str {
-    let watch_param = q
-        .iter()
-        .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"));
-    match (&req.method, path) {
-        (&Method::GET, Some(p)) if p.legacy_watch || watch_param => "watch",
-        (&Method::GET, Some(p)) if p.name.is_some() => "get",
-        (&Method::GET, Some(_)) => "list",
-        (&Method::POST, Some(_)) => "create",
-        (&Method::PUT, Some(_)) => "update",
-        (&Method::PATCH, Some(_)) => "patch",
-        (&Method::DELETE, Some(_)) => "delete",
-        _ => "other",
-    }
-}
-
-/// `path` and `q` are the request's parsed path and query, `cache` the cache of the type the
-/// path names (each found once, in [`handle`]).
+/// A GET, LIST or WATCH of a cached type: from the cache where the policy says so (see
+/// `read`), unless the type went over its memory budget.
 async fn serve_from_cache(
     app: &App,
-    req: &http::request::Parts,
-    path: Option<route::ResourcePath>,
-    cache: Option<Arc<ResourceCache>>,
-    q: Vec<(String, String)>,
+    read: &request::ReadRequest<'_>,
+    cache: &Arc<ResourceCache>,
     caller: &Caller,
     protobuf_errors: bool,
 ) -> Result<Answer, ApiError> {
-    if req.method != Method::GET {
-        return Ok(Answer::Upstream);
-    }
-    let Some(path) = path else {
-        return Ok(Answer::Upstream);
-    };
-    if path.subresource.is_some() {
-        return Ok(Answer::Upstream);
-    }
-    let Some(cache) = &cache else {
-        return Ok(Answer::Upstream);
-    };
     if cache.budget().is_over() {
-        return over_budget(&q, cache);
+        return over_budget(read.local, cache);
     }
-    let answer = read::from_cache(app, req, path, &q, caller, cache).await;
+    let answer = read::from_cache(app, read, caller, cache).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
     // `cache::Budget::is_over`). A watch's stream checks for itself as it goes.
     if cache.budget().is_over() {
-        return over_budget(&q, cache);
+        return over_budget(read.local, cache);
     }
     // Whatever the cache answers from here on, errors included, carries its age.
     Ok(staleness::stamp(answer, cache, protobuf_errors))
@@ -434,8 +366,9 @@ async fn serve_from_cache(
 /// A read of a type that went over its memory budget: passed through to the upstream as a
 /// read of an uncached type is, except one selecting on a kcache index field, which the
 /// upstream does not know and kcache can no longer answer.
-fn over_budget(q: &[(String, String)], cache: &ResourceCache) -> Result<Answer, ApiError> {
-    if names_index_field(field_selector(q).as_ref(), cache) {
+/// `local`: the read selects on a kcache index field.
+fn over_budget(local: bool, cache: &ResourceCache) -> Result<Answer, ApiError> {
+    if local {
         return Err(over_budget_error(cache));
     }
     Ok(Answer::Upstream)
@@ -449,23 +382,4 @@ fn over_budget_error(cache: &ResourceCache) -> ApiError {
         resource: cache.info.resource.clone(),
         budget: cache.budget().limit().unwrap_or(0),
     }
-}
-
-/// The request's field selector, for deciding where it is answered; one that does not parse is
-/// left to the options parser and its 400.
-fn field_selector(q: &[(String, String)]) -> Option<FieldSelector> {
-    q.iter()
-        .find(|(k, _)| k == "fieldSelector")
-        .and_then(|(_, v)| FieldSelector::parse(v).ok())
-}
-
-/// Whether the request's field selector names a configured field-path index of `cache` (a CRD
-/// selectable field of the same name is the upstream's, not kcache's own).
-fn names_index_field(sel: Option<&FieldSelector>, cache: &ResourceCache) -> bool {
-    sel.is_some_and(|s| {
-        s.requirements().iter().any(|r| {
-            cache.indexes.by_selectable_field(&r.field).is_none()
-                && cache.indexes.by_selector_field(&r.field).is_some()
-        })
-    })
 }

@@ -133,14 +133,28 @@ impl ListOptions {
         indexes: &IndexSet,
         legacy_watch: bool,
     ) -> Result<ListOptions, ApiError> {
+        let field = get(q, "fieldSelector")
+            .map(FieldSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(e.message));
+        Self::parse_with_field(q, field, info, indexes, legacy_watch)
+    }
+
+    /// [`ListOptions::parse`] with the request's `fieldSelector` already parsed (`field`:
+    /// None when it has none), so that it is parsed once per request.
+    pub fn parse_with_field(
+        q: &[(String, String)],
+        field: Result<Option<FieldSelector>, ApiError>,
+        info: &ResourceInfo,
+        indexes: &IndexSet,
+        legacy_watch: bool,
+    ) -> Result<ListOptions, ApiError> {
         let label = match get(q, "labelSelector") {
             Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::BadRequest(e.message))?,
             None => LabelSelector::everything(),
         };
-        let field = match get(q, "fieldSelector") {
-            Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::BadRequest(e.message))?,
-            None => FieldSelector::everything(),
-        };
+        // After the label selector's: the apiserver reports the label selector's error first.
+        let field = field?.unwrap_or_else(FieldSelector::everything);
         // Terms naming a CRD selectable field, or a configured field-path index (by path
         // without `[*]`, or by name; kcache's own), are matched on the index values; every
         // other term is checked as the apiserver checks it.

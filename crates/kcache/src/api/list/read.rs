@@ -11,10 +11,10 @@ use crate::status::ApiError;
 /// holds that state is decided when it is read (`list::list`): a state it has not reached or no
 /// longer holds is the upstream's to answer.
 #[derive(Debug, PartialEq)]
-pub(super) enum ListRead {
+pub(in crate::api) enum ListRead {
     /// A `continue` token kcache can read: the state at its RV (a negative RV: the latest
-    /// state, an inconsistent continuation), from the token's key on.
-    Continue(ContinueToken),
+    /// state, an inconsistent continuation), from the token's key on; `limit` a page.
+    Continue { token: ContinueToken, limit: i64 },
     /// A `continue` token kcache cannot read (garbage, or a newer apiserver's format): the
     /// upstream's to answer or refuse, never stricter than it; this is the error a read only
     /// the cache can answer gets instead.
@@ -36,7 +36,7 @@ pub(super) enum ListRead {
 
 impl ListRead {
     /// The read `opts` asks for; a 400 for what the apiserver refuses with one.
-    pub(super) fn of(opts: &ListOptions) -> Result<ListRead, ApiError> {
+    pub(in crate::api) fn of(opts: &ListOptions) -> Result<ListRead, ApiError> {
         let rv = opts.resource_version.as_deref();
         if let Some(token) = &opts.continue_token {
             // The apiserver tolerates resourceVersion=0 next to a token (the token decides);
@@ -47,7 +47,10 @@ impl ListRead {
                 ));
             }
             return Ok(match ContinueToken::decode(token) {
-                Ok(t) => ListRead::Continue(t),
+                Ok(token) => ListRead::Continue {
+                    token,
+                    limit: opts.limit,
+                },
                 Err(e) => ListRead::ForeignToken(e.into()),
             });
         }

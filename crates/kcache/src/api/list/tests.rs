@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::filter::IndexRequirement;
+use crate::api::params::ListOptions;
 use crate::cache::{CacheConfig, EventType, Scope};
 use crate::index::IndexConfig;
 use crate::selector::{FieldOp, FieldSelector, LabelSelector};
@@ -295,11 +296,17 @@ fn list_reads_follow_the_table_of_semantics_md() {
         // refused; a token kcache cannot read is the upstream's.
         (
             vec![("continue", encoded), ("limit", "2")],
-            Ok(ListRead::Continue(token.clone())),
+            Ok(ListRead::Continue {
+                token: token.clone(),
+                limit: 2,
+            }),
         ),
         (
             vec![("continue", encoded), ("resourceVersion", "0")],
-            Ok(ListRead::Continue(token.clone())),
+            Ok(ListRead::Continue {
+                token: token.clone(),
+                limit: 0,
+            }),
         ),
         (
             vec![("continue", encoded), ("resourceVersion", "7")],
