@@ -84,6 +84,8 @@
 //! reading is in [`watch`]; this file holds the lists and the loop that runs them.
 
 mod state;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::sync::Arc;
