@@ -18,7 +18,7 @@ mod raw;
 
 use std::time::Duration;
 
-use common::{get, resource, Env, EnvBuilder, Watch};
+use common::{get, resource, wait_until, Env, EnvBuilder, Watch};
 use kcache::api::{CACHE_AGE_HEADER, UNCONFIRMED_HEADER};
 use kcache::config::ConsistentSource;
 use kcache_sim::{Profile, SimConfig};
@@ -306,8 +306,17 @@ async fn a_quiet_types_reads_wait_for_nothing(profile: Profile) {
     let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
     read(1).await;
     assert_eq!(outcome_count(&env, "forwarded_quiet"), 1, "{profile}");
-    // What the reflector does with an upstream bookmark at the upstream's revision.
-    cache.bookmark(env.sim.current_rv());
+    // The periodic bookmark: v1.34's heartbeat at its cache's revision, past the ConfigMaps'
+    // last event (v1.28 sends none to a watch that saw no event of its type).
+    let before = cache.rv();
+    env.sim.faults().send_bookmarks_now();
+    if profile == Profile::V1_34 {
+        wait_until("the heartbeat bookmark moves the cache's RV", || {
+            let cache = cache.clone();
+            async move { cache.rv() > before }
+        })
+        .await;
+    }
     read(2).await;
     assert_eq!(outcome_count(&env, "forwarded_quiet"), 2, "{profile}");
     assert_eq!(outcome_count(&env, "timeout"), 0);

@@ -21,6 +21,8 @@ pub struct FaultState {
     pub drop_watches: watch::Sender<u64>,
     /// Bumped to cut every open connection.
     pub kill_connections: watch::Sender<u64>,
+    /// Bumped to have every open watch send its periodic bookmark now.
+    pub bookmark_now: watch::Sender<u64>,
     fail_410: AtomicUsize,
     /// While set, every watch gets the 410 (whatever `fail_410` says).
     fail_all_410: AtomicBool,
@@ -36,6 +38,7 @@ impl FaultState {
         FaultState {
             drop_watches: watch::channel(0).0,
             kill_connections: watch::channel(0).0,
+            bookmark_now: watch::channel(0).0,
             fail_410: AtomicUsize::new(0),
             fail_all_410: AtomicBool::new(false),
             fail_requests: Mutex::new((0, 500)),
@@ -105,6 +108,13 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Every open watch sends its periodic bookmark now, as when its interval runs out (so a
+    /// test need not wait the apiserver's minute): an event's RV where the watch saw one of
+    /// its type, else v1.34's heartbeat at its cache's revision (none on v1.28).
+    pub fn send_bookmarks_now(&self) {
+        FaultState::bump(&self.state.bookmark_now);
+    }
+
     /// Ends every open watch stream abruptly (connection closed, no final event).
     pub fn drop_watches(&self) {
         self.state.drop_all_watches();

@@ -808,6 +808,7 @@ async fn watch_response(
         bookmark_interval: ctx.cfg.bookmark_interval,
         too_large_wait: ctx.cfg.too_large_rv_wait,
         drop_rx: ctx.faults.drop_watches.subscribe(),
+        bookmark_rx: ctx.faults.bookmark_now.subscribe(),
         fail_410: ctx.faults.take_watch_410(),
         withhold_end: ctx.faults.withholds_initial_events_end(),
         lag: a.lag,

@@ -30,6 +30,8 @@ pub struct WatchEnv {
     pub too_large_wait: Duration,
     /// Fires when watches must be dropped abruptly.
     pub drop_rx: watch::Receiver<u64>,
+    /// Fires when watches must send their periodic bookmark now.
+    pub bookmark_rx: watch::Receiver<u64>,
     /// Answer with an ERROR 410 at once (injected fault).
     pub fail_410: bool,
     /// Leave out the initial-events-end bookmark (injected fault: what a v1.28 apiserver in
@@ -341,6 +343,7 @@ pub async fn start(
         rx: sub.rx,
         tx,
         drop_rx: env.drop_rx,
+        bookmark_rx: env.bookmark_rx,
         start_rv,
         seen_rv,
         deadline: Instant::now()
@@ -372,6 +375,8 @@ struct Watcher {
     rx: broadcast::Receiver<Arc<Event>>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     drop_rx: watch::Receiver<u64>,
+    /// Fires when the periodic bookmark is due now (see `Faults::send_bookmarks_now`).
+    bookmark_rx: watch::Receiver<u64>,
     /// Bookmarks are sent only once the type has an event newer than this.
     start_rv: u64,
     /// RV of the newest event of the type this watcher has seen (matching or not).
@@ -428,6 +433,7 @@ impl Watcher {
     async fn run(mut self, initial: Vec<Bytes>, replay: Vec<Arc<Event>>) {
         // Mark the current drop epoch as seen so only later drops end this watch.
         self.drop_rx.borrow_and_update();
+        self.bookmark_rx.borrow_and_update();
         for f in initial {
             if let Flow::Stop = self.emit(f).await {
                 return;
@@ -461,28 +467,42 @@ impl Watcher {
                     }
                 }
                 _ = sleep_until(bm_at), if next_bm.is_some() => {
-                    // Read before draining: the store broadcasts an event before its revision
-                    // is visible, so everything up to `store_rv` is queued by now.
-                    let store_rv = self.progress.as_ref().map_or(0, |s| s.current_rv());
-                    let cache_rv = self.heartbeat.as_ref().map_or(0, |s| s.rv_lagged(self.lag));
-                    // Deliver anything already queued first, so a bookmark never overtakes an event.
-                    if let Flow::Stop = self.drain().await { return; }
-                    self.seen_rv = self.seen_rv.max(store_rv);
-                    // The type's newest event when it had one since the start (both versions),
-                    // else v1.34's heartbeat at the cache's revision.
-                    let rv = if self.seen_rv > self.start_rv { self.seen_rv } else { cache_rv };
-                    if self.filter.opts.allow_bookmarks && rv > self.start_rv {
-                        if let Some(f) = bookmark(&self.rt, rv, false, self.lines, self.profile) {
-                            if let Flow::Stop = self.emit(f).await { return; }
-                        }
-                    }
+                    if let Flow::Stop = self.periodic_bookmark().await { return; }
                     next_bm = self.next_bookmark(Instant::now());
+                }
+                _ = self.bookmark_rx.changed() => {
+                    if let Flow::Stop = self.periodic_bookmark().await { return; }
                 }
                 _ = sleep_until(self.deadline) => return,
                 _ = self.drop_rx.changed() => { self.abort().await; return; }
                 _ = self.tx.closed() => return,
             }
         }
+    }
+
+    /// The periodic bookmark: the type's newest event when it had one since the start (both
+    /// versions), else v1.34's heartbeat at the cache's revision; none before either.
+    async fn periodic_bookmark(&mut self) -> Flow {
+        // Read before draining: the store broadcasts an event before its revision is visible,
+        // so everything up to `store_rv` is queued by now.
+        let store_rv = self.progress.as_ref().map_or(0, |s| s.current_rv());
+        let cache_rv = self.heartbeat.as_ref().map_or(0, |s| s.rv_lagged(self.lag));
+        // Deliver anything already queued first, so a bookmark never overtakes an event.
+        if let Flow::Stop = self.drain().await {
+            return Flow::Stop;
+        }
+        self.seen_rv = self.seen_rv.max(store_rv);
+        let rv = if self.seen_rv > self.start_rv {
+            self.seen_rv
+        } else {
+            cache_rv
+        };
+        if self.filter.opts.allow_bookmarks && rv > self.start_rv {
+            if let Some(f) = bookmark(&self.rt, rv, false, self.lines, self.profile) {
+                return self.emit(f).await;
+            }
+        }
+        Flow::Continue
     }
 
     /// Delivers the events already queued.

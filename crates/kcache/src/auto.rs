@@ -146,8 +146,10 @@ impl Auto {
             .settings()
             .resource_config(&name.group, &name.version, &name.resource);
         let cache_config = self.config.cache_config_for(&r);
-        let cache = Arc::new(follow::new_cache(&self.app, &r, info, cache_config.clone()).await);
-        if !registry.insert(name.clone(), Origin::Auto, Some(cache.clone())) {
+        let (cache, writer) = follow::new_cache(&self.app, &r, info, cache_config.clone())
+            .await
+            .split();
+        if !registry.insert(name.clone(), Origin::Auto, Some(&writer)) {
             return;
         }
         self.unrefuse(&name);
@@ -170,7 +172,7 @@ impl Auto {
             Origin::Auto,
             cache_config,
             reflector,
-            Some(cache),
+            Some(writer),
         ));
         self.followed.insert(name, task);
         self.app.metrics.auto_cached.inc();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::App;
-use crate::cache::{Origin, ResourceCache, TypeName};
+use crate::cache::{Origin, ResourceCache, TypeName, Writer};
 use crate::error::Report;
 use crate::upstream::{collection_url, Ended, Reflector, Upstream, UpstreamError};
 
@@ -58,23 +58,26 @@ pub(crate) async fn follow_type(
     origin: Origin,
     cache_config: crate::cache::CacheConfig,
     reflector: crate::upstream::ReflectorConfig,
-    mut cache: Option<Arc<ResourceCache>>,
+    mut writer: Option<Writer>,
 ) -> Ended {
     loop {
-        let current = match cache.take() {
-            Some(c) => c,
+        let writer = match writer.take() {
+            Some(w) => w,
             None => {
                 let info = served(&app.upstream, &r).await;
                 tracing::info!(resource = %info, "served by the upstream; caching it");
-                let c = Arc::new(new_cache(&app, &r, info, cache_config.clone()).await);
-                forget_printer(&app, &c);
-                app.registry.install(c.clone());
-                c
+                let (_, w) = new_cache(&app, &r, info, cache_config.clone())
+                    .await
+                    .split();
+                forget_printer(&app, w.cache());
+                app.registry.install(&w);
+                w
             }
         };
+        let current = writer.cache().clone();
         let run = Reflector::new(
             app.upstream.clone(),
-            current.clone(),
+            writer,
             reflector.clone(),
             app.metrics.clone(),
             app.background.clone(),

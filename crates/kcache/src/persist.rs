@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::{ObjectMap, ResourceCache};
+use crate::cache::{ObjectMap, ResourceCache, Writer};
 use crate::config::ResourceConfig;
 use crate::metrics::{Metrics, OutcomeLabels, ResourceLabels};
 use crate::object::{Object, ObjectError, Strip};
@@ -512,7 +512,8 @@ impl Store {
 /// taken as confirmed current by consistent reads until the reflector has reached the
 /// upstream. Err, with the cache left empty, when an object does not parse or is not stored
 /// under its own key.
-pub fn restore(cache: &ResourceCache, stored: &Stored) -> Result<(), PersistError> {
+pub fn restore(writer: &Writer, stored: &Stored) -> Result<(), PersistError> {
+    let cache = &**writer.cache();
     // Reading each object's head is most of a warm start (BENCHMARKS.md, warm restart), and
     // each object is read on its own: the objects are split over the machine's cores.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -532,7 +533,7 @@ pub fn restore(cache: &ResourceCache, stored: &Stored) -> Result<(), PersistErro
     for p in parsed {
         objects.extend(p?);
     }
-    cache.restore(objects, stored.record.rv, stored.age());
+    writer.restore(objects, stored.record.rv, stored.age());
     Ok(())
 }
 
@@ -583,10 +584,11 @@ type Parsed = (usize, Vec<Arc<Object>>);
 /// the cache left empty, as [`restore`], or when the objects cannot be read.
 pub fn restore_from(
     store: &Store,
-    cache: &ResourceCache,
+    writer: &Writer,
     key: &str,
     record: &Record,
 ) -> Result<(), PersistError> {
+    let cache = &**writer.cache();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Unbounded: a parser that failed still drains it, but one that panicked does not, and
     // the reader must never wait for it. At most the stored objects, as a whole load holds.
@@ -636,7 +638,7 @@ pub fn restore_from(
     // Back in key order, as read.
     batches.sort_unstable_by_key(|(at, _)| *at);
     let objects: Vec<Arc<Object>> = batches.into_iter().flat_map(|(_, b)| b).collect();
-    cache.restore(objects, record.rv, record.age());
+    writer.restore(objects, record.rv, record.age());
     Ok(())
 }
 

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, App};
 use crate::auth::{AuthError, ConnInfo};
 use crate::background::Background;
-use crate::cache::{Origin, Registry, ResourceCache, TypeName};
+use crate::cache::{Origin, Registry, ResourceCache, TypeName, Writer};
 use crate::config::Config;
 use crate::conn_task;
 use crate::error::Report;
@@ -198,7 +198,7 @@ pub async fn start(
         .types
         .iter()
         .map(|(r, cache)| match cache {
-            Some(c) => collection_path(c),
+            Some(w) => collection_path(w.cache()),
             None => follow::configured_collection(r),
         })
         .collect();
@@ -332,9 +332,10 @@ async fn learn_version_soon(upstream: &Upstream) {
 struct Built {
     registry: Registry,
     tracked: Vec<persist::Tracked>,
-    /// Every configured resource with its cache; none for one the upstream does not serve
-    /// (yet), whose requests are passed through meanwhile (see [`follow::follow_type`]).
-    types: Vec<(crate::config::ResourceConfig, Option<Arc<ResourceCache>>)>,
+    /// Every configured resource with its cache's writer (for its reflector); none for one
+    /// the upstream does not serve (yet), whose requests are passed through meanwhile (see
+    /// [`follow::follow_type`]).
+    types: Vec<(crate::config::ResourceConfig, Option<Writer>)>,
 }
 
 /// One cache per configured resource: its facts discovered from the upstream (or, for a
@@ -383,14 +384,13 @@ async fn build_caches(
             Some(record) => record.selectable.clone(),
             None => follow::selectable_fields(upstream, &info).await,
         };
-        let cache = Arc::new(
-            ResourceCache::new(info, r.scope(), cache_config)
-                .with_indexes(&r.indexes)
-                .with_selectable_fields(&selectable),
-        );
+        let (cache, writer) = ResourceCache::new(info, r.scope(), cache_config)
+            .with_indexes(&r.indexes)
+            .with_selectable_fields(&selectable)
+            .split();
         if let Some(store) = store {
             let restored = match &stored {
-                Some(stored) => match restore(store, &cache, &key, stored) {
+                Some(stored) => match restore(store, &writer, &key, stored) {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(resource = %cache.info, error = %Report(&e),
@@ -423,8 +423,8 @@ async fn build_caches(
         }
         built
             .registry
-            .insert(name, Origin::Configured, Some(cache.clone()));
-        built.types.push((r.clone(), Some(cache)));
+            .insert(name, Origin::Configured, Some(&writer));
+        built.types.push((r.clone(), Some(writer)));
     }
     Ok(built)
 }
@@ -523,12 +523,12 @@ fn load_stored(store: &persist::Store, key: &str, fingerprint: &str) -> Option<p
 /// store while reading a damaged file is one more unusable file.
 fn restore(
     store: &persist::Store,
-    cache: &ResourceCache,
+    writer: &Writer,
     key: &str,
     record: &persist::Record,
 ) -> Result<(), persist::PersistError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        persist::restore_from(store, cache, key, record)
+        persist::restore_from(store, writer, key, record)
     }))
     .unwrap_or(Err(persist::PersistError::Unreadable))
 }

@@ -22,10 +22,7 @@ use crate::object::{Key, Object};
 use crate::resource::{json_str, ResourceInfo};
 use crate::status::ApiError;
 use crate::table;
-pub(in crate::api) use read::ListRead;
 use std::time::SystemTime;
-
-mod read;
 
 /// Chunk size of streamed list bodies.
 const CHUNK: usize = 64 * 1024;

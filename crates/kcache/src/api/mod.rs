@@ -16,6 +16,7 @@ pub mod fuzzing;
 mod get;
 mod indexes;
 mod list;
+mod list_read;
 mod negotiate;
 mod params;
 mod plan;

@@ -43,7 +43,7 @@
 use std::borrow::Cow;
 
 use super::consistent::Consistency;
-use super::list::ListRead;
+use super::list_read::ListRead;
 use super::negotiate::Representation;
 use super::request::{Options, ReadRequest, Verb};
 use crate::continue_token::ContinueToken;

@@ -88,7 +88,9 @@ impl App {
         }
         // Nothing of the type happened between the snapshot's RV and the list's: the cache
         // holds the upstream's state at the list's revision, as after a bookmark there.
-        cache.bookmark(list.rv);
+        if let Some(prover) = self.registry.prover(cache) {
+            prover.proven_at(list.rv);
+        }
         Ok(Proof::Proven)
     }
 }

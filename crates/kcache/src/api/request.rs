@@ -12,7 +12,7 @@
 use http::header;
 
 use super::filter::Filter;
-use super::list::ListRead;
+use super::list_read::ListRead;
 use super::negotiate::{negotiate_with, Representation};
 use super::params::{self, parse_query, GetOptions, ListOptions};
 use super::route::{self, ResourcePath};

@@ -982,12 +982,9 @@ mod tests {
     #[tokio::test]
     async fn a_watcher_behind_gets_every_event_in_order_in_few_chunks() {
         let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
-        let cache = Arc::new(ResourceCache::new(
-            info.clone(),
-            Scope::default(),
-            CacheConfig::default(),
-        ));
-        cache.replace(vec![cm("first", 5)], 10);
+        let (cache, writer) =
+            ResourceCache::new(info.clone(), Scope::default(), CacheConfig::default()).split();
+        writer.replace(vec![cm("first", 5)], 10);
         let q = [
             ("watch".to_string(), "1".to_string()),
             ("resourceVersion".to_string(), "10".to_string()),
@@ -1010,7 +1007,7 @@ mod tests {
         // when it first does, as for a watcher woken late.
         const EVENTS: u64 = 200;
         for i in 0..EVENTS {
-            cache.apply(EventType::Added, cm(&format!("o{i}"), 11 + i));
+            writer.apply(EventType::Added, cm(&format!("o{i}"), 11 + i));
         }
         let mut body = resp.into_body();
         let (mut chunks, mut text) = (0, String::new());

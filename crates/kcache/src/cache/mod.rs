@@ -6,7 +6,9 @@
 //! and a consistent list at an older resourceVersion (exact-RV lists, continue tokens) is rebuilt
 //! by undoing the events after it instead of keeping full copies.
 //!
-//! One writer (the reflector) and many readers. The lock is held only for O(log n) updates,
+//! One writer (the reflector) and many readers, by type: the cache is shared read-only as
+//! `Arc<ResourceCache>`, and its objects and resourceVersion change only through its one
+//! [`Writer`] (see the `writer` module), made once by [`ResourceCache::split`]. The lock is held only for O(log n) updates,
 //! O(1) clones and, for a relist, the swap of the new state and the append of its events:
 //! the O(n) work of a relist (the diff, the sort, the posting sets, freeing the old state) is
 //! done outside it (see `relist`), and nothing holds it while bytes are written to a client.
@@ -37,6 +39,7 @@ mod mirror;
 mod registry;
 mod relist;
 mod state;
+mod writer;
 
 pub use budget::{Budget, Overage};
 pub use contact::Contact;
@@ -47,6 +50,7 @@ pub use freshness::{Freshness, Verdict, MEASURED_FROM};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
 pub use registry::{Entry, Origin, Registry, TypeName};
+pub use writer::{Prover, Writer};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -311,7 +315,7 @@ impl ResourceCache {
 
     /// A list the reflector is gathering is over the budget before it is complete (`bytes`
     /// so far): the cache goes over budget without holding the rest of it.
-    pub fn over_budget_while_listing(&self, bytes: usize) {
+    fn over_budget_while_listing(&self, bytes: usize) {
         let mut st = self.write();
         self.go_over_budget(&mut st, bytes);
         drop(st);
@@ -377,13 +381,13 @@ impl ResourceCache {
         let _ = rx.wait_for(|gone| *gone).await;
     }
 
-    // ---- writer side (the reflector) ----
+    // ---- writer side: through the one `Writer` (see the `writer` module) ----
 
     /// Install a complete list of the collection at `rv` (initial sync or relist). After the
     /// first sync the difference to the previous state becomes ordinary events, so downstream
     /// watchers stay exact across upstream 410s. If the upstream's RVs went backwards (a restore
     /// or a new cluster), history is discarded and every running watch is ended with 410.
-    pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
+    fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
         let (summary, now) = self.install(objects, rv);
         self.contact.heard();
         self.rv_tx.send_replace(now);
@@ -394,7 +398,7 @@ impl ResourceCache {
     /// aged `age` plus the time until the reflector first reaches the upstream, and not
     /// confirmed current until then (see [`ResourceCache::is_unconfirmed`]). Ignored once the
     /// cache has synced.
-    pub fn restore(&self, objects: Vec<Arc<Object>>, rv: u64, age: Duration) {
+    fn restore(&self, objects: Vec<Arc<Object>>, rv: u64, age: Duration) {
         if self.is_synced() {
             return;
         }
@@ -508,7 +512,7 @@ impl ResourceCache {
     /// re-watch) and are ignored.
     /// An event that would take the cached objects over the budget is not applied: the cache
     /// goes over budget instead (see [`Budget::is_over`]).
-    pub fn apply(&self, ty: EventType, object: Object) {
+    fn apply(&self, ty: EventType, object: Object) {
         let mut st = self.write();
         if object.rv <= st.rv() || self.budget.is_over() {
             return;
@@ -558,7 +562,7 @@ impl ResourceCache {
     }
 
     /// An upstream bookmark: nothing changed up to `rv`.
-    pub fn bookmark(&self, rv: u64) {
+    fn bookmark(&self, rv: u64) {
         self.contact.heard();
         let mut st = self.write();
         if rv > st.rv() {
@@ -711,7 +715,7 @@ impl ResourceCache {
     }
 
     /// The epoch watches must start in: a watch registered in it whose cursor is placed after
-    /// a reset (see [`ResourceCache::replace`]) gets a 410 instead of a history it never saw.
+    /// a reset (see [`Writer::replace`]) gets a 410 instead of a history it never saw.
     pub fn epoch(&self) -> u64 {
         self.read().epoch
     }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use super::ResourceCache;
+use super::{Prover, ResourceCache, Writer};
 
 /// A type, by name: what is known of one that has no cache.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,6 +90,8 @@ struct Slot {
     name: TypeName,
     origin: Origin,
     cache: Option<Arc<ResourceCache>>,
+    /// What may move the cache's resourceVersion to a proven revision (see [`Prover`]).
+    prover: Option<Prover>,
     /// Seconds from the registry's epoch to the last request that found this cache; kept for
     /// [`Origin::Auto`] types only, whose idleness decides when they are dropped.
     used: AtomicU64,
@@ -111,12 +113,7 @@ impl Registry {
     /// Add a type, with its cache if the upstream serves it (else its requests pass through
     /// until [`Registry::install`]); false, and nothing changed, when a version of the type
     /// is there already.
-    pub fn insert(
-        &self,
-        name: TypeName,
-        origin: Origin,
-        cache: Option<Arc<ResourceCache>>,
-    ) -> bool {
+    pub fn insert(&self, name: TypeName, origin: Origin, cache: Option<&Writer>) -> bool {
         let mut slots = self.write();
         let group = slots.entry(name.group.clone()).or_default();
         if group.contains_key(&name.resource) {
@@ -128,7 +125,8 @@ impl Registry {
             Slot {
                 name,
                 origin,
-                cache,
+                cache: cache.map(|w| w.cache().clone()),
+                prover: cache.map(Writer::prover),
                 used,
             },
         );
@@ -136,12 +134,13 @@ impl Registry {
     }
 
     /// Give a type its cache, once the upstream serves it; false when the type is not there.
-    pub fn install(&self, cache: Arc<ResourceCache>) -> bool {
+    pub fn install(&self, writer: &Writer) -> bool {
         let mut slots = self.write();
-        let info = &cache.info;
+        let info = &writer.cache().info;
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
             Some(slot) => {
-                slot.cache = Some(cache);
+                slot.cache = Some(writer.cache().clone());
+                slot.prover = Some(writer.prover());
                 true
             }
             None => false,
@@ -155,6 +154,7 @@ impl Registry {
         let info = &cache.info;
         if let Some(slot) = slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
             slot.cache = None;
+            slot.prover = None;
         }
     }
 
@@ -187,6 +187,17 @@ impl Registry {
             }
         }
         Some(cache)
+    }
+
+    /// What may move `cache`'s resourceVersion to a revision proven current, while `cache` is
+    /// its type's cache here.
+    pub fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
+        let slots = self.read();
+        let info = &cache.info;
+        let prover = slot(&slots, &info.group, &info.version, &info.resource)?
+            .prover
+            .as_ref()?;
+        prover.proves(cache).then(|| prover.clone())
     }
 
     /// Whether some version of `group/resource` is here, with a cache or not.

@@ -347,12 +347,9 @@ fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
     assert_eq!(registry.not_served(), std::slice::from_ref(&name));
     assert_eq!(name.to_string(), "v1/configmaps");
 
-    let cache = Arc::new(ResourceCache::new(
-        info(),
-        Scope::default(),
-        CacheConfig::default(),
-    ));
-    assert!(registry.install(cache.clone()));
+    let (cache, writer) =
+        ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+    assert!(registry.install(&writer));
     assert!(registry
         .get("", "v1", "configmaps")
         .is_some_and(|c| Arc::ptr_eq(&c, &cache)));
@@ -374,24 +371,17 @@ fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
     // A type that is not configured gets no slot.
     let mut other = info();
     other.resource = "secrets".into();
-    let secrets = Arc::new(ResourceCache::new(
-        other,
-        Scope::default(),
-        CacheConfig::default(),
-    ));
-    assert!(!registry.install(secrets));
+    let (_, secrets) = ResourceCache::new(other, Scope::default(), CacheConfig::default()).split();
+    assert!(!registry.install(&secrets));
 }
 
 #[test]
 fn a_type_added_at_run_time_is_found_until_it_is_dropped() {
     let registry = Registry::default();
     let name = TypeName::new("", "v1", "configmaps");
-    let cache = Arc::new(ResourceCache::new(
-        info(),
-        Scope::default(),
-        CacheConfig::default(),
-    ));
-    assert!(registry.insert(name.clone(), Origin::Auto, Some(cache.clone())));
+    let (cache, writer) =
+        ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+    assert!(registry.insert(name.clone(), Origin::Auto, Some(&writer)));
     // One version of a type at a time.
     let mut v2 = name.clone();
     v2.version = "v2".into();

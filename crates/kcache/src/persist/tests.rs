@@ -29,12 +29,11 @@ fn record() -> Record {
     }
 }
 
-fn new_cache() -> Arc<ResourceCache> {
-    Arc::new(ResourceCache::new(
-        info(),
-        Scope::default(),
-        CacheConfig::default(),
-    ))
+/// A new cache's writer (which reads it too).
+fn new_cache() -> Writer {
+    ResourceCache::new(info(), Scope::default(), CacheConfig::default())
+        .split()
+        .1
 }
 
 fn contents(cache: &ResourceCache) -> Vec<(String, Vec<u8>)> {
@@ -55,7 +54,12 @@ async fn flushes_follow_the_cache_and_load_back_equal() {
     let key = resource_key(&config());
     let mut p = Persister::new(
         store.clone(),
-        vec![Tracked::new(cache.clone(), key.clone(), record(), false)],
+        vec![Tracked::new(
+            cache.cache().clone(),
+            key.clone(),
+            record(),
+            false,
+        )],
         FLUSH_EVERY,
         Arc::new(Metrics::new()),
     );
@@ -82,15 +86,17 @@ async fn flushes_follow_the_cache_and_load_back_equal() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn budgeted(budget: usize) -> Arc<ResourceCache> {
-    Arc::new(ResourceCache::new(
+fn budgeted(budget: usize) -> Writer {
+    ResourceCache::new(
         info(),
         Scope::default(),
         CacheConfig {
             memory_budget: Some(budget),
             ..CacheConfig::default()
         },
-    ))
+    )
+    .split()
+    .1
 }
 
 /// A cache that goes over its budget is forgotten on disk, so the next start syncs it from
@@ -105,7 +111,12 @@ async fn a_cache_over_its_budget_is_not_kept() {
     let key = resource_key(&config());
     let mut p = Persister::new(
         store.clone(),
-        vec![Tracked::new(cache.clone(), key.clone(), record(), false)],
+        vec![Tracked::new(
+            cache.cache().clone(),
+            key.clone(),
+            record(),
+            false,
+        )],
         FLUSH_EVERY,
         Arc::new(Metrics::new()),
     );

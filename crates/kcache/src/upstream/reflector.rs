@@ -59,7 +59,7 @@
 //!
 //! Sync uses the streaming-list form (`sendInitialEvents`) when the upstream supports it and
 //! falls back to a paged consistent list when it rejects the parameter. After the first sync a
-//! relist does not drop the cache: `ResourceCache::replace` turns the difference into ordinary
+//! relist does not drop the cache: `Writer::replace` turns the difference into ordinary
 //! events, so downstream watchers stay exact across upstream 410s. A streaming relist (at
 //! resourceVersion 0, from a watch cache) that ends older than the cache was answered by a
 //! lagging watch cache, not by a restored upstream: kcache then lists consistently (etcd) instead,
@@ -97,7 +97,7 @@ use serde_json::value::RawValue;
 
 use super::{enc, Purpose, Upstream, UpstreamError};
 use crate::background::Background;
-use crate::cache::{EventType, ResourceCache};
+use crate::cache::{EventType, ResourceCache, Writer};
 use crate::error::Report;
 use crate::metrics::{Metrics, TypeLabels};
 use crate::object::Object;
@@ -251,6 +251,10 @@ impl Page {
 /// Keeps one cache in step with the upstream.
 pub struct Reflector {
     upstream: Upstream,
+    /// The cache's one writer: only the reflector changes the cache. Shared with the
+    /// background jobs that install its lists, and nothing else.
+    writer: Arc<Writer>,
+    /// The same cache, read.
     cache: Arc<ResourceCache>,
     cfg: ReflectorConfig,
     /// The facts the loop's transitions depend on besides its state.
@@ -270,11 +274,12 @@ pub struct Reflector {
 impl Reflector {
     pub fn new(
         upstream: Upstream,
-        cache: Arc<ResourceCache>,
+        writer: Writer,
         cfg: ReflectorConfig,
         metrics: Arc<Metrics>,
         background: Background,
     ) -> Reflector {
+        let cache = writer.cache().clone();
         let scope_query = super::scope_query(&cache);
         let accept = accepts(&cache);
         let event_counters =
@@ -290,6 +295,7 @@ impl Reflector {
             background,
             machine: Machine::new(&cfg),
             upstream,
+            writer: Arc::new(writer),
             cache,
             cfg,
             scope_query,
@@ -517,7 +523,7 @@ impl Reflector {
             bytes += page.bytes;
             objects.extend(page.objects);
             if self.cache.budget().exceeds(bytes) {
-                self.cache.over_budget_while_listing(bytes);
+                self.writer.over_budget_while_listing(bytes);
                 return Ok(WatchEnd::OverBudget);
             }
             cont = page.meta.continue_token.filter(|c| !c.is_empty());
@@ -545,14 +551,14 @@ impl Reflector {
         // it was listed.
         self.cache.last_list().record(self.machine.list_reason);
         // Building the new state is O(n) in the collection (the sort, the map, the posting sets
-        // and the diff against the old state; see `cache::ResourceCache::replace`): on the
+        // and the diff against the old state; see `cache::Writer::replace`): on the
         // background threads, so that the worker this task runs on goes on serving requests. A
         // worker busy for the length of a 100k-object install stalls the requests queued on it,
         // whatever type they read.
-        let cache = self.cache.clone();
+        let writer = self.writer.clone();
         let summary = self
             .background
-            .run(move || cache.replace(objects, rv))
+            .run(move || writer.replace(objects, rv))
             .await;
         let name = self.cache.info.to_string();
         if first {

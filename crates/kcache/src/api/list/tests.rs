@@ -1,7 +1,6 @@
 use super::*;
 use crate::api::filter::IndexRequirement;
-use crate::api::params::ListOptions;
-use crate::cache::{CacheConfig, EventType, Scope};
+use crate::cache::{CacheConfig, EventType, Scope, Writer};
 use crate::index::IndexConfig;
 use crate::selector::{FieldOp, FieldSelector, LabelSelector};
 use proptest::prelude::*;
@@ -10,20 +9,24 @@ const NODES: [&str; 4] = ["", "n1", "n2", "n3"];
 const APPS: [&str; 4] = ["", "x", "y", "z"];
 const IMAGES: [&str; 3] = ["i1", "i2", "i3"];
 
-fn pods() -> ResourceCache {
+/// A cache of Pods, by its writer (which reads it too).
+fn pods() -> Writer {
     let info = ResourceInfo::core_v1("pods", "Pod");
-    ResourceCache::new(info, Scope::default(), CacheConfig::default()).with_indexes(&[
-        IndexConfig {
-            name: "byImage".into(),
-            field: Some("spec.containers[*].image".into()),
-            label: None,
-        },
-        IndexConfig {
-            name: "byApp".into(),
-            field: None,
-            label: Some("app".into()),
-        },
-    ])
+    ResourceCache::new(info, Scope::default(), CacheConfig::default())
+        .with_indexes(&[
+            IndexConfig {
+                name: "byImage".into(),
+                field: Some("spec.containers[*].image".into()),
+                label: None,
+            },
+            IndexConfig {
+                name: "byApp".into(),
+                field: None,
+                label: Some("app".into()),
+            },
+        ])
+        .split()
+        .1
 }
 
 /// (namespace, name, node, phase, app, images bitmask)
@@ -200,131 +203,6 @@ fn an_equality_on_an_indexed_field_uses_the_index() {
         ..Filter::default()
     };
     assert!(indexed(&c, &snap, &f).is_none());
-}
-
-/// The LIST table of docs/semantics.md, row by row: which state each combination of
-/// `resourceVersion`, `resourceVersionMatch`, `limit` and `continue` reads.
-#[test]
-fn list_reads_follow_the_table_of_semantics_md() {
-    let c = pods();
-    let token = ContinueToken::after(7, "default/p-1", TokenForm::Rooted);
-    let encoded = token.encode();
-    let encoded = encoded.as_str();
-    let read = |q: &[(&str, &str)]| {
-        let q: Vec<(String, String)> = q
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let opts = ListOptions::parse(&q, &c.info, &c.indexes, false).expect("valid options");
-        ListRead::of(&opts)
-    };
-    // (query, the read it asks for)
-    type Row<'a> = (Vec<(&'a str, &'a str)>, Result<ListRead, ApiError>);
-    let rows: Vec<Row<'_>> = vec![
-        // RVM unset, RV unset: the most recent state, limit honoured.
-        (vec![], Ok(ListRead::Consistent { limit: 0 })),
-        (
-            vec![("limit", "500")],
-            Ok(ListRead::Consistent { limit: 500 }),
-        ),
-        // RV=0: any state, limit ignored (L2).
-        (vec![("resourceVersion", "0")], Ok(ListRead::Any)),
-        (
-            vec![("resourceVersion", "0"), ("limit", "500")],
-            Ok(ListRead::Any),
-        ),
-        // RV=N, no limit: not older than N, unpaged.
-        (
-            vec![("resourceVersion", "5")],
-            Ok(ListRead::NotOlderThan {
-                rv: 5,
-                limit: 0,
-                paged: false,
-            }),
-        ),
-        // RV=N with a limit: exactly N (L5).
-        (
-            vec![("resourceVersion", "5"), ("limit", "2")],
-            Ok(ListRead::Exact { rv: 5, limit: 2 }),
-        ),
-        // Exact: exactly N, with or without a limit.
-        (
-            vec![("resourceVersion", "5"), ("resourceVersionMatch", "Exact")],
-            Ok(ListRead::Exact { rv: 5, limit: 0 }),
-        ),
-        (
-            vec![
-                ("resourceVersion", "5"),
-                ("resourceVersionMatch", "Exact"),
-                ("limit", "2"),
-            ],
-            Ok(ListRead::Exact { rv: 5, limit: 2 }),
-        ),
-        // NotOlderThan: not older than N, limit honoured (and a timeout passed upstream).
-        (
-            vec![
-                ("resourceVersion", "5"),
-                ("resourceVersionMatch", "NotOlderThan"),
-                ("limit", "2"),
-            ],
-            Ok(ListRead::NotOlderThan {
-                rv: 5,
-                limit: 2,
-                paged: true,
-            }),
-        ),
-        (
-            vec![
-                ("resourceVersion", "5"),
-                ("resourceVersionMatch", "NotOlderThan"),
-            ],
-            Ok(ListRead::NotOlderThan {
-                rv: 5,
-                limit: 0,
-                paged: false,
-            }),
-        ),
-        (
-            vec![
-                ("resourceVersion", "0"),
-                ("resourceVersionMatch", "NotOlderThan"),
-                ("limit", "2"),
-            ],
-            Ok(ListRead::Any),
-        ),
-        // continue: the token's state from its key; RV=0 beside it tolerated, any other RV
-        // refused; a token kcache cannot read is the upstream's.
-        (
-            vec![("continue", encoded), ("limit", "2")],
-            Ok(ListRead::Continue {
-                token: token.clone(),
-                limit: 2,
-            }),
-        ),
-        (
-            vec![("continue", encoded), ("resourceVersion", "0")],
-            Ok(ListRead::Continue {
-                token: token.clone(),
-                limit: 0,
-            }),
-        ),
-        (
-            vec![("continue", encoded), ("resourceVersion", "7")],
-            Err(ApiError::BadRequest(
-                "specifying resource version is not allowed when using continue".into(),
-            )),
-        ),
-    ];
-    for (q, want) in rows {
-        assert_eq!(read(&q), want, "{q:?}");
-    }
-    assert!(
-        matches!(
-            read(&[("continue", "not-a-token")]),
-            Ok(ListRead::ForeignToken(_))
-        ),
-        "a token kcache cannot read goes upstream"
-    );
 }
 
 /// Objects of assorted sizes, some larger than a whole chunk: the streamed body is the whole

@@ -169,7 +169,8 @@ fn a_streaming_list_expired_before_its_install_is_listed_by_pages_this_once() {
 #[test]
 fn initial_events_ending_behind_the_cache_are_not_installed_and_listed_consistently() {
     let info = ResourceInfo::core_v1("configmaps", "ConfigMap");
-    let cache = ResourceCache::new(info.clone(), Scope::default(), CacheConfig::default());
+    let (_, cache) =
+        ResourceCache::new(info.clone(), Scope::default(), CacheConfig::default()).split();
     let cm = |name: &str, rv: u64| {
         let raw = format!(
             r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#

@@ -261,7 +261,7 @@ impl Reflector {
         };
         self.event_counters[ty as usize].inc();
         stream.rv = stream.rv.max(object.rv);
-        self.cache.apply(ty, object);
+        self.writer.apply(ty, object);
         if self.cache.budget().is_over() {
             return Some(WatchEnd::OverBudget);
         }
@@ -289,7 +289,7 @@ impl Reflector {
             }
             Bookmark::Mark { progressed } => progressed,
         };
-        self.cache.bookmark(rv);
+        self.writer.bookmark(rv);
         self.machine.progressed |= progressed;
         Ok(None)
     }
@@ -380,7 +380,7 @@ impl Reflector {
         self.event_counters[EventType::Added as usize].inc_by(built.len() as u64);
         gathering.bytes += built.iter().map(|o| o.raw().len()).sum::<usize>();
         if self.cache.budget().exceeds(gathering.bytes) {
-            self.cache.over_budget_while_listing(gathering.bytes);
+            self.writer.over_budget_while_listing(gathering.bytes);
             return Ok(Some(WatchEnd::OverBudget));
         }
         gathering.objects.extend(built);

@@ -21,8 +21,9 @@ fn cm(name: &str, rv: u64) -> Object {
 
 /// A report of one small synced cache, as `collect` builds it.
 fn small_report() -> StatusReport {
-    let cache = ResourceCache::new(info(), Scope::default(), CacheConfig::default());
-    cache.replace(vec![cm("a", 8), cm("b", 9)], 10);
+    let (cache, writer) =
+        ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+    writer.replace(vec![cm("a", 8), cm("b", 9)], 10);
     cache.last_list().record(ListReason::Startup);
     let metrics = Metrics::new();
     metrics.init_resource("configmaps");
