@@ -37,7 +37,8 @@ impl Default for ConsistentReads {
 }
 
 impl App {
-    /// Decide where a consistent read is answered: [`Consistency::Cache`] once the cache has
+    /// Decide where a consistent read is answered (`synced`: whether the cache had synced when
+    /// the read was decided): [`Consistency::Cache`] once the cache has
     /// reached the upstream's revision as of after the read arrived (see [`RevisionProbe`] for
     /// why that is never stale), [`Consistency::Upstream`] when the upstream must answer, and
     /// [`Consistency::Unconfirmed`] only while the upstream cannot be reached at all.
@@ -77,11 +78,14 @@ impl App {
         &self,
         cache: &Arc<ResourceCache>,
         read: Read,
+        synced: bool,
     ) -> Result<Consistency, ApiError> {
         // A state restored from disk that the reflector has not yet confirmed with the upstream
         // is treated as no state: the read goes upstream, as it would before a first sync (the
         // stale-while-down policy below is for states this kcache has seen current).
-        if !self.consistent.from_cache || !cache.is_synced() || cache.is_unconfirmed() {
+        // `ResourceCache::is_unconfirmed`, with the synced fact the read was decided on.
+        let unconfirmed = cache.contact().since_last().is_none();
+        if !self.consistent.from_cache || !synced || unconfirmed {
             return Ok(Consistency::Upstream);
         }
         // Cloned out: no map shard stays locked across the waits below.

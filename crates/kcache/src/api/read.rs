@@ -41,6 +41,7 @@ pub(super) async fn from_cache(
     // 1. Decide.
     let Decided {
         decision,
+        held,
         printer,
         mirror,
     } = decide(app, read, cache).await;
@@ -60,8 +61,8 @@ pub(super) async fn from_cache(
         Decision::Cache(want) => (want, None),
         Decision::Consistent { limit } => {
             let size = consistent_size(read, limit, cache);
-            let found = app.consistent(cache, size).await?;
-            match policy::consistent(limit, found, read.local, cache.is_synced()) {
+            let found = app.consistent(cache, size, held.synced).await?;
+            match policy::consistent(limit, found, read.local, held.synced) {
                 Decision::Cache(want) => (want, Some(found)),
                 Decision::Refuse(error) => return Err(error),
                 // A forwarded consistent LIST is timed: what the upstream takes to answer the
@@ -110,6 +111,8 @@ pub(super) async fn from_cache(
 /// looked up.
 struct Decided {
     decision: Decision,
+    /// What the cache held when the read was decided, its facts taken once.
+    held: policy::Held,
     /// The Table printer, for a Table read.
     printer: Option<Arc<Printer>>,
     /// The type's protobuf mirror, for a protobuf read.
@@ -156,6 +159,7 @@ async fn decide(app: &App, read: &ReadRequest<'_>, cache: &Arc<ResourceCache>) -
     };
     Decided {
         decision,
+        held,
         printer,
         mirror,
     }
