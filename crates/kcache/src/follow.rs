@@ -111,10 +111,9 @@ pub(crate) async fn follow_type(
                     "its CRD's selectableFields changed: caching it again with them");
             }
         }
-        // Out of the registry first, so that no request finds the cache once its watches
-        // are told to end.
+        // Out of the registry, which retires the cache once no request can find it: its
+        // watches are told to end.
         app.registry.remove(&current);
-        current.stop_serving();
         forget_printer(&app, &current);
         drop(current);
         release_memory_soon();
@@ -167,8 +166,8 @@ pub(crate) struct Dropped {
 /// configured type keeps its slot and probe for when it is served again). Its memory is given
 /// back once the last reader lets go of it. None when the type was not there.
 pub(crate) fn drop_auto_type(app: &App, name: &TypeName) -> Option<Dropped> {
+    // Retired by the registry as it takes it out.
     let cache = app.registry.drop_type(name)?;
-    cache.stop_serving();
     forget_printer(app, &cache);
     app.probes.remove(&crate::upstream::collection_path(&cache));
     app.metrics.forget_resource(&cache.info.resource);

@@ -50,7 +50,7 @@ pub use freshness::{Freshness, Verdict, MEASURED_FROM};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
 pub use registry::{Entry, Origin, Registry, TypeName};
-pub use writer::{Prover, Writer};
+pub use writer::{Keeper, Prover, Writer};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -350,12 +350,14 @@ impl ResourceCache {
 
     // ---- a type the upstream stopped serving ----
 
-    /// The upstream no longer serves the type (its CustomResourceDefinition was deleted): the
-    /// cache, already out of the registry so that new requests pass through, is done. Its
+    /// The type left the registry (the upstream no longer serves it: its
+    /// CustomResourceDefinition was deleted; or it was dropped when idle): the cache, already
+    /// out of the registry so that new requests pass through, is done. Only the registry calls
+    /// it, through the writer's [`Keeper`]. Its
     /// open watches end cleanly, as the apiserver ends its own (their clients' next watch
     /// gets the upstream's 404), and its protobuf mirror stops. Its state is left as it was:
     /// a read that took the cache just before still answers a state the type had.
-    pub fn stop_serving(&self) {
+    fn stop_serving(&self) {
         self.not_served.send_replace(true);
         if let Some(mirror) = self.mirror.get() {
             mirror.stop();
@@ -370,12 +372,12 @@ impl ResourceCache {
         &self.selectable
     }
 
-    /// Whether [`ResourceCache::stop_serving`] was called.
+    /// Whether the cache was retired (its type left the registry).
     pub fn is_not_served(&self) -> bool {
         *self.not_served.borrow()
     }
 
-    /// Resolves once [`ResourceCache::stop_serving`] is called (never, if it is not).
+    /// Resolves once the cache is retired (never, if it is not).
     pub async fn until_not_served(&self) {
         let mut rx = self.not_served.subscribe();
         let _ = rx.wait_for(|gone| *gone).await;

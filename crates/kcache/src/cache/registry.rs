@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use super::{Prover, ResourceCache, Writer};
+use super::{Keeper, Prover, ResourceCache, Writer};
 
 /// A type, by name: what is known of one that has no cache.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,8 +90,8 @@ struct Slot {
     name: TypeName,
     origin: Origin,
     cache: Option<Arc<ResourceCache>>,
-    /// What may move the cache's resourceVersion to a proven revision (see [`Prover`]).
-    prover: Option<Prover>,
+    /// What the registry keeps of the cache's writer (see [`Keeper`]).
+    keeper: Option<Keeper>,
     /// Seconds from the registry's epoch to the last request that found this cache; kept for
     /// [`Origin::Auto`] types only, whose idleness decides when they are dropped.
     used: AtomicU64,
@@ -126,7 +126,7 @@ impl Registry {
                 name,
                 origin,
                 cache: cache.map(|w| w.cache().clone()),
-                prover: cache.map(Writer::prover),
+                keeper: cache.map(Writer::keeper),
                 used,
             },
         );
@@ -140,7 +140,7 @@ impl Registry {
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
             Some(slot) => {
                 slot.cache = Some(writer.cache().clone());
-                slot.prover = Some(writer.prover());
+                slot.keeper = Some(writer.keeper());
                 true
             }
             None => false,
@@ -148,18 +148,25 @@ impl Registry {
     }
 
     /// Take a type's cache out once the upstream no longer serves it: its requests pass
-    /// through from then on (until [`Registry::install`] gives it a new one).
+    /// through from then on (until [`Registry::install`] gives it a new one), and the cache is
+    /// retired (its watches end; see [`Keeper`]) once no request can find it.
     pub fn remove(&self, cache: &ResourceCache) {
         let mut slots = self.write();
         let info = &cache.info;
-        if let Some(slot) = slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
+        let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
+        let keeper = slot.and_then(|slot| {
             slot.cache = None;
-            slot.prover = None;
+            slot.keeper.take()
+        });
+        drop(slots);
+        if let Some(k) = keeper {
+            k.retire();
         }
     }
 
     /// Forget a type altogether (an idle on-demand type): its requests pass through as those
-    /// of any type kcache does not know. Its cache, if it had one, is returned.
+    /// of any type kcache does not know. Its cache, if it had one, is retired (see [`Keeper`])
+    /// and returned.
     pub fn drop_type(&self, name: &TypeName) -> Option<Arc<ResourceCache>> {
         let mut slots = self.write();
         let group = slots.get_mut(&name.group)?;
@@ -169,6 +176,10 @@ impl Registry {
         let slot = group.remove(&name.resource)?;
         if group.is_empty() {
             slots.remove(&name.group);
+        }
+        drop(slots);
+        if let Some(k) = &slot.keeper {
+            k.retire();
         }
         slot.cache
     }
@@ -194,10 +205,10 @@ impl Registry {
     pub fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
         let slots = self.read();
         let info = &cache.info;
-        let prover = slot(&slots, &info.group, &info.version, &info.resource)?
-            .prover
+        let keeper = slot(&slots, &info.group, &info.version, &info.resource)?
+            .keeper
             .as_ref()?;
-        prover.proves(cache).then(|| prover.clone())
+        keeper.keeps(cache).then(|| keeper.prover())
     }
 
     /// Whether some version of `group/resource` is here, with a cache or not.

@@ -359,10 +359,9 @@ fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
     );
     assert!(registry.not_served().is_empty());
 
-    // Taken out when the upstream stops serving it; its watchers are told.
+    // Taken out when the upstream stops serving it, and retired: its watchers are told.
     let rv = cache.subscribe();
     registry.remove(&cache);
-    cache.stop_serving();
     assert!(registry.get("", "v1", "configmaps").is_none());
     assert!(cache.is_not_served());
     assert!(rv.has_changed().unwrap());

@@ -4,9 +4,13 @@
 //! type's reflector owns (a state restored from disk is installed through it before the
 //! reflector starts). A reader therefore cannot write, and the compiler checks it.
 //!
-//! One other change is allowed besides the reflector's, narrowly: a cache proven equal to the
-//! upstream's state at a later revision (`api::proof`) may move its resourceVersion there, as
-//! an upstream bookmark would. That takes a [`Prover`], which only the writer hands out.
+//! Two other changes are allowed besides the reflector's, each through a narrow handle the
+//! writer gives the [`Registry`](super::Registry) when the cache is registered (a [`Keeper`]):
+//! - a cache proven equal to the upstream's state at a later revision (`api::proof`) may move
+//!   its resourceVersion there, as an upstream bookmark would, through a [`Prover`];
+//! - a cache whose type leaves the registry (no longer served, or dropped when idle) is
+//!   retired: its watches end and its protobuf mirror stops. Only the registry does that, as
+//!   it takes the cache out.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -62,10 +66,9 @@ impl Writer {
         self.cache.over_budget_while_listing(bytes)
     }
 
-    /// The narrow capability of moving the cache's resourceVersion to a revision at which the
-    /// upstream's state was proven to be the cache's.
-    pub fn prover(&self) -> Prover {
-        Prover {
+    /// What the registry keeps of this writer (see the module docs).
+    pub fn keeper(&self) -> Keeper {
+        Keeper {
             cache: Arc::downgrade(&self.cache),
         }
     }
@@ -80,10 +83,37 @@ impl std::ops::Deref for Writer {
     }
 }
 
+/// What the registry holds of a cache's writer: a [`Prover`] for the cache, and retiring it
+/// when its type leaves the registry. Holds the cache weakly: it keeps no dropped cache alive.
+pub struct Keeper {
+    cache: Weak<ResourceCache>,
+}
+
+impl Keeper {
+    /// The cache's prover.
+    pub fn prover(&self) -> Prover {
+        Prover {
+            cache: self.cache.clone(),
+        }
+    }
+
+    /// Whether this is the keeper of `cache`.
+    pub fn keeps(&self, cache: &ResourceCache) -> bool {
+        std::ptr::eq(self.cache.as_ptr(), cache)
+    }
+
+    /// The cache's type left the registry: see [`ResourceCache`]'s `stop_serving`. Only the
+    /// registry calls it.
+    pub(super) fn retire(&self) {
+        if let Some(cache) = self.cache.upgrade() {
+            cache.stop_serving();
+        }
+    }
+}
+
 /// May only move a cache's resourceVersion forward to a revision at which the upstream's state
 /// of the type was proven equal to the cache's (see the module docs). Holds the cache weakly:
 /// it keeps no dropped cache alive.
-#[derive(Clone)]
 pub struct Prover {
     cache: Weak<ResourceCache>,
 }
@@ -95,10 +125,5 @@ impl Prover {
         if let Some(cache) = self.cache.upgrade() {
             cache.bookmark(rv);
         }
-    }
-
-    /// Whether this is the prover of `cache`.
-    pub fn proves(&self, cache: &ResourceCache) -> bool {
-        std::ptr::eq(self.cache.as_ptr(), cache)
     }
 }
