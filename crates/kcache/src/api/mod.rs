@@ -65,8 +65,9 @@ pub struct App {
     pub(crate) registry: Registry,
     pub(crate) upstream: Upstream,
     /// The upstream's current revision, one probe per cached collection (keyed by
-    /// [`crate::upstream::collection_path`]), each listing its own collection first (see [`RevisionProbe`]).
-    /// On-demand caching adds and removes probes as it takes types up and drops them.
+    /// [`crate::upstream::collection_path`]), each listing its own collection first (see
+    /// [`RevisionProbe`]). On-demand caching adds and removes probes as it takes types up and
+    /// drops them.
     pub(crate) probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
     /// Lists and watches of uncached types, counted when on-demand caching is on (the
     /// library's `demand` module).

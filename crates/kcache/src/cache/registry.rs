@@ -159,7 +159,7 @@ impl Registry {
             slot.keeper.take()
         });
         drop(slots);
-        if let Some(k) = keeper {
+        if let Some(k) = keeper.filter(|k| k.keeps(cache)) {
             k.retire();
         }
     }
