@@ -513,7 +513,7 @@ impl Store {
 /// upstream. Err, with the cache left empty, when an object does not parse or is not stored
 /// under its own key.
 pub fn restore(writer: &Writer, stored: &Stored) -> Result<(), PersistError> {
-    let cache = &**writer.cache();
+    let cache: &ResourceCache = writer;
     // Reading each object's head is most of a warm start (BENCHMARKS.md, warm restart), and
     // each object is read on its own: the objects are split over the machine's cores.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -588,7 +588,7 @@ pub fn restore_from(
     key: &str,
     record: &Record,
 ) -> Result<(), PersistError> {
-    let cache = &**writer.cache();
+    let cache: &ResourceCache = writer;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Unbounded: a parser that failed still drains it, but one that panicked does not, and
     // the reader must never wait for it. At most the stored objects, as a whole load holds.

@@ -84,8 +84,7 @@ impl App {
         // is treated as no state: the read goes upstream, as it would before a first sync (the
         // stale-while-down policy below is for states this kcache has seen current).
         // `ResourceCache::is_unconfirmed`, with the synced fact the read was decided on.
-        let unconfirmed = cache.contact().since_last().is_none();
-        if !self.consistent.from_cache || !synced || unconfirmed {
+        if !self.consistent.from_cache || !synced || !cache.contact().confirmed() {
             return Ok(Consistency::Upstream);
         }
         // Cloned out: no map shard stays locked across the waits below.

@@ -253,20 +253,21 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     } else {
         None
     };
-    // A read the cache of its type might answer, with the representation it asks for.
-    let read = cache.as_ref().and_then(|c| {
-        let representation = request::representation(&parts.headers, app.mirrors.servable(c));
-        parsed.read(&parts.headers, c, representation)
-    });
+    // A read the cache of its type might answer, with the representation it asks for (none
+    // for a request that impersonates: the upstream answers those).
+    let impersonating = admission::impersonates(&parts.headers);
+    let read = cache
+        .as_ref()
+        .filter(|_| !impersonating)
+        .and_then(|c| parsed.read(&parts.headers, c, app.mirrors.servable(c)));
     // kcache's own errors are encoded as the apiserver would have encoded the answer: in
     // protobuf where kcache answers protobuf (a built-in type whose reader asked for protobuf
     // first, with protobuf on: E9).
     let protobuf_errors = read
         .as_ref()
         .is_some_and(|r| r.representation == Representation::Protobuf);
-    let impersonating = admission::impersonates(&parts.headers);
     let cached = match (&read, &cache) {
-        (Some(read), Some(cache)) if !impersonating => {
+        (Some(read), Some(cache)) => {
             serve_from_cache(&app, read, cache, &caller, protobuf_errors).await
         }
         _ => Ok(Answer::Upstream),

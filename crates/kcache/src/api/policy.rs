@@ -431,9 +431,8 @@ mod tests {
             .unwrap()
             .into_parts();
         let parsed = super::super::request::Parsed::parse(&parts);
-        let representation = super::super::request::representation(&parts.headers, true);
         let read = parsed
-            .read(&parts.headers, cache, representation)
+            .read(&parts.headers, cache, true)
             .expect("a read of the type");
         decide(&read, &held)
     }

@@ -82,12 +82,13 @@ impl Parsed {
     }
 
     /// The request as a read the cache of its type might answer: a GET, LIST or WATCH of the
-    /// type itself (no subresource). None for anything else, which goes upstream.
+    /// type itself (no subresource). None for anything else, which goes upstream. `protobuf`:
+    /// whether kcache answers protobuf for the type.
     pub fn read<'r>(
         &'r self,
         headers: &'r http::HeaderMap,
         cache: &ResourceCache,
-        representation: Representation,
+        protobuf: bool,
     ) -> Option<ReadRequest<'r>> {
         let path = self.path.as_ref()?;
         if path.subresource.is_some() || !matches!(self.verb, Verb::Get | Verb::List | Verb::Watch)
@@ -100,18 +101,12 @@ impl Parsed {
             &self.query,
             headers,
             cache,
-            representation,
+            negotiate_with(
+                headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+                protobuf,
+            ),
         ))
     }
-}
-
-/// The representation a read asks for with its `Accept` header; `protobuf`: whether kcache
-/// answers protobuf for the type.
-pub fn representation(headers: &http::HeaderMap, protobuf: bool) -> Representation {
-    negotiate_with(
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-        protobuf,
-    )
 }
 
 /// A GET, LIST or WATCH of a cached type, as parsed once.

@@ -60,6 +60,12 @@ impl Contact {
         );
     }
 
+    /// Whether the reflector has reached the upstream since the cache was created: a state
+    /// restored from disk is not confirmed current until then.
+    pub fn confirmed(&self) -> bool {
+        self.since_last().is_some()
+    }
+
     /// Time since the last confirmed contact (None before any).
     pub fn since_last(&self) -> Option<Duration> {
         self.last

@@ -8,8 +8,8 @@
 //!
 //! One writer (the reflector) and many readers, by type: the cache is shared read-only as
 //! `Arc<ResourceCache>`, and its objects and resourceVersion change only through its one
-//! [`Writer`] (see the `writer` module), made once by [`ResourceCache::split`]. The lock is held only for O(log n) updates,
-//! O(1) clones and, for a relist, the swap of the new state and the append of its events:
+//! [`Writer`] (see the `writer` module), made once by [`ResourceCache::split`]. The lock is
+//! held only for O(log n) updates, O(1) clones and, for a relist, the swap of the new state and the append of its events:
 //! the O(n) work of a relist (the diff, the sort, the posting sets, freeing the old state) is
 //! done outside it (see `relist`), and nothing holds it while bytes are written to a client.
 //!
@@ -302,7 +302,7 @@ impl ResourceCache {
     /// confirmed since (the reflector has not reached it yet): served to reads that accept any
     /// state (`resourceVersion=0`), never taken as current by consistent reads.
     pub fn is_unconfirmed(&self) -> bool {
-        self.contact.since_last().is_none() && self.is_synced()
+        !self.contact.confirmed() && self.is_synced()
     }
 
     // ---- the memory budget (see the `budget` module) ----
@@ -353,9 +353,9 @@ impl ResourceCache {
     /// The type left the registry (the upstream no longer serves it: its
     /// CustomResourceDefinition was deleted; or it was dropped when idle): the cache, already
     /// out of the registry so that new requests pass through, is done. Only the registry calls
-    /// it, through the writer's [`Keeper`]. Its
-    /// open watches end cleanly, as the apiserver ends its own (their clients' next watch
-    /// gets the upstream's 404), and its protobuf mirror stops. Its state is left as it was:
+    /// it, through the writer's [`Keeper`]. Its open watches end cleanly, as the apiserver ends
+    /// its own (their clients' next watch gets the upstream's 404), and its protobuf mirror
+    /// stops. Its state is left as it was:
     /// a read that took the cache just before still answers a state the type had.
     fn stop_serving(&self) {
         self.not_served.send_replace(true);

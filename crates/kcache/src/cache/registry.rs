@@ -89,9 +89,9 @@ impl Default for Registry {
 struct Slot {
     name: TypeName,
     origin: Origin,
-    cache: Option<Arc<ResourceCache>>,
-    /// What the registry keeps of the cache's writer (see [`Keeper`]).
-    keeper: Option<Keeper>,
+    /// The type's cache, held through what its writer gave the registry (see [`Keeper`]);
+    /// None while the upstream does not serve the type.
+    cache: Option<Keeper>,
     /// Seconds from the registry's epoch to the last request that found this cache; kept for
     /// [`Origin::Auto`] types only, whose idleness decides when they are dropped.
     used: AtomicU64,
@@ -125,8 +125,7 @@ impl Registry {
             Slot {
                 name,
                 origin,
-                cache: cache.map(|w| w.cache().clone()),
-                keeper: cache.map(Writer::keeper),
+                cache: cache.map(Writer::keeper),
                 used,
             },
         );
@@ -139,8 +138,7 @@ impl Registry {
         let info = &writer.cache().info;
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
             Some(slot) => {
-                slot.cache = Some(writer.cache().clone());
-                slot.keeper = Some(writer.keeper());
+                slot.cache = Some(writer.keeper());
                 true
             }
             None => false,
@@ -154,12 +152,12 @@ impl Registry {
         let mut slots = self.write();
         let info = &cache.info;
         let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
-        let keeper = slot.and_then(|slot| {
-            slot.cache = None;
-            slot.keeper.take()
+        let removed = slot.and_then(|slot| {
+            let keeps = slot.cache.as_ref().is_some_and(|k| k.keeps(cache));
+            keeps.then(|| slot.cache.take()).flatten()
         });
         drop(slots);
-        if let Some(k) = keeper.filter(|k| k.keeps(cache)) {
+        if let Some(k) = removed {
             k.retire();
         }
     }
@@ -178,10 +176,9 @@ impl Registry {
             slots.remove(&name.group);
         }
         drop(slots);
-        if let Some(k) = &slot.keeper {
-            k.retire();
-        }
-        slot.cache
+        let keeper = slot.cache?;
+        keeper.retire();
+        Some(keeper.cache().clone())
     }
 
     /// The cache serving `group/version/resource`, if that exact version is cached and the
@@ -189,7 +186,7 @@ impl Registry {
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
         let slots = self.read();
         let slot = slot(&slots, group, version, resource)?;
-        let cache = slot.cache.clone()?;
+        let cache = slot.cache.as_ref()?.cache().clone();
         if slot.origin == Origin::Auto {
             let now = self.now();
             // Written once a second at most: every request of the type reads it.
@@ -206,7 +203,7 @@ impl Registry {
         let slots = self.read();
         let info = &cache.info;
         let keeper = slot(&slots, &info.group, &info.version, &info.resource)?
-            .keeper
+            .cache
             .as_ref()?;
         keeper.keeps(cache).then(|| keeper.prover())
     }
@@ -224,7 +221,7 @@ impl Registry {
             .read()
             .values()
             .flat_map(HashMap::values)
-            .filter_map(|s| s.cache.clone())
+            .filter_map(|s| s.cache.as_ref().map(|k| k.cache().clone()))
             .collect();
         caches.into_iter()
     }
@@ -237,7 +234,7 @@ impl Registry {
             .flat_map(HashMap::values)
             .filter(|s| s.origin == Origin::Configured)
             .filter_map(|s| s.cache.as_ref())
-            .all(|c| c.is_settled())
+            .all(|k| k.cache().is_settled())
     }
 
     /// Every type, sorted by name.
@@ -250,7 +247,7 @@ impl Registry {
             .map(|s| Entry {
                 name: s.name.clone(),
                 origin: s.origin,
-                cache: s.cache.clone(),
+                cache: s.cache.as_ref().map(|k| k.cache().clone()),
                 idle: Duration::from_secs(now.saturating_sub(s.used.load(Ordering::Relaxed))),
             })
             .collect();

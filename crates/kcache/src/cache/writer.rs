@@ -69,7 +69,7 @@ impl Writer {
     /// What the registry keeps of this writer (see the module docs).
     pub fn keeper(&self) -> Keeper {
         Keeper {
-            cache: Arc::downgrade(&self.cache),
+            cache: self.cache.clone(),
         }
     }
 }
@@ -83,31 +83,34 @@ impl std::ops::Deref for Writer {
     }
 }
 
-/// What the registry holds of a cache's writer: a [`Prover`] for the cache, and retiring it
-/// when its type leaves the registry. Holds the cache weakly: it keeps no dropped cache alive.
+/// What the registry holds of a cache's writer: the cache itself (shared, read-only), a
+/// [`Prover`] for it, and retiring it when its type leaves the registry.
 pub struct Keeper {
-    cache: Weak<ResourceCache>,
+    cache: Arc<ResourceCache>,
 }
 
 impl Keeper {
-    /// The cache's prover.
+    /// The cache, for reading.
+    pub fn cache(&self) -> &Arc<ResourceCache> {
+        &self.cache
+    }
+
+    /// The cache's prover; it holds the cache weakly, keeping no dropped cache alive.
     pub fn prover(&self) -> Prover {
         Prover {
-            cache: self.cache.clone(),
+            cache: Arc::downgrade(&self.cache),
         }
     }
 
     /// Whether this is the keeper of `cache`.
     pub fn keeps(&self, cache: &ResourceCache) -> bool {
-        std::ptr::eq(self.cache.as_ptr(), cache)
+        std::ptr::eq(Arc::as_ptr(&self.cache), cache)
     }
 
     /// The cache's type left the registry: see [`ResourceCache`]'s `stop_serving`. Only the
     /// registry calls it.
     pub(super) fn retire(&self) {
-        if let Some(cache) = self.cache.upgrade() {
-            cache.stop_serving();
-        }
+        self.cache.stop_serving();
     }
 }
 

@@ -251,11 +251,10 @@ impl Page {
 /// Keeps one cache in step with the upstream.
 pub struct Reflector {
     upstream: Upstream,
-    /// The cache's one writer: only the reflector changes the cache. Shared with the
-    /// background jobs that install its lists, and nothing else.
+    /// The cache's one writer, through which the reflector reads the cache too: only the
+    /// reflector changes the cache. Shared with the background jobs that install its lists,
+    /// and nothing else.
     writer: Arc<Writer>,
-    /// The same cache, read.
-    cache: Arc<ResourceCache>,
     cfg: ReflectorConfig,
     /// The facts the loop's transitions depend on besides its state.
     machine: Machine,
@@ -279,9 +278,9 @@ impl Reflector {
         metrics: Arc<Metrics>,
         background: Background,
     ) -> Reflector {
-        let cache = writer.cache().clone();
-        let scope_query = super::scope_query(&cache);
-        let accept = accepts(&cache);
+        let cache = writer.cache();
+        let scope_query = super::scope_query(cache);
+        let accept = accepts(cache);
         let event_counters =
             [EventType::Added, EventType::Modified, EventType::Deleted].map(|ty| {
                 metrics.upstream_events.get_or_create_owned(&TypeLabels {
@@ -296,24 +295,28 @@ impl Reflector {
             machine: Machine::new(&cfg),
             upstream,
             writer: Arc::new(writer),
-            cache,
             cfg,
             scope_query,
             accept,
         }
     }
 
+    /// The cache the reflector keeps.
+    fn cache(&self) -> &Arc<ResourceCache> {
+        self.writer.cache()
+    }
+
     fn collection(&self) -> String {
-        super::collection_path(&self.cache)
+        super::collection_path(self.cache())
     }
 
     /// Run until the task is dropped, the cache goes over its memory budget, or the upstream
     /// stops serving the type.
     pub async fn run(mut self) -> Ended {
-        let restored = self.cache.is_synced().then(|| self.cache.rv());
-        let mut state = Machine::start(self.cache.budget().is_over(), restored);
+        let restored = self.cache().is_synced().then(|| self.cache().rv());
+        let mut state = Machine::start(self.cache().budget().is_over(), restored);
         if let State::Resume { rv } = state {
-            tracing::info!(resource = %self.cache.info, rv, objects = self.cache.len(),
+            tracing::info!(resource = %self.cache().info, rv, objects = self.cache().len(),
                 "restored from disk; resuming the watch");
         }
         let ended = loop {
@@ -323,8 +326,8 @@ impl Reflector {
             state = self.step(state).await;
         };
         if ended == Ended::OverBudget {
-            if let Some(over) = self.cache.budget().overage() {
-                tracing::warn!(resource = %self.cache.info, bytes = over.bytes, budget = over.budget,
+            if let Some(over) = self.cache().budget().overage() {
+                tracing::warn!(resource = %self.cache().info, bytes = over.bytes, budget = over.budget,
                     "over its memoryBudget: no longer cached, its objects dropped; every read of it \
                      is passed through to the upstream until kcache restarts");
             }
@@ -338,15 +341,15 @@ impl Reflector {
             State::Sync => return self.machine.sync(),
             State::StreamingList => {
                 let end = self.watch(0, true).await;
-                self.machine.after_streaming_list(end, self.cache.rv())
+                self.machine.after_streaming_list(end, self.cache().rv())
             }
             State::PagedList => {
                 let end = self.paged_sync().await;
-                self.machine.after_list(end, self.cache.rv())
+                self.machine.after_list(end, self.cache().rv())
             }
             State::Watching { rv } => {
                 let end = self.watch(rv, false).await;
-                self.machine.after_watch(rv, end, self.cache.rv())
+                self.machine.after_watch(rv, end, self.cache().rv())
             }
             State::Resume { rv } => {
                 let current = self.upstream_revision().await;
@@ -381,7 +384,7 @@ impl Reflector {
     }
 
     fn log_note(&self, note: Note) {
-        let info = &self.cache.info;
+        let info = &self.cache().info;
         match note {
             Note::StreamingRejected { message } => tracing::info!(resource = %info, %message,
                 "upstream does not support streaming lists; using paged lists"),
@@ -390,7 +393,7 @@ impl Reflector {
                 "streaming list silent before its initial-events-end bookmark; using paged lists")
             }
             Note::LaggingWatchCache { rv } => {
-                tracing::info!(resource = %info, rv, cache_rv = self.cache.rv(),
+                tracing::info!(resource = %info, rv, cache_rv = self.cache().rv(),
                 "streaming relist answered by a lagging watch cache; listing consistently")
             }
             Note::WatchExpired { rv } => {
@@ -404,7 +407,7 @@ impl Reflector {
     }
 
     fn log_failure(&self, failed: Failed, error: &UpstreamError) {
-        let (info, error) = (&self.cache.info, Report(error));
+        let (info, error) = (&self.cache().info, Report(error));
         match failed {
             Failed::Sync => tracing::warn!(resource = %info, error = %error, "sync failed"),
             Failed::Watch => tracing::warn!(resource = %info, error = %error, "watch failed"),
@@ -418,7 +421,7 @@ impl Reflector {
     async fn after_error(&self, e: &UpstreamError, then: State) -> State {
         let code = e.code();
         let undiscovered = code == Some(404) && {
-            let info = &self.cache.info;
+            let info = &self.cache().info;
             let found = self
                 .upstream
                 .discover(&info.group, &info.version, &info.resource)
@@ -431,12 +434,12 @@ impl Reflector {
     /// A progress line while a large initial list is coming in.
     fn progress(&self, so_far: usize, started: std::time::Instant) {
         let secs = started.elapsed().as_secs_f64().max(0.001);
-        tracing::info!(resource = %self.cache.info, objects = so_far,
+        tracing::info!(resource = %self.cache().info, objects = so_far,
             rate = (so_far as f64 / secs) as u64, "syncing");
     }
 
     fn count_error(&self, e: &UpstreamError) {
-        self.cache.contact().lost();
+        self.cache().contact().lost();
         let reason = match e {
             UpstreamError::Status { .. } => "status",
             UpstreamError::Decode { .. }
@@ -447,7 +450,7 @@ impl Reflector {
         };
         Metrics::reason(
             &self.metrics.upstream_errors,
-            &self.cache.info.resource,
+            &self.cache().info.resource,
             reason,
         );
     }
@@ -466,17 +469,17 @@ impl Reflector {
         }
         let head: Head = serde_json::from_slice(&body).map_err(UpstreamError::decode(format!(
             "list of {}",
-            self.cache.info
+            self.cache().info
         )))?;
         head.metadata.resource_version.parse().map_err(|_| {
-            UpstreamError::Malformed(format!("list of {}: resourceVersion", self.cache.info))
+            UpstreamError::Malformed(format!("list of {}: resourceVersion", self.cache().info))
         })
     }
 
     /// Consistent paged list, installed in the cache: then `Closed` at the list's RV (where
     /// the watch starts), or `OverBudget`.
     async fn paged_sync(&mut self) -> Result<WatchEnd, UpstreamError> {
-        let info = self.cache.info.clone();
+        let info = self.cache().info.clone();
         let mut objects = Vec::new();
         let mut bytes = 0usize;
         let mut list_rv: Option<u64> = None;
@@ -509,8 +512,8 @@ impl Reflector {
                 }
                 Err(e) => return Err(e),
             };
-            self.cache.contact().heard();
-            let cache = self.cache.clone();
+            self.cache().contact().heard();
+            let cache = self.cache().clone();
             let page = self
                 .background
                 .run(move || Page::decode(&cache, &body))
@@ -522,7 +525,7 @@ impl Reflector {
             }
             bytes += page.bytes;
             objects.extend(page.objects);
-            if self.cache.budget().exceeds(bytes) {
+            if self.cache().budget().exceeds(bytes) {
                 self.writer.over_budget_while_listing(bytes);
                 return Ok(WatchEnd::OverBudget);
             }
@@ -537,7 +540,7 @@ impl Reflector {
         }
         let rv = list_rv.unwrap_or(0);
         self.install(objects, rv).await;
-        if self.cache.budget().is_over() {
+        if self.cache().budget().is_over() {
             return Ok(WatchEnd::OverBudget);
         }
         Ok(WatchEnd::Closed { rv })
@@ -546,10 +549,10 @@ impl Reflector {
     async fn install(&mut self, objects: Vec<Arc<Object>>, rv: u64) {
         self.machine.installs += 1;
         let n = objects.len();
-        let first = !self.cache.is_synced();
+        let first = !self.cache().is_synced();
         // Recorded before the list is installed, so whoever sees the new state also finds why
         // it was listed.
-        self.cache.last_list().record(self.machine.list_reason);
+        self.cache().last_list().record(self.machine.list_reason);
         // Building the new state is O(n) in the collection (the sort, the map, the posting sets
         // and the diff against the old state; see `cache::Writer::replace`): on the
         // background threads, so that the worker this task runs on goes on serving requests. A
@@ -560,11 +563,11 @@ impl Reflector {
             .background
             .run(move || writer.replace(objects, rv))
             .await;
-        let name = self.cache.info.to_string();
+        let name = self.cache().info.to_string();
         if first {
             tracing::info!(resource = %name, objects = n, rv, "synced");
         } else {
-            Metrics::counter(&self.metrics.relists, &self.cache.info.resource).inc();
+            Metrics::counter(&self.metrics.relists, &self.cache().info.resource).inc();
             tracing::info!(resource = %name, objects = n, rv, added = summary.added,
                 modified = summary.modified, deleted = summary.deleted, reset = summary.reset, "relisted");
         }

@@ -156,7 +156,7 @@ impl Reflector {
             .upstream
             .open_accepting(&url, self.accept.watch, Purpose::ReflectorWatch)
             .await?;
-        self.cache.contact().heard();
+        self.cache().contact().heard();
         // The upstream ends the stream after timeoutSeconds; one still open well after that
         // is on a connection that died silently (no FIN or RST reached us), so give up on it.
         let silent_after = Duration::from_secs(timeout) + self.upstream.request_timeout();
@@ -244,17 +244,17 @@ impl Reflector {
         // Live events keep their object's bytes laid out as the event's line, which the
         // cache's history then shares.
         let built = Object::from_upstream_stripped(
-            &self.cache.info,
-            &self.cache.indexes,
+            &self.cache().info,
+            &self.cache().indexes,
             object,
-            self.cache.strip(),
+            self.cache().strip(),
             Some(ty.as_str()),
         );
         let object = match built {
             Ok(o) => o,
             Err(e) => {
                 // Skipping it would leave the cache wrong; a relist repairs it.
-                tracing::warn!(resource = %self.cache.info, error = %e, "unreadable object from upstream; relisting");
+                tracing::warn!(resource = %self.cache().info, error = %e, "unreadable object from upstream; relisting");
                 self.machine.list_reason = ListReason::UnreadableEvent;
                 return Some(WatchEnd::Relist);
             }
@@ -262,7 +262,7 @@ impl Reflector {
         self.event_counters[ty as usize].inc();
         stream.rv = stream.rv.max(object.rv);
         self.writer.apply(ty, object);
-        if self.cache.budget().is_over() {
+        if self.cache().budget().is_over() {
             return Some(WatchEnd::OverBudget);
         }
         self.machine.progressed = true;
@@ -276,13 +276,13 @@ impl Reflector {
         object: &[u8],
     ) -> Result<Option<WatchEnd>, UpstreamError> {
         let (rv, end) = parse_bookmark(object)?;
-        let synced_rv = self.cache.is_synced().then(|| self.cache.rv());
+        let synced_rv = self.cache().is_synced().then(|| self.cache().rv());
         let progressed = match stream.bookmark(rv, end, synced_rv) {
             Bookmark::Skip => return Ok(None),
             Bookmark::Behind => return Ok(Some(WatchEnd::Behind { rv })),
             Bookmark::Install(objects) => {
                 self.install(objects, rv).await;
-                if self.cache.budget().is_over() {
+                if self.cache().budget().is_over() {
                     return Ok(Some(WatchEnd::OverBudget));
                 }
                 false
@@ -303,7 +303,7 @@ impl Reflector {
         let status: MetaOnly = serde_json::from_slice(object).unwrap_or_default();
         match status.code {
             Some(410) => {
-                Metrics::counter(&self.metrics.upstream_expired, &self.cache.info.resource).inc();
+                Metrics::counter(&self.metrics.upstream_expired, &self.cache().info.resource).inc();
                 // While gathering, the list under way goes on by pages, for the reason it was
                 // started.
                 if !stream.is_listing() {
@@ -347,7 +347,7 @@ impl Reflector {
         if lines.is_empty() {
             return Ok(None);
         }
-        let cache = self.cache.clone();
+        let cache = self.cache().clone();
         let decoded = self
             .background
             .run(
@@ -373,13 +373,13 @@ impl Reflector {
         let built = match decoded {
             Ok(built) => built,
             Err(e) => {
-                tracing::warn!(resource = %self.cache.info, error = %e, "unreadable object from upstream; relisting");
+                tracing::warn!(resource = %self.cache().info, error = %e, "unreadable object from upstream; relisting");
                 return Ok(Some(WatchEnd::Relist));
             }
         };
         self.event_counters[EventType::Added as usize].inc_by(built.len() as u64);
         gathering.bytes += built.iter().map(|o| o.raw().len()).sum::<usize>();
-        if self.cache.budget().exceeds(gathering.bytes) {
+        if self.cache().budget().exceeds(gathering.bytes) {
             self.writer.over_budget_while_listing(gathering.bytes);
             return Ok(Some(WatchEnd::OverBudget));
         }
