@@ -12,12 +12,14 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates/kcache/Cargo.toml crates/kcache/
 COPY crates/kcache-heap/Cargo.toml crates/kcache-heap/
+COPY crates/kcache-http1/Cargo.toml crates/kcache-http1/
 COPY crates/kcache-sim/Cargo.toml crates/kcache-sim/
 COPY crates/kcache-bench/Cargo.toml crates/kcache-bench/
-RUN mkdir -p src crates/kcache/src crates/kcache-heap/src crates/kcache-sim/src crates/kcache-bench/src \
+RUN mkdir -p src crates/kcache/src crates/kcache-heap/src crates/kcache-http1/src crates/kcache-sim/src \
+        crates/kcache-bench/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch crates/kcache/src/lib.rs crates/kcache-heap/src/lib.rs crates/kcache-sim/src/lib.rs \
-        crates/kcache-bench/src/lib.rs \
+    && touch crates/kcache/src/lib.rs crates/kcache-heap/src/lib.rs crates/kcache-http1/src/lib.rs \
+        crates/kcache-sim/src/lib.rs crates/kcache-bench/src/lib.rs \
     && cargo build --release --locked --no-default-features -p kcache-cli \
     && rm -rf src crates
 

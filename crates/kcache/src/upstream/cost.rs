@@ -11,9 +11,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use hyper::body::Incoming;
 use prometheus_client::metrics::counter::Counter;
 
+use super::AnswerBody;
 use crate::metrics::{Metrics, PurposeLabels};
 
 /// Why kcache sends a request to the upstream.
@@ -112,12 +112,12 @@ impl Counters {
 /// HTTP layer: a compressed body counts compressed). Counting frame by frame keeps a watch's
 /// bytes visible while it runs, not only when it ends.
 pub struct CountedBody {
-    inner: Incoming,
+    inner: AnswerBody,
     received: Option<Counter>,
 }
 
 impl CountedBody {
-    pub(super) fn new(inner: Incoming, received: Option<Counter>) -> CountedBody {
+    pub(super) fn new(inner: AnswerBody, received: Option<Counter>) -> CountedBody {
         CountedBody { inner, received }
     }
 }
@@ -130,9 +130,7 @@ impl HttpBody for CountedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, kube_client::Error>>> {
-        let polled = Pin::new(&mut self.inner)
-            .poll_frame(cx)
-            .map_err(kube_client::Error::HyperError);
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if let (Poll::Ready(Some(Ok(frame))), Some(counter)) = (&polled, &self.received) {
             if let Some(data) = frame.data_ref() {
                 counter.inc_by(data.len() as u64);

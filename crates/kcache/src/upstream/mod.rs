@@ -2,6 +2,7 @@
 //! upstream's bytes, so it never decodes objects into typed structs), discovery of the cached
 //! resource types, and one reflector per type.
 
+mod client;
 mod cost;
 mod metadata_list;
 mod mirror;
@@ -10,6 +11,7 @@ mod reflector;
 mod stream;
 mod version;
 
+pub use client::AnswerBody;
 pub use cost::{CountedBody, Purpose};
 pub use metadata_list::{metadata_list_url, ItemVersion, MetadataList, METADATA_LIST_ACCEPT};
 pub use mirror::MirrorReflector;
@@ -32,6 +34,7 @@ use serde::Deserialize;
 use crate::cache::ResourceCache;
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
+use client::{transport_error, Clients};
 
 /// The query parameters restricting what is cached of a type (its scope), pre-encoded, for
 /// the lists and watches of its reflectors.
@@ -173,10 +176,10 @@ impl UpstreamError {
 #[derive(Clone)]
 pub struct Upstream {
     /// With kcache's own credentials.
-    client: Stack,
+    client: Clients,
     /// The same connection settings with no credentials at all: pass-through of a caller's
     /// own bearer token, and of anonymous callers, must not carry kcache's identity as well.
-    bare: Stack,
+    bare: Clients,
     /// Where it is, for logs.
     pub url: String,
     /// Bound on kcache's own requests (list pages, probes, a watch's response head): an
@@ -250,8 +253,8 @@ impl Upstream {
         let url = config.cluster_url.to_string();
         let mut bare = config.clone();
         bare.auth_info = Default::default();
-        let client = build_client(&config)?;
-        let bare = build_client(&bare)?;
+        let client = Clients::new(&config)?;
+        let bare = Clients::new(&bare)?;
         Ok(Upstream {
             client,
             bare,
@@ -314,14 +317,18 @@ impl Upstream {
 
     async fn send_with(
         &self,
-        client: &Stack,
+        clients: &Clients,
         req: Request<Body>,
         purpose: Purpose,
     ) -> Result<Response<CountedBody>, UpstreamError> {
         use tower::ServiceExt as _;
         let sent = http_body::Body::size_hint(req.body()).exact().unwrap_or(0);
         let received = self.cost.as_ref().map(|c| c.count_request(purpose, sent));
-        let resp = client.clone().oneshot(req).await.map_err(transport_error)?;
+        let resp = clients
+            .for_request(&req)
+            .oneshot(req)
+            .await
+            .map_err(transport_error)?;
         Ok(resp.map(|body| CountedBody::new(body, received)))
     }
 
@@ -561,61 +568,6 @@ fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, Upst
         .header(http::header::ACCEPT, accept)
         .body(Body::empty())
         .map_err(UpstreamError::Request)
-}
-
-/// The most an upstream connection buffers of what it reads (hyper's own default is about
-/// 400 KB). A connection's read buffer grows to its bound during a big answer and never
-/// shrinks, and the connection then carries one type's long watch: with the default, the
-/// buffers of 14 watches that began with a streamed list held 2.6 MB, two thirds as much as
-/// the 3.9 MB of objects they cached (a heap profile of the bench's mixed memory case). A TLS
-/// record is at most 16 KiB, so reading more at once saves nothing over HTTPS.
-const READ_BUFFER_MAX: usize = 16 * 1024;
-
-/// The client stack every upstream request goes through: kube-client's own layers (base URL,
-/// credentials with their refresh, extra headers) over a hyper client whose read buffers are
-/// bounded (see [`READ_BUFFER_MAX`]).
-///
-/// It is called directly, not through `kube_client::Client`: that wraps the same stack in a
-/// `tower::buffer::Buffer`, which hands every request to a worker task over a channel and
-/// boxes its answer's body, one more task hop and its wake-ups on the path of every request
-/// kcache passes through. kcache's requests need neither the queue (the hyper client is
-/// shared by clones, and its pool is what bounds connections) nor the boxing.
-type Stack = tower::util::BoxCloneSyncService<
-    Request<Body>,
-    Response<hyper::body::Incoming>,
-    tower::BoxError,
->;
-
-fn build_client(config: &Config) -> Result<Stack, UpstreamError> {
-    use kube_client::client::ConfigExt;
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(config.connect_timeout);
-    let https = config.rustls_https_connector_with_connector(http)?;
-    let hyper = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .http1_max_buf_size(READ_BUFFER_MAX)
-        .build(https);
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
-        .map_err(tower::BoxError::from)
-        .service(hyper);
-    Ok(tower::util::BoxCloneSyncService::new(service))
-}
-
-/// A request that got no answer, as kube-client reports it: its own errors (a credential that
-/// could not be refreshed) as they are, the transport's as a service error.
-fn transport_error(e: tower::BoxError) -> UpstreamError {
-    let e = e
-        .downcast::<kube_client::Error>()
-        .map(|e| *e)
-        .or_else(|e| {
-            e.downcast::<hyper::Error>()
-                .map(|e| kube_client::Error::HyperError(*e))
-        })
-        .unwrap_or_else(kube_client::Error::Service);
-    UpstreamError::Transport(e)
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.

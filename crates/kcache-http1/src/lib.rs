@@ -1,0 +1,255 @@
+//! An HTTP/1.1 client for requests without a body (GET and HEAD), run in the task that awaits
+//! the answer.
+//!
+//! kcache passes many small reads to one upstream. A pooled hyper client runs each connection
+//! in a task of its own: the request is handed to that task over a channel, the answer's head
+//! comes back over another, and each piece of the body is handed across again, so one small
+//! request wakes two tasks several times. Here the caller's task writes the request and reads
+//! the answer from the socket itself, and the body is read as the caller polls it: a small
+//! request costs one wait for the socket.
+//!
+//! What it does:
+//! - one origin (scheme, host, port) per [`Client`], over TCP or TLS (rustls);
+//! - a pool of kept-alive idle connections, most recently used first;
+//! - answers framed by `Content-Length`, the chunked transfer coding, or the connection's end
+//!   (RFC 9112 §6.3), streamed as they arrive;
+//! - a request sent on a pooled connection that turns out to be closed (no byte of an answer
+//!   came back) is sent once more on a new connection: only GET and HEAD are sent, and both
+//!   are safe to repeat (RFC 9110 §9.2.2).
+//!
+//! What it does not do, by design: request bodies, protocol upgrades, `Expect`, HTTP/2 and
+//! proxies. [`Client::can_send`] says which requests it takes; callers send the others through
+//! a general client.
+#![forbid(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+mod body;
+mod head;
+mod pool;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{header, Method, Request, Response};
+
+pub use body::Body;
+use pool::{Conn, Pool};
+use stream::{Origin, Stream};
+
+/// Why a request got no answer, or its answer's body broke off.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The URI given to [`Builder::build`] is not an `http` or `https` origin.
+    #[error("not an http(s) origin: {0}")]
+    Origin(String),
+    /// The TLS server name is not a DNS name or an IP address.
+    #[error("invalid TLS server name {0:?}")]
+    ServerName(String),
+    /// The TCP connection was not established within the connect timeout.
+    #[error("connecting to {0}: timed out after {1:?}")]
+    ConnectTimeout(String, Duration),
+    /// The TCP connection or the TLS handshake failed.
+    #[error("connecting to {0}: {1}")]
+    Connect(String, #[source] std::io::Error),
+    /// Writing the request or reading the answer failed.
+    #[error("upstream connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The connection ended before the answer's head was complete.
+    #[error("upstream connection closed before an answer")]
+    Closed,
+    /// The connection ended before the body its head announced was complete.
+    #[error("upstream connection closed in the middle of an answer's body")]
+    Truncated,
+    /// The answer is not HTTP/1.1 this client can read.
+    #[error("malformed upstream answer: {0}")]
+    Malformed(String),
+    /// The client was asked to send a request it does not take (see [`Client::can_send`]).
+    #[error("request not sent: {0}")]
+    Unsupported(&'static str),
+}
+
+/// Settings of a [`Client`]; [`Client::builder`] gives the defaults.
+#[derive(Clone)]
+pub struct Builder {
+    tls: Option<Arc<rustls::ClientConfig>>,
+    server_name: Option<String>,
+    connect_timeout: Option<Duration>,
+    max_idle: usize,
+    idle_timeout: Duration,
+    read_size: usize,
+}
+
+impl Builder {
+    /// The TLS settings for an `https` origin (their ALPN is set to `http/1.1`).
+    pub fn tls(mut self, config: rustls::ClientConfig) -> Builder {
+        let mut config = config;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        self.tls = Some(Arc::new(config));
+        self
+    }
+
+    /// The name the server's certificate is checked against, and sent as SNI, when it is not
+    /// the origin's host (a kubeconfig's `tls-server-name`).
+    pub fn server_name(mut self, name: Option<String>) -> Builder {
+        self.server_name = name;
+        self
+    }
+
+    /// The bound on establishing a TCP connection; none by default.
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Builder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How many idle connections are kept (128 by default); more are closed when freed.
+    pub fn max_idle(mut self, n: usize) -> Builder {
+        self.max_idle = n;
+        self
+    }
+
+    /// How long an idle connection is kept (60 s by default).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The most one read from a connection takes at once (16 KiB by default, one TLS record).
+    /// A connection's buffer holds no more than this beyond an answer's unread part.
+    pub fn read_size(mut self, bytes: usize) -> Builder {
+        self.read_size = bytes.max(1024);
+        self
+    }
+
+    /// A client of `origin`'s scheme, host and port (its path is ignored: requests carry
+    /// theirs).
+    pub fn build(self, origin: &http::Uri) -> Result<Client, Error> {
+        let origin = Origin::new(origin, self.tls, self.server_name.as_deref())?;
+        Ok(Client {
+            shared: Arc::new(Shared {
+                origin,
+                connect_timeout: self.connect_timeout,
+                pool: Pool::new(self.max_idle, self.idle_timeout),
+                read_size: self.read_size,
+            }),
+        })
+    }
+}
+
+/// An HTTP/1.1 client of one origin; clones share its connections.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    origin: Origin,
+    connect_timeout: Option<Duration>,
+    pool: Pool,
+    read_size: usize,
+}
+
+impl Client {
+    /// Default settings: plain TCP, no connect timeout, 128 idle connections for 60 s.
+    pub fn builder() -> Builder {
+        Builder {
+            tls: None,
+            server_name: None,
+            connect_timeout: None,
+            max_idle: 128,
+            idle_timeout: Duration::from_secs(60),
+            read_size: 16 * 1024,
+        }
+    }
+
+    /// Whether this client takes `req`: a GET or HEAD without a body, not asking to upgrade
+    /// the protocol or for a `100 Continue`.
+    pub fn can_send<B: http_body::Body>(req: &Request<B>) -> bool {
+        (req.method() == Method::GET || req.method() == Method::HEAD)
+            && req.body().size_hint().exact() == Some(0)
+            && !req.headers().contains_key(header::UPGRADE)
+            && !req.headers().contains_key(header::EXPECT)
+    }
+
+    /// Send a request's head (its path, query and headers; the origin is the client's) and
+    /// await the answer's head; the body streams from the connection as it is polled.
+    pub async fn send(&self, req: http::request::Parts) -> Result<Response<Body>, Error> {
+        if req.method != Method::GET && req.method != Method::HEAD {
+            return Err(Error::Unsupported("only GET and HEAD"));
+        }
+        if req.headers.contains_key(header::UPGRADE) || req.headers.contains_key(header::EXPECT) {
+            return Err(Error::Unsupported("upgrade or expect"));
+        }
+        let bytes = head::encode(&req, self.shared.origin.authority());
+        let no_body = req.method == Method::HEAD;
+        if let Some(conn) = self.shared.pool.take() {
+            match self.exchange(conn, &bytes, no_body).await {
+                Err(e) if e.answer_unstarted => {}
+                done => return done.map_err(|e| e.error),
+            }
+        }
+        let conn = self.connect().await?;
+        self.exchange(conn, &bytes, no_body)
+            .await
+            .map_err(|e| e.error)
+    }
+
+    async fn connect(&self) -> Result<Conn, Error> {
+        let shared = &self.shared;
+        let stream = Stream::connect(&shared.origin, shared.connect_timeout).await?;
+        Ok(Conn::new(stream))
+    }
+
+    /// Write the request on `conn` and read the answer's head; on a failure, whether nothing
+    /// of an answer came back (then the request may be sent again on another connection).
+    async fn exchange(
+        &self,
+        mut conn: Conn,
+        request: &[u8],
+        no_body: bool,
+    ) -> Result<Response<Body>, Failure> {
+        use tokio::io::AsyncWriteExt as _;
+        let unstarted = |error| Failure {
+            error,
+            answer_unstarted: true,
+        };
+        conn.stream
+            .write_all(request)
+            .await
+            .map_err(|e| unstarted(e.into()))?;
+        conn.stream.flush().await.map_err(|e| unstarted(e.into()))?;
+        loop {
+            let head = head::read(&mut conn, self.shared.read_size, no_body)
+                .await
+                .map_err(|e| Failure {
+                    error: e.error,
+                    answer_unstarted: !e.started,
+                })?;
+            // An interim answer (1xx other than 101) precedes the final one (RFC 9110 §15.2).
+            if head.parts.status.is_informational() {
+                continue;
+            }
+            let body = Body::new(conn, &head, self.shared.clone());
+            return Ok(Response::from_parts(head.parts, body));
+        }
+    }
+}
+
+struct Failure {
+    error: Error,
+    answer_unstarted: bool,
+}
+
+impl Shared {
+    /// Keep a connection whose answer was read to its end for the next request.
+    fn reuse(&self, conn: Conn) {
+        self.pool.put(conn);
+    }
+
+    fn read_size(&self) -> usize {
+        self.read_size
+    }
+}
+
+#[cfg(test)]
+mod tests;
