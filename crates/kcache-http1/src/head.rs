@@ -1,6 +1,6 @@
 //! A request's head on the wire, and an answer's head read back (RFC 9112).
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
 use tokio::io::AsyncReadExt as _;
@@ -16,14 +16,18 @@ const MAX_HEADERS: usize = 100;
 
 /// The request line and header fields of a request without a body. Header values cannot hold
 /// a line break (`HeaderValue` refuses one), so none can end the head early.
-pub(crate) fn encode(req: &http::request::Parts, authority: &HeaderValue) -> Vec<u8> {
+/// `prefix`: the origin's path, before the request's own (an apiserver behind a gateway that
+/// routes by path).
+pub(crate) fn encode(req: &http::request::Parts, authority: &HeaderValue, prefix: &str) -> Vec<u8> {
     let target = match req.uri.path_and_query().map(|p| p.as_str()) {
         Some(p) if p.starts_with('/') => p,
         _ => "/",
     };
-    let mut out = Vec::with_capacity(32 + target.len() + 40 * (req.headers.len() + 1));
+    let mut out =
+        Vec::with_capacity(32 + prefix.len() + target.len() + 40 * (req.headers.len() + 1));
     out.extend_from_slice(req.method.as_str().as_bytes());
     out.push(b' ');
+    out.extend_from_slice(prefix.as_bytes());
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     if !req.headers.contains_key(HOST) {
@@ -81,9 +85,8 @@ pub(crate) async fn read(
                 error,
                 started: true,
             };
-            if let Some(len) = head_len(&conn.buf).map_err(started)? {
-                let bytes = conn.buf.split_to(len).freeze();
-                return parse(&bytes, no_body).map_err(started);
+            if let Some(head) = split_head(&mut conn.buf, no_body).map_err(started)? {
+                return Ok(head);
             }
             if conn.buf.len() > MAX_HEAD {
                 return Err(started(Error::Malformed(format!(
@@ -115,21 +118,15 @@ fn parse_error(e: httparse::Error) -> Error {
     Error::Malformed(format!("an answer's head: {e}"))
 }
 
-/// The length of the answer's head at the start of `buf`, when all of it has arrived.
-fn head_len(buf: &[u8]) -> Result<Option<usize>, Error> {
+/// The answer's head at the start of `buf`, split off it, once all of it has arrived. It is
+/// parsed once; header values share the head's bytes instead of being copied one by one.
+fn split_head(buf: &mut BytesMut, no_body: bool) -> Result<Option<Head>, Error> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut answer = httparse::Response::new(&mut fields);
-    match answer.parse(buf).map_err(parse_error)? {
-        httparse::Status::Complete(len) => Ok(Some(len)),
-        httparse::Status::Partial => Ok(None),
-    }
-}
-
-/// A complete head. Header values share `bytes` instead of being copied one by one.
-fn parse(bytes: &Bytes, no_body: bool) -> Result<Head, Error> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut answer = httparse::Response::new(&mut fields);
-    answer.parse(bytes).map_err(parse_error)?;
+    let len = match answer.parse(buf).map_err(parse_error)? {
+        httparse::Status::Complete(len) => len,
+        httparse::Status::Partial => return Ok(None),
+    };
     let code = answer.code.unwrap_or_default();
     let status =
         StatusCode::from_u16(code).map_err(|_| Error::Malformed(format!("status code {code}")))?;
@@ -142,11 +139,24 @@ fn parse(bytes: &Bytes, no_body: bool) -> Result<Head, Error> {
         Some(1) => Version::HTTP_11,
         _ => Version::HTTP_10,
     };
-    let mut headers = HeaderMap::with_capacity(answer.headers.len());
+    // Each value's place in the head, to cut it from the head's bytes once they are split off.
+    let base = buf.as_ptr() as usize;
+    let mut fields = Vec::with_capacity(answer.headers.len());
     for f in answer.headers.iter() {
         let name = HeaderName::from_bytes(f.name.as_bytes())
             .map_err(|_| Error::Malformed(format!("header name {:?}", f.name)))?;
-        let value = HeaderValue::from_maybe_shared(bytes.slice_ref(f.value))
+        let start = (f.value.as_ptr() as usize).wrapping_sub(base);
+        let place = if f.value.is_empty() || start + f.value.len() > len {
+            0..0
+        } else {
+            start..start + f.value.len()
+        };
+        fields.push((name, place));
+    }
+    let bytes = buf.split_to(len).freeze();
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for (name, place) in fields {
+        let value = HeaderValue::from_maybe_shared(bytes.slice(place))
             .map_err(|_| Error::Malformed(format!("value of header {name}")))?;
         headers.append(name, value);
     }
@@ -158,11 +168,11 @@ fn parse(bytes: &Bytes, no_body: bool) -> Result<Head, Error> {
     parts.status = status;
     parts.version = version;
     parts.headers = headers;
-    Ok(Head {
+    Ok(Some(Head {
         parts,
         framing,
         keep_alive,
-    })
+    }))
 }
 
 /// RFC 9112 §6.3, for a client: no body after HEAD, 1xx, 204 and 304; then

@@ -121,8 +121,8 @@ impl Builder {
         self
     }
 
-    /// A client of `origin`'s scheme, host and port (its path is ignored: requests carry
-    /// theirs).
+    /// A client of `origin`'s scheme, host and port. A path in `origin` is put before each
+    /// request's path (as kube-client joins a cluster URL with a request's path).
     pub fn build(self, origin: &http::Uri) -> Result<Client, Error> {
         let origin = Origin::new(origin, self.tls, self.server_name.as_deref())?;
         Ok(Client {
@@ -180,7 +180,8 @@ impl Client {
         if req.headers.contains_key(header::UPGRADE) || req.headers.contains_key(header::EXPECT) {
             return Err(Error::Unsupported("upgrade or expect"));
         }
-        let bytes = head::encode(&req, self.shared.origin.authority());
+        let origin = &self.shared.origin;
+        let bytes = head::encode(&req, origin.authority(), origin.prefix());
         let no_body = req.method == Method::HEAD;
         if let Some(conn) = self.shared.pool.take() {
             match self.exchange(conn, &bytes, no_body).await {

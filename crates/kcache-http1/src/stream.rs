@@ -19,6 +19,8 @@ use crate::Error;
 /// sends, and for `https` the TLS settings and the name the certificate is checked against.
 pub(crate) struct Origin {
     host: String,
+    /// The origin's path without its trailing slash, put before every request's path.
+    prefix: String,
     port: u16,
     authority: HeaderValue,
     tls: Option<(TlsConnector, ServerName<'static>)>,
@@ -57,11 +59,17 @@ impl Origin {
             }
         };
         Ok(Origin {
+            prefix: uri.path().trim_end_matches('/').to_string(),
             authority: HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?,
             host,
             port,
             tls,
         })
+    }
+
+    /// The origin's path, put before every request's path (empty for `/`).
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The `Host` header's value.

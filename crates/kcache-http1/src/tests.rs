@@ -134,7 +134,7 @@ async fn text(resp: Response<Body>) -> Result<String, Error> {
 #[tokio::test]
 async fn a_sized_answer_is_read_and_its_connection_kept() {
     let server = Server::start(|_, _| {
-        reply(&["HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAudit-Id: a\r\nContent-Length: 11\r\n\r\n{\"kind\":1}\n"])
+        reply(&["HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAudit-Id: a\r\nX-Empty:\r\nWarning: 299 - \"one\"\r\nWarning: 299 - \"two\"\r\nContent-Length: 11\r\n\r\n{\"kind\":1}\n"])
     })
     .await;
     let client = server.client();
@@ -146,6 +146,9 @@ async fn a_sized_answer_is_read_and_its_connection_kept() {
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()["audit-id"], "a");
         assert_eq!(resp.headers()["content-type"], "application/json");
+        assert_eq!(resp.headers()["x-empty"], "");
+        let warnings: Vec<_> = resp.headers().get_all("warning").iter().collect();
+        assert_eq!(warnings, ["299 - \"one\"", "299 - \"two\""]);
         assert_eq!(text(resp).await.unwrap(), "{\"kind\":1}\n");
     }
     assert_eq!(server.connections(), 1, "one kept-alive connection");
@@ -156,6 +159,24 @@ async fn a_sized_answer_is_read_and_its_connection_kept() {
             "GET /api/v1/namespaces?limit=1 HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer t\r\n\r\n",
             server.addr
         )
+    );
+}
+
+#[tokio::test]
+async fn a_path_in_the_origin_comes_before_each_requests_path() {
+    let server = Server::start(|_, _| reply(&["HTTP/1.1 204 No Content\r\n\r\n"])).await;
+    let client = Client::builder()
+        .build(
+            &format!("http://{}/k8s/clusters/c-1/", server.addr)
+                .parse()
+                .unwrap(),
+        )
+        .unwrap();
+    client.send(get("/api/v1/pods?limit=1")).await.unwrap();
+    let head = server.heads.lock().unwrap()[0].clone();
+    assert!(
+        head.starts_with("GET /k8s/clusters/c-1/api/v1/pods?limit=1 HTTP/1.1\r\n"),
+        "{head}"
     );
 }
 

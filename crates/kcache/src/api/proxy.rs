@@ -18,29 +18,28 @@ use crate::upstream::{Purpose, Upstream};
 
 /// Headers that describe one hop, not the request (RFC 9110 §7.6.1). `authorization` is
 /// handled per [`Forward`] mode.
-fn is_hop_header(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-    )
-}
+const HOP_HEADERS: [HeaderName; 11] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HOST,
+    header::CONTENT_LENGTH,
+];
 
-fn copy_headers(from: &HeaderMap, to: &mut HeaderMap, keep_upgrade: bool) {
-    for (name, value) in from {
-        let upgrade = name == header::UPGRADE || name == header::CONNECTION;
-        if !is_hop_header(name) || (keep_upgrade && upgrade) {
-            to.append(name.clone(), value.clone());
+/// Remove the hop's headers from a request or answer passed on, in place (the map is passed
+/// on, not copied); `keep_upgrade` keeps `Upgrade` and `Connection` for a protocol upgrade.
+fn strip_hop_headers(headers: &mut HeaderMap, keep_upgrade: bool) {
+    for name in &HOP_HEADERS {
+        if keep_upgrade && (name == header::UPGRADE || name == header::CONNECTION) {
+            continue;
         }
+        headers.remove(name);
     }
 }
 
@@ -120,21 +119,16 @@ pub async fn forward(
                 .into_response();
         }
     };
-    let path = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let mut builder = http::Request::builder()
-        .method(parts.method.clone())
-        .uri(path);
-    if let Some(h) = builder.headers_mut() {
-        copy_headers(&parts.headers, h, upgrade);
-        identify(h, how);
-    }
-    let Ok(up_req) = builder.body(kube_client::client::Body::from(body)) else {
-        return ApiError::BadRequest("request cannot be forwarded".into()).into_response();
-    };
+    let uri = parts.uri.clone();
+    // The caller's header map goes upstream as it is, less the hop's headers; the URI is the
+    // caller's origin-form path and query, which the client joins with the cluster URL.
+    let mut headers = parts.headers;
+    strip_hop_headers(&mut headers, upgrade);
+    identify(&mut headers, how);
+    let mut up_req = http::Request::new(kube_client::client::Body::from(body));
+    *up_req.method_mut() = parts.method;
+    *up_req.uri_mut() = parts.uri;
+    *up_req.headers_mut() = headers;
     let sent = match how {
         Forward::AsKcache | Forward::Impersonate(_) => {
             upstream.send(up_req, Purpose::PassThrough).await
@@ -146,7 +140,7 @@ pub async fn forward(
     let mut resp = match sent {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!(error = %Report(&e), %path, "upstream unreachable");
+            tracing::warn!(error = %Report(&e), %uri, "upstream unreachable");
             return ApiError::from(e).into_response();
         }
     };
@@ -163,18 +157,16 @@ pub async fn forward(
         }
     }
     let (up_parts, up_body) = resp.into_parts();
-    let mut out = Response::builder().status(up_parts.status);
-    if let Some(h) = out.headers_mut() {
-        copy_headers(
-            &up_parts.headers,
-            h,
-            up_parts.status == StatusCode::SWITCHING_PROTOCOLS,
-        );
-        // Keep the upstream's Content-Length so small bodies are framed as the upstream framed them.
-        if let Some(len) = up_parts.headers.get(header::CONTENT_LENGTH) {
-            h.insert(header::CONTENT_LENGTH, len.clone());
-        }
+    let switching = up_parts.status == StatusCode::SWITCHING_PROTOCOLS;
+    // Keep the upstream's Content-Length so small bodies are framed as the upstream framed them.
+    let length = up_parts.headers.get(header::CONTENT_LENGTH).cloned();
+    let mut headers = up_parts.headers;
+    strip_hop_headers(&mut headers, switching);
+    if let Some(length) = length {
+        headers.insert(header::CONTENT_LENGTH, length);
     }
-    out.body(Body::new(up_body))
-        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+    let mut out = Response::new(Body::new(up_body));
+    *out.status_mut() = up_parts.status;
+    *out.headers_mut() = headers;
+    out
 }

@@ -23,60 +23,51 @@ pub fn parse(path: &str) -> Option<ResourcePath> {
     // decoded): `%2F` separates segments, so kcache reads a path exactly as the upstream and
     // its authorizer will.
     let decoded = percent_decode_str(path).decode_utf8_lossy();
-    let mut segs: Vec<String> = decoded.split('/').skip(1).map(str::to_string).collect();
+    // Segments borrow the path: only the fields kept are copied (every request is parsed).
+    let mut segs: Vec<&str> = Vec::with_capacity(8);
+    segs.extend(decoded.split('/').skip(1));
     // A trailing slash on a collection is the collection (L10).
-    if segs.len() > 1 && segs.last().is_some_and(String::is_empty) {
+    if segs.len() > 1 && segs.last().is_some_and(|s| s.is_empty()) {
         segs.pop();
     }
-    if segs.iter().any(String::is_empty) {
+    if segs.iter().any(|s| s.is_empty()) {
         return None;
     }
-    let (group, version, rest) = match segs.first().map(String::as_str) {
-        Some("api") if segs.len() >= 3 => (String::new(), segs[1].clone(), &segs[2..]),
-        Some("apis") if segs.len() >= 4 => (segs[1].clone(), segs[2].clone(), &segs[3..]),
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
+        ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
         _ => return None,
     };
-    let (legacy_watch, rest) = match rest.first().map(String::as_str) {
-        Some("watch") => (true, &rest[1..]),
+    let (legacy_watch, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
         _ => (false, rest),
     };
-    let mut p = ResourcePath {
-        group,
-        version,
-        resource: String::new(),
-        namespace: None,
-        name: None,
-        subresource: None,
-        legacy_watch,
-    };
-    let rest: &[String] =
-        if rest.first().map(String::as_str) == Some("namespaces") && rest.len() >= 3 {
-            // `namespaces/NAME/status` and `/finalize` are subresources of a Namespace.
-            if rest.len() == 3 && (rest[2] == "status" || rest[2] == "finalize") {
-                p.resource = "namespaces".into();
-                p.name = Some(rest[1].clone());
-                p.subresource = Some(rest[2].clone());
-                return Some(p);
-            }
-            p.namespace = Some(rest[1].clone());
-            &rest[2..]
-        } else {
-            rest
+    let path =
+        |resource: &str, namespace: Option<&str>, name: Option<&str>, sub: Option<String>| {
+            Some(ResourcePath {
+                group: group.to_string(),
+                version: version.to_string(),
+                resource: resource.to_string(),
+                namespace: namespace.map(str::to_string),
+                name: name.map(str::to_string),
+                subresource: sub,
+                legacy_watch,
+            })
         };
+    let (namespace, rest) = match rest {
+        // `namespaces/NAME/status` and `/finalize` are subresources of a Namespace.
+        ["namespaces", name, sub @ ("status" | "finalize")] => {
+            return path("namespaces", None, Some(*name), Some(sub.to_string()));
+        }
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(*ns), rest),
+        _ => (None, rest),
+    };
     match rest {
-        [res] => p.resource = res.clone(),
-        [res, name] => {
-            p.resource = res.clone();
-            p.name = Some(name.clone());
-        }
-        [res, name, sub @ ..] if !sub.is_empty() => {
-            p.resource = res.clone();
-            p.name = Some(name.clone());
-            p.subresource = Some(sub.join("/"));
-        }
-        _ => return None,
+        [res] => path(res, namespace, None, None),
+        [res, name] => path(res, namespace, Some(*name), None),
+        [res, name, sub @ ..] => path(res, namespace, Some(*name), Some(sub.join("/"))),
+        _ => None,
     }
-    Some(p)
 }
 
 #[cfg(test)]

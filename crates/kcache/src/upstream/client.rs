@@ -2,16 +2,21 @@
 //!
 //! Two clients share kube-client's layers (base URL, credentials with their refresh, extra
 //! headers) and differ below them:
-//! - reads without a body (GET and HEAD that ask for no upgrade: every forwarded read,
-//!   kcache's lists, watches, probes and proofs) go through [`kcache_http1::Client`], which
-//!   writes the request and reads the answer in the task that awaits it;
-//! - everything else (writes with their bodies, protocol upgrades for exec and port-forward)
-//!   goes through hyper's pooled client, which runs each connection in a task of its own.
+//! - reads without a body (GET and HEAD that ask for no upgrade: every forwarded read, kcache's
+//!   lists, probes and proofs) go through [`kcache_http1::Client`], which writes the request
+//!   and reads the answer in the task that awaits it;
+//! - everything else goes through hyper's pooled client, which runs each connection in a task
+//!   of its own: writes with their bodies, protocol upgrades (exec, port-forward), and the
+//!   watches of kcache's own reflectors and mirrors.
 //!
 //! Why two: a forwarded read is the most frequent thing kcache sends, and with hyper's pooled
 //! client each one handed its request to the connection's task and its answer back, head and
 //! body, waking two tasks several times per request. Reading the socket in the caller's task
-//! costs one wake-up. hyper stays for what that client does not do.
+//! costs one wake-up. hyper stays for what that client does not do, and for kcache's own watches: one long request
+//! per type gains nothing from a cheaper request, and hyper hands a burst of upstream events
+//! to the reflector one chunk at a time, so its watchers are woken per event and write one
+//! chunk per event as the upstream did (docs/semantics.md, W1); read from
+//! one buffer back to back, a burst reached watchers as one chunk.
 //!
 //! Neither goes through `kube_client::Client`: that wraps the same layers in a
 //! `tower::buffer::Buffer`, which hands every request to a worker task over a channel and
@@ -27,7 +32,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use kube_client::client::Body;
 use kube_client::Config;
 
-use super::UpstreamError;
+use super::{Purpose, UpstreamError};
 
 /// The most an upstream connection of hyper's client buffers of what it reads (hyper's own
 /// default is about 400 KB); [`kcache_http1::Client`] reads the same amount at most. A
@@ -79,14 +84,17 @@ impl Clients {
             }
         });
         Ok(Clients {
-            reads: layered(config, reads)?,
-            general: layered(config, general)?,
+            // kcache-http1 joins the cluster URL's path with each request's itself, without
+            // the base-URI layer's URI built and parsed again per request.
+            reads: layered(config, reads, false)?,
+            general: layered(config, general, true)?,
         })
     }
 
-    /// The client for `req`.
-    pub(super) fn for_request(&self, req: &Request<Body>) -> Stack {
-        if kcache_http1::Client::can_send(req) {
+    /// The client for `req`, sent for `purpose` (see the module's documentation).
+    pub(super) fn for_request(&self, req: &Request<Body>, purpose: Purpose) -> Stack {
+        let own_watch = matches!(purpose, Purpose::ReflectorWatch | Purpose::ProtobufWatch);
+        if !own_watch && kcache_http1::Client::can_send(req) {
             self.reads.clone()
         } else {
             self.general.clone()
@@ -94,8 +102,9 @@ impl Clients {
     }
 }
 
-/// kube-client's layers over `inner`, boxed.
-fn layered<S>(config: &Config, inner: S) -> Result<Stack, UpstreamError>
+/// kube-client's layers over `inner`, boxed; `base_uri`: with the layer that joins the
+/// cluster URL with each request's path.
+fn layered<S>(config: &Config, inner: S, base_uri: bool) -> Result<Stack, UpstreamError>
 where
     S: tower::Service<Request<Body>, Response = Response<AnswerBody>>
         + Clone
@@ -107,7 +116,7 @@ where
 {
     use kube_client::client::ConfigExt;
     let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
+        .option_layer(base_uri.then(|| config.base_uri_layer()))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(Into::into)

@@ -325,7 +325,7 @@ impl Upstream {
         let sent = http_body::Body::size_hint(req.body()).exact().unwrap_or(0);
         let received = self.cost.as_ref().map(|c| c.count_request(purpose, sent));
         let resp = clients
-            .for_request(&req)
+            .for_request(&req, purpose)
             .oneshot(req)
             .await
             .map_err(transport_error)?;
