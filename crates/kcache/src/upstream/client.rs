@@ -11,12 +11,12 @@
 //!
 //! Why two: a forwarded read is the most frequent thing kcache sends, and with hyper's pooled
 //! client each one handed its request to the connection's task and its answer back, head and
-//! body, waking two tasks several times per request. Reading the socket in the caller's task
-//! costs one wake-up. hyper stays for what that client does not do, and for kcache's own watches: one long request
-//! per type gains nothing from a cheaper request, and hyper hands a burst of upstream events
-//! to the reflector one chunk at a time, so its watchers are woken per event and write one
-//! chunk per event as the upstream did (docs/semantics.md, W1); read from
-//! one buffer back to back, a burst reached watchers as one chunk.
+//! body, waking two tasks several times per request; read in the caller's task, it waits on
+//! the socket once. hyper stays for what that client does not do, and for kcache's own
+//! watches: one long request per type gains nothing from a cheaper request, and hyper hands
+//! a burst of upstream events to the reflector one chunk at a time, so that watchers are
+//! woken per event and write one chunk per event as the upstream did (docs/semantics.md, W1).
+//! Read from one buffer back to back, a burst reached watchers as one chunk.
 //!
 //! Neither goes through `kube_client::Client`: that wraps the same layers in a
 //! `tower::buffer::Buffer`, which hands every request to a worker task over a channel and
