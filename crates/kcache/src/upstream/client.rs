@@ -125,8 +125,10 @@ where
 }
 
 /// The body of an upstream answer, from whichever client carried it.
-pub enum AnswerBody {
+pub(super) enum AnswerBody {
+    /// From hyper's pooled client.
     Hyper(hyper::body::Incoming),
+    /// From [`kcache_http1::Client`].
     Http1(kcache_http1::Body),
 }
 

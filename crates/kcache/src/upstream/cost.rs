@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use prometheus_client::metrics::counter::Counter;
 
-use super::AnswerBody;
+use super::client::AnswerBody;
 use crate::metrics::{Metrics, PurposeLabels};
 
 /// Why kcache sends a request to the upstream.

@@ -11,7 +11,6 @@ mod reflector;
 mod stream;
 mod version;
 
-pub use client::AnswerBody;
 pub use cost::{CountedBody, Purpose};
 pub use metadata_list::{metadata_list_url, ItemVersion, MetadataList, METADATA_LIST_ACCEPT};
 pub use mirror::MirrorReflector;
