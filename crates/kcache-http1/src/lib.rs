@@ -9,7 +9,8 @@
 //! request costs one wait for the socket.
 //!
 //! What it does:
-//! - one origin (scheme, host, port) per [`Client`], over TCP or TLS (rustls);
+//! - one origin (scheme, host, port, and a path put before each request's) per [`Client`], over
+//!   TCP or TLS (rustls);
 //! - a pool of kept-alive idle connections, most recently used first;
 //! - answers framed by `Content-Length`, the chunked transfer coding, or the connection's end
 //!   (RFC 9112 §6.3), streamed as they arrive;
