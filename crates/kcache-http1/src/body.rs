@@ -84,7 +84,7 @@ impl Body {
             // Bytes after the body would be an answer to nothing: such a connection is not
             // reused.
             if r.keep_alive && r.conn.buf.is_empty() {
-                r.shared.reuse(r.conn);
+                r.shared.pool.put(r.conn);
             }
         }
     }
@@ -161,12 +161,7 @@ impl Reading {
 
     /// Read more of the connection into its buffer; `Ok(0)` when it ended.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        let read_size = self.shared.read_size();
-        let buf = &mut self.conn.buf;
-        if buf.capacity() - buf.len() < read_size / 4 {
-            buf.reserve(read_size);
-        }
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.conn.stream), cx, buf)
+        self.conn.poll_fill(cx, self.shared.read_size)
     }
 }
 

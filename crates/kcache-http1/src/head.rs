@@ -3,7 +3,6 @@
 use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
-use tokio::io::AsyncReadExt as _;
 
 use crate::pool::Conn;
 use crate::Error;
@@ -94,9 +93,8 @@ pub(crate) async fn read(
                 ))));
             }
         }
-        conn.buf.reserve(read_size);
         let started = !conn.buf.is_empty();
-        match conn.stream.read_buf(&mut conn.buf).await {
+        match std::future::poll_fn(|cx| conn.poll_fill(cx, read_size)).await {
             Ok(0) => {
                 return Err(ReadError {
                     error: Error::Closed,

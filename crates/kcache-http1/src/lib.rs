@@ -166,20 +166,15 @@ impl Client {
     /// Whether this client takes `req`: a GET or HEAD without a body, not asking to upgrade
     /// the protocol or for a `100 Continue`.
     pub fn can_send<B: http_body::Body>(req: &Request<B>) -> bool {
-        (req.method() == Method::GET || req.method() == Method::HEAD)
-            && req.body().size_hint().exact() == Some(0)
-            && !req.headers().contains_key(header::UPGRADE)
-            && !req.headers().contains_key(header::EXPECT)
+        req.body().size_hint().exact() == Some(0)
+            && unsendable(req.method(), req.headers()).is_none()
     }
 
     /// Send a request's head (its path, query and headers; the origin is the client's) and
     /// await the answer's head; the body streams from the connection as it is polled.
     pub async fn send(&self, req: http::request::Parts) -> Result<Response<Body>, Error> {
-        if req.method != Method::GET && req.method != Method::HEAD {
-            return Err(Error::Unsupported("only GET and HEAD"));
-        }
-        if req.headers.contains_key(header::UPGRADE) || req.headers.contains_key(header::EXPECT) {
-            return Err(Error::Unsupported("upgrade or expect"));
+        if let Some(why) = unsendable(&req.method, &req.headers) {
+            return Err(Error::Unsupported(why));
         }
         let origin = &self.shared.origin;
         let bytes = head::encode(&req, origin.authority(), origin.prefix());
@@ -237,20 +232,20 @@ impl Client {
     }
 }
 
+/// Why a request's method and headers are not for this client, if they are not.
+fn unsendable(method: &Method, headers: &http::HeaderMap) -> Option<&'static str> {
+    if method != Method::GET && method != Method::HEAD {
+        return Some("only GET and HEAD");
+    }
+    if headers.contains_key(header::UPGRADE) || headers.contains_key(header::EXPECT) {
+        return Some("upgrade or expect");
+    }
+    None
+}
+
 struct Failure {
     error: Error,
     answer_unstarted: bool,
-}
-
-impl Shared {
-    /// Keep a connection whose answer was read to its end for the next request.
-    fn reuse(&self, conn: Conn) {
-        self.pool.put(conn);
-    }
-
-    fn read_size(&self) -> usize {
-        self.read_size
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Kept-alive connections between requests.
 
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -19,6 +21,19 @@ impl Conn {
             stream,
             buf: BytesMut::new(),
         }
+    }
+
+    /// Read more of the connection into its buffer, at most about `read_size` at once; `Ok(0)`
+    /// when the connection ended. The one place that sizes the buffer, for heads and bodies.
+    pub(crate) fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        read_size: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < read_size / 4 {
+            self.buf.reserve(read_size);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.buf)
     }
 }
 

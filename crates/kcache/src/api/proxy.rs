@@ -16,9 +16,10 @@ use crate::limits::Limits;
 use crate::status::ApiError;
 use crate::upstream::{Purpose, Upstream};
 
-/// Headers that describe one hop, not the request (RFC 9110 §7.6.1). `authorization` is
-/// handled per [`Forward`] mode.
-const HOP_HEADERS: [HeaderName; 11] = [
+/// Headers that describe one hop, not the request or answer (RFC 9110 §7.6.1), and `host`.
+/// `authorization` is handled per [`Forward`] mode; a request's `content-length` is the
+/// client's to set for the body it sends.
+const HOP_HEADERS: [HeaderName; 10] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -29,7 +30,6 @@ const HOP_HEADERS: [HeaderName; 11] = [
     header::TRANSFER_ENCODING,
     header::UPGRADE,
     header::HOST,
-    header::CONTENT_LENGTH,
 ];
 
 /// Remove the hop's headers from a request or answer passed on, in place (the map is passed
@@ -124,6 +124,7 @@ pub async fn forward(
     // caller's origin-form path and query, which the client joins with the cluster URL.
     let mut headers = parts.headers;
     strip_hop_headers(&mut headers, upgrade);
+    headers.remove(header::CONTENT_LENGTH);
     identify(&mut headers, how);
     let mut up_req = http::Request::new(kube_client::client::Body::from(body));
     *up_req.method_mut() = parts.method;
@@ -158,13 +159,10 @@ pub async fn forward(
     }
     let (up_parts, up_body) = resp.into_parts();
     let switching = up_parts.status == StatusCode::SWITCHING_PROTOCOLS;
-    // Keep the upstream's Content-Length so small bodies are framed as the upstream framed them.
-    let length = up_parts.headers.get(header::CONTENT_LENGTH).cloned();
+    // The upstream's Content-Length stays, so small bodies are framed as the upstream framed
+    // them.
     let mut headers = up_parts.headers;
     strip_hop_headers(&mut headers, switching);
-    if let Some(length) = length {
-        headers.insert(header::CONTENT_LENGTH, length);
-    }
     let mut out = Response::new(Body::new(up_body));
     *out.status_mut() = up_parts.status;
     *out.headers_mut() = headers;
