@@ -2,7 +2,8 @@
 //! the type shows the cache holds its state (docs/semantics.md, "Quiet types proven by their
 //! metadata"), on both upstream versions; and every change the cache has not seen yet makes
 //! the proof fail, so the read goes upstream: a create alone, an update alone, a delete
-//! alone, and a delete and a re-create of the same name.
+//! alone, and a delete and a re-create of the same name. Readers that arrive together share one
+//! proof.
 //!
 //! The sim's watch cache lags its store by half a second, so a change written just before a
 //! read reaches kcache's cache only after the read was decided: the proof, read from the
@@ -174,3 +175,50 @@ async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
 }
 
 per_profile!(changes_the_cache_has_not_seen_fail_the_proof);
+
+/// Readers of a quiet type that arrive together share one proof: each waits for a metadata
+/// list sent after it arrived, and the upstream serves one such list per batch of them, not
+/// one per reader (at most a few while they keep coming).
+async fn readers_arriving_together_share_a_proof(profile: Profile) {
+    const READERS: usize = 8;
+    let env = start(profile).await;
+    let mut round = 0;
+    assert!(!read(&env, &mut round).await, "{profile}: first read");
+    env.wait_quiet("configmaps", true).await;
+    assert!(read(&env, &mut round).await, "{profile}: proven alone");
+    env.write_other_type(NS, "together");
+    let before = env.sim.current_rv();
+    let (lists, ..) = env.sim.request_counts();
+    let url = env.url();
+    let reads = (0..READERS).map(|_| get(&url, "/api/v1/configmaps"));
+    let answers = futures::future::join_all(reads).await;
+    let (lists_after, ..) = env.sim.request_counts();
+    let direct = get(&env.sim.url(), "/api/v1/configmaps").await.json();
+    for (i, ours) in answers.iter().enumerate() {
+        assert_eq!(ours.status, 200, "{}", ours.text());
+        assert!(
+            ours.header(CACHE_AGE_HEADER).is_some(),
+            "{profile}: reader {i} from the cache ({:?})",
+            outcomes(&env)
+        );
+        let ours = ours.json();
+        assert_eq!(items(&ours), items(&direct), "{profile}: reader {i}");
+        let rv: u64 = ours["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            rv >= before,
+            "{profile}: reader {i}: list RV {rv} below {before}"
+        );
+    }
+    assert_eq!(outcome(&env, "proven"), 1 + READERS as u64, "{profile}");
+    assert!(
+        lists_after - lists <= 2,
+        "{profile}: {READERS} readers arriving together sent {} metadata lists",
+        lists_after - lists
+    );
+}
+
+per_profile!(readers_arriving_together_share_a_proof);

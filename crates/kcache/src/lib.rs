@@ -40,6 +40,7 @@ mod protobuf;
 pub mod resource;
 pub mod selector;
 pub mod server;
+mod shared_call;
 pub mod status;
 pub mod table;
 pub mod tls;

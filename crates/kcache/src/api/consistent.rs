@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::proof::Proof;
 use super::{Answer, App};
-use crate::cache::{ResourceCache, Verdict};
+use crate::cache::{Proof, ResourceCache, Verdict};
 use crate::error::Report;
 use crate::metrics;
 use crate::status::ApiError;
@@ -184,13 +183,9 @@ impl App {
     /// the upstream did not answer: it can answer the read).
     async fn proven(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Consistency {
         let (o, answer) = match self.prove(cache, round_trip).await {
-            Ok(Proof::Proven) => ("proven", Consistency::Cache),
-            Ok(Proof::Changed) => ("forwarded_changed", Consistency::Upstream),
-            Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %Report(&e),
-                    "proof of a quiet cache failed; forwarding the read");
-                ("forwarded_probe_failed", Consistency::Upstream)
-            }
+            Proof::Proven => ("proven", Consistency::Cache),
+            Proof::Changed => ("forwarded_changed", Consistency::Upstream),
+            Proof::Failed => ("forwarded_probe_failed", Consistency::Upstream),
         };
         self.count_outcome(cache, o);
         answer

@@ -16,7 +16,9 @@
 //!   of the type, per object, from the reads kcache forwarded. No reader waits longer than its
 //!   read would take forwarded;
 //! - whether a wait is running **off the readers' path**: a read that stopped waiting goes
-//!   upstream, and one background wait per type goes on to learn the verdict.
+//!   upstream, and one background wait per type goes on to learn the verdict;
+//! - the **proofs** of a quiet cache out (`api::proof`), which readers that arrive before the
+//!   next is sent share (`shared_call`).
 //!
 //! Readers update it concurrently: estimates are lock-free and may lose a sample to a race,
 //! never their meaning; the verdict is one small value behind a mutex.
@@ -26,6 +28,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::latency::LatencyEstimate;
+use crate::shared_call::SharedCalls;
 
 /// What the last wait for a type's cache found, as a consistent read decides by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +40,19 @@ pub enum Verdict {
     /// The last wait ran out, and the type has had no object event since: waiting again
     /// would only delay the read.
     Quiet,
+}
+
+/// What a proof of a quiet cache by the type's metadata list found (`api::proof`), as every
+/// reader that waited for it gets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The upstream's state is the cache's: the cache is now at the upstream's revision.
+    Proven,
+    /// Something of the type changed since the cache's RV: the read goes upstream.
+    Changed,
+    /// The upstream did not answer the metadata list (an error, or no answer): it can answer
+    /// the read itself.
+    Failed,
 }
 
 /// The last wait's outcome, with what the verdict needs of it.
@@ -69,6 +85,8 @@ pub struct Freshness {
     /// When a proof was last tried although its estimate said it would not pay (µs since
     /// `created`; 0: never).
     proof_retried: AtomicU64,
+    /// The proofs out, and the readers waiting for the next.
+    proofs: SharedCalls<Proof>,
     created: Instant,
 }
 
@@ -82,6 +100,7 @@ impl Default for Freshness {
             background: AtomicBool::new(false),
             background_started: AtomicU64::new(0),
             proof_retried: AtomicU64::new(0),
+            proofs: SharedCalls::default(),
             created: Instant::now(),
         }
     }
@@ -211,6 +230,11 @@ impl Freshness {
     fn due(&self, then: u64, every: Duration) -> bool {
         let every = u64::try_from(every.as_micros()).unwrap_or(u64::MAX);
         then == 0 || self.now_micros().saturating_sub(then) >= every
+    }
+
+    /// The proofs of the cache out, which a reader joins (see `api::proof`).
+    pub fn proofs(&self) -> &SharedCalls<Proof> {
+        &self.proofs
     }
 
     /// Whether a wait is running off the readers' path.

@@ -35,9 +35,9 @@
 //! reads are forwarded at once, without a probe or a wait, or proven by the type's metadata
 //! (`api::proof`).
 //!
-//! Probes are coalesced: at most two are in flight ([`IN_FLIGHT`]), and every reader that
-//! arrives while both run joins the next one, which is sent when one of them returns. Under
-//! load that is two probes per upstream round trip per type read, whatever the read rate.
+//! Probes are shared (`shared_call`): at most two are in flight, and every reader that arrives
+//! while both run joins the next one, which is sent when one of them returns. Under load that
+//! is two probes per upstream round trip per type read, whatever the read rate.
 //!
 //! The probe also keeps an estimate of its round trip ([`RevisionProbe::round_trip`]): a
 //! one-object read from etcd on a v1.28 apiserver, which is what forwarding a consistent GET
@@ -47,15 +47,13 @@
 //! see `UpstreamVersion::consistent_lists_from_watch_cache`.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
 use super::{Purpose, Upstream, UpstreamError};
 use crate::latency::LatencyEstimate;
-
-type Waiter = oneshot::Sender<Result<u64, ProbeError>>;
+use crate::shared_call::SharedCalls;
 
 /// Why the upstream's current revision is not known. Every reader waiting on one probe gets
 /// the same answer, so the upstream's error is shared.
@@ -88,20 +86,6 @@ impl ProbeError {
     }
 }
 
-#[derive(Default)]
-struct State {
-    /// Probe loops running (at most [`IN_FLIGHT`]).
-    senders: usize,
-    waiting: Vec<Waiter>,
-}
-
-/// Probes in flight at once. One would make every reader wait for the probe in flight to
-/// return and then for its own (1.5 round trips on average); with two, a reader arriving while
-/// one is out gets its own at once, and one arriving while both are waits about a quarter of a
-/// round trip for a slot (1.25 round trips): under load, consistent reads answer as fast as
-/// the upstream would answer them itself, for at most two probes per round trip.
-const IN_FLIGHT: usize = 2;
-
 /// The upstream's current revision, probed by listing one collection.
 pub struct RevisionProbe {
     upstream: Upstream,
@@ -110,7 +94,8 @@ pub struct RevisionProbe {
     collections: Vec<String>,
     /// Index into `collections` of the one that answered last.
     current: AtomicUsize,
-    state: Mutex<State>,
+    /// The probes out, and the readers waiting for the next.
+    calls: SharedCalls<Result<u64, ProbeError>>,
     /// How long a probe takes, from sending to its answer.
     round_trip: LatencyEstimate,
 }
@@ -121,27 +106,18 @@ impl RevisionProbe {
             upstream,
             collections,
             current: AtomicUsize::new(0),
-            state: Mutex::new(State::default()),
+            calls: SharedCalls::default(),
             round_trip: LatencyEstimate::default(),
         })
     }
 
     /// The RV a cache must reach before it may answer a consistent read that starts now.
     pub async fn target(self: &Arc<Self>) -> Result<u64, ProbeError> {
-        let (tx, rx) = oneshot::channel();
-        let start = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.waiting.push(tx);
-            let start = st.senders < IN_FLIGHT;
-            if start {
-                st.senders += 1;
-            }
-            start
-        };
-        if start {
-            tokio::spawn(self.clone().run());
-        }
-        rx.await.unwrap_or(Err(ProbeError::Ended))
+        let probe = self.clone();
+        self.calls
+            .join(move || probe.clone().timed())
+            .await
+            .unwrap_or(Err(ProbeError::Ended))
     }
 
     /// The estimated round trip of a probe (None before the first answer): about what the
@@ -150,27 +126,14 @@ impl RevisionProbe {
         self.round_trip.get()
     }
 
-    /// Send probes while readers are waiting; each batch gets the answer of one probe sent
-    /// after all of them arrived.
-    async fn run(self: Arc<Self>) {
-        loop {
-            let batch = {
-                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if st.waiting.is_empty() {
-                    st.senders -= 1;
-                    return;
-                }
-                std::mem::take(&mut st.waiting)
-            };
-            let sent = std::time::Instant::now();
-            let result = self.probe().await;
-            if result.is_ok() {
-                self.round_trip.record(sent.elapsed());
-            }
-            for w in batch {
-                let _ = w.send(result.clone());
-            }
+    /// One probe, its round trip recorded when it is answered.
+    async fn timed(self: Arc<Self>) -> Result<u64, ProbeError> {
+        let sent = std::time::Instant::now();
+        let result = self.probe().await;
+        if result.is_ok() {
+            self.round_trip.record(sent.elapsed());
         }
+        result
     }
 
     /// One `limit=1` consistent list; when the upstream refuses it (a 403 or 404: one
