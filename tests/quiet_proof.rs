@@ -214,8 +214,9 @@ async fn readers_arriving_together_share_a_proof(profile: Profile) {
         );
     }
     assert_eq!(outcome(&env, "proven"), 1 + READERS as u64, "{profile}");
+    // Two sent at once; the other six queued for one more.
     assert!(
-        lists_after - lists <= 2,
+        lists_after - lists <= 3,
         "{profile}: {READERS} readers arriving together sent {} metadata lists",
         lists_after - lists
     );

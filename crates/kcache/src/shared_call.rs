@@ -1,141 +1,213 @@
 //! One upstream call's answer shared by every caller that asked for it before it was sent.
 //!
-//! Consistent reads ask the upstream for facts that hold only as of after the read arrived:
-//! its current revision (`upstream::RevisionProbe`), or a quiet type's metadata list that
-//! proves the cache current (`api::proof`). An answer to a call sent after a reader arrived
-//! serves that reader, and every other reader that arrived before the same call was sent, as
-//! well as a call of its own would. So readers that arrive while calls are out join the next
-//! call instead of each sending one: under load the upstream serves a few such calls per
-//! round trip, whatever the read rate.
+//! Consistent reads ask the upstream for answers that hold only as of after the read arrived:
+//! its current revision (`upstream::RevisionProbe`), a quiet type's metadata list that proves
+//! the cache current (`api::proof`), or the read itself where kcache forwards it
+//! (`api::shared_read`). An answer to a call sent after a reader arrived serves that reader,
+//! and every other reader that arrived before the same call was sent, as well as a call of
+//! its own would. So readers that arrive while calls are out wait together for the next call
+//! instead of each sending one: under load the upstream serves a few such calls per round
+//! trip, whatever the read rate.
 //!
 //! At most [`IN_FLIGHT`] calls of one kind are out at once. With one, every reader would wait
 //! for the call in flight to return and then for its own (1.5 round trips on average); with
-//! two, a reader arriving while one is out gets its own at once, and one arriving while both
+//! two, a reader arriving while one is out sends its own at once, and one arriving while both
 //! are waits about a quarter of a round trip for a slot (1.25 round trips).
+//!
+//! A call is made by one of the readers it answers, the *leader*, in its own task: a reader
+//! that finds a slot free leads a call of its own at once, with nothing handed between tasks.
+//! When a call ends, its leader hands the readers that queued meanwhile to one of them, which
+//! leads their call. A leader that goes away before its call is answered (its client left)
+//! hands its waiting readers on the same way, so none of them is left waiting.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
 /// Calls of one kind out at once (see the module docs).
 pub const IN_FLIGHT: usize = 2;
 
-/// Callers waiting for the next call of one kind, and the calls out.
+/// Readers waiting for the next call of one kind, and the calls out.
 pub struct SharedCalls<T> {
-    state: Arc<Mutex<State<T>>>,
+    state: Mutex<State<T>>,
 }
+
+type Waiter<T> = oneshot::Sender<Message<T>>;
 
 struct State<T> {
-    /// Loops sending calls (at most [`IN_FLIGHT`]).
-    senders: usize,
-    /// Callers that joined since the last call was sent.
-    waiting: Vec<oneshot::Sender<T>>,
+    /// Calls out (led), at most [`IN_FLIGHT`].
+    out: usize,
+    /// Readers that queued since the last call was sent.
+    waiting: Vec<Waiter<T>>,
 }
 
-impl<T> std::fmt::Debug for SharedCalls<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.state);
-        f.debug_struct("SharedCalls")
-            .field("out", &st.senders)
-            .field("waiting", &st.waiting.len())
-            .finish()
-    }
+/// What a waiting reader is sent.
+enum Message<T> {
+    /// The answer of the call it waited for.
+    Answer(T),
+    /// Lead the call of these readers (the ones that queued with it).
+    Lead(Vec<Waiter<T>>),
+}
+
+/// A reader's turn: lead a call, or the answer of one led by another.
+pub enum Turn<'a, T> {
+    /// Make the call, answer [`Leader::shares`] readers with [`Leader::finish`].
+    Lead(Leader<'a, T>),
+    /// The answer of a call sent after this reader arrived.
+    Answer(T),
+}
+
+/// The reader that makes a call, with the readers waiting for its answer. Dropped without
+/// [`Leader::finish`], it hands them to one of them, which leads their call instead.
+pub struct Leader<'a, T> {
+    calls: &'a SharedCalls<T>,
+    batch: Vec<Waiter<T>>,
 }
 
 impl<T> Default for SharedCalls<T> {
     fn default() -> Self {
         SharedCalls {
-            state: Arc::new(Mutex::new(State {
-                senders: 0,
+            state: Mutex::new(State {
+                out: 0,
                 waiting: Vec::new(),
-            })),
+            }),
         }
     }
 }
 
-impl<T: Clone + Send + 'static> SharedCalls<T> {
-    /// The answer of a call sent after now, shared with every caller that joins before that
-    /// call is sent. When fewer than [`IN_FLIGHT`] calls are out, `call` is run in a task of
-    /// its own, once per batch of waiting callers until none is left: a caller that goes
-    /// away does not cancel the call the others wait on. None when that task ended without an
-    /// answer (the runtime is shutting down).
-    pub async fn join<F, Fut>(&self, mut call: F) -> Option<T>
-    where
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: Future<Output = T> + Send + 'static,
-    {
-        let (tx, rx) = oneshot::channel();
-        let start = {
-            let mut st = lock(&self.state);
-            st.waiting.push(tx);
-            let start = st.senders < IN_FLIGHT;
-            if start {
-                st.senders += 1;
+impl<T> std::fmt::Debug for SharedCalls<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("SharedCalls")
+            .field("out", &st.out)
+            .field("waiting", &st.waiting.len())
+            .finish()
+    }
+}
+
+impl<T> SharedCalls<T> {
+    /// This reader's turn: to lead a call at once when a slot is free, else to wait for the
+    /// next call, sent after it arrived.
+    pub async fn turn(&self) -> Turn<'_, T> {
+        let rx = {
+            let mut st = self.lock();
+            if st.out < IN_FLIGHT && st.waiting.is_empty() {
+                st.out += 1;
+                return Turn::Lead(self.leader(Vec::new()));
             }
-            start
+            let (tx, rx) = oneshot::channel();
+            st.waiting.push(tx);
+            rx
         };
-        if start {
-            let state = self.state.clone();
-            tokio::spawn(async move {
-                // Taken before the call is made: every caller in it joined before it was sent.
-                while let Some(batch) = next_batch(&state) {
-                    let answer = call().await;
-                    for w in batch {
-                        let _ = w.send(answer.clone());
-                    }
-                }
-            });
+        match rx.await {
+            Ok(Message::Answer(answer)) => Turn::Answer(answer),
+            Ok(Message::Lead(batch)) => Turn::Lead(self.leader(batch)),
+            // Every waiter is answered or handed the lead before it is dropped; only a
+            // dropped `SharedCalls` (its owner gone) drops one unanswered. Lead alone then,
+            // in a slot of one's own.
+            Err(_) => {
+                self.lock().out += 1;
+                Turn::Lead(self.leader(Vec::new()))
+            }
         }
-        rx.await.ok()
+    }
+
+    /// The answer of a call sent after now, shared with every reader that queues before it is
+    /// sent: `call` is made by this reader or by another that waited with it.
+    pub async fn join<Fut>(&self, call: impl FnOnce() -> Fut) -> T
+    where
+        T: Clone,
+        Fut: Future<Output = T>,
+    {
+        match self.turn().await {
+            Turn::Answer(answer) => answer,
+            Turn::Lead(leader) => {
+                let answer = call().await;
+                leader.finish(&answer);
+                answer
+            }
+        }
+    }
+
+    /// Whether no call is out and no reader waits (nothing would be lost if this were
+    /// dropped now).
+    pub fn is_idle(&self) -> bool {
+        let st = self.lock();
+        st.out == 0 && st.waiting.is_empty()
+    }
+
+    fn leader(&self, batch: Vec<Waiter<T>>) -> Leader<'_, T> {
+        Leader { calls: self, batch }
+    }
+
+    /// A call's slot is free: hand the lead to one reader of `batch` (its call's readers, not
+    /// answered), else to one of the readers queued meanwhile, else give the slot back.
+    fn pass_on(&self, mut batch: Vec<Waiter<T>>) {
+        loop {
+            while !batch.is_empty() {
+                // The earliest to arrive leads; a reader that left meanwhile is skipped.
+                let next = batch.remove(0);
+                match next.send(Message::Lead(std::mem::take(&mut batch))) {
+                    Ok(()) => return,
+                    Err(Message::Lead(rest)) => batch = rest,
+                    Err(Message::Answer(_)) => {}
+                }
+            }
+            let mut st = self.lock();
+            if st.waiting.is_empty() {
+                st.out -= 1;
+                return;
+            }
+            batch = std::mem::take(&mut st.waiting);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
+        // Every update is one push, one swap or one count: a poisoned lock is still
+        // consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The callers waiting now, or None (and one sender fewer) when there are none.
-fn next_batch<T>(state: &Mutex<State<T>>) -> Option<Vec<oneshot::Sender<T>>> {
-    let mut st = lock(state);
-    if st.waiting.is_empty() {
-        st.senders -= 1;
-        return None;
+impl<T> Leader<'_, T> {
+    /// Whether other readers wait for this call's answer.
+    pub fn shares(&self) -> bool {
+        !self.batch.is_empty()
     }
-    Some(std::mem::take(&mut st.waiting))
+
+    /// The call was answered: every reader that waited for it gets `answer`, and the slot
+    /// goes to the readers queued meanwhile.
+    pub fn finish(mut self, answer: &T)
+    where
+        T: Clone,
+    {
+        for w in self.batch.drain(..) {
+            let _ = w.send(Message::Answer(answer.clone()));
+        }
+    }
 }
 
-fn lock<T>(state: &Mutex<State<T>>) -> std::sync::MutexGuard<'_, State<T>> {
-    // Every update is one push or one swap: a poisoned lock is still consistent.
-    state.lock().unwrap_or_else(|e| e.into_inner())
+impl<T> Drop for Leader<'_, T> {
+    fn drop(&mut self) {
+        // Finished: the batch is empty and the slot goes on to the queue. Not finished (the
+        // leader's reader went away): its readers lead their own call.
+        self.calls.pass_on(std::mem::take(&mut self.batch));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
 
-    /// A call that counts itself and returns its number once `gate` opens.
-    fn counted(
-        sent: Arc<AtomicUsize>,
-        gate: Arc<tokio::sync::Semaphore>,
-    ) -> impl FnMut() -> std::pin::Pin<Box<dyn Future<Output = usize> + Send>> + Send + 'static
-    {
-        move || {
-            let (sent, gate) = (sent.clone(), gate.clone());
-            Box::pin(async move {
-                let n = sent.fetch_add(1, Ordering::SeqCst) + 1;
-                gate.acquire().await.unwrap().forget();
-                n
-            })
-        }
-    }
-
-    #[tokio::test]
-    async fn callers_that_arrive_together_share_one_call() {
-        let calls = Arc::new(SharedCalls::default());
-        let sent = Arc::new(AtomicUsize::new(0));
-        let gate = Arc::new(tokio::sync::Semaphore::new(100));
-        let joins = (0..8).map(|_| calls.join(counted(sent.clone(), gate.clone())));
-        let answers = futures::future::join_all(joins).await;
-        assert_eq!(sent.load(Ordering::SeqCst), 1);
-        assert!(answers.iter().all(|a| *a == Some(1)), "{answers:?}");
+    /// A call that counts itself in `sent` and returns its number once `gate` lets it.
+    async fn counted(sent: &AtomicUsize, gate: &Semaphore) -> usize {
+        let n = sent.fetch_add(1, Ordering::SeqCst) + 1;
+        gate.acquire().await.unwrap().forget();
+        n
     }
 
     /// Wait until `n` calls were sent (a test fails after 10 s rather than hangs).
@@ -150,59 +222,81 @@ mod tests {
             .unwrap_or_else(|_| panic!("{n} calls sent"));
     }
 
-    type Joined = tokio::task::JoinHandle<Option<usize>>;
+    struct Bench {
+        calls: Arc<SharedCalls<usize>>,
+        sent: Arc<AtomicUsize>,
+        gate: Arc<Semaphore>,
+    }
 
-    /// A caller in a task of its own, whose call counts itself in `sent` and waits on `gate`.
-    fn caller(
-        calls: &Arc<SharedCalls<usize>>,
-        sent: &Arc<AtomicUsize>,
-        gate: &Arc<tokio::sync::Semaphore>,
-    ) -> Joined {
-        let (calls, call) = (calls.clone(), counted(sent.clone(), gate.clone()));
-        tokio::spawn(async move { calls.join(call).await })
+    impl Bench {
+        fn new(permits: usize) -> Bench {
+            Bench {
+                calls: Arc::default(),
+                sent: Arc::default(),
+                gate: Arc::new(Semaphore::new(permits)),
+            }
+        }
+
+        /// A reader in a task of its own.
+        fn reader(&self) -> tokio::task::JoinHandle<usize> {
+            let (calls, sent, gate) = (self.calls.clone(), self.sent.clone(), self.gate.clone());
+            tokio::spawn(async move { calls.join(|| counted(&sent, &gate)).await })
+        }
     }
 
     #[tokio::test]
-    async fn a_caller_joins_only_a_call_not_yet_sent() {
-        let calls = Arc::new(SharedCalls::default());
-        let sent = Arc::new(AtomicUsize::new(0));
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        // Two calls go out at once; a third caller waits for a slot, and a fourth joins it.
-        let first = caller(&calls, &sent, &gate);
-        sent_at_least(&sent, 1).await;
-        let second = caller(&calls, &sent, &gate);
-        sent_at_least(&sent, 2).await;
-        let (third, fourth) = (caller(&calls, &sent, &gate), caller(&calls, &sent, &gate));
+    async fn readers_that_queue_together_share_one_call() {
+        let b = Bench::new(0);
+        // Both slots taken; the next eight queue and share the third call.
+        let (first, second) = (b.reader(), b.reader());
+        sent_at_least(&b.sent, 2).await;
+        let queued: Vec<_> = (0..8).map(|_| b.reader()).collect();
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(sent.load(Ordering::SeqCst), IN_FLIGHT, "no third call yet");
-        gate.add_permits(1);
-        assert_eq!(first.await.unwrap(), Some(1));
-        sent_at_least(&sent, 3).await;
-        gate.add_permits(2);
-        assert_eq!(second.await.unwrap(), Some(2));
-        assert_eq!(third.await.unwrap(), Some(3));
-        assert_eq!(fourth.await.unwrap(), Some(3));
-        assert_eq!(sent.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            b.sent.load(Ordering::SeqCst),
+            IN_FLIGHT,
+            "no third call yet"
+        );
+        b.gate.add_permits(1);
+        assert_eq!(first.await.unwrap(), 1);
+        sent_at_least(&b.sent, 3).await;
+        b.gate.add_permits(2);
+        assert_eq!(second.await.unwrap(), 2);
+        for q in queued {
+            assert_eq!(q.await.unwrap(), 3);
+        }
+        assert_eq!(b.sent.load(Ordering::SeqCst), 3);
+        assert!(b.calls.is_idle());
     }
 
     #[tokio::test]
-    async fn a_caller_that_leaves_does_not_cancel_the_call() {
-        let calls = Arc::new(SharedCalls::default());
-        let sent = Arc::new(AtomicUsize::new(0));
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        let leaving = caller(&calls, &sent, &gate);
-        sent_at_least(&sent, 1).await;
-        let _second = caller(&calls, &sent, &gate);
-        sent_at_least(&sent, 2).await;
-        let waiting = caller(&calls, &sent, &gate);
-        leaving.abort();
-        // The first call ends although its caller left, and its loop sends the waiting
-        // caller's call while the second is still out.
-        gate.add_permits(1);
-        sent_at_least(&sent, 3).await;
-        gate.add_permits(2);
-        assert_eq!(waiting.await.unwrap(), Some(3));
+    async fn a_reader_alone_leads_its_own_call() {
+        let b = Bench::new(10);
+        for i in 1..=3 {
+            assert_eq!(b.reader().await.unwrap(), i);
+        }
+        assert!(b.calls.is_idle());
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_leaves_hands_its_readers_on() {
+        let b = Bench::new(0);
+        let (_first, second) = (b.reader(), b.reader());
+        sent_at_least(&b.sent, 2).await;
+        let (third, fourth) = (b.reader(), b.reader());
+        // The first call ends and hands the queue (third, fourth) to the third, which sends
+        // the third call; then the third's reader leaves before its answer.
+        b.gate.add_permits(1);
+        sent_at_least(&b.sent, 3).await;
+        third.abort();
+        assert!(third.await.unwrap_err().is_cancelled());
+        // The fourth leads a call of its own, sent after it arrived.
+        sent_at_least(&b.sent, 4).await;
+        b.gate.add_permits(2);
+        assert_eq!(second.await.unwrap(), 2);
+        assert_eq!(fourth.await.unwrap(), 4);
+        assert!(b.calls.is_idle());
     }
 }

@@ -28,6 +28,7 @@ mod read;
 mod request;
 mod response;
 mod route;
+mod shared_read;
 mod staleness;
 mod watch;
 mod watch_body;
@@ -95,6 +96,8 @@ pub struct App {
     pub(crate) background: crate::background::Background,
     /// When this kcache started: the uptime on the admin `/status`.
     pub(crate) started: std::time::Instant,
+    /// Identical small consistent reads being forwarded, shared (`shared_read`).
+    shared_reads: shared_read::SharedReads,
 }
 
 /// What an [`App`] takes from the configuration.
@@ -143,6 +146,7 @@ impl App {
             metrics,
             background,
             started: std::time::Instant::now(),
+            shared_reads: Default::default(),
         }
     }
 
@@ -177,6 +181,9 @@ pub enum Answer {
     /// A consistent read to forward, timed until its answer is sent in full: what the upstream
     /// takes to answer the type's reads bounds how long later ones wait for the cache.
     Timed(consistent::ForwardTiming),
+    /// A small consistent read to forward, sharing the upstream's answer with identical reads
+    /// that arrive together (`shared_read`).
+    Shared,
 }
 
 /// The API router: the index endpoints, and everything else through [`handle`]; all API
@@ -301,6 +308,14 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                 }),
                 "cache",
             )
+        }
+        Ok(Answer::Shared) => {
+            let req = Request::from_parts(parts, body);
+            let resp = app
+                .shared_reads
+                .forward(&app.upstream, req, &caller.forward, &app.limits)
+                .await;
+            (resp, "upstream")
         }
         Ok(Answer::Upstream | Answer::Timed(_)) => {
             let resp = proxy::forward(

@@ -65,24 +65,19 @@ impl App {
     /// module docs), sent after this call, shared with the type's other readers that join
     /// before it is sent. `round_trip`: the probe's, what the measurement subtracts.
     pub(super) async fn prove(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Proof {
-        let (upstream, prover, proven) = (
-            self.upstream.clone(),
-            self.registry.prover(cache),
-            cache.clone(),
-        );
+        let prover = self.registry.prover(cache);
         cache
             .freshness()
             .proofs()
-            .join(move || prove(upstream.clone(), proven.clone(), prover.clone(), round_trip))
+            .join(|| prove_once(&self.upstream, cache, prover, round_trip))
             .await
-            .unwrap_or(Proof::Failed)
     }
 }
 
 /// One proof of `cache` (see [`App::prove`]); `prover` moves its RV once it is proven.
-async fn prove(
-    upstream: Upstream,
-    cache: Arc<ResourceCache>,
+async fn prove_once(
+    upstream: &Upstream,
+    cache: &ResourceCache,
     prover: Option<Prover>,
     round_trip: Duration,
 ) -> Proof {
@@ -90,7 +85,7 @@ async fn prove(
     // snapshot's.
     let snap = cache.snapshot();
     let started = Instant::now();
-    let list = match upstream.metadata_list(&metadata_list_url(&cache)).await {
+    let list = match upstream.metadata_list(&metadata_list_url(cache)).await {
         Ok(list) => list,
         Err(e) => {
             tracing::debug!(resource = %cache.info, error = %Report(&e),

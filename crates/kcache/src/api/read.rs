@@ -22,6 +22,7 @@ use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
 use super::request::{Listing, Options, ReadRequest, Verb};
+use super::shared_read::SHARED_BELOW;
 use super::{get, response, watch};
 use super::{Answer, App, Form};
 use crate::auth::{Attributes, Caller};
@@ -65,8 +66,12 @@ pub(super) async fn from_cache(
             match policy::consistent(limit, found, read.local, held.synced) {
                 Decision::Cache(want) => (want, Some(found)),
                 Decision::Refuse(error) => return Err(error),
-                // A forwarded consistent LIST is timed: what the upstream takes to answer the
-                // type's reads bounds how long later ones wait for the cache.
+                // A small read is shared with identical ones that arrive together; a larger
+                // forwarded LIST is timed: what the upstream takes to answer the type's reads
+                // bounds how long later ones wait for the cache.
+                _ if read.verb != Verb::Watch && size.objects() < SHARED_BELOW => {
+                    return Ok(Answer::Shared)
+                }
                 _ if read.verb == Verb::List => return Ok(app.forward_timed(cache, size.objects())),
                 _ => return Ok(Answer::Upstream),
             }

@@ -72,6 +72,7 @@ pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: 
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
         Ok(Answer::Upstream) => Answer::Upstream,
         Ok(Answer::Timed(t)) => Answer::Timed(t),
+        Ok(Answer::Shared) => Answer::Shared,
         Err(e) => Answer::Ready(with_age(response::error_as(&e, protobuf), cache)),
     }
 }

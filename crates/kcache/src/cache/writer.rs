@@ -117,7 +117,6 @@ impl Keeper {
 /// May only move a cache's resourceVersion forward to a revision at which the upstream's state
 /// of the type was proven equal to the cache's (see the module docs). Holds the cache weakly:
 /// it keeps no dropped cache alive.
-#[derive(Clone)]
 pub struct Prover {
     cache: Weak<ResourceCache>,
 }

@@ -64,9 +64,6 @@ pub enum ProbeError {
     /// No collection is cached, so there is nothing to list.
     #[error("no collection to probe")]
     NoCollection,
-    /// The probe task went away without an answer (the runtime is shutting down).
-    #[error("probe task ended")]
-    Ended,
 }
 
 impl ProbeError {
@@ -81,7 +78,7 @@ impl ProbeError {
                 UpstreamError::Timeout(_) => None,
                 _ => Some(true),
             },
-            ProbeError::NoCollection | ProbeError::Ended => None,
+            ProbeError::NoCollection => None,
         }
     }
 }
@@ -112,12 +109,8 @@ impl RevisionProbe {
     }
 
     /// The RV a cache must reach before it may answer a consistent read that starts now.
-    pub async fn target(self: &Arc<Self>) -> Result<u64, ProbeError> {
-        let probe = self.clone();
-        self.calls
-            .join(move || probe.clone().timed())
-            .await
-            .unwrap_or(Err(ProbeError::Ended))
+    pub async fn target(&self) -> Result<u64, ProbeError> {
+        self.calls.join(|| self.timed()).await
     }
 
     /// The estimated round trip of a probe (None before the first answer): about what the
@@ -127,7 +120,7 @@ impl RevisionProbe {
     }
 
     /// One probe, its round trip recorded when it is answered.
-    async fn timed(self: Arc<Self>) -> Result<u64, ProbeError> {
+    async fn timed(&self) -> Result<u64, ProbeError> {
         let sent = std::time::Instant::now();
         let result = self.probe().await;
         if result.is_ok() {
