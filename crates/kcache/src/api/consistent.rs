@@ -62,6 +62,9 @@ impl App {
     ///   read is forwarded at once and the catch-up is measured again in the background, about
     ///   once a second.
     ///
+    /// A LIST whose wait ran out is proven by the type's metadata instead of forwarded, where
+    /// that is expected to pay (a large read of a type only other types' writes moved past).
+    ///
     /// A GET in front of v1.31 or later is forwarded at once: there the probe, a consistent
     /// list, waits for etcd's progress notification whenever the type's last event is older
     /// than etcd's revision, while the GET itself is read from etcd at once
@@ -160,6 +163,19 @@ impl App {
                 Ok(Consistency::Cache)
             }
             Err(current) if self.consistent.fallback => {
+                // A large read whose proof pays is proven rather than forwarded whole: no event
+                // of the type arrived within a few catch-ups, so most likely nothing of it
+                // changed (the revision moved with other types' writes).
+                if let Some(round_trip) = self.proof_instead(cache, &probe, read) {
+                    let answer = self.proven(cache, round_trip).await;
+                    if answer == Consistency::Cache {
+                        // Nothing of the type was on its way: it is quiet.
+                        cache.freshness().missed(cache.object_events());
+                    } else {
+                        self.keep_waiting(cache, target, probed);
+                    }
+                    return Ok(answer);
+                }
                 // Forwarded now; the wait goes on off the reader's path, to learn whether the
                 // type reaches such revisions at all (and how fast) or is quiet.
                 self.keep_waiting(cache, target, probed);
@@ -191,6 +207,21 @@ impl App {
         answer
     }
 
+    /// The probe's round trip, when `read` is a LIST whose proof is expected to pay
+    /// ([`App::proof_pays`]).
+    fn proof_instead(
+        &self,
+        cache: &ResourceCache,
+        probe: &RevisionProbe,
+        read: Read,
+    ) -> Option<Duration> {
+        let (Read::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip()) else {
+            return None;
+        };
+        self.proof_pays(cache, round_trip, whole)
+            .then_some(round_trip)
+    }
+
     /// Count a consistent read of `cache`'s type where it was answered
     /// (`kcache_consistent_reads_total{outcome}`).
     fn count_outcome(&self, cache: &ResourceCache, outcome: &'static str) {
@@ -213,13 +244,9 @@ impl App {
     ) -> Bound {
         let freshness = cache.freshness();
         match cache.verdict() {
-            Verdict::Quiet => match (read, probe.round_trip()) {
-                (Read::List { whole, .. }, Some(round_trip))
-                    if self.proof_pays(cache, round_trip, whole) =>
-                {
-                    Bound::Prove(round_trip)
-                }
-                _ => Bound::Forward("forwarded_quiet"),
+            Verdict::Quiet => match self.proof_instead(cache, probe, read) {
+                Some(round_trip) => Bound::Prove(round_trip),
+                None => Bound::Forward("forwarded_quiet"),
             },
             // Another read of the type is already learning its verdict: waiting as well would
             // only cost this reader. The probe stays: it is what tells an upstream that no

@@ -12,7 +12,7 @@
 //! reads share one forwarded request"). A reader that finds a slot free sends its own request
 //! at once, as before: sharing only ever replaces waiting for a busy upstream.
 //!
-//! Identical means the same path and query, and the same `Accept`, `Accept-Encoding` and
+//! Identical means the same method, path and query, and the same `Accept`, `Accept-Encoding` and
 //! `User-Agent` (which decide the answer's representation, compression and, for some agents,
 //! pretty-printing). The readers' identities may differ: each was authorized by kcache for
 //! this read before it was decided (`api::read`), and the apiserver's answer to a read it
@@ -108,7 +108,7 @@ fn key(req: &Request) -> String {
             .get(name)
             .map_or(&b""[..], HeaderValue::as_bytes)
     };
-    let mut key = req.uri().to_string();
+    let mut key = format!("{} {}", req.method(), req.uri());
     for name in [header::ACCEPT, header::ACCEPT_ENCODING, header::USER_AGENT] {
         key.push('\n');
         key.push_str(&String::from_utf8_lossy(header(name)));
