@@ -167,12 +167,19 @@ impl App {
                 // of the type arrived within a few catch-ups, so most likely nothing of it
                 // changed (the revision moved with other types' writes).
                 if let Some(round_trip) = self.proof_instead(cache, &probe, read) {
+                    let verdict = cache.verdict();
                     let answer = self.proven(cache, round_trip).await;
-                    if answer == Consistency::Cache {
-                        // Nothing of the type was on its way: it is quiet.
-                        cache.freshness().missed(cache.object_events());
-                    } else {
-                        self.keep_waiting(cache, target, probed);
+                    match (answer, verdict) {
+                        // Nothing of the type was on its way, and nothing was known of it: it
+                        // is quiet, and its next reads are proven at once.
+                        (Consistency::Cache, Verdict::Unknown) => {
+                            cache.freshness().missed(cache.object_events());
+                        }
+                        // A type that keeps up stays so: while the upstream's revision stands
+                        // still its next reads are answered after the probe alone, which costs
+                        // the upstream less than a proof.
+                        (Consistency::Cache, _) => {}
+                        _ => self.keep_waiting(cache, target, probed),
                     }
                     return Ok(answer);
                 }
