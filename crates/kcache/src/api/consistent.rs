@@ -166,7 +166,7 @@ impl App {
                 // A large read whose proof pays is proven rather than forwarded whole: no event
                 // of the type arrived within a few catch-ups, so most likely nothing of it
                 // changed (the revision moved with other types' writes).
-                if let Some(round_trip) = self.proof_instead(cache, &probe, read) {
+                if let Some(round_trip) = self.proof_instead(cache, &probe, read, false) {
                     let verdict = cache.verdict();
                     let answer = self.proven(cache, round_trip).await;
                     match (answer, verdict) {
@@ -214,18 +214,19 @@ impl App {
         answer
     }
 
-    /// The probe's round trip, when `read` is a LIST whose proof is expected to pay
-    /// ([`App::proof_pays`]).
+    /// The probe's round trip, when `read` is a LIST whose proof pays ([`App::proof_pays`],
+    /// with its periodic `retry` for a quiet type's reads).
     fn proof_instead(
         &self,
         cache: &ResourceCache,
         probe: &RevisionProbe,
         read: Read,
+        retry: bool,
     ) -> Option<Duration> {
         let (Read::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip()) else {
             return None;
         };
-        self.proof_pays(cache, round_trip, whole)
+        self.proof_pays(cache, round_trip, whole, retry)
             .then_some(round_trip)
     }
 
@@ -251,7 +252,7 @@ impl App {
     ) -> Bound {
         let freshness = cache.freshness();
         match cache.verdict() {
-            Verdict::Quiet => match self.proof_instead(cache, probe, read) {
+            Verdict::Quiet => match self.proof_instead(cache, probe, read, true) {
                 Some(round_trip) => Bound::Prove(round_trip),
                 None => Bound::Forward("forwarded_quiet"),
             },

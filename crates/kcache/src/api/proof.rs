@@ -42,13 +42,15 @@ impl App {
     /// same wait for etcd's progress notification); where that is most of either (a small
     /// type), the proof would only add work for the upstream and kcache. Only once forwarded
     /// reads of the type have been measured: until then the read goes upstream and is
-    /// measured. A large read whose proof is not expected to pay is proven anyway once per
-    /// [`PROOF_RETRY_EVERY`], to measure proofs again.
+    /// measured. `retry`: a large read whose proof is not expected to pay is proven anyway
+    /// once per [`PROOF_RETRY_EVERY`], to measure proofs again (for a quiet type, whose reads
+    /// would otherwise never be proven again).
     pub(super) fn proof_pays(
         &self,
         cache: &ResourceCache,
         round_trip: Duration,
         whole: usize,
+        retry: bool,
     ) -> bool {
         let freshness = cache.freshness();
         let Some(forward) = freshness.measured_forward(whole, round_trip) else {
@@ -58,7 +60,7 @@ impl App {
             return false;
         };
         forward.saturating_sub(proof) >= (forward / 4).max(Duration::from_millis(1))
-            || (whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
+            || (retry && whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
     }
 
     /// Prove `cache` current with the upstream's metadata list of its collection (see the
