@@ -17,7 +17,7 @@
 //!   read would take forwarded;
 //! - whether a wait is running **off the readers' path**: a read that stopped waiting goes
 //!   upstream, and one background wait per type goes on to learn the verdict;
-//! - the **proofs** of a quiet cache out (`api::proof`), which readers that arrive before the
+//! - the **proofs** of the cache out (`api::proof`), which readers that arrive before the
 //!   next is sent share (`shared_call`).
 //!
 //! Readers update it concurrently: estimates are lock-free and may lose a sample to a race,
@@ -42,7 +42,7 @@ pub enum Verdict {
     Quiet,
 }
 
-/// What a proof of a quiet cache by the type's metadata list found (`api::proof`), as every
+/// What a proof of the cache by the type's metadata list found (`api::proof`), as every
 /// reader that waited for it gets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proof {
