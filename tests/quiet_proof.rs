@@ -2,8 +2,9 @@
 //! the type shows the cache holds its state (docs/semantics.md, "Quiet types proven by their
 //! metadata"), on both upstream versions; and every change the cache has not seen yet makes
 //! the proof fail, so the read goes upstream: a create alone, an update alone, a delete
-//! alone, and a delete and a re-create of the same name. Readers that arrive together share one
-//! proof.
+//! alone, and a delete and a re-create of the same name. Readers that arrive together share
+//! proofs (a few metadata lists for a crowd of readers), and a large read whose wait for the
+//! revision runs out is proven rather than forwarded.
 //!
 //! The sim's watch cache lags its store by half a second, so a change written just before a
 //! read reaches kcache's cache only after the read was decided: the proof, read from the
