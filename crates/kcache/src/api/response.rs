@@ -13,10 +13,17 @@ use crate::status::ApiError;
 /// Bodies under this size carry Content-Length; larger ones are chunked.
 const SMALL_BODY: usize = 2048;
 
+/// A fresh `Audit-Id` value, as the apiserver gives every answer (E6).
+pub fn audit_id() -> HeaderValue {
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+    HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("0"))
+}
+
 fn base(status: StatusCode, content_type: &'static str) -> http::response::Builder {
     Response::builder()
         .status(status)
-        .header("Audit-Id", uuid::Uuid::new_v4().to_string())
+        .header("Audit-Id", audit_id())
         .header(header::CACHE_CONTROL, "no-cache, private")
         .header(header::CONTENT_TYPE, content_type)
 }

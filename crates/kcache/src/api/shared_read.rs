@@ -33,7 +33,7 @@ use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 
-use super::proxy;
+use super::{proxy, response};
 use crate::auth::Forward;
 use crate::limits::Limits;
 use crate::shared_call::{SharedCalls, Turn};
@@ -60,7 +60,7 @@ type Outcome = Option<Arc<Shared>>;
 /// The identical reads out and waiting, by what makes them identical.
 #[derive(Default)]
 pub(crate) struct SharedReads {
-    calls: dashmap::DashMap<String, Arc<SharedCalls<Outcome>>>,
+    calls: dashmap::DashMap<Arc<str>, Arc<SharedCalls<Outcome>>>,
 }
 
 impl SharedReads {
@@ -74,7 +74,7 @@ impl SharedReads {
         how: &Forward,
         limits: &Limits,
     ) -> Response {
-        let key = key(&req);
+        let key: Arc<str> = key(&req).into();
         let calls = self.calls.entry(key.clone()).or_default().clone();
         let resp = match calls.turn().await {
             Turn::Answer(Some(shared)) => shared.response(),
@@ -175,9 +175,7 @@ impl Shared {
         let mut resp = Response::new(framed(&self.headers, self.body.clone()));
         *resp.status_mut() = self.status;
         *resp.headers_mut() = self.headers.clone();
-        if let Ok(id) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
-            resp.headers_mut().insert("audit-id", id);
-        }
+        resp.headers_mut().insert("audit-id", response::audit_id());
         resp
     }
 }
