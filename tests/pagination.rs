@@ -178,14 +178,12 @@ async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
     .await;
     assert!(cached[0], "{profile}: first page from the cache");
 
-    // A type the probe cannot prove fresh (the upstream's last write is of another type), read
-    // through kcache before forwarding it was measured: every page is the upstream's, with its
-    // token at a revision the cache has not reached, and the upstream continues them. Once the
-    // cache has passed that revision (a later write of the type), kcache continues such a
-    // token (here from a first page read from the upstream itself: kcache, which has now
-    // timed the type's forwarded pages, may prove its own first page by the type's metadata,
-    // `tests/quiet_proof.rs`) from its cache: the state at the token's revision, without the
-    // later write.
+    // A type the probe cannot prove fresh (the upstream's last write is of another type): a
+    // chain the upstream began (kcache would prove its own first page by the type's metadata,
+    // `tests/quiet_proof.rs`), continued through kcache: its token is at a revision the cache
+    // has not reached, so every page is the upstream's, and the upstream continues them. Once
+    // the cache has passed that revision (a later write of the type), kcache continues such a
+    // token from its cache: the state at the token's revision, without the later write.
     env.sim
         .create(
             "",
@@ -193,7 +191,7 @@ async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}}),
         )
         .unwrap();
-    let cached = walk(&env, &cluster, 500, |_| 0, &all, profile).await;
+    let cached = walk(&env, &cluster, 500, |i| usize::from(i == 0), &all, profile).await;
     assert!(
         cached.iter().all(|c| !c),
         "{profile}: the upstream's chain: {cached:?}"

@@ -40,11 +40,17 @@ impl App {
     /// the read's pages: a client that pages reads them all, and a proven cache answers every
     /// page). Both are consistent lists and pay the same round trip (on v1.31 and later, the
     /// same wait for etcd's progress notification); where that is most of either (a small
-    /// type), the proof would only add work for the upstream and kcache. Only once forwarded
-    /// reads of the type have been measured: until then the read goes upstream and is
-    /// measured. `retry`: a large read whose proof is not expected to pay is proven anyway
-    /// once per [`PROOF_RETRY_EVERY`], to measure proofs again (for a quiet type, whose reads
-    /// would otherwise never be proven again).
+    /// type), the proof would only add work for the upstream and kcache. `retry`: a large read
+    /// whose proof is not expected to pay is proven anyway once per [`PROOF_RETRY_EVERY`], to
+    /// measure proofs again (for a quiet type, whose reads would otherwise never be proven
+    /// again).
+    ///
+    /// Before a read of the type was forwarded and timed, a proof is taken to cost a
+    /// [`crate::cache::PROOF_SHARE`]th of a forwarded read per object, so it pays for a read
+    /// of at least a third of the type's objects (and of at least [`MEASURED_FROM`]): a large
+    /// type's first reads are proven, not forwarded whole. An object's metadata is part of it,
+    /// so such a proof never costs the upstream much more than the read; one that fails has
+    /// the read forwarded and timed.
     pub(super) fn proof_pays(
         &self,
         cache: &ResourceCache,
@@ -53,19 +59,17 @@ impl App {
         retry: bool,
     ) -> bool {
         let freshness = cache.freshness();
+        let objects = cache.len();
         let Some(forward) = freshness.measured_forward(whole, round_trip) else {
-            return false;
+            return whole >= MEASURED_FROM && objects <= whole.saturating_mul(3);
         };
-        let Some(proof) = freshness.expected_proof(cache.len(), round_trip) else {
+        let Some(proof) = freshness.expected_proof(objects, round_trip) else {
             return false;
         };
         forward.saturating_sub(proof) >= (forward / 4).max(Duration::from_millis(1))
             || (retry && whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
     }
 
-    /// Prove `cache` current with the upstream's metadata list of its collection (see the
-    /// module docs), sent after this call, shared with the type's other readers that join
-    /// before it is sent. `round_trip`: the probe's, what the measurement subtracts.
     pub(super) async fn prove(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Proof {
         let prover = self.registry.prover(cache);
         cache

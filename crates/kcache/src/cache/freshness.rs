@@ -176,14 +176,13 @@ impl Freshness {
     }
 
     /// How long a metadata list of the type's `objects` objects is expected to take: as
-    /// measured, or a quarter of a forwarded list's time before any was (a metadata list is a
-    /// fraction of the objects' bytes: 2.8 MB against 19 MB for 10k ConfigMaps, 23 against
-    /// 87 ms, measured 2026-11-27 on v1.34). None before either was measured.
+    /// measured, or a [`PROOF_SHARE`]th of a forwarded list's time per object before any was.
+    /// None before either was measured.
     pub fn expected_proof(&self, objects: usize, round_trip: Duration) -> Option<Duration> {
         let per_thousand = self
             .proof_per_thousand
             .get()
-            .or_else(|| Some(self.forward_per_thousand.get()? / 4))?;
+            .or_else(|| Some(self.forward_per_thousand.get()? / PROOF_SHARE))?;
         Some(round_trip.saturating_add(scaled(per_thousand, objects)))
     }
 
@@ -250,6 +249,12 @@ impl Freshness {
 
 /// The fewest objects a read must have for its time to be taken as a cost per object.
 pub const MEASURED_FROM: usize = 100;
+
+/// How many metadata lists of a type's objects are taken to cost what a forwarded LIST of
+/// the same objects does, until both were measured: an object's metadata is part of it, and
+/// a fraction of its bytes (2.8 MB against 19 MB for 10k ConfigMaps, 23 against 87 ms,
+/// measured 2026-11-27 on v1.34).
+pub const PROOF_SHARE: u32 = 4;
 
 /// `took` beyond `round_trip`, per 1,000 of `objects`.
 fn per_thousand(objects: usize, took: Duration, round_trip: Duration) -> Duration {

@@ -46,7 +46,7 @@ pub use contact::Contact;
 pub use cursor::{Batch, Cursor};
 pub use dispatch::{Overflowed, Subscriber};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
-pub use freshness::{Freshness, Proof, Verdict, MEASURED_FROM};
+pub use freshness::{Freshness, Proof, Verdict, MEASURED_FROM, PROOF_SHARE};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::{Mirror, MirrorStatus};
 pub use registry::{Entry, Origin, Registry, TypeName};
