@@ -73,6 +73,8 @@ fn options(kubeconfig: &Path, writes: bool) -> ClusterOptions {
             watch: Duration::from_millis(600),
             write_rate: 20.0,
             write_objects: 3,
+            // The second case under writes, in the namespace grown.
+            write_objects_large: 5,
             // A few rounds, LISTs of several pages.
             interactive: Duration::from_millis(1100),
             interactive_every: Duration::from_millis(400),
@@ -286,7 +288,18 @@ async fn cluster_bench_against_the_sim_as_a_process() {
                 .starts_with("Cluster: consistent LIST (RV unset) of the bench's namespace")
         })
         .collect();
-    assert_eq!(consistent.len(), 2, "{scenarios:?}");
+    // Both cases, the namespace as created and grown, direct and through kcache.
+    let cases: Vec<&str> = consistent.iter().map(|r| r.case.as_str()).collect();
+    assert_eq!(
+        cases,
+        [
+            "3 ConfigMaps, 20.0 writes/s",
+            "3 ConfigMaps, 20.0 writes/s",
+            "5 ConfigMaps, 20.0 writes/s",
+            "5 ConfigMaps, 20.0 writes/s"
+        ],
+        "{scenarios:?}"
+    );
     for r in consistent {
         assert!(num(r, "reads checked") > 0, "{}", r.target);
         assert_eq!(num(r, "stale reads"), 0, "{}: {}", r.target, r.note);

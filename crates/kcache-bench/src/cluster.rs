@@ -92,6 +92,10 @@ pub struct ClusterScale {
     pub write_rate: f64,
     /// ConfigMaps the bench creates in its namespace with `writes`.
     pub write_objects: usize,
+    /// ConfigMaps in the bench's namespace for the second consistent-under-writes case (more
+    /// are created before it): a namespace whose LIST costs the upstream more than the probe
+    /// (the first case's costs about what the probe does).
+    pub write_objects_large: usize,
     /// How long the interactive rounds go on, one every `interactive_every`.
     pub interactive: Duration,
     pub interactive_every: Duration,
@@ -108,6 +112,7 @@ impl ClusterScale {
             watch: Duration::from_secs(20),
             write_rate: 10.0,
             write_objects: 20,
+            write_objects_large: 500,
             interactive: Duration::from_secs(120),
             interactive_every: Duration::from_secs(2),
             page: 500,
@@ -122,6 +127,7 @@ impl ClusterScale {
             watch: Duration::from_secs(4),
             write_rate: 10.0,
             write_objects: 10,
+            write_objects_large: 100,
             interactive: Duration::from_secs(10),
             ..ClusterScale::standard()
         }
@@ -361,7 +367,8 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterRun, String> {
     let result = bench.run_interruptible().await;
     // Whatever happened above (an error, Ctrl-C), the namespace goes.
     progress(format!("deleting namespace {ns}"));
-    let cleanup = delete_namespace(&cluster, &ns, opts.scale.write_objects).await;
+    let objects = opts.scale.write_objects.max(opts.scale.write_objects_large);
+    let cleanup = delete_namespace(&cluster, &ns, objects).await;
     let mut report = bench.report;
     match &cleanup {
         Ok(note) => report.notes.push(note.clone()),
@@ -425,8 +432,10 @@ fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {
             .into(),
         if opts.writes {
             format!(
-                "--writes: a namespace of the bench's own with {} ConfigMaps, updated {} times/s, deleted at the end",
+                "--writes: a namespace of the bench's own with {} ConfigMaps ({} for the second case under writes), \
+                 updated {} times/s, deleted at the end",
                 opts.scale.write_objects,
+                opts.scale.write_objects_large,
                 fmt_num(opts.scale.write_rate)
             )
         } else {
@@ -581,7 +590,8 @@ impl ClusterBench<'_> {
             samples.push(self.sample(resource).await?);
         }
         if let Some(ns) = &self.namespace {
-            self.create_objects(ns).await?;
+            self.create_objects(ns, 0, self.opts.scale.write_objects)
+                .await?;
         }
         progress("starting kcache in front of the cluster");
         let k = KcacheChild::start_with_kubeconfig(
@@ -1014,16 +1024,17 @@ impl ClusterBench<'_> {
         (writes, failed, first_error)
     }
 
-    /// The bench's ConfigMaps in its namespace (about 1 KB each).
-    async fn create_objects(&self, ns: &str) -> Result<(), String> {
+    /// The bench's ConfigMaps in its namespace (about 1 KB each), past the first `from` up to
+    /// `to` in all.
+    async fn create_objects(&self, ns: &str, from: usize, to: usize) -> Result<(), String> {
         progress(format!(
             "creating {} ConfigMaps in {ns}",
-            self.opts.scale.write_objects
+            to.saturating_sub(from)
         ));
         let path = self
             .cluster
             .path(&format!("/api/v1/namespaces/{ns}/configmaps"));
-        for name in object_names(self.opts.scale.write_objects) {
+        for name in object_names(to).into_iter().skip(from) {
             let body = json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -1037,14 +1048,38 @@ impl ClusterBench<'_> {
         Ok(())
     }
 
-    /// Consistent LIST (RV unset) of the bench's namespace while its ConfigMaps are updated:
-    /// throughput and the staleness check (every write acknowledged before a read was sent
-    /// must be in its answer), direct and through kcache.
+    /// Consistent LIST (RV unset) of the bench's namespace while its ConfigMaps are updated,
+    /// as it is, then grown to `write_objects_large`: throughput and the staleness check (every
+    /// write acknowledged before a read was sent must be in its answer), direct and through
+    /// kcache.
     async fn consistent_under_writes(
         &mut self,
         ns: &str,
         k: &KcacheChild,
         kcache: &Target,
+    ) -> Result<(), String> {
+        let (small, large) = (
+            self.opts.scale.write_objects,
+            self.opts.scale.write_objects_large,
+        );
+        self.consistent_under_writes_of(ns, k, kcache, small)
+            .await?;
+        if large > small {
+            self.create_objects(ns, small, large).await?;
+            self.consistent_under_writes_of(ns, k, kcache, large)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// [`ClusterBench::consistent_under_writes`] with `objects` ConfigMaps in the namespace,
+    /// all of them written.
+    async fn consistent_under_writes_of(
+        &mut self,
+        ns: &str,
+        k: &KcacheChild,
+        kcache: &Target,
+        objects: usize,
     ) -> Result<(), String> {
         let scale = &self.opts.scale;
         let scenario = format!(
@@ -1052,8 +1087,7 @@ impl ClusterBench<'_> {
             scale.clients
         );
         let case = format!(
-            "{} ConfigMaps, {} writes/s",
-            scale.write_objects,
+            "{objects} ConfigMaps, {} writes/s",
             fmt_num(scale.write_rate)
         );
         let path = format!("/api/v1/namespaces/{ns}/configmaps");
@@ -1065,7 +1099,7 @@ impl ClusterBench<'_> {
             let count = (scale.write_rate * scale.phase.as_secs_f64()).ceil() as u64;
             let writer = {
                 let checker = checker.clone();
-                let writes = Writes::new(self.cluster, ns, scale.write_objects);
+                let writes = Writes::new(self.cluster, ns, objects);
                 let seq = &self.seq;
                 async move {
                     writes
