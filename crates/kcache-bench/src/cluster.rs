@@ -113,7 +113,7 @@ impl ClusterScale {
             write_rate: 10.0,
             write_objects: 20,
             write_objects_large: 500,
-            interactive: Duration::from_secs(120),
+            interactive: Duration::from_secs(300),
             interactive_every: Duration::from_secs(2),
             page: 500,
         }
