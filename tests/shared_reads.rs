@@ -1,8 +1,9 @@
-//! Identical small consistent reads that kcache forwards share one upstream request when they
+//! Identical consistent reads that kcache forwards share one upstream request when they
 //! arrive together (docs/semantics.md, "Identical reads share one forwarded request"), on both
 //! upstream versions: each reader gets the upstream's answer, as the apiserver would answer
 //! it, with an `Audit-Id` of its own, and the upstream serves a few requests for a crowd of
-//! readers, not one each.
+//! readers, not one each. So do GETs, a small namespace's LISTs, and a LIST of 150 objects
+//! (a namespace too small a part of its type for a proof by the type's metadata to pay).
 //!
 //! The sim answers consistent reads in 20 ms, one at a time, as a busy apiserver would: readers
 //! sent together overlap with the requests out. The ConfigMaps are quiet (only a Secret is
@@ -16,11 +17,16 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{get, resource, Env, EnvBuilder, Resp};
+use kcache::api::CACHE_AGE_HEADER;
 use kcache_sim::{Profile, SimConfig, StorageReads};
 use serde_json::{json, Value};
 
 const NS: &str = "shared";
 const READERS: usize = 8;
+/// A namespace of 150 ConfigMaps, and one of 600 more: the type is over three times the
+/// namespace, so its LIST is forwarded, not proven (`api::proof`).
+const LARGE: (&str, usize) = ("shared-large", 150);
+const OTHER: (&str, usize) = ("shared-other", 600);
 
 async fn start(profile: Profile) -> Env {
     let env = EnvBuilder {
@@ -37,16 +43,19 @@ async fn start(profile: Profile) -> Env {
     .resources(vec![resource("", "v1", "configmaps")])
     .start()
     .await;
-    for i in 0..3 {
-        env.sim
-            .create(
-                "",
-                "configmaps",
-                json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": format!("cm-{i}"), "namespace": NS}, "data": {"i": i}}),
-            )
-            .unwrap();
+    for (ns, n) in [(NS, 3), LARGE, OTHER] {
+        for i in 0..n {
+            env.sim
+                .create(
+                    "",
+                    "configmaps",
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("cm-{i}"), "namespace": ns}, "data": {"i": i}}),
+                )
+                .unwrap();
+        }
     }
+    env.settle("", "configmaps").await;
     // Found quiet: its reads are forwarded at once from then on.
     env.write_other_type(NS, "before");
     let first = get(&env.url(), &format!("/api/v1/namespaces/{NS}/configmaps")).await;
@@ -94,6 +103,10 @@ fn assert_as_direct(profile: Profile, answers: &[Resp], direct: &Resp, what: &st
             ids.insert(a.header("audit-id").expect("audit-id").to_string()),
             "{profile} {what} {i}: an Audit-Id of its own"
         );
+        assert!(
+            a.header(CACHE_AGE_HEADER).is_none(),
+            "{profile} {what} {i}: forwarded, not from the cache"
+        );
     }
 }
 
@@ -107,6 +120,11 @@ async fn identical_reads_arriving_together_share_requests(profile: Profile) {
             "GET",
             format!("/api/v1/namespaces/{NS}/configmaps/cm-1"),
             gets,
+        ),
+        (
+            "150-object LIST",
+            format!("/api/v1/namespaces/{}/configmaps", LARGE.0),
+            lists,
         ),
     ];
     for (what, path, count) in cases {

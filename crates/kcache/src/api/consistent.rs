@@ -326,25 +326,27 @@ impl App {
 }
 
 impl App {
-    /// Forward a consistent LIST of about `objects` objects, timed until its answer is sent
-    /// (see [`crate::cache::Freshness::record_forward`]); untimed before the probe has a round trip.
-    pub(super) fn forward_timed(&self, cache: &Arc<ResourceCache>, objects: usize) -> Answer {
+    /// The timing of a forwarded consistent LIST of about `objects` objects, until its answer
+    /// is sent (see [`crate::cache::Freshness::record_forward`]); None (untimed) before the
+    /// probe has a round trip.
+    pub(super) fn forward_timing(
+        &self,
+        cache: &Arc<ResourceCache>,
+        objects: usize,
+    ) -> Option<ForwardTiming> {
         let round_trip = self
             .probes
             .get(&collection_path(cache))
-            .and_then(|p| p.round_trip());
-        match round_trip {
-            Some(round_trip) => Answer::Timed(ForwardTiming {
-                cache: cache.clone(),
-                objects,
-                round_trip,
-            }),
-            None => Answer::Upstream,
-        }
+            .and_then(|p| p.round_trip())?;
+        Some(ForwardTiming {
+            cache: cache.clone(),
+            objects,
+            round_trip,
+        })
     }
 }
 
-/// A forwarded consistent LIST being timed (see [`App::forward_timed`]).
+/// A forwarded consistent LIST being timed (see [`App::forward_timing`]).
 pub struct ForwardTiming {
     cache: Arc<ResourceCache>,
     objects: usize,

@@ -22,7 +22,6 @@ use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
 use super::request::{Listing, Options, ReadRequest, Verb};
-use super::shared_read::SHARED_BELOW;
 use super::{get, response, watch};
 use super::{Answer, App, Form};
 use crate::auth::{Attributes, Caller};
@@ -66,13 +65,13 @@ pub(super) async fn from_cache(
             match policy::consistent(limit, found, read.local, held.synced) {
                 Decision::Cache(want) => (want, Some(found)),
                 Decision::Refuse(error) => return Err(error),
-                // A small read is shared with identical ones that arrive together; a larger
-                // forwarded LIST is timed: what the upstream takes to answer the type's reads
-                // bounds how long later ones wait for the cache.
-                _ if read.verb != Verb::Watch && size.objects() < SHARED_BELOW => {
-                    return Ok(Answer::Shared)
+                // Shared with identical reads that arrive together; a LIST is timed: what the
+                // upstream takes to answer the type's reads bounds how long later ones wait for
+                // the cache.
+                _ if read.verb == Verb::List => {
+                    return Ok(Answer::Shared(app.forward_timing(cache, size.objects())))
                 }
-                _ if read.verb == Verb::List => return Ok(app.forward_timed(cache, size.objects())),
+                _ if read.verb == Verb::Get => return Ok(Answer::Shared(None)),
                 _ => return Ok(Answer::Upstream),
             }
         }

@@ -2,8 +2,9 @@
 //! arrived before the request was sent.
 //!
 //! Some consistent reads of cached types are forwarded, because the upstream answers them
-//! sooner than kcache could prove its cache current (`api::consistent`): a quiet type's small
-//! LIST, a GET in front of v1.31 and later. When many clients send the same such read at once
+//! sooner than kcache could prove its cache current (`api::consistent`): a quiet type's LIST
+//! of a namespace, a GET in front of v1.31 and later, a read whose proof failed. When many
+//! clients send the same such read at once
 //! (the same object or namespace, read by many replicas of one controller), each waits for an
 //! upstream request sent after it arrived (`shared_call`), and the readers that queued for the
 //! same request get its answer. The upstream's answer to a request sent after a reader arrived
@@ -19,9 +20,10 @@
 //! allows does not depend on who asked. Each shared answer gets an `Audit-Id` of its own, as
 //! kcache's answers from the cache do.
 //!
-//! Only small answers are shared: reads of fewer than [`SHARED_BELOW`] objects, answers of at
-//! most [`SHARED_BYTES`]. The leading request's answer is read whole before anyone gets it;
-//! a larger one goes on streaming to its own reader, and the others send their own requests.
+//! Only answers of at most [`SHARED_BYTES`] are shared. The leading request's answer is read
+//! whole before anyone gets it (for such an answer, a small part of the upstream's time to
+//! write it); a larger one goes on streaming to its own reader, and the others send their own
+//! requests.
 
 use std::sync::Arc;
 
@@ -38,10 +40,6 @@ use crate::auth::Forward;
 use crate::limits::Limits;
 use crate::shared_call::{SharedCalls, Turn};
 use crate::upstream::Upstream;
-
-/// Reads of fewer objects than this are shared (a GET is one): the reads kcache forwards
-/// because their answers are small, not the large ones it forwards once a proof failed.
-pub(super) const SHARED_BELOW: usize = 100;
 
 /// The largest answer shared; a larger one streams to its own reader only.
 const SHARED_BYTES: usize = 1 << 20;
@@ -66,30 +64,32 @@ pub(crate) struct SharedReads {
 impl SharedReads {
     /// Forward `req` (a consistent GET or LIST of a cached type, authorized, decided for the
     /// upstream) as [`proxy::forward`] does, sharing the request with identical reads that
-    /// arrive together (see the module docs).
+    /// arrive together (see the module docs). `sent`: applied to the answer of a request this
+    /// reader sent (the forwarded LIST's timing), not to an answer shared with it.
     pub(super) async fn forward(
         &self,
         upstream: &Upstream,
         req: Request,
         how: &Forward,
         limits: &Limits,
+        sent: impl FnOnce(Response) -> Response,
     ) -> Response {
         let key: Arc<str> = key(&req).into();
         let calls = self.calls.entry(key.clone()).or_default().clone();
         let resp = match calls.turn().await {
             Turn::Answer(Some(shared)) => shared.response(),
-            Turn::Answer(None) => proxy::forward(upstream, req, how, limits).await,
+            Turn::Answer(None) => sent(proxy::forward(upstream, req, how, limits).await),
             Turn::Lead(leader) if !leader.shares() => {
                 let resp = proxy::forward(upstream, req, how, limits).await;
                 // The answer's head is in: the slot goes to the readers that queued meanwhile.
                 drop(leader);
-                resp
+                sent(resp)
             }
             Turn::Lead(leader) => {
                 let (shared, resp) =
                     read_whole(proxy::forward(upstream, req, how, limits).await).await;
                 leader.finish(&shared);
-                resp
+                sent(resp)
             }
         };
         // A key is kept only while reads of it are out or waiting: the map holds what is in

@@ -65,14 +65,12 @@ fn age_value(cache: &ResourceCache) -> HeaderValue {
 }
 
 /// A cache handler's outcome as the answer to send, its age stamped on it (an error the cache
-/// decided on is an answer from the cache too, in protobuf when `protobuf`); Upstream stays as
-/// it is.
+/// decided on is an answer from the cache too, in protobuf when `protobuf`); a forwarded one
+/// stays as it is.
 pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: bool) -> Answer {
     match answer {
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
-        Ok(Answer::Upstream) => Answer::Upstream,
-        Ok(Answer::Timed(t)) => Answer::Timed(t),
-        Ok(Answer::Shared) => Answer::Shared,
+        Ok(answer @ (Answer::Upstream | Answer::Shared(_))) => answer,
         Err(e) => Answer::Ready(with_age(response::error_as(&e, protobuf), cache)),
     }
 }
