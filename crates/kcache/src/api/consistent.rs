@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Answer, App};
+use super::{shared_read, Answer, App};
 use crate::cache::{Proof, ResourceCache, Verdict};
 use crate::error::Report;
 use crate::metrics;
@@ -326,50 +326,65 @@ impl App {
 }
 
 impl App {
-    /// The timing of a forwarded consistent LIST of about `objects` objects, until its answer
-    /// is sent (see [`crate::cache::Freshness::record_forward`]); None (untimed) before the
-    /// probe has a round trip.
-    pub(super) fn forward_timing(
-        &self,
-        cache: &Arc<ResourceCache>,
-        objects: usize,
-    ) -> Option<ForwardTiming> {
-        let round_trip = self
-            .probes
-            .get(&collection_path(cache))
-            .and_then(|p| p.round_trip())?;
-        Some(ForwardTiming {
-            cache: cache.clone(),
-            objects,
-            round_trip,
-        })
+    /// How `read`, a consistent GET or LIST of `cache`'s type decided for the upstream, is
+    /// forwarded (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
+    pub(super) fn forwarded(&self, cache: &Arc<ResourceCache>, read: Read) -> Forwarded {
+        let objects = read.objects();
+        let timing = match read {
+            Read::Get => None,
+            Read::List { .. } => self
+                .probes
+                .get(&collection_path(cache))
+                .and_then(|p| p.round_trip())
+                .map(|round_trip| ForwardTiming {
+                    cache: cache.clone(),
+                    objects,
+                    round_trip,
+                }),
+        };
+        Forwarded {
+            timing,
+            shared: shared_read::fits(cache, objects),
+        }
     }
 }
 
-/// A forwarded consistent LIST being timed (see [`App::forward_timing`]).
-pub struct ForwardTiming {
-    cache: Arc<ResourceCache>,
-    objects: usize,
-    round_trip: Duration,
+/// A consistent read forwarded: shared with identical reads that arrive together
+/// (`api::shared_read`) where its answer is expected to be small enough to share, and, for a
+/// LIST, timed until its answer is sent in full: what the upstream takes to answer the type's
+/// reads bounds how long later ones wait for the cache.
+pub struct Forwarded {
+    timing: Option<ForwardTiming>,
+    pub(super) shared: bool,
 }
 
-impl ForwardTiming {
-    /// `resp`, the upstream's answer to a request that arrived at `started`, with its body
-    /// recording the time when its last byte has gone out (a client that leaves early
-    /// records nothing).
-    pub(super) fn until_sent(
+impl Forwarded {
+    /// `resp`, the upstream's answer to this read (a request that arrived at `started`),
+    /// with its body recording the time when its last byte has gone out, if it is timed and
+    /// the upstream answered it (a client that leaves early records nothing).
+    pub(super) fn timed(
         self,
         resp: axum::response::Response,
         started: Instant,
     ) -> axum::response::Response {
-        resp.map(|body| {
-            axum::body::Body::new(TimedBody {
-                body,
-                started,
-                timing: Some(self),
-            })
-        })
+        match self.timing {
+            Some(timing) if resp.status().is_success() => resp.map(|body| {
+                axum::body::Body::new(TimedBody {
+                    body,
+                    started,
+                    timing: Some(timing),
+                })
+            }),
+            _ => resp,
+        }
     }
+}
+
+/// A forwarded consistent LIST being timed (see [`App::forwarded`]).
+struct ForwardTiming {
+    cache: Arc<ResourceCache>,
+    objects: usize,
+    round_trip: Duration,
 }
 
 /// A forwarded body that records, at its end, how long the read took.

@@ -178,11 +178,9 @@ pub enum Answer {
     Ready(Response),
     /// The cache cannot answer this exactly; forward it.
     Upstream,
-    /// A consistent read to forward, sharing the upstream's answer with identical reads that
-    /// arrive together (`shared_read`); a LIST's is timed until it is sent in full, since what
-    /// the upstream takes to answer the type's reads bounds how long later ones wait for the
-    /// cache.
-    Shared(Option<consistent::ForwardTiming>),
+    /// A consistent read of a cached type to forward: shared with identical ones, timed
+    /// (`consistent::Forwarded`).
+    Consistent(consistent::Forwarded),
 }
 
 /// The API router: the index endpoints, and everything else through [`handle`]; all API
@@ -278,60 +276,57 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         _ => Ok(Answer::Upstream),
     };
-    let (resp, source) =
-        match cached {
-            // Large cached lists and objects are gzipped for clients that accept it; watches never
-            // (the upstream's own answers come back as it encoded them).
-            Ok(Answer::Ready(resp)) if gzip && verb != Verb::Watch => {
-                (response::gzip_if_large(resp).await, "cache")
-            }
-            Ok(Answer::Ready(resp)) => (resp, "cache"),
-            Ok(Answer::Upstream)
-                if impersonating && matches!(caller.forward, Forward::Impersonate(_)) =>
-            {
-                // kcache already impersonates this caller; nesting would lend it kcache's own
-                // impersonation rights.
-                (
-                    response::error(&ApiError::Forbidden {
-                        group: String::new(),
-                        resource: "users".into(),
-                        name: None,
-                        message: format!(
+    let (resp, source) = match cached {
+        // Large cached lists and objects are gzipped for clients that accept it; watches never
+        // (the upstream's own answers come back as it encoded them).
+        Ok(Answer::Ready(resp)) if gzip && verb != Verb::Watch => {
+            (response::gzip_if_large(resp).await, "cache")
+        }
+        Ok(Answer::Ready(resp)) => (resp, "cache"),
+        Ok(Answer::Upstream)
+            if impersonating && matches!(caller.forward, Forward::Impersonate(_)) =>
+        {
+            // kcache already impersonates this caller; nesting would lend it kcache's own
+            // impersonation rights.
+            (
+                response::error(&ApiError::Forbidden {
+                    group: String::new(),
+                    resource: "users".into(),
+                    name: None,
+                    message: format!(
                         "User {:?} cannot impersonate through kcache with a client certificate; \
                          use a bearer token",
                         caller.name()
                     ),
-                    }),
-                    "cache",
-                )
-            }
-            Ok(Answer::Shared(timing)) => {
-                let req = Request::from_parts(parts, body);
-                let resp =
-                    app.shared_reads
-                        .forward(&app.upstream, req, &caller.forward, &app.limits, |resp| {
-                            match timing {
-                                Some(t) if resp.status().is_success() => {
-                                    t.until_sent(resp, started)
-                                }
-                                _ => resp,
-                            }
-                        })
-                        .await;
-                (resp, "upstream")
-            }
-            Ok(Answer::Upstream) => {
-                let resp = proxy::forward(
-                    &app.upstream,
-                    Request::from_parts(parts, body),
-                    &caller.forward,
-                    &app.limits,
-                )
-                .await;
-                (resp, "upstream")
-            }
-            Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
-        };
+                }),
+                "cache",
+            )
+        }
+        Ok(Answer::Consistent(forwarded)) => {
+            let req = Request::from_parts(parts, body);
+            let shared = forwarded.shared;
+            let sent = |resp| forwarded.timed(resp, started);
+            let resp = if shared {
+                app.shared_reads
+                    .forward(&app.upstream, req, &caller.forward, &app.limits, sent)
+                    .await
+            } else {
+                sent(proxy::forward(&app.upstream, req, &caller.forward, &app.limits).await)
+            };
+            (resp, "upstream")
+        }
+        Ok(Answer::Upstream) => {
+            let resp = proxy::forward(
+                &app.upstream,
+                Request::from_parts(parts, body),
+                &caller.forward,
+                &app.limits,
+            )
+            .await;
+            (resp, "upstream")
+        }
+        Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
+    };
     inflight.dec();
     let resp = match slot {
         // Refused watches are whole Status bodies (sized, as the apiserver sends them) and

@@ -70,6 +70,9 @@ impl App {
             || (retry && whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
     }
 
+    /// Prove `cache` current with the upstream's metadata list of its collection (see the
+    /// module docs), sent after this call, shared with the type's other readers that join
+    /// before it is sent. `round_trip`: the probe's, what the measurement subtracts.
     pub(super) async fn prove(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Proof {
         let prover = self.registry.prover(cache);
         cache

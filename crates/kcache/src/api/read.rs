@@ -65,14 +65,8 @@ pub(super) async fn from_cache(
             match policy::consistent(limit, found, read.local, held.synced) {
                 Decision::Cache(want) => (want, Some(found)),
                 Decision::Refuse(error) => return Err(error),
-                // Shared with identical reads that arrive together; a LIST is timed: what the
-                // upstream takes to answer the type's reads bounds how long later ones wait for
-                // the cache.
-                _ if read.verb == Verb::List => {
-                    return Ok(Answer::Shared(app.forward_timing(cache, size.objects())))
-                }
-                _ if read.verb == Verb::Get => return Ok(Answer::Shared(None)),
-                _ => return Ok(Answer::Upstream),
+                _ if read.verb == Verb::Watch => return Ok(Answer::Upstream),
+                _ => return Ok(Answer::Consistent(app.forwarded(cache, size))),
             }
         }
     };

@@ -20,10 +20,11 @@
 //! allows does not depend on who asked. Each shared answer gets an `Audit-Id` of its own, as
 //! kcache's answers from the cache do.
 //!
-//! Only answers of at most [`SHARED_BYTES`] are shared. The leading request's answer is read
-//! whole before anyone gets it (for such an answer, a small part of the upstream's time to
-//! write it); a larger one goes on streaming to its own reader, and the others send their own
-//! requests.
+//! Only answers of at most [`SHARED_BYTES`] are shared: a read expected to be larger (by the
+//! cached objects' mean size) is forwarded on its own ([`fits`]). The leading request's answer
+//! is read whole before anyone gets it (for such an answer, a small part of the upstream's
+//! time to write it); one that turns out larger goes on streaming to its own reader, and the
+//! others send their own requests.
 
 use std::sync::Arc;
 
@@ -37,12 +38,22 @@ use http_body_util::BodyExt;
 
 use super::{proxy, response};
 use crate::auth::Forward;
+use crate::cache::ResourceCache;
 use crate::limits::Limits;
 use crate::shared_call::{SharedCalls, Turn};
 use crate::upstream::Upstream;
 
 /// The largest answer shared; a larger one streams to its own reader only.
 const SHARED_BYTES: usize = 1 << 20;
+
+/// Whether a read of about `objects` of `cache`'s objects is expected to be answered in at
+/// most [`SHARED_BYTES`] (at the cached objects' mean size). A larger read is forwarded on its
+/// own: readers queued for it would wait for the first MiB of another's answer only to send
+/// their own.
+pub(super) fn fits(cache: &ResourceCache, objects: usize) -> bool {
+    let (cached, bytes) = cache.size();
+    objects.saturating_mul(bytes / cached.max(1)) <= SHARED_BYTES
+}
 
 /// An answer read whole, for every reader that waited for it.
 struct Shared {

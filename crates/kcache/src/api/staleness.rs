@@ -70,7 +70,7 @@ fn age_value(cache: &ResourceCache) -> HeaderValue {
 pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: bool) -> Answer {
     match answer {
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
-        Ok(answer @ (Answer::Upstream | Answer::Shared(_))) => answer,
+        Ok(answer @ (Answer::Upstream | Answer::Consistent(_))) => answer,
         Err(e) => Answer::Ready(with_age(response::error_as(&e, protobuf), cache)),
     }
 }
