@@ -4,8 +4,8 @@
 //! Some consistent reads of cached types are forwarded, because the upstream answers them
 //! sooner than kcache could prove its cache current (`api::consistent`): a quiet type's LIST
 //! of a namespace, a GET in front of v1.31 and later, a read whose proof failed. When many
-//! clients send the same such read at once
-//! (the same object or namespace, read by many replicas of one controller), each waits for an
+//! clients send the same such read at once (the same object or namespace, read by many
+//! replicas of one controller), each waits for an
 //! upstream request sent after it arrived (`shared_call`), and the readers that queued for the
 //! same request get its answer. The upstream's answer to a request sent after a reader arrived
 //! reflects every write acknowledged before that reader's read began, so it is as consistent
