@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::App;
-use crate::cache::{Proof, Prover, ResourceCache, MEASURED_FROM};
+use crate::cache::{Proof, Prover, ResourceCache, MEASURED_FROM, PROOF_SHARE};
 use crate::error::Report;
 use crate::upstream::{metadata_list_url, MetadataList, Upstream};
 
@@ -46,11 +46,11 @@ impl App {
     /// again).
     ///
     /// Before a read of the type was forwarded and timed, a proof is taken to cost a
-    /// [`crate::cache::PROOF_SHARE`]th of a forwarded read per object, so it pays for a read
-    /// of at least a third of the type's objects (and of at least [`MEASURED_FROM`]): a large
-    /// type's first reads are proven, not forwarded whole. An object's metadata is part of it,
-    /// so such a proof never costs the upstream much more than the read; one that fails has
-    /// the read forwarded and timed.
+    /// [`PROOF_SHARE`]th of a forwarded read per object, so it pays for a read of at least a
+    /// third of the type's objects (and of at least [`MEASURED_FROM`]): a large type's first
+    /// reads are proven, not forwarded whole. An object's metadata is part of it, so such a
+    /// proof never costs the upstream much more than the read; one that fails has the read
+    /// forwarded and timed.
     pub(super) fn proof_pays(
         &self,
         cache: &ResourceCache,
@@ -61,7 +61,10 @@ impl App {
         let freshness = cache.freshness();
         let objects = cache.len();
         let Some(forward) = freshness.measured_forward(whole, round_trip) else {
-            return whole >= MEASURED_FROM && objects <= whole.saturating_mul(3);
+            // Counted in one object's metadata: the read's objects at PROOF_SHARE each, the
+            // proof's at one each. The same rule as below, less the round trip both pay.
+            let read = whole.saturating_mul(PROOF_SHARE as usize);
+            return whole >= MEASURED_FROM && read.saturating_sub(objects) >= read / 4;
         };
         let Some(proof) = freshness.expected_proof(objects, round_trip) else {
             return false;
