@@ -188,17 +188,14 @@ async fn changes_the_cache_has_not_seen_fail_the_proof(profile: Profile) {
 
 per_profile!(changes_the_cache_has_not_seen_fail_the_proof);
 
-/// Readers of a quiet type that arrive together share one proof: each waits for a metadata
-/// list sent after it arrived, and the upstream serves one such list per batch of them, not
-/// one per reader (at most a few while they keep coming).
-async fn readers_arriving_together_share_a_proof(profile: Profile) {
-    const READERS: usize = 8;
-    let env = start(profile).await;
-    let mut round = 0;
-    assert!(read(&env, &mut round).await, "{profile}: first read");
-    env.wait_quiet("configmaps", true).await;
-    assert!(read(&env, &mut round).await, "{profile}: proven alone");
-    env.write_other_type(NS, "together");
+/// Readers of every ConfigMap that arrive together.
+const READERS: usize = 8;
+
+/// After a write of another type (`other`), [`READERS`] consistent LISTs of every ConfigMap
+/// sent together: each answered from the cache with the upstream's objects and a revision no
+/// older than the write's. Returns the lists the upstream served meanwhile.
+async fn together_from_the_cache(env: &Env, profile: Profile, other: &str) -> u64 {
+    env.write_other_type(NS, other);
     let before = env.sim.current_rv();
     let (lists, ..) = env.sim.request_counts();
     let url = env.url();
@@ -211,7 +208,7 @@ async fn readers_arriving_together_share_a_proof(profile: Profile) {
         assert!(
             ours.header(CACHE_AGE_HEADER).is_some(),
             "{profile}: reader {i} from the cache ({:?})",
-            outcomes(&env)
+            outcomes(env)
         );
         let ours = ours.json();
         assert_eq!(items(&ours), items(&direct), "{profile}: reader {i}");
@@ -225,12 +222,24 @@ async fn readers_arriving_together_share_a_proof(profile: Profile) {
             "{profile}: reader {i}: list RV {rv} below {before}"
         );
     }
+    lists_after - lists
+}
+
+/// Readers of a quiet type that arrive together share one proof: each waits for a metadata
+/// list sent after it arrived, and the upstream serves one such list per batch of them, not
+/// one per reader (at most a few while they keep coming).
+async fn readers_arriving_together_share_a_proof(profile: Profile) {
+    let env = start(profile).await;
+    let mut round = 0;
+    assert!(read(&env, &mut round).await, "{profile}: first read");
+    env.wait_quiet("configmaps", true).await;
+    assert!(read(&env, &mut round).await, "{profile}: proven alone");
+    let sent = together_from_the_cache(&env, profile, "together").await;
     assert_eq!(outcome(&env, "proven"), 2 + READERS as u64, "{profile}");
     // Two sent at once; the other six queued for one more.
     assert!(
-        lists_after - lists <= 3,
-        "{profile}: {READERS} readers arriving together sent {} metadata lists",
-        lists_after - lists
+        sent <= 3,
+        "{profile}: {READERS} readers arriving together sent {sent} metadata lists"
     );
 }
 
@@ -287,33 +296,8 @@ per_profile!(a_large_read_whose_wait_runs_out_is_proven);
 /// A kcache's first consistent LISTs of a large quiet type, several readers at once, before
 /// any read of the type was forwarded: proven by the type's metadata, none forwarded whole.
 async fn a_large_types_first_reads_are_proven(profile: Profile) {
-    const READERS: usize = 8;
     let env = start(profile).await;
-    env.write_other_type(NS, "first");
-    let before = env.sim.current_rv();
-    let url = env.url();
-    let reads = (0..READERS).map(|_| get(&url, "/api/v1/configmaps"));
-    let answers = futures::future::join_all(reads).await;
-    let direct = get(&env.sim.url(), "/api/v1/configmaps").await.json();
-    for (i, ours) in answers.iter().enumerate() {
-        assert_eq!(ours.status, 200, "{}", ours.text());
-        assert!(
-            ours.header(CACHE_AGE_HEADER).is_some(),
-            "{profile}: reader {i} from the cache ({:?})",
-            outcomes(&env)
-        );
-        let ours = ours.json();
-        assert_eq!(items(&ours), items(&direct), "{profile}: reader {i}");
-        let rv: u64 = ours["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(
-            rv >= before,
-            "{profile}: reader {i}: list RV {rv} below {before}"
-        );
-    }
+    together_from_the_cache(&env, profile, "first").await;
     // Each proven, or (in front of v1.34, whose periodic bookmarks carry etcd's revision)
     // reached: none forwarded.
     assert_eq!(
