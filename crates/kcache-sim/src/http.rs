@@ -46,6 +46,9 @@ pub struct Ctx {
     pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
     /// Token authentication and RBAC, when a test turned them on.
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
+    /// Every API request with the identity that made it, once a test asked for them
+    /// (`Sim::keep_journal`; RBAC on): who made the upstream do what.
+    pub journal: std::sync::Mutex<Option<Vec<crate::JournalEntry>>>,
     /// The apiserver replicas behind the address.
     pub replicas: Replicas,
     /// When each of `SimConfig::storage_reads`' slots is next free (empty: no cost model).
@@ -245,6 +248,20 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
                 Ok(who) => who,
                 Err(e) => return error_response(&ctx, &e, f),
             };
+            if let Some(journal) = ctx
+                .journal
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+            {
+                journal.push(crate::JournalEntry {
+                    user: who.name.clone(),
+                    method: req.method().to_string(),
+                    path: path.clone(),
+                    query: req.uri().query().unwrap_or_default().to_string(),
+                    accept: accept.clone().unwrap_or_default(),
+                });
+            }
             if req.method() == Method::POST {
                 let review = match path.as_str() {
                     "/apis/authentication.k8s.io/v1/tokenreviews" => Some(true),

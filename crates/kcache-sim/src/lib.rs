@@ -85,6 +85,19 @@ pub use selector::{FieldSelector, LabelSelector};
 pub use status::{Cause, SimError, Target};
 pub use types::ResourceType;
 
+/// One API request the sim served, as [`Sim::journal`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    /// The user it was made as (after impersonation).
+    pub user: String,
+    pub method: String,
+    pub path: String,
+    /// The raw query string.
+    pub query: String,
+    /// The `Accept` header, or "".
+    pub accept: String,
+}
+
 use faults::{FaultState, SimListener};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -255,6 +268,7 @@ impl Sim {
             counts: http::RequestCounts::default(),
             table_columns: Default::default(),
             rbac: Default::default(),
+            journal: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(http::handle)
@@ -328,6 +342,29 @@ impl Sim {
         if let Ok(mut r) = self.inner.ctx.rbac.write() {
             *r = rbac.map(Arc::new);
         }
+    }
+
+    /// From now on, keep every API request made while RBAC is on, with the identity that made
+    /// it (see [`Sim::journal`]).
+    pub fn keep_journal(&self) {
+        let mut j = self
+            .inner
+            .ctx
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        j.get_or_insert_with(Vec::new);
+    }
+
+    /// The requests kept since [`Sim::keep_journal`], oldest first.
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        let j = self
+            .inner
+            .ctx
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        j.clone().unwrap_or_default()
     }
 
     /// Answer `as=Table` lists of a resource with these column definitions (and no rows).

@@ -256,6 +256,5 @@ pub(crate) fn configured_collection(r: &crate::config::ResourceConfig) -> String
 /// A type's Table printer is built from the columns of the CRD as it was: one re-created with
 /// other columns needs them read again.
 pub(crate) fn forget_printer(app: &App, cache: &ResourceCache) {
-    app.printers
-        .remove(&(cache.info.group.clone(), cache.info.resource.clone()));
+    app.printers.forget(cache);
 }

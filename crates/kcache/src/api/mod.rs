@@ -21,6 +21,7 @@ mod negotiate;
 mod params;
 mod plan;
 mod policy;
+mod printers;
 mod proof;
 mod protobuf;
 mod proxy;
@@ -74,7 +75,7 @@ pub struct App {
     /// library's `demand` module).
     pub(crate) demand: Option<crate::demand::Demand>,
     /// Table printers, built on first use from the upstream's column definitions.
-    pub(crate) printers: dashmap::DashMap<(String, String), Arc<Printer>>,
+    pub(crate) printers: printers::Printers,
     pub(crate) watch: WatchConfig,
     pub(crate) consistent: ConsistentReads,
     /// What consistent reads get while the upstream cannot confirm the cache is current.
@@ -221,13 +222,6 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .path
         .as_ref()
         .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
-    if let (None, Some(p), Some(demand), Verb::List | Verb::Watch) =
-        (&cache, &parsed.path, &app.demand, verb)
-    {
-        if p.subresource.is_none() {
-            demand.note(&p.group, &p.version, &p.resource);
-        }
-    }
     // Label only cached resources by name: arbitrary paths must not create label values.
     let resource = cache
         .as_ref()
@@ -323,6 +317,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                 &app.limits,
             )
             .await;
+            // On-demand caching counts the lists and watches of an uncached type the upstream
+            // answered: a caller the upstream refuses must not make kcache cache anything.
+            if cache.is_none() && resp.status().is_success() {
+                note_demand(&app, &parsed);
+            }
             (resp, "upstream")
         }
         Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
@@ -350,6 +349,17 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     );
     tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
     resp
+}
+
+/// Count a list or watch of an uncached type for on-demand caching, when it is on.
+fn note_demand(app: &App, parsed: &request::Parsed) {
+    if let (Some(p), Some(demand), Verb::List | Verb::Watch) =
+        (&parsed.path, &app.demand, parsed.verb)
+    {
+        if p.subresource.is_none() {
+            demand.note(&p.group, &p.version, &p.resource);
+        }
+    }
 }
 
 /// A GET, LIST or WATCH of a cached type: from the cache where the policy says so (see

@@ -1,16 +1,22 @@
 //! A GET, LIST or WATCH of a cached type, parsed once ([`ReadRequest`]), in these steps, in
 //! this order:
 //!
-//! 1. Decide: what the cache holds ([`policy::Held`]) and the request become one
-//!    [`Decision`] ([`policy::decide`]): passed through, refused with a Status, or answered
-//!    from the cache with a given state. This step only gathers what the policy asks about (a
-//!    printer for Tables, the protobuf mirror).
+//! 1. Decide from what is known at no cost: what the cache holds ([`policy::Held`]) and the
+//!    request become one [`Decision`] ([`policy::decide`]): passed through, refused with a
+//!    Status, or answered from the cache with a given state. What only the upstream could tell
+//!    (a Table printer's columns not fetched yet, a protobuf mirror not started) is taken at
+//!    its best here, so a read this step passes through would be passed through whatever the
+//!    upstream said.
 //! 2. Authorize: the caller's permission, asked of the upstream's authorizer before anything
 //!    of the cache is looked at, a refusal included (which would otherwise tell an
-//!    unauthorized caller about the cache). A read passed through is authorized upstream.
-//! 3. For a consistent read, whether the cache is current (`App::consistent`), which the
+//!    unauthorized caller about the cache), and before anything that costs the upstream or
+//!    kcache's memory is done on the caller's behalf (a Table's columns, a protobuf mirror, a
+//!    proof or probe of a consistent read). A read passed through is authorized upstream.
+//! 3. Gather what the decision needs that costs (the printer, the mirror), and decide again
+//!    with it.
+//! 4. For a consistent read, whether the cache is current (`App::consistent`), which the
 //!    policy turns into the final decision ([`policy::consistent`]).
-//! 4. Read and encode ([`get::get`], [`list::list`], [`watch::watch`]): the answer from the
+//! 5. Read and encode ([`get::get`], [`list::list`], [`watch::watch`]): the answer from the
 //!    cache's state, in the representation asked for. What the cache only finds out while
 //!    reading (a state it no longer holds, a protobuf mirror behind the cache) goes as the
 //!    decision's [`policy::Otherwise`] says, or upstream.
@@ -21,15 +27,14 @@ use super::consistent::{mark_unconfirmed, Read};
 use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
+use super::printers::Known;
 use super::request::{Listing, Options, ReadRequest, Verb};
 use super::{get, response, watch};
 use super::{Answer, App, Form};
 use crate::auth::{Attributes, Caller};
 use crate::cache::{Mirror, ResourceCache};
-use crate::error::Report;
 use crate::status::ApiError;
 use crate::table::Printer;
-use crate::upstream::collection_path;
 
 /// A read of a cached type: decided, authorized, then read (see the module docs).
 pub(super) async fn from_cache(
@@ -38,26 +43,28 @@ pub(super) async fn from_cache(
     caller: &Caller,
     cache: &Arc<ResourceCache>,
 ) -> Result<Answer, ApiError> {
-    // 1. Decide.
+    // 1. Decide at no cost.
+    let held = held(app, read, cache);
+    if let Decision::Upstream(why) = policy::decide(read, &held) {
+        tracing::debug!(resource = %cache.info, %why, "forwarded");
+        return Ok(Answer::Upstream);
+    }
+    // 2. Authorize.
+    authorize(app, caller, read, cache).await?;
+    // 3. What answering needs, and the decision with it.
     let Decided {
         decision,
         held,
         printer,
         mirror,
-    } = decide(app, read, cache).await;
-    let decision = match decision {
+    } = decide(app, read, cache, held).await;
+    // 4. A consistent read: is the cache current?
+    let (want, consistency) = match decision {
+        Decision::Refuse(error) => return Err(error),
         Decision::Upstream(why) => {
             tracing::debug!(resource = %cache.info, %why, "forwarded");
             return Ok(Answer::Upstream);
         }
-        decision => decision,
-    };
-    // 2. Authorize.
-    authorize(app, caller, read, cache).await?;
-    // 3. A consistent read: is the cache current?
-    let (want, consistency) = match decision {
-        Decision::Refuse(error) => return Err(error),
-        Decision::Upstream(_) => return Ok(Answer::Upstream),
         Decision::Cache(want) => (want, None),
         Decision::Consistent { limit } => {
             let size = consistent_size(read, limit, cache);
@@ -70,7 +77,7 @@ pub(super) async fn from_cache(
             }
         }
     };
-    // 4. Read and encode.
+    // 5. Read and encode.
     let form = Forms {
         read,
         printer: printer.as_deref(),
@@ -105,7 +112,7 @@ pub(super) async fn from_cache(
     mark_unconfirmed(answer, consistency)
 }
 
-/// What step 1 found: the decision, and what answering from the cache needs of what it
+/// What step 3 found: the decision, and what answering from the cache needs of what it
 /// looked up.
 struct Decided {
     decision: Decision,
@@ -117,15 +124,18 @@ struct Decided {
     mirror: Option<Arc<Mirror>>,
 }
 
-/// Step 1: gather what [`policy::decide`] asks about and ask it.
-async fn decide(app: &App, read: &ReadRequest<'_>, cache: &Arc<ResourceCache>) -> Decided {
-    // Only what this read's representation needs is looked up: a printer (its columns may
-    // come from the upstream once per type).
+/// Step 1's facts: what the cache holds, with what only the upstream could tell taken at its
+/// best (a printer not built yet prints from metadata, a mirror is ready).
+fn held(app: &App, read: &ReadRequest<'_>, cache: &ResourceCache) -> policy::Held {
     let printer = match read.representation {
-        Representation::Table => printer(app, cache).await,
-        _ => None,
+        Representation::Table => match app.printers.known(cache) {
+            Known::Printer(p) => printable(&p),
+            Known::Unprintable => policy::Printable::No,
+            Known::Unknown => policy::Printable::FromMetadata,
+        },
+        _ => policy::Printable::No,
     };
-    let mut held = policy::Held {
+    policy::Held {
         namespaced: cache.info.namespaced,
         synced: cache.is_synced(),
         metadata_only: cache.strip().metadata_only,
@@ -133,16 +143,39 @@ async fn decide(app: &App, read: &ReadRequest<'_>, cache: &Arc<ResourceCache>) -
         bookmark_object: cache
             .mirror()
             .is_some_and(|m| m.bookmark_object().is_some()),
-        printer: match &printer {
-            None => policy::Printable::No,
-            Some(p) if p.reads_only_metadata() => policy::Printable::FromMetadata,
-            Some(_) => policy::Printable::NeedsObject,
-        },
+        printer,
+    }
+}
+
+fn printable(printer: &Printer) -> policy::Printable {
+    if printer.reads_only_metadata() {
+        policy::Printable::FromMetadata
+    } else {
+        policy::Printable::NeedsObject
+    }
+}
+
+/// Step 3, for an authorized caller: gather what [`policy::decide`] asks about that costs (a
+/// Table's printer, whose columns may come from the upstream once per type; the protobuf
+/// mirror, a second upstream list and watch of the type) and ask it again.
+async fn decide(
+    app: &App,
+    read: &ReadRequest<'_>,
+    cache: &Arc<ResourceCache>,
+    mut held: policy::Held,
+) -> Decided {
+    let printer = match read.representation {
+        Representation::Table => app.printers.get(&app.upstream, cache).await,
+        _ => None,
+    };
+    held.printer = match &printer {
+        None => policy::Printable::No,
+        Some(p) => printable(p),
     };
     let mut decision = policy::decide(read, &held);
-    // The protobuf mirror (a second upstream list and watch of the type) is started by the
-    // first protobuf read the cache would otherwise answer, so the policy is asked first as if
-    // it were ready; a read that goes upstream for another reason starts none.
+    // The protobuf mirror is started by the first protobuf read the cache would otherwise
+    // answer, so the policy is asked first as if it were ready; a read that goes upstream for
+    // another reason starts none.
     let answered = matches!(decision, Decision::Cache(_) | Decision::Consistent { .. });
     let mirror = match read.representation {
         Representation::Protobuf if answered => {
@@ -161,44 +194,6 @@ async fn decide(app: &App, read: &ReadRequest<'_>, cache: &Arc<ResourceCache>) -
         printer,
         mirror,
     }
-}
-
-/// The Table printer of a resource; None when the upstream's columns cannot be had or
-/// kcache cannot fill them (then the upstream answers Table requests itself).
-async fn printer(app: &App, cache: &ResourceCache) -> Option<Arc<Printer>> {
-    let key = (cache.info.group.clone(), cache.info.resource.clone());
-    if let Some(p) = app.printers.get(&key) {
-        return p.supported().then(|| p.clone());
-    }
-    let columns = match app.upstream.table_columns(&collection_path(cache)).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::debug!(resource = %cache.info, error = %Report(&e), "no Table columns from upstream");
-            return None;
-        }
-    };
-    let crd_columns = if cache.info.custom {
-        let info = &cache.info;
-        match app
-            .upstream
-            .crd_printer_columns(&info.group, &info.resource, &info.version)
-            .await
-        {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::debug!(resource = %cache.info, error = %Report(&e), "no CRD printer columns");
-                return None;
-            }
-        }
-    } else {
-        None
-    };
-    let printer = Arc::new(Printer::new(&key.0, &key.1, columns, crd_columns.as_ref()));
-    if let Some(reason) = printer.unsupported_reason() {
-        tracing::info!(resource = %cache.info, %reason, "Table requests go upstream");
-    }
-    app.printers.insert(key, printer.clone());
-    printer.supported().then_some(printer)
 }
 
 /// Step 2: the cache holds what kcache may read; the caller may read only what the
