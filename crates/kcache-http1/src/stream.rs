@@ -111,6 +111,37 @@ impl Stream {
                 .map_err(|e| Error::Connect(target(), e)),
         }
     }
+
+    /// Whether nothing waits to be read on the connection's socket: no byte and not the
+    /// peer's close. Asked of the kernel (a peek, which leaves the bytes where they are):
+    /// tokio's own readiness is what its reactor was last told, and it may not have been told
+    /// yet of bytes that arrived while the connection was idle. Over TLS these are records
+    /// not yet decrypted; which ones they are does not matter, the connection is not reused.
+    pub(crate) fn quiet(&self) -> bool {
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
+        matches!(
+            socket2::SockRef::from(self.tcp()).peek(&mut probe),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        )
+    }
+
+    /// The TCP connection, under TLS if any.
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    /// Block the thread until a byte or the peer's close waits on the socket, behind tokio's
+    /// back: its reactor is not told (a test's way to have bytes arrive that it has not seen).
+    #[cfg(test)]
+    pub(crate) fn block_until_readable(&self) {
+        let socket = socket2::SockRef::from(self.tcp());
+        socket.set_nonblocking(false).unwrap();
+        let _ = socket.peek(&mut [std::mem::MaybeUninit::<u8>::uninit()]);
+        socket.set_nonblocking(true).unwrap();
+    }
 }
 
 impl AsyncRead for Stream {

@@ -19,6 +19,8 @@ struct Reply {
     close: bool,
     /// Before writing the piece at this index, wait for the test's go.
     gate: Option<(usize, Arc<tokio::sync::Notify>)>,
+    /// Told once every piece is written (and the connection closed, if it is).
+    done: Option<Arc<tokio::sync::Notify>>,
 }
 
 fn reply(pieces: &[&str]) -> Reply {
@@ -26,6 +28,7 @@ fn reply(pieces: &[&str]) -> Reply {
         pieces: pieces.iter().map(|p| p.as_bytes().to_vec()).collect(),
         close: false,
         gate: None,
+        done: None,
     }
 }
 
@@ -85,7 +88,14 @@ impl Server {
                             tokio::task::yield_now().await;
                         }
                         if answer.close {
+                            drop(socket);
+                            if let Some(done) = answer.done {
+                                done.notify_one();
+                            }
                             return;
+                        }
+                        if let Some(done) = answer.done {
+                            done.notify_one();
                         }
                     }
                 });
@@ -493,4 +503,363 @@ async fn https_origins_speak_http_1_1_over_tls_checked_against_the_server_name()
         .unwrap();
     let err = unnamed.send(get("/version")).await.unwrap_err();
     assert!(matches!(err, Error::Connect(..)), "{err}");
+}
+
+/// An answer that came on an idle connection answers no request of ours: a server that
+/// times out an idle connection may send a 408 before closing it (RFC 9110 §15.5.9), and it
+/// must not be taken as the answer to the next request sent on that connection.
+#[tokio::test]
+async fn a_408_sent_on_an_idle_connection_is_not_taken_as_the_next_answer() {
+    let go = Arc::new(tokio::sync::Notify::new());
+    let done = Arc::new(tokio::sync::Notify::new());
+    let (gate, sent) = (go.clone(), done.clone());
+    let server = Server::start(move |n, _| match n {
+        0 => Reply {
+            gate: Some((1, gate.clone())),
+            done: Some(sent.clone()),
+            ..closing(&[
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            ])
+        },
+        _ => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"]),
+    })
+    .await;
+    let client = server.client();
+    read_each(&client, "/", 1, "ok").await;
+    assert_eq!(client.shared.pool.idle(), 1);
+    // The connection is idle in the pool when the 408 and the close come.
+    go.notify_one();
+    done.notified().await;
+    let resp = client.send(get("/")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await.unwrap(), "new");
+    assert_eq!(server.connections(), 2);
+}
+
+/// A 408 that crossed the request on its way (the server closed the connection as idle
+/// just as the request came) is no answer to it: the request is sent again on a new
+/// connection (RFC 9110 §15.5.9). On a new connection a 408 is the answer.
+#[tokio::test]
+async fn a_408_to_a_request_on_a_reused_connection_is_sent_again_on_a_new_one() {
+    let server = Server::start(|n, head| match n {
+        0 if head.contains("/second") => closing(&[
+            "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        ]),
+        0 => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
+        1 => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"]),
+        _ => closing(&["HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"]),
+    })
+    .await;
+    let client = server.client();
+    read_each(&client, "/first", 1, "ok").await;
+    read_each(&client, "/second", 1, "new").await;
+    assert_eq!(server.connections(), 2);
+    // A new connection's 408 is handed on.
+    let fresh = server.client();
+    let resp = fresh.send(get("/third")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(server.connections(), 3);
+}
+
+/// As above, when the 408 came while tokio's reactor was not polled, so that it has not been
+/// told of it (a busy runtime): whether anything came is asked of the socket itself. The
+/// server is a thread of its own with blocking sockets, and the test blocks its runtime's only
+/// thread until the 408 is on the client's socket, then sends at once.
+#[tokio::test]
+async fn a_408_the_runtime_has_not_seen_yet_is_not_taken_as_the_next_answer() {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, went) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let answer = |socket: &mut std::net::TcpStream, bytes: &[u8]| {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            socket.write_all(bytes).unwrap();
+        };
+        let (mut first, _) = listener.accept().unwrap();
+        answer(
+            &mut first,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        );
+        went.recv().unwrap();
+        first
+            .write_all(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        drop(first);
+        let (mut second, _) = listener.accept().unwrap();
+        answer(
+            &mut second,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew",
+        );
+    });
+    let client = Client::builder()
+        .build(&format!("http://{addr}").parse().unwrap())
+        .unwrap();
+    read_each(&client, "/", 1, "ok").await;
+    assert_eq!(client.shared.pool.idle(), 1);
+    go.send(()).unwrap();
+    client.shared.pool.block_until_readable();
+    let resp = client.send(get("/")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await.unwrap(), "new");
+    server.join().unwrap();
+}
+
+/// Bytes that arrive on an idle connection, here the body a server wrongly sent after its
+/// answer to a HEAD, late, make the connection unfit for another request: they would be
+/// read as the start of the next answer.
+#[tokio::test]
+async fn bytes_arriving_on_an_idle_connection_make_it_discarded() {
+    let go = Arc::new(tokio::sync::Notify::new());
+    let done = Arc::new(tokio::sync::Notify::new());
+    let (gate, sent) = (go.clone(), done.clone());
+    let server = Server::start(move |n, head| match n {
+        0 if head.starts_with("HEAD") => Reply {
+            gate: Some((1, gate.clone())),
+            done: Some(sent.clone()),
+            ..reply(&["HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "hello"])
+        },
+        0 => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nold"]),
+        _ => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"]),
+    })
+    .await;
+    let client = server.client();
+    let mut head = get("/");
+    head.method = http::Method::HEAD;
+    let resp = client.send(head).await.unwrap();
+    assert_eq!(text(resp).await.unwrap(), "");
+    assert_eq!(client.shared.pool.idle(), 1);
+    go.notify_one();
+    done.notified().await;
+    read_each(&client, "/", 1, "new").await;
+    assert_eq!(server.connections(), 2);
+    assert_eq!(client.shared.pool.idle(), 1, "the new connection is kept");
+}
+
+/// Only a connection whose answer was read to its end goes back to the pool: not one whose
+/// body broke off in an error, nor one with bytes past its answer's end.
+#[tokio::test]
+async fn a_connection_whose_answer_was_not_read_to_its_end_is_not_reused() {
+    let server = Server::start(|n, head| match n {
+        0 => reply(&["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n"]),
+        1 if head.contains("/extra") => {
+            reply(&["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"])
+        }
+        _ => reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"]),
+    })
+    .await;
+    let client = server.client();
+    let resp = client.send(get("/broken")).await.unwrap();
+    assert!(matches!(text(resp).await.unwrap_err(), Error::Malformed(_)));
+    assert_eq!(client.shared.pool.idle(), 0);
+    // A new connection; its answer has bytes past its end.
+    read_each(&client, "/extra", 1, "ok").await;
+    read_each(&client, "/", 2, "new").await;
+    assert_eq!(server.connections(), 3);
+}
+
+/// The answer's head must come within the head timeout; then the request fails, is not sent
+/// again, and its connection is closed. A request's own bound overrides the client's.
+#[tokio::test]
+async fn an_answer_head_not_in_within_the_head_timeout_is_an_error() {
+    // Never told: the answer to /slow never comes.
+    let never = Arc::new(tokio::sync::Notify::new());
+    let server = Server::start(move |_, head| {
+        let ok = reply(&["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]);
+        if head.contains("/slow") {
+            Reply {
+                gate: Some((0, never.clone())),
+                ..ok
+            }
+        } else {
+            ok
+        }
+    })
+    .await;
+    let limit = Duration::from_millis(100);
+    let client = Client::builder()
+        .head_timeout(Some(limit))
+        .build(&format!("http://{}", server.addr).parse().unwrap())
+        .unwrap();
+    read_each(&client, "/", 1, "ok").await;
+    assert_eq!(client.shared.pool.idle(), 1);
+    let err = client.send(get("/slow")).await.unwrap_err();
+    assert!(matches!(err, Error::HeadTimeout(d) if d == limit), "{err}");
+    assert_eq!(client.shared.pool.idle(), 0, "the connection is dropped");
+    let slow = |server: &Server| {
+        let heads = server.heads.lock().unwrap();
+        heads.iter().filter(|h| h.contains("/slow")).count()
+    };
+    assert_eq!(slow(&server), 1, "not sent again");
+    read_each(&client, "/", 1, "ok").await;
+    assert_eq!(server.connections(), 2);
+
+    let unbounded = Client::builder()
+        .head_timeout(None)
+        .build(&format!("http://{}", server.addr).parse().unwrap())
+        .unwrap();
+    let mut req = get("/slow");
+    let own = Duration::from_millis(50);
+    req.extensions.insert(HeadTimeoutOverride(Some(own)));
+    let err = unbounded.send(req).await.unwrap_err();
+    assert!(matches!(err, Error::HeadTimeout(d) if d == own), "{err}");
+}
+
+/// Interim (1xx) answers before the final one are skipped, up to a bound: a server sending
+/// them without end is an error, not a loop.
+#[tokio::test]
+async fn interim_answers_past_the_cap_are_an_error_not_a_loop() {
+    const INTERIM: &str = "HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n";
+    const OK: &str = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let server = Server::start(|_, head| {
+        let n = if head.contains("/many") { 17 } else { 16 };
+        let mut pieces = vec![INTERIM; n];
+        pieces.push(OK);
+        reply(&pieces)
+    })
+    .await;
+    let client = server.client();
+    read_each(&client, "/", 1, "ok").await;
+    let err = client.send(get("/many")).await.unwrap_err();
+    assert!(matches!(err, Error::Malformed(_)), "{err}");
+    assert_eq!(client.shared.pool.idle(), 0);
+}
+
+/// RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 answer means faulty framing, whatever a
+/// Content-Length says: the body is what comes until the server closes, handed on as it
+/// came, with no Content-Length, and the connection is not reused.
+#[tokio::test]
+async fn transfer_encoding_in_an_http_1_0_answer_is_read_to_the_close() {
+    let server = Server::start(|_, _| {
+        closing(&[
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            "5\r\nhello\r\n",
+            "0\r\n\r\n",
+        ])
+    })
+    .await;
+    let client = server.client();
+    let resp = client.send(get("/")).await.unwrap();
+    assert!(!resp.headers().contains_key(header::CONTENT_LENGTH));
+    assert_eq!(text(resp).await.unwrap(), "5\r\nhello\r\n0\r\n\r\n");
+    assert_eq!(client.shared.pool.idle(), 0);
+}
+
+/// RFC 9112 §6.3, item 3: with both Transfer-Encoding and Content-Length, Transfer-Encoding
+/// frames the body, the Content-Length is not handed on, and the connection is closed after.
+#[tokio::test]
+async fn transfer_encoding_with_content_length_wins_and_the_connection_is_closed() {
+    let server = Server::start(|_, _| {
+        reply(&["HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"])
+    })
+    .await;
+    let client = server.client();
+    for _ in 0..2 {
+        let resp = client.send(get("/")).await.unwrap();
+        assert!(!resp.headers().contains_key(header::CONTENT_LENGTH));
+        assert_eq!(text(resp).await.unwrap(), "hello");
+        assert_eq!(client.shared.pool.idle(), 0);
+    }
+    assert_eq!(server.connections(), 2);
+}
+
+/// A request's fields about its own connection (RFC 9110 §7.6.1), those its `Connection`
+/// names, `Proxy-Authorization` and a `Content-Length` for a body never sent, are not sent.
+#[tokio::test]
+async fn hop_by_hop_request_fields_are_not_sent() {
+    let server =
+        Server::start(|_, _| reply(&["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"])).await;
+    let client = server.client();
+    let mut req = get("/");
+    for (name, value) in [
+        ("connection", "X-Hop, keep-alive"),
+        ("x-hop", "1"),
+        ("keep-alive", "timeout=5"),
+        ("proxy-connection", "keep-alive"),
+        ("te", "trailers"),
+        ("trailer", "x-t"),
+        ("transfer-encoding", "chunked"),
+        ("content-length", "5"),
+        ("proxy-authorization", "Basic eA=="),
+        ("accept", "application/json"),
+    ] {
+        req.headers.append(name, value.parse().unwrap());
+    }
+    text(client.send(req).await.unwrap()).await.unwrap();
+    // A `Host` the `Connection` names is the caller's hop's: the origin's goes.
+    let mut req = get("/");
+    req.headers
+        .insert("host", "elsewhere.test".parse().unwrap());
+    req.headers.insert("connection", "host".parse().unwrap());
+    text(client.send(req).await.unwrap()).await.unwrap();
+    let fields = |head: &str| {
+        let mut lines: Vec<String> = head.lines().skip(1).map(str::to_string).collect();
+        lines.retain(|l| !l.is_empty());
+        lines.sort();
+        lines
+    };
+    let heads = server.heads.lock().unwrap().clone();
+    let host = format!("host: {}", server.addr);
+    let want = |extra: &[&str]| {
+        let mut want: Vec<String> = ["authorization: Bearer t", &host]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        want.sort();
+        want
+    };
+    assert_eq!(fields(&heads[0]), want(&["accept: application/json"]));
+    assert_eq!(fields(&heads[1]), want(&[]));
+    assert_eq!(server.connections(), 1);
+}
+
+/// An answer's fields about its connection (RFC 9110 §7.6.1) and those its `Connection`
+/// names are not handed on; a chunked body comes without the coding, so without it in
+/// `Transfer-Encoding`; `Content-Length` stays. `Connection: close` still closes.
+#[tokio::test]
+async fn hop_by_hop_answer_fields_are_not_handed_on() {
+    let server = Server::start(|_, head| {
+        if head.contains("/chunked") {
+            reply(&["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n"])
+        } else if head.contains("/gzip") {
+            reply(&["HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"])
+        } else if head.contains("/close") {
+            reply(&["HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nok"])
+        } else {
+            reply(&["HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\nTE: trailers\r\nTrailer: X-T\r\nAudit-Id: a\r\nContent-Length: 2\r\n\r\nok"])
+        }
+    })
+    .await;
+    let client = server.client();
+    let names = |resp: &Response<Body>| {
+        let mut names: Vec<&str> = resp.headers().keys().map(|n| n.as_str()).collect();
+        names.sort();
+        names.join(" ")
+    };
+    let resp = client.send(get("/")).await.unwrap();
+    assert_eq!(names(&resp), "audit-id content-length");
+    assert_eq!(resp.headers()["content-length"], "2");
+    assert_eq!(text(resp).await.unwrap(), "ok");
+    assert_eq!(client.shared.pool.idle(), 1, "kept");
+
+    let resp = client.send(get("/chunked")).await.unwrap();
+    assert_eq!(names(&resp), "");
+    assert_eq!(text(resp).await.unwrap(), "ok");
+
+    let resp = client.send(get("/gzip")).await.unwrap();
+    assert_eq!(resp.headers()["transfer-encoding"], "gzip");
+    assert_eq!(text(resp).await.unwrap(), "ok");
+    assert_eq!(client.shared.pool.idle(), 1, "kept");
+
+    let resp = client.send(get("/close")).await.unwrap();
+    assert_eq!(names(&resp), "content-length");
+    assert_eq!(text(resp).await.unwrap(), "ok");
+    assert_eq!(client.shared.pool.idle(), 0, "not kept");
+    assert_eq!(server.connections(), 1);
 }

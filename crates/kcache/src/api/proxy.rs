@@ -130,6 +130,13 @@ pub async fn forward(
     *up_req.method_mut() = parts.method;
     *up_req.uri_mut() = parts.uri;
     *up_req.headers_mut() = headers;
+    if long_running(&uri) {
+        // A watch or a followed log may wait for its answer's head as long as the upstream
+        // takes (a kubelet sends a log's head with its first line): no head timeout.
+        up_req
+            .extensions_mut()
+            .insert(kcache_http1::HeadTimeoutOverride(None));
+    }
     let sent = match how {
         Forward::AsKcache | Forward::Impersonate(_) => {
             upstream.send(up_req, Purpose::PassThrough).await
@@ -167,4 +174,18 @@ pub async fn forward(
     *out.status_mut() = up_parts.status;
     *out.headers_mut() = headers;
     out
+}
+
+/// Whether a request is answered by a stream that may start late: a watch (by its query or
+/// the legacy `/watch/` path) or a followed log.
+fn long_running(uri: &http::Uri) -> bool {
+    let flag = |name: &str| {
+        uri.query().is_some_and(|q| {
+            q.split('&').any(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                k == name && !matches!(v, "0" | "false" | "False" | "FALSE")
+            })
+        })
+    };
+    uri.path().contains("/watch/") || flag("watch") || flag("follow")
 }
