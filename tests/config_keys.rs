@@ -36,6 +36,35 @@ const COMPANIONS: &[(&str, &[&str])] = &[
     ("tls.certFile", &["tls.keyFile"]),
     ("tls.keyFile", &["tls.certFile"]),
     ("tls.clientCAFile", &["tls.certFile", "tls.keyFile"]),
+    ("audit.policyFile", &["audit.log.path"]),
+    ("audit.log.path", &["audit.policyFile"]),
+    (
+        "audit.log.maxSizeMB",
+        &["audit.policyFile", "audit.log.path"],
+    ),
+    (
+        "audit.log.maxBackups",
+        &["audit.policyFile", "audit.log.path"],
+    ),
+    (
+        "audit.log.maxAgeDays",
+        &["audit.policyFile", "audit.log.path"],
+    ),
+    ("audit.bufferSize", &["audit.policyFile", "audit.log.path"]),
+    ("audit.forwarded", &["audit.policyFile", "audit.log.path"]),
+    ("audit.webhook.kubeconfig", &["audit.policyFile"]),
+    (
+        "audit.webhook.batchMaxSize",
+        &["audit.policyFile", "audit.webhook.kubeconfig"],
+    ),
+    (
+        "audit.webhook.batchMaxWaitSeconds",
+        &["audit.policyFile", "audit.webhook.kubeconfig"],
+    ),
+    (
+        "audit.webhook.initialBackoffSeconds",
+        &["audit.policyFile", "audit.webhook.kubeconfig"],
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -510,9 +539,16 @@ fn an_empty_file_has_the_documented_defaults() {
         ["resources"][0]
         .clone();
     for (key, default) in reference_rows() {
-        let got = match key.strip_prefix("resources[].") {
-            Some(k) => entry.get(k),
-            None => get(&empty, &segs(&key)),
+        // The audit section is absent by default: its keys' defaults are those of the section
+        // once given.
+        let audit_default;
+        let got = match (key.strip_prefix("resources[]."), key.strip_prefix("audit.")) {
+            (Some(k), _) => entry.get(k),
+            (None, Some(k)) => {
+                audit_default = audit_defaults();
+                get(&audit_default, &segs(k))
+            }
+            (None, None) => get(&empty, &segs(&key)),
         };
         if let Some(literal) = default.strip_prefix('`') {
             let literal = &literal[..literal.find('`').unwrap()];
@@ -535,9 +571,19 @@ fn an_empty_file_has_the_documented_defaults() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The `audit` section as given with nothing but a log and a webhook: every other key at its
+/// default.
+fn audit_defaults() -> Value {
+    let mut v = yaml_serde::to_value(kcache_audit::AuditConfig::default()).unwrap();
+    v["log"] = yaml_serde::to_value(kcache_audit::LogConfig::default()).unwrap();
+    v["webhook"] = yaml_serde::to_value(kcache_audit::WebhookConfig::default()).unwrap();
+    v
+}
+
 fn is_empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
+        Value::String(s) => s.is_empty(),
         Value::Sequence(s) => s.is_empty(),
         Value::Mapping(m) => m.is_empty(),
         _ => false,
@@ -557,7 +603,10 @@ fn keys_with_companions_are_refused_alone_by_validation() {
         let text = yaml_serde::to_string(&doc).unwrap();
         match Config::parse(&text) {
             Err(ConfigError::Invalid { field, .. }) => {
-                assert!(field.starts_with("tls."), "{key}: {field}")
+                assert!(
+                    field.starts_with("tls.") || field == "audit",
+                    "{key}: {field}"
+                )
             }
             other => panic!("{key}: {other:?}"),
         }

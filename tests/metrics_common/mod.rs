@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use kcache::metrics::{
-    AuthzLabels, Format, LimitLabels, MemoryLabels, Metrics, OutcomeLabels, PurposeLabels,
-    ResourceLabels, VerbLabels,
+    AuditLabels, AuthzLabels, Format, LimitLabels, MemoryLabels, Metrics, OutcomeLabels,
+    PurposeLabels, ResourceLabels, VerbLabels,
 };
 
 /// Where the families are registered: `r.register(` once per family.
@@ -79,6 +79,10 @@ fn with_a_series_in_every_family(m: &Metrics) {
     let _ = m.authorizations.get_or_create(&AuthzLabels {
         decision: "allowed",
         source: "cache",
+    });
+    let _ = m.audit_events.get_or_create(&AuditLabels {
+        backend: "log",
+        result: "dropped",
     });
     let setup = PurposeLabels { purpose: "setup" };
     for counter in [

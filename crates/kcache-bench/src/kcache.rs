@@ -30,6 +30,9 @@ pub struct ChildConfig {
     pub persist_dir: Option<PathBuf>,
     /// On-demand caching on (`auto`), with this `minRequests` and `idleSeconds`.
     pub auto: Option<(u32, u64)>,
+    /// Audit every request at this level (`Metadata`, ...) into a log in kcache's directory
+    /// (`audit`, with a policy of one rule, without the RequestReceived stage).
+    pub audit: Option<&'static str>,
 }
 
 impl ChildConfig {
@@ -43,10 +46,11 @@ impl ChildConfig {
             drop_managed_fields: false,
             persist_dir: None,
             auto: None,
+            audit: None,
         }
     }
 
-    fn yaml(&self) -> String {
+    fn yaml(&self, dir: &Path) -> String {
         let mut y = String::from("resources:\n");
         for (g, v, r) in &self.resources {
             y.push_str(&format!(
@@ -77,6 +81,13 @@ impl ChildConfig {
         if let Some((min_requests, idle_seconds)) = self.auto {
             y.push_str(&format!(
                 "auto:\n  enabled: true\n  minRequests: {min_requests}\n  idleSeconds: {idle_seconds}\n"
+            ));
+        }
+        if self.audit.is_some() {
+            y.push_str(&format!(
+                "audit:\n  policyFile: \"{}\"\n  log:\n    path: \"{}\"\n",
+                dir.join("audit-policy.yaml").display(),
+                dir.join("audit.log").display()
             ));
         }
         if self.forward_consistent {
@@ -170,7 +181,14 @@ impl KcacheChild {
         config: &ChildConfig,
     ) -> Result<KcacheChild, String> {
         let config_path = dir.path().join("kcache.yaml");
-        std::fs::write(&config_path, config.yaml()).map_err(|e| e.to_string())?;
+        std::fs::write(&config_path, config.yaml(dir.path())).map_err(|e| e.to_string())?;
+        if let Some(level) = config.audit {
+            let policy = format!(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n  - level: {level}\n"
+            );
+            std::fs::write(dir.path().join("audit-policy.yaml"), policy)
+                .map_err(|e| e.to_string())?;
+        }
         let port = super::free_port()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let admin_addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()?));

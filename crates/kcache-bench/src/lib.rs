@@ -42,6 +42,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod alloc_count;
+mod audit;
 mod auto;
 pub mod cluster;
 mod consistent;
@@ -99,6 +100,7 @@ pub const SCENARIOS: &[&str] = &[
     "protobuf",
     "warm",
     "relist",
+    "audit",
 ];
 
 /// Command-line options of `kcache bench`.
@@ -598,6 +600,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "protobuf" => bench.protobuf().await,
             "warm" => bench.warm().await,
             "relist" => bench.relist().await,
+            "audit" => bench.audit().await,
             _ => bench.stalled().await,
         };
         if let Err(e) = result {

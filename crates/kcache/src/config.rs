@@ -72,6 +72,10 @@ pub struct Config {
     pub limits: LimitConfig,
     /// On-demand caching of types that are not configured (see [`AutoSettings`]).
     pub auto: AutoSettings,
+    /// The audit trail of the requests kcache answers itself (absent: none is kept), named as
+    /// the apiserver's audit flags are (see `kcache_audit::AuditConfig`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<kcache_audit::AuditConfig>,
 }
 
 /// Caller authentication and authorization (`--auth` overrides `mode`).
@@ -418,6 +422,7 @@ impl Default for Config {
             limits: LimitConfig::default(),
             tls: TlsSettings::default(),
             auto: AutoSettings::default(),
+            audit: None,
         }
     }
 }
@@ -605,6 +610,12 @@ impl Config {
             ));
         }
         self.validate_tls()?;
+        if let Some(audit) = &self.audit {
+            audit.validate().map_err(|e| ConfigError::Invalid {
+                field: "audit".into(),
+                message: e.to_string(),
+            })?;
+        }
         Ok(())
     }
 
@@ -652,6 +663,8 @@ impl Config {
             limits: self.limits.clone(),
             reflector: self.reflector_config(),
             protobuf: self.protobuf_enabled(),
+            // Started by `server::start`, which owns the runtime its backends run on.
+            audit: None,
         }
     }
 

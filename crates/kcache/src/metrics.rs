@@ -111,6 +111,14 @@ pub struct AuthnLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuditLabels {
+    /// `log` or `webhook`.
+    pub backend: &'static str,
+    /// `recorded`, `written`, `dropped` or `error`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuthzLabels {
     /// allowed, denied, error
     pub decision: &'static str,
@@ -173,6 +181,9 @@ pub struct Metrics {
     pub cache_served: Family<ResourceLabels, Gauge>,
     pub authentications: Family<AuthnLabels, Counter>,
     pub authorizations: Family<AuthzLabels, Counter>,
+    /// The audit trail's events by backend and fate, brought up to date from the auditor's
+    /// own counters at each scrape ([`Metrics::audit`]).
+    pub audit_events: Family<AuditLabels, Counter>,
     pub limited: Family<LimitLabels, Counter>,
     pub limits: Family<LimitLabels, Gauge>,
     pub open_watches: Gauge,
@@ -233,6 +244,7 @@ impl Metrics {
             cache_served: Family::default(),
             authentications: Family::default(),
             authorizations: Family::default(),
+            audit_events: Family::default(),
             limited: Family::default(),
             limits: Family::default(),
             open_watches: Gauge::default(),
@@ -407,6 +419,12 @@ impl Metrics {
             "Authorization decisions on cached reads, by decision and where it came from \
              (cache, upstream SubjectAccessReview, stale while the upstream is unreachable)",
             m.authorizations.clone(),
+        );
+        r.register(
+            "audit_events",
+            "Audit events of the requests kcache answers, by backend (log, webhook) and result \
+             (recorded, written, dropped: its queue was full, error: writing or sending failed)",
+            m.audit_events.clone(),
         );
         r.register(
             "limited_requests",
@@ -635,6 +653,26 @@ impl Metrics {
                 resource: resource.to_string(),
                 component,
             });
+        }
+    }
+
+    /// Bring the audit counters up to the auditor's own (it counts on its backends' side; a
+    /// counter here only ever moves up to them).
+    pub fn audit(&self, stats: &kcache_audit::AuditStats, backends: &[kcache_audit::Backend]) {
+        for &backend in backends {
+            let c = stats.backend(backend).counts();
+            for (result, n) in [
+                ("recorded", c.recorded),
+                ("written", c.written),
+                ("dropped", c.dropped),
+                ("error", c.errors),
+            ] {
+                let counter = self.audit_events.get_or_create(&AuditLabels {
+                    backend: backend.name(),
+                    result,
+                });
+                counter.inc_by(n.saturating_sub(counter.get()));
+            }
         }
     }
 

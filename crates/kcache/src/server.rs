@@ -48,6 +48,10 @@ pub enum StartError {
     Tls(#[from] TlsError),
     #[error("cache.persistDir")]
     Persist(#[from] crate::persist::PersistError),
+    #[error("audit")]
+    Audit(#[from] kcache_audit::AuditError),
+    #[error("audit.policyFile")]
+    AuditPolicy(#[from] kcache_audit::PolicyError),
 }
 
 /// A running kcache.
@@ -118,6 +122,10 @@ impl Running {
         if let Some(p) = self.persister {
             p.stop().await;
         }
+        // After the server: every request's events are recorded; written out before exit.
+        if let Some(audit) = &self.app.audit {
+            audit.auditor().flush().await;
+        }
     }
 
     /// Serve until the process is told to stop (SIGINT/SIGTERM).
@@ -126,6 +134,18 @@ impl Running {
         tracing::info!("shutting down");
         self.shutdown().await;
     }
+}
+
+/// The audit trail the configuration asks for: its policy file read and its backends
+/// started (a policy that does not parse stops kcache, as it stops the apiserver).
+async fn start_audit(config: &Config) -> Result<Option<crate::api::audit::Audit>, StartError> {
+    let Some(audit) = &config.audit else {
+        return Ok(None);
+    };
+    let policy = kcache_audit::Policy::load(&audit.policy_file)?;
+    let auditor = kcache_audit::Auditor::start(audit, policy).await?;
+    tracing::info!(policy = %audit.policy_file.display(), "requests kcache answers are audited");
+    Ok(Some(crate::api::audit::Audit::new(auditor)))
 }
 
 /// Bind the admin listener at `config.adminListen`.
@@ -213,6 +233,7 @@ pub async fn start(
         (None, None)
     };
     let mut settings = config.app_settings();
+    settings.audit = start_audit(config).await?;
     // What kcache renders itself follows the upstream's version (see `learn_version_soon`).
     settings.watch.upstream = upstream.version().clone();
     let app = Arc::new(App::new(

@@ -68,7 +68,14 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
         let app = app.clone();
         app.background
             .clone()
-            .run(move || app.metrics.render(&app.registry, format))
+            .run(move || {
+                if let Some(audit) = &app.audit {
+                    let auditor = audit.auditor();
+                    let backends: Vec<_> = auditor.backends().collect();
+                    app.metrics.audit(&auditor.stats(), &backends);
+                }
+                app.metrics.render(&app.registry, format)
+            })
             .await
     };
     ([(header::CONTENT_TYPE, format.content_type())], text).into_response()

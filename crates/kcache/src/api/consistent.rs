@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{shared_read, Answer, App};
+use super::{shared_read, Answer, AnsweredBy, App};
 use crate::cache::{Proof, ResourceCache, Verdict};
 use crate::error::Report;
 use crate::metrics;
@@ -495,9 +495,10 @@ pub(super) enum Consistency {
 /// reached to confirm it current (see docs/semantics.md, "Stale while down").
 pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
 
-/// Mark an answer as unconfirmed when it is one (`c`: the decision of a consistent read, None
-/// for a read that was not one).
-pub(super) fn mark_unconfirmed(
+/// Mark a consistent read's answer from the cache with how the cache was shown current (an
+/// [`AnsweredBy`] extension, for its audit events), and as unconfirmed when it is one (`c`:
+/// the decision of a consistent read, None for a read that was not one).
+pub(super) fn mark_consistent(
     answer: Result<Answer, ApiError>,
     c: Option<Consistency>,
 ) -> Result<Answer, ApiError> {
@@ -505,6 +506,11 @@ pub(super) fn mark_unconfirmed(
         Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Unconfirmed) => {
             resp.headers_mut()
                 .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
+            resp.extensions_mut().insert(AnsweredBy::Unconfirmed);
+            Ok(Answer::Ready(resp))
+        }
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Cache) => {
+            resp.extensions_mut().insert(AnsweredBy::Proven);
             Ok(Answer::Ready(resp))
         }
         other => other,

@@ -9,6 +9,7 @@
 
 pub mod admin;
 mod admission;
+pub mod audit;
 mod consistent;
 mod filter;
 #[doc(hidden)]
@@ -99,6 +100,8 @@ pub struct App {
     pub(crate) started: std::time::Instant,
     /// Identical small consistent reads being forwarded, shared (`shared_read`).
     shared_reads: shared_read::SharedReads,
+    /// The audit trail of what kcache answers (`audit` in the configuration), if kept.
+    pub(crate) audit: Option<audit::Audit>,
 }
 
 /// What an [`App`] takes from the configuration.
@@ -114,6 +117,8 @@ pub struct AppSettings {
     pub reflector: crate::upstream::ReflectorConfig,
     /// Whether protobuf reads of built-in types are answered from the cache.
     pub protobuf: bool,
+    /// The audit trail, when the configuration keeps one (started by [`crate::server::start`]).
+    pub audit: Option<audit::Audit>,
 }
 
 impl App {
@@ -148,6 +153,7 @@ impl App {
             background,
             started: std::time::Instant::now(),
             shared_reads: Default::default(),
+            audit: settings.audit,
         }
     }
 
@@ -172,6 +178,41 @@ pub enum Form<'a> {
     Metadata,
     /// Kubernetes protobuf, the upstream's bytes from the type's mirror.
     Protobuf(&'a crate::cache::Mirror),
+}
+
+/// How kcache answered a request: the `kcache.dev/answered-by` annotation of its audit
+/// events. The read path marks its answers (a response extension) where the answer alone
+/// does not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredBy {
+    /// From the cache, at the state the request named (not a consistent read).
+    Cache,
+    /// A consistent read from the cache, shown current (by the upstream's revision or a proof
+    /// by metadata).
+    Proven,
+    /// A consistent read from the cache while the upstream could not be reached to confirm it.
+    Unconfirmed,
+    /// The answer of an identical read another caller forwarded: the upstream never saw this
+    /// caller's request.
+    Shared,
+    /// Forwarded under the caller's own identity: the upstream answered (and audits it).
+    Upstream,
+    /// kcache's own refusal (401, 403, 429, a 4xx for bad input, a 504 wait).
+    Refused,
+}
+
+impl AnsweredBy {
+    /// The annotation's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnsweredBy::Cache => "cache",
+            AnsweredBy::Proven => "proven",
+            AnsweredBy::Unconfirmed => "unconfirmed",
+            AnsweredBy::Shared => "shared",
+            AnsweredBy::Upstream => "upstream",
+            AnsweredBy::Refused => "refused",
+        }
+    }
 }
 
 /// What a cache handler decided.
@@ -208,15 +249,32 @@ pub fn router(app: Arc<App>) -> Router {
 /// Serve one request from the cache when it can be answered exactly, else forward it.
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
+    let received = std::time::SystemTime::now();
     let (parts, body) = req.into_parts();
     // First: every limit and decision after it is per caller.
     let caller = match admission::admit(&app, &parts.headers, &parts.extensions).await {
         Ok(c) => c,
-        Err(refused) => return refused,
+        Err(refused) => {
+            return match &app.audit {
+                Some(audit) => {
+                    let parsed = request::Parsed::parse(&parts);
+                    match audit.begin(received, &parts, &parsed, None) {
+                        Some(p) => audit.finish(p, refused, AnsweredBy::Refused, false),
+                        None => refused,
+                    }
+                }
+                None => refused,
+            };
+        }
     };
     // Parsed once: every step after this takes what is read here.
     let parsed = request::Parsed::parse(&parts);
     let verb = parsed.verb;
+    // What the audit trail says of the request, taken before the request is handed on.
+    let audited = app
+        .audit
+        .as_ref()
+        .and_then(|a| a.begin(received, &parts, &parsed, Some(&caller)));
     // The cache of the type the request names, looked up once for all that follows.
     let cache = parsed
         .path
@@ -327,6 +385,13 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
     };
     inflight.dec();
+    let resp = match (&app.audit, audited) {
+        (Some(audit), Some(pending)) => {
+            let answered = answered_by(&resp, source);
+            audit.finish(pending, resp, answered, verb == Verb::Watch)
+        }
+        _ => resp,
+    };
     let resp = match slot {
         // Refused watches are whole Status bodies (sized, as the apiserver sends them) and
         // hold no slot.
@@ -349,6 +414,18 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     );
     tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
     resp
+}
+
+/// How kcache answered `resp` (`source`: where it came from).
+fn answered_by(resp: &Response, source: &str) -> AnsweredBy {
+    if resp.extensions().get::<audit::Refusal>().is_some() {
+        return AnsweredBy::Refused;
+    }
+    match (resp.extensions().get::<AnsweredBy>(), source) {
+        (Some(a), _) => *a,
+        (None, "cache") => AnsweredBy::Cache,
+        (None, _) => AnsweredBy::Upstream,
+    }
 }
 
 /// Count a list or watch of an uncached type for on-demand caching, when it is on.

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use super::consistent::{mark_unconfirmed, Read};
+use super::consistent::{mark_consistent, Read};
 use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
@@ -109,7 +109,7 @@ pub(super) async fn from_cache(
         // Decided refused above.
         (Options::List(Err(e)), _) => Err(e.clone()),
     };
-    mark_unconfirmed(answer, consistency)
+    mark_consistent(answer, consistency)
 }
 
 /// What step 3 found: the decision, and what answering from the cache needs of what it

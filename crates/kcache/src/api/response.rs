@@ -91,6 +91,9 @@ pub fn error_as(e: &ApiError, protobuf: bool) -> Response {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    // What kcache's audit events say of the answer (`audit`).
+    resp.extensions_mut()
+        .insert(super::audit::Refusal(e.clone()));
     if matches!(e, ApiError::Forbidden { .. }) {
         // As the apiserver's 403 (err-anonymous-forbidden-403.http).
         resp.headers_mut().insert(

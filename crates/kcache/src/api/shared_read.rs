@@ -36,7 +36,7 @@ use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 
-use super::{proxy, response};
+use super::{proxy, response, AnsweredBy};
 use crate::auth::Forward;
 use crate::cache::ResourceCache;
 use crate::limits::Limits;
@@ -187,6 +187,7 @@ impl Shared {
         *resp.status_mut() = self.status;
         *resp.headers_mut() = self.headers.clone();
         resp.headers_mut().insert("audit-id", response::audit_id());
+        resp.extensions_mut().insert(AnsweredBy::Shared);
         resp
     }
 }

@@ -13,7 +13,6 @@ pub mod memo;
 
 pub use authz::Attributes;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,27 +112,17 @@ impl AuthMode {
     }
 }
 
-/// An authenticated user, as TokenReview reports one and SubjectAccessReview takes one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
-pub struct UserInfo {
-    #[serde(default)]
-    pub username: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, Vec<String>>,
-}
+/// An authenticated user, as TokenReview reports one, SubjectAccessReview takes one and audit
+/// events name one (the same JSON in all three): the audit trail's own type, so that each
+/// event shares the caller's, not a copy.
+pub use kcache_audit::UserInfo;
 
-impl UserInfo {
-    /// The apiserver's name and group for requests without credentials.
-    pub fn anonymous() -> UserInfo {
-        UserInfo {
-            username: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            ..Default::default()
-        }
+/// The apiserver's name and group for requests without credentials.
+pub fn anonymous_user() -> UserInfo {
+    UserInfo {
+        username: "system:anonymous".into(),
+        groups: vec!["system:unauthenticated".into()],
+        ..Default::default()
     }
 }
 
@@ -261,7 +250,7 @@ impl Auth {
             metrics,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
             reviews: memo::Memo::new(MEMO_CAPACITY, stale),
-            anonymous: Arc::new(UserInfo::anonymous()),
+            anonymous: Arc::new(anonymous_user()),
         }
     }
 
