@@ -8,11 +8,15 @@ use crate::status::ApiError;
 
 /// Which state of the collection a LIST reads, from its `resourceVersion`,
 /// `resourceVersionMatch`, `limit` and `continue`: the rows of the LIST table of
-/// docs/semantics.md, as one function of the request ([`ListRead::of`]). Whether the cache
+/// docs/semantics.md, as one function of the request (`ListRead::of`). Whether the cache
 /// holds that state is decided when it is read (`list::list`): a state it has not reached or no
 /// longer holds is the upstream's to answer.
+///
+/// `pub` (in a private module) because `request::Listing::rule` holds it and `api::fuzzing`
+/// re-exports the parsed request: a narrower visibility is a `private_interfaces` warning. For
+/// the same reason `ListRead::of` above is not a link: public docs may not link a private item.
 #[derive(Debug, PartialEq)]
-pub(in crate::api) enum ListRead {
+pub enum ListRead {
     /// A `continue` token kcache can read: the state at its RV (a negative RV: the latest
     /// state, an inconsistent continuation), from the token's key on; `limit` a page.
     Continue { token: ContinueToken, limit: i64 },
