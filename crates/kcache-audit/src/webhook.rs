@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::config::WebhookConfig;
-use crate::event::{write_event_list, Event};
+use crate::event::write_event_list;
 use crate::stats::{AuditStats, Backend, BackendStats};
 use crate::{AuditError, Item};
 
@@ -148,7 +148,7 @@ async fn run(
     stats: Arc<AuditStats>,
 ) {
     let stats = stats.backend(Backend::Webhook);
-    let mut batch: Vec<Arc<Event>> = Vec::with_capacity(settings.batch_max_size);
+    let mut batch: Vec<Bytes> = Vec::with_capacity(settings.batch_max_size);
     // When the batch must go: `batch_max_wait` after its first event.
     let mut deadline: Option<Instant> = None;
     loop {
@@ -213,7 +213,7 @@ async fn run(
 async fn send(
     webhook: &Webhook,
     settings: &WebhookSettings,
-    batch: &mut Vec<Arc<Event>>,
+    batch: &mut Vec<Bytes>,
     stats: &BackendStats,
 ) {
     if batch.is_empty() {

@@ -507,9 +507,13 @@ fn audit_ids() {
 
 #[test]
 fn an_event_list() {
-    let events: Vec<Arc<Event>> = crate::testing::numbered_events(Level::Metadata, 3)
+    let events: Vec<bytes::Bytes> = crate::testing::numbered_events(Level::Metadata, 3)
         .into_iter()
-        .map(Arc::new)
+        .map(|e| {
+            let mut json = Vec::new();
+            e.write_json(&mut json);
+            json.into()
+        })
         .collect();
     let mut out = Vec::new();
     write_event_list(&events, &mut out);
