@@ -240,6 +240,9 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
     .await;
     while w.next(Duration::from_secs(5)).await.is_some() {}
     drop(w);
+    // A refused watch: both stages too, as the apiserver records one.
+    let r = get_with(&url, &format!("{cms}?watch=1&resourceVersion=0"), &nobody).await;
+    assert_eq!(r.status, 403, "{}", r.text());
 
     // Shared: identical consistent GETs of a quiet type, sent together; the leaders' requests
     // reach the upstream (which audits them), the others share their answers.
@@ -295,6 +298,15 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
     let mut want = vec![
         s(&app_user, "list", "ResponseComplete", 200, "cache", "allow"),
         s(NOBODY, "list", "ResponseComplete", 403, "refused", "forbid"),
+        s(NOBODY, "watch", "ResponseStarted", 403, "refused", "forbid"),
+        s(
+            NOBODY,
+            "watch",
+            "ResponseComplete",
+            403,
+            "refused",
+            "forbid",
+        ),
         s("", "list", "ResponseStarted", 401, "refused", ""),
         s(&app_user, "watch", "ResponseStarted", 200, "cache", "allow"),
         s(
@@ -366,7 +378,10 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
         .unwrap()
         .starts_with("configmaps is forbidden: User"));
     // The watch's two stages are one request's.
-    let watch: Vec<_> = events.iter().filter(|e| e.verb == "watch").collect();
+    let watch: Vec<_> = events
+        .iter()
+        .filter(|e| e.verb == "watch" && e.user.username == APP)
+        .collect();
     assert_eq!(watch[0].audit_id, watch[1].audit_id);
     assert_eq!(
         watch[0].request_received_timestamp,

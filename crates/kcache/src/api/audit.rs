@@ -142,11 +142,17 @@ impl Audit {
         if request.records(Stage::RequestReceived) {
             self.auditor.record(request.received_event());
         }
-        if !long_running || !resp.status().is_success() {
+        if !long_running {
             record(Stage::ResponseComplete, Some(status));
             return resp;
         }
+        // A watch is recorded when its answer starts, refused or not (as the apiserver records
+        // one), and again when it ends: at once for a refusal, else when its stream ends.
         record(Stage::ResponseStarted, Some(status.clone()));
+        if !resp.status().is_success() {
+            record(Stage::ResponseComplete, Some(status));
+            return resp;
+        }
         // The stream's end: when its body is dropped, however it ends.
         let complete = Completion {
             auditor: self.auditor.clone(),
