@@ -145,7 +145,8 @@ per_profile_and_transport!(w1_w2_stream_format_selector_transitions_legacy_path)
 /// timeoutSeconds; a selector watch sees ADDED on entering, DELETED with the previous object
 /// but the new RV on leaving, the unfiltered one MODIFIED for both; real deletes carry the
 /// deletion RV. The legacy `/watch/` path and a single-object watch (field selector or
-/// `…/NAME?watch=1`) give the same streams, also when replayed from kcache's history.
+/// `/watch/…/NAME`) give the same streams, also when replayed from kcache's history.
+/// (`…/NAME?watch=1` is no watch: a v1.34.9 apiserver answers it with the object.)
 async fn w1_w2_stream_format_selector_transitions_legacy_path(p: Profile) {
     // The apiserver's 60 s bookmark interval: the recordings (16 s) hold no bookmark.
     let env = common::EnvBuilder::fixtures().start().await;
@@ -235,7 +236,7 @@ async fn w1_w2_stream_format_selector_transitions_legacy_path(p: Profile) {
             "watch-cm-ns-a-single-object-field-name.json",
         ),
         (
-            format!("{CMS_A}/watch-new-1?resourceVersion={base}&watch=true&timeoutSeconds=1"),
+            format!("/api/v1/watch/namespaces/fixtures-a/configmaps/watch-new-1?resourceVersion={base}&timeoutSeconds=1"),
             "watch-cm-ns-a-single-object-field-name.json",
         ),
     ] {

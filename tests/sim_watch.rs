@@ -623,3 +623,33 @@ async fn without_the_watchlist_gate_clients_fall_back(p: Profile) {
     assert_eq!(names, [json!("w-blue"), json!("w-green"), json!("w-red")]);
     assert!(r.lines().iter().all(|l| l["type"] == "ADDED"));
 }
+
+/// `?watch` watches a collection only: a named GET with it is a GET of the object, and a
+/// repeated `watch` counts by its first value, as a v1.34.9 apiserver answers them (checked
+/// 2026-11-28; kcache's `Parsed::parse` reads them the same way).
+#[tokio::test]
+async fn watch_is_a_collection_parameter_read_by_its_first_value() {
+    let sim = seeded(profile_cfg(Profile::V1_34)).await;
+    let name = sim.list("", "configmaps")[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ns = sim.list("", "configmaps")[0]["metadata"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = get(
+        &sim,
+        &format!("/api/v1/namespaces/{ns}/configmaps/{name}?watch=1"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["kind"], "ConfigMap", "the object, not a stream");
+    let r = get(
+        &sim,
+        &format!("/api/v1/namespaces/{ns}/configmaps?watch=0&watch=1"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["kind"], "ConfigMapList", "a list, not a stream");
+}

@@ -189,11 +189,14 @@ fn check_verb(parsed: &Parsed, method: &Method) {
     assert!(!path.resource.is_empty() && !path.version.is_empty());
     let expected = match *method {
         Method::GET => {
+            // The first `watch` value counts, and only for a collection.
             let watch = path.legacy_watch
-                || parsed
-                    .query
-                    .iter()
-                    .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"));
+                || (path.name.is_none()
+                    && parsed
+                        .query
+                        .iter()
+                        .find(|(k, _)| k == "watch")
+                        .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false")));
             if watch {
                 Verb::Watch
             } else if path.name.is_some() {
@@ -290,11 +293,12 @@ fn check_read(
         Options::List(Ok(listing)) => {
             assert_ne!(read.verb, Verb::Get);
             let opts = &listing.opts;
-            // A LIST is never a watch. The other way round does not hold yet: `watch=0&watch=1`
-            // is a watch whose options say `watch: false` (a known difference from the
-            // apiserver, see the README's findings).
+            // A LIST is never a watch, and a WATCH always one.
             if read.verb == Verb::List {
                 assert!(!opts.watch, "{q:?}");
+            }
+            if read.verb == Verb::Watch {
+                assert!(opts.watch, "{q:?}");
             }
             if path.legacy_watch {
                 assert!(opts.watch);
@@ -308,14 +312,8 @@ fn check_read(
             assert_eq!(listing.filter.label, opts.label);
             assert_eq!(listing.filter.field, opts.field);
             assert_eq!(listing.filter.indexed, opts.indexed);
-            // The name of a watch of one object is added to the field selector as text: a name
-            // with `,`, `=` or `\` in it is not read back as that name (a known difference, see
-            // the README's findings), so these checks leave such names out.
-            let plain_name = path
-                .name
-                .as_ref()
-                .is_none_or(|n| !n.contains([',', '=', '\\']));
-            if plain_name {
+            // A watch of one object selects it by its name, whatever characters it holds.
+            {
                 // Indexed terms are taken out of the field selector; what is left names none.
                 for r in opts.field.requirements() {
                     assert!(indexes.by_selector_field(&r.field).is_none(), "{q:?}");

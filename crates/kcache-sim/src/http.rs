@@ -622,7 +622,9 @@ fn authorize(
     method: &Method,
     query: &Query,
 ) -> Result<(), SimError> {
-    let watch = a.watch_path || query.flag("watch");
+    // `?watch` makes a watch of a collection only: a named GET with it is a GET (the
+    // apiserver's item handler has no watch; only the `/watch/` path watches one object).
+    let watch = a.watch_path || (a.name.is_none() && query.flag("watch"));
     let verb = match (method, &a.name) {
         (&Method::GET, _) if watch => "watch",
         (&Method::GET, Some(_)) => "get",
@@ -686,7 +688,9 @@ async fn resource(
     // A metadata list is protobuf for every kind (its items are only ObjectMeta); a watch
     // asking for one gets the objects in their own JSON form (see `watch`).
     (f.media, f.form) = protobuf::negotiate(accept, !a.rt.custom).ok_or(SimError::NotAcceptable)?;
-    let watch = a.watch_path || query.flag("watch");
+    // `?watch` makes a watch of a collection only: a named GET with it is a GET (the
+    // apiserver's item handler has no watch; only the `/watch/` path watches one object).
+    let watch = a.watch_path || (a.name.is_none() && query.flag("watch"));
     let metadata_list = f.form == Form::MetadataList;
     if (metadata_list && watch) || (!metadata_list && !protobuf::kind_supported(&a.rt)) {
         f.media = Media::Json;
@@ -711,9 +715,15 @@ async fn resource(
         (None, Method::DELETE) if !a.watch_path => delete_collection(ctx, &a, query, f),
         (Some(name), Method::GET) if a.watch_path => {
             let mut opts = list_options(query, &a.rt, true, ctx.cfg.watchlist)?;
-            opts.fields = opts
-                .fields
-                .and(super::selector::FieldSelector::with_name(name, &a.rt));
+            // The object by its name, or a field selector that requires exactly that name
+            // (the apiserver's 400 otherwise, as a v1.34.9 apiserver answers it).
+            if opts.fields.is_empty() {
+                opts.fields = super::selector::FieldSelector::with_name(name, &a.rt);
+            } else if opts.fields.required_name() != Some(name.as_str()) {
+                return Err(SimError::BadRequest(
+                    "fieldSelector metadata.name doesn't match requested name".into(),
+                ));
+            }
             watch_response(ctx, &a, opts, f).await
         }
         (Some(name), Method::GET) => get(ctx, &a, name, query, f).await,

@@ -447,6 +447,14 @@ impl FieldSelector {
         }
     }
 
+    /// The value an `=` term requires of `metadata.name`, if one does (the first).
+    pub fn required_name(&self) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|t| !t.negate && t.path.path == "metadata.name")
+            .map(|t| t.value.as_str())
+    }
+
     /// Adds the terms of `other` (AND).
     pub fn and(mut self, other: FieldSelector) -> FieldSelector {
         self.terms.extend(other.terms);

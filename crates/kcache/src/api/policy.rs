@@ -765,7 +765,7 @@ mod tests {
                 "consistent limit=0",
             ),
             ("WATCH, RV=0", format!("{CMS}?watch=1&resourceVersion=0"), JSON, held(), "events"),
-            ("WATCH of one object", format!("{CM}?watch=1"), JSON, held(), "events"),
+            ("WATCH of one object", "/api/v1/watch/namespaces/ns/configmaps/a".to_string(), JSON, held(), "events"),
         ];
         let cache = cache_in(Scope::default());
         for (what, uri, accept, h, want) in rows {

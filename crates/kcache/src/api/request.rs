@@ -17,7 +17,7 @@ use super::negotiate::{negotiate_with, Representation};
 use super::params::{self, parse_query, GetOptions, ListOptions};
 use super::route::{self, ResourcePath};
 use crate::cache::ResourceCache;
-use crate::selector::FieldSelector;
+use crate::selector::{escape_field_value, FieldSelector};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, InvalidIncludeObject};
 
@@ -64,12 +64,19 @@ impl Parsed {
     pub fn parse(req: &http::request::Parts) -> Parsed {
         let path = route::parse(req.uri.path());
         let query = parse_query(req.uri.query());
+        // Go's query reading: the first value of a repeated parameter counts.
         let watch_param = query
             .iter()
-            .any(|(k, v)| k == "watch" && v != "0" && !v.eq_ignore_ascii_case("false"));
+            .find(|(k, _)| k == "watch")
+            .is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"));
         use http::Method;
         let verb = match (&req.method, &path) {
-            (&Method::GET, Some(p)) if p.legacy_watch || watch_param => Verb::Watch,
+            // `?watch` watches a collection only: the apiserver's handler of a named object has
+            // no watch (only the `/watch/` path watches one object), so a named GET with it
+            // is a GET.
+            (&Method::GET, Some(p)) if p.legacy_watch || (watch_param && p.name.is_none()) => {
+                Verb::Watch
+            }
             (&Method::GET, Some(p)) if p.name.is_some() => Verb::Get,
             (&Method::GET, Some(_)) => Verb::List,
             (&Method::POST, Some(_)) => Verb::Create,
@@ -212,13 +219,17 @@ fn listing(
     let mut opts =
         ListOptions::parse_with_field(q, field, info, &cache.indexes, path.legacy_watch)?;
     if let Some(name) = &path.name {
-        // `.../NAME?watch=1`: a watch of one object.
-        let mut sel = opts.field.to_string();
-        if !sel.is_empty() {
-            sel.push(',');
+        // `/watch/.../NAME`: a watch of one object, as the apiserver's handler makes it: the
+        // object by its name (escaped: a name may hold `=`, `,` or `\`), or a field selector
+        // of the client's that already requires exactly that name, else its 400.
+        if opts.field.is_empty() {
+            let sel = format!("metadata.name={}", escape_field_value(name));
+            opts.field = FieldSelector::parse(&sel).map_err(|e| ApiError::BadRequest(e.message))?;
+        } else if opts.field.requires_exact_match("metadata.name") != Some(name.as_str()) {
+            return Err(ApiError::BadRequest(
+                "fieldSelector metadata.name doesn't match requested name".into(),
+            ));
         }
-        sel.push_str(&format!("metadata.name={name}"));
-        opts.field = FieldSelector::parse(&sel).map_err(|e| ApiError::BadRequest(e.message))?;
     }
     let filter = Filter {
         namespace: if info.namespaced {
