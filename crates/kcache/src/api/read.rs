@@ -45,7 +45,8 @@ pub(super) async fn from_cache(
 ) -> Result<Answer, ApiError> {
     // 1. Decide at no cost.
     let held = held(app, read, cache);
-    if let Decision::Upstream(why) = policy::decide(read, &held) {
+    let decision = policy::decide(read, &held);
+    if let Decision::Upstream(why) = decision {
         tracing::debug!(resource = %cache.info, %why, "forwarded");
         return Ok(Answer::Upstream);
     }
@@ -57,7 +58,7 @@ pub(super) async fn from_cache(
         held,
         printer,
         mirror,
-    } = decide(app, read, cache, held).await;
+    } = decide(app, read, cache, held, decision).await;
     // 4. A consistent read: is the cache current?
     let (want, consistency) = match decision {
         Decision::Refuse(error) => return Err(error),
@@ -157,22 +158,25 @@ fn printable(printer: &Printer) -> policy::Printable {
 
 /// Step 3, for an authorized caller: gather what [`policy::decide`] asks about that costs (a
 /// Table's printer, whose columns may come from the upstream once per type; the protobuf
-/// mirror, a second upstream list and watch of the type) and ask it again.
+/// mirror, a second upstream list and watch of the type) and ask it again where that changed
+/// a fact `decision` (step 1's) was made with.
 async fn decide(
     app: &App,
     read: &ReadRequest<'_>,
     cache: &Arc<ResourceCache>,
     mut held: policy::Held,
+    mut decision: Decision,
 ) -> Decided {
+    // Step 1's decision stands but where a fact it took at its best is now known.
     let printer = match read.representation {
-        Representation::Table => app.printers.get(&app.upstream, cache).await,
+        Representation::Table => {
+            let printer = app.printers.get(&app.upstream, cache).await;
+            held.printer = printer.as_deref().map_or(policy::Printable::No, printable);
+            decision = policy::decide(read, &held);
+            printer
+        }
         _ => None,
     };
-    held.printer = match &printer {
-        None => policy::Printable::No,
-        Some(p) => printable(p),
-    };
-    let mut decision = policy::decide(read, &held);
     // The protobuf mirror is started by the first protobuf read the cache would otherwise
     // answer, so the policy is asked first as if it were ready; a read that goes upstream for
     // another reason starts none.
