@@ -54,6 +54,9 @@ pub enum StartError {
     AuditPolicy(#[from] kcache_audit::PolicyError),
 }
 
+/// How long stopping waits for the audit trail's queued events to be written or sent.
+const AUDIT_FLUSH: Duration = Duration::from_secs(10);
+
 /// A running kcache.
 pub struct Running {
     /// The API address.
@@ -122,9 +125,13 @@ impl Running {
         if let Some(p) = self.persister {
             p.stop().await;
         }
-        // After the server: every request's events are recorded; written out before exit.
+        // After the server: every request's events are recorded; written out before exit,
+        // within a bound (a webhook that keeps failing would hold the exit for its retries).
         if let Some(audit) = &self.app.audit {
-            audit.auditor().flush().await;
+            let flushed = tokio::time::timeout(AUDIT_FLUSH, audit.auditor().flush()).await;
+            if flushed.is_err() {
+                tracing::warn!("audit: events still queued at exit are lost");
+            }
         }
     }
 
