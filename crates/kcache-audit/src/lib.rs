@@ -17,10 +17,10 @@
 //! 1. [`Policy`]: on each request, [`Policy::evaluate`] gives its level and the stages to
 //!    leave out ([`RuleOutcome`]); it borrows the request's attributes and allocates nothing.
 //! 2. [`Request`] and [`Event`]: for an audited request, its data is built once, shared in
-//!    an `Arc`, and each stage's event adds only the time and what the stage knows. Nothing
-//!    is serialised on the request's path.
-//! 3. [`Auditor::record`]: the event is put, without waiting, in one bounded queue per
-//!    backend (`bufferSize` events each).
+//!    an `Arc`, and each stage's event adds only the time and what the stage knows.
+//! 3. [`Auditor::record`]: the event is serialised once, on the recording thread, and its
+//!    bytes put, without waiting, in one bounded queue per backend (`bufferSize` events
+//!    each).
 //! 4. The backends drain their queues on their own: the log backend on a thread of its own
 //!    (file IO blocks), writing JSON lines and rotating the file as the apiserver does; the
 //!    webhook backend on a task, POSTing batches as an `EventList` with retries.

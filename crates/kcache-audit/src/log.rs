@@ -2,8 +2,8 @@
 //! output, as the apiserver's `--audit-log-path` writes them.
 //!
 //! Writing a file blocks, so the backend is a thread of its own rather than a task on the
-//! runtime's workers. It serialises each event into one reused buffer and writes through a
-//! `BufWriter`, which it flushes whenever its queue is empty: a reader of the file (`tail -f`,
+//! runtime's workers. It writes each event's bytes (serialised by [`crate::Auditor::record`])
+//! as one line through a `BufWriter`, which it flushes whenever its queue is empty: a reader of the file (`tail -f`,
 //! a log shipper) sees each event within a few milliseconds, while a busy trail costs one
 //! write(2) per buffer-full or per idle tick, and no wake-up per event.
 

@@ -9,9 +9,10 @@
 //! answered (`kcache.dev/answered-by`). A request forwarded under the caller's own identity is
 //! audited by the apiserver; kcache audits it too only when `audit.forwarded` is set.
 //!
-//! On the request path this costs a policy evaluation, one shared record of the request and a
-//! non-blocking hand-over per stage: serialising and writing happen on the backends' side,
-//! and a backend that cannot keep up loses events (counted), never a reader's time.
+//! On the request path this costs a policy evaluation, one shared record of the request, and
+//! per stage its serialising and a non-blocking hand-over (`kcache_audit::Auditor::record`):
+//! writing happens on the backends' side, and a backend that cannot keep up loses events
+//! (counted), never a reader's time.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -28,12 +29,14 @@ use kcache_audit::{
 use super::request::{Parsed, Verb};
 use super::AnsweredBy;
 use crate::auth::{Caller, ConnInfo};
-use crate::status::ApiError;
 
-/// Set on a response that is kcache's own refusal, with the error it answers: what the
-/// audit event's `responseStatus` says (the apiserver's Status fields).
+/// Set on a response that is kcache's own refusal, with its Status as JSON (shared with the
+/// body where the body is that JSON): what the audit event's `responseStatus` says.
 #[derive(Debug, Clone)]
-pub struct Refusal(pub ApiError);
+pub struct Refusal {
+    pub code: u16,
+    pub status: bytes::Bytes,
+}
 
 /// The audit trail of one kcache: the running auditor.
 pub struct Audit {
@@ -117,7 +120,7 @@ impl Audit {
             return resp;
         }
         let status = match resp.extensions().get::<Refusal>() {
-            Some(Refusal(e)) => ResponseStatus::from_status_body(e.code(), &e.body()),
+            Some(r) => ResponseStatus::from_status_body(r.code, &r.status),
             None => ResponseStatus::from_code(resp.status().as_u16()),
         };
         let decision = match (answered, pending.authorized, &status) {

@@ -249,21 +249,22 @@ pub fn router(app: Arc<App>) -> Router {
 /// Serve one request from the cache when it can be answered exactly, else forward it.
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
-    let received = std::time::SystemTime::now();
+    // When the request arrived, for its audit events (only where a trail is kept).
+    let received = app.audit.as_ref().map(|_| std::time::SystemTime::now());
     let (parts, body) = req.into_parts();
     // First: every limit and decision after it is per caller.
     let caller = match admission::admit(&app, &parts.headers, &parts.extensions).await {
         Ok(c) => c,
         Err(refused) => {
-            return match &app.audit {
-                Some(audit) => {
+            return match (&app.audit, received) {
+                (Some(audit), Some(received)) => {
                     let parsed = request::Parsed::parse(&parts);
                     match audit.begin(received, &parts, &parsed, None) {
                         Some(p) => audit.finish(p, refused, AnsweredBy::Refused, false),
                         None => refused,
                     }
                 }
-                None => refused,
+                _ => refused,
             };
         }
     };
@@ -274,7 +275,8 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let audited = app
         .audit
         .as_ref()
-        .and_then(|a| a.begin(received, &parts, &parsed, Some(&caller)));
+        .zip(received)
+        .and_then(|(a, received)| a.begin(received, &parts, &parsed, Some(&caller)));
     // The cache of the type the request names, looked up once for all that follows.
     let cache = parsed
         .path

@@ -77,6 +77,9 @@ pub fn error(e: &ApiError) -> Response {
 /// (the apiserver encodes its Status as it would have encoded the answer: E9).
 pub fn error_as(e: &ApiError, protobuf: bool) -> Response {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // The Status as JSON: the body of a JSON answer, and what kcache's audit events say of
+    // the answer (`audit::Refusal`) whatever its encoding.
+    let json_status = e.body();
     let mut resp = if protobuf {
         self::protobuf(
             status,
@@ -85,15 +88,16 @@ pub fn error_as(e: &ApiError, protobuf: bool) -> Response {
             ))],
         )
     } else {
-        json(status, vec![e.body()])
+        json(status, vec![json_status.clone()])
     };
+    resp.extensions_mut().insert(super::audit::Refusal {
+        code: e.code(),
+        status: json_status,
+    });
     if let Some(secs) = e.retry_after() {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    // What kcache's audit events say of the answer (`audit`).
-    resp.extensions_mut()
-        .insert(super::audit::Refusal(e.clone()));
     if matches!(e, ApiError::Forbidden { .. }) {
         // As the apiserver's 403 (err-anonymous-forbidden-403.http).
         resp.headers_mut().insert(
