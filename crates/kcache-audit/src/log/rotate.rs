@@ -15,6 +15,11 @@
 //!
 //! The file is created readable by its owner only, and its directory if missing likewise,
 //! as the apiserver creates its audit log: events name users and what they read.
+//!
+//! Only a regular file is rotated. A path naming anything else (`/dev/null`, a FIFO a log
+//! shipper reads, a terminal) is written as it is, without a size limit and without backups:
+//! renaming it aside would move a device away (as root, `/dev/null` would become a regular file
+//! that every later reader of `/dev/null` reads back) and put a plain file in its place.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -33,6 +38,9 @@ pub(crate) struct RotatingFile {
     /// The time in the newest backup's name: the next one's is later, so that names sort in
     /// the order the backups were made even when rotations come faster than the clock.
     last_backup: Option<SystemTime>,
+    /// Whether the path is a regular file, the only kind that is rotated (see the module's
+    /// docs).
+    rotates: bool,
 }
 
 /// Lines are gathered up to this many bytes before a write(2).
@@ -51,7 +59,9 @@ impl RotatingFile {
             create_private_dir(dir)?;
         }
         let file = open_private(&path, false)?;
-        let size = file.metadata()?.len();
+        let metadata = file.metadata()?;
+        let size = metadata.len();
+        let rotates = metadata.file_type().is_file();
         let log = RotatingFile {
             path,
             max_size,
@@ -60,13 +70,19 @@ impl RotatingFile {
             file: BufWriter::with_capacity(BUFFER_BYTES, file),
             size,
             last_backup: None,
+            rotates,
         };
-        log.remove_old_backups(SystemTime::now());
+        if rotates {
+            log.remove_old_backups(SystemTime::now());
+        }
         Ok(log)
     }
 
     /// Append one line, rotating first if it would not fit.
     pub(crate) fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if !self.rotates {
+            return self.file.write_all(line);
+        }
         let len = line.len() as u64;
         if len > self.max_size {
             return Err(io::Error::other(format!(

@@ -275,3 +275,51 @@ fn settings_from_the_configuration() {
         Some(std::time::Duration::from_secs(2 * 24 * 3600))
     );
 }
+
+/// A path that is not a regular file (here a FIFO, as a log shipper reads; `/dev/null` alike)
+/// is written as it is: never renamed aside and replaced by a plain file, which as root would
+/// have turned `/dev/null` into a file that every reader of `/dev/null` then reads back.
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_a_regular_file_is_never_rotated() {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+
+    let dir = TempDir::new("rotate-fifo");
+    let path = dir.path().join("audit.pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let reader = {
+        let path = path.clone();
+        // Opening a FIFO for reading waits for its writer, and reading ends when it closes.
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            std::fs::File::open(path)
+                .unwrap()
+                .read_to_string(&mut all)
+                .unwrap();
+            all
+        })
+    };
+    let lines = lines(10);
+    // Two lines would fill a regular file of this size: a regular file rotates four times.
+    let max = 2 * lines[0].len() as u64 + 10;
+    let mut log = RotatingFile::open(path.clone(), max, 1, None).unwrap();
+    for line in &lines {
+        log.write_line(line).unwrap();
+    }
+    log.flush().unwrap();
+    drop(log);
+    let read = reader.join().unwrap();
+    let expected: Vec<String> = (0..10).map(|i| format!("id-{i}")).collect();
+    assert_eq!(ids(&read), expected);
+    assert!(std::fs::metadata(&path).unwrap().file_type().is_fifo());
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["audit.pipe"]);
+}
