@@ -19,10 +19,10 @@
 //! 2. [`Request`] and [`Event`]: for an audited request, its data is built once, shared in
 //!    an `Arc`, and each stage's event adds only the time and what the stage knows.
 //! 3. [`Auditor::record`]: the event is serialised once, on the recording thread, and its
-//!    bytes put, without waiting, in one bounded queue per backend (`bufferSize` events
-//!    each).
-//! 4. The backends drain their queues on their own: the log backend on a thread of its own
-//!    (file IO blocks), writing JSON lines and rotating the file as the apiserver does; the
+//!    line appended, without waiting, to one bounded buffer per backend (its shelf,
+//!    `bufferSize` events).
+//! 4. The backends take their shelves whole, on their own: the log backend on a thread of its
+//!    own (file IO blocks), writing the lines and rotating the file as the apiserver does; the
 //!    webhook backend on a task, POSTing batches as an `EventList` with retries.
 //!
 //! # Never block, drop and count
@@ -84,13 +84,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 pub mod config;
 pub mod event;
 mod log;
 pub mod policy;
+mod shelf;
 pub mod stats;
 mod webhook;
 
@@ -107,6 +107,7 @@ pub use policy::{
 pub use stats::{AuditStats, Backend, BackendCounts, BackendStats};
 
 use log::LogSettings;
+use shelf::{Put, Shelf};
 use webhook::WebhookSettings;
 
 /// Why the audit trail could not start. kcache should not serve without the trail it was
@@ -148,15 +149,20 @@ pub enum AuditError {
     Client(#[source] kube_client::Error),
 }
 
-/// What a backend's queue carries.
+/// What a backend is told besides its shelf's lines.
 pub(crate) enum Item {
-    /// An event to write or send, serialised once for every backend (its JSON, no newline).
-    Event(Bytes),
-    /// Write (or send) everything queued before this, then answer.
+    /// The shelf has lines again, after the backend last emptied it.
+    Ready,
+    /// Write (or send) everything recorded before this, then answer.
     Flush(oneshot::Sender<()>),
     /// As `Flush`, then stop.
     Shutdown(oneshot::Sender<()>),
 }
+
+/// Room for a backend's `Item`s: `Ready` comes at most once per taking of the shelf, and a
+/// `Ready` that finds no room is not needed (the backend has items to read and takes the
+/// shelf on each).
+const CONTROL_ITEMS: usize = 16;
 
 /// The configuration in the units the backends use (the tests shorten its times and sizes
 /// below what the YAML can say).
@@ -193,10 +199,11 @@ struct Inner {
     stats: Arc<AuditStats>,
 }
 
-/// One backend's queue, as the recording side holds it.
+/// One backend, as the recording side holds it: its shelf and what tells it of the shelf.
 struct Queue {
     backend: Backend,
-    sender: mpsc::Sender<Item>,
+    shelf: Arc<Shelf>,
+    control: mpsc::Sender<Item>,
     /// Whether the last event was dropped: the first drop of a run is logged, not each.
     dropping: AtomicBool,
 }
@@ -229,14 +236,20 @@ impl Auditor {
         let mut queues = Vec::new();
         // The webhook first: if its kubeconfig is wrong, no log thread has been started.
         if let Some(webhook) = settings.webhook {
-            let (sender, receiver) = mpsc::channel(settings.buffer_size);
-            webhook::start(webhook, receiver, Arc::clone(&stats)).await?;
-            queues.push(Queue::new(Backend::Webhook, sender));
+            let (queue, control) = Queue::new(Backend::Webhook, settings.buffer_size);
+            webhook::start(
+                webhook,
+                Arc::clone(&queue.shelf),
+                control,
+                Arc::clone(&stats),
+            )
+            .await?;
+            queues.push(queue);
         }
         if let Some(log) = settings.log {
-            let (sender, receiver) = mpsc::channel(settings.buffer_size);
-            log::start(log, receiver, Arc::clone(&stats))?;
-            queues.push(Queue::new(Backend::Log, sender));
+            let (queue, control) = Queue::new(Backend::Log, settings.buffer_size);
+            log::start(log, Arc::clone(&queue.shelf), control, Arc::clone(&stats))?;
+            queues.push(queue);
         }
         Ok(Auditor {
             inner: Arc::new(Inner {
@@ -259,15 +272,16 @@ impl Auditor {
         self.inner.forwarded
     }
 
-    /// Queue `event` for every backend, without waiting. An event of a stage its request does
-    /// not record (level `None`, or an omitted stage) is ignored. A backend whose queue is
-    /// full does not get it: it is counted as dropped there.
+    /// Put `event` on every backend's shelf, without waiting. An event of a stage its request
+    /// does not record (level `None`, or an omitted stage) is ignored. A backend whose shelf
+    /// is full (it is behind) or that has stopped does not get it: it is counted as dropped
+    /// there.
     ///
     /// The event is serialised here, once for all backends, into a buffer this thread reuses,
-    /// and handed on as one shared allocation: the event and its parts are freed on the thread
+    /// and its line copied onto each shelf; the event and its parts are freed on the thread
     /// that made them. Freed on a backend's thread instead, each of them would be a free into
-    /// another thread's allocator arena, which costs more than the serialising (measured
-    /// 2026-11-28 with the bench's `audit` scenario).
+    /// another thread's allocator arena (measured 2026-11-28 with the bench's `audit`
+    /// scenario: more than the serialising).
     pub fn record(&self, event: Event) {
         if !event.request.records(event.stage) {
             return;
@@ -275,45 +289,18 @@ impl Auditor {
         thread_local! {
             static LINE: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
         }
-        let line = LINE.with(|line| {
+        LINE.with(|line| {
             let mut line = line.borrow_mut();
             line.clear();
             event.write_json(&mut line);
-            let bytes = Bytes::copy_from_slice(&line);
+            line.push(b'\n');
+            for queue in &self.inner.queues {
+                queue.put(&line, self.inner.stats.backend(queue.backend));
+            }
             if line.capacity() > 64 * 1024 {
                 *line = Vec::with_capacity(4096);
             }
-            bytes
         });
-        drop(event);
-        for queue in &self.inner.queues {
-            let stats = self.inner.stats.backend(queue.backend);
-            match queue.sender.try_send(Item::Event(line.clone())) {
-                Ok(()) => {
-                    stats.add_recorded(1);
-                    if queue.dropping.load(Ordering::Relaxed) {
-                        queue.dropping.store(false, Ordering::Relaxed);
-                        tracing::info!(
-                            backend = queue.backend.name(),
-                            "audit: the backend has caught up; events are queued again"
-                        );
-                    }
-                }
-                Err(e) => {
-                    stats.add_dropped(1);
-                    if !queue.dropping.swap(true, Ordering::Relaxed) {
-                        let why = match e {
-                            mpsc::error::TrySendError::Full(_) => "its queue is full",
-                            mpsc::error::TrySendError::Closed(_) => "it has stopped",
-                        };
-                        tracing::warn!(
-                            backend = queue.backend.name(),
-                            "audit: events are dropped (and counted) because {why}"
-                        );
-                    }
-                }
-            }
-        }
     }
 
     /// The counters of each backend (shared: they keep counting).
@@ -348,7 +335,7 @@ impl Auditor {
         for queue in &self.inner.queues {
             let (done, answer) = oneshot::channel();
             // A backend that has stopped has nothing left to do.
-            if queue.sender.send(make(done)).await.is_ok() {
+            if queue.control.send(make(done)).await.is_ok() {
                 answers.push(answer);
             }
         }
@@ -359,11 +346,46 @@ impl Auditor {
 }
 
 impl Queue {
-    fn new(backend: Backend, sender: mpsc::Sender<Item>) -> Queue {
-        Queue {
+    /// A backend's shelf of `limit` events, and the receiving end of what tells it.
+    fn new(backend: Backend, limit: usize) -> (Queue, mpsc::Receiver<Item>) {
+        let (control, receiver) = mpsc::channel(CONTROL_ITEMS);
+        let queue = Queue {
             backend,
-            sender,
+            shelf: Arc::new(Shelf::new(limit)),
+            control,
             dropping: AtomicBool::new(false),
+        };
+        (queue, receiver)
+    }
+
+    /// Put one line on the shelf, count it, and wake the backend if the shelf was empty.
+    fn put(&self, line: &[u8], stats: &BackendStats) {
+        let why = match self.shelf.put(line) {
+            put @ (Put::First | Put::Added) => {
+                stats.add_recorded(1);
+                if put == Put::First {
+                    // No room means the backend has items to read, and it takes the shelf
+                    // on each of them.
+                    let _ = self.control.try_send(Item::Ready);
+                }
+                if self.dropping.load(Ordering::Relaxed) {
+                    self.dropping.store(false, Ordering::Relaxed);
+                    tracing::info!(
+                        backend = self.backend.name(),
+                        "audit: the backend has caught up; events are kept again"
+                    );
+                }
+                return;
+            }
+            Put::Full => "it is behind and holds as many as bufferSize allows",
+            Put::Closed => "it has stopped",
+        };
+        stats.add_dropped(1);
+        if !self.dropping.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                backend = self.backend.name(),
+                "audit: events are dropped (and counted) because {why}"
+            );
         }
     }
 }

@@ -2,10 +2,11 @@
 //! output, as the apiserver's `--audit-log-path` writes them.
 //!
 //! Writing a file blocks, so the backend is a thread of its own rather than a task on the
-//! runtime's workers. It writes each event's bytes (serialised by [`crate::Auditor::record`])
-//! as one line through a `BufWriter`, which it flushes whenever its queue is empty: a reader of the file (`tail -f`,
-//! a log shipper) sees each event within a few milliseconds, while a busy trail costs one
-//! write(2) per buffer-full or per idle tick, and no wake-up per event.
+//! runtime's workers. While events come, it takes its shelf (the lines
+//! [`crate::Auditor::record`] serialised) once a tick and writes what it took in one go; when
+//! a tick brought nothing it waits to be told of the next line. A reader of the file
+//! (`tail -f`, a log shipper) sees each event within about a tick, while a busy trail costs
+//! a write(2) or two per tick and no wake-up per event.
 
 use std::io::{self, BufWriter, Stdout, Write};
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::config::LogConfig;
+use crate::shelf::{Shelf, Taken};
 use crate::stats::{AuditStats, Backend, BackendStats};
 use crate::{AuditError, Item};
 
@@ -46,9 +48,6 @@ impl LogSettings {
     }
 }
 
-/// A buffer that grew past this for one large event is given back rather than kept.
-const LINE_KEEP_BYTES: usize = 1024 * 1024;
-
 /// Where the lines go.
 enum Sink {
     Stdout(BufWriter<Stdout>),
@@ -56,10 +55,10 @@ enum Sink {
 }
 
 impl Sink {
-    fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+    fn write_lines(&mut self, lines: &Taken) -> io::Result<()> {
         match self {
-            Sink::Stdout(out) => out.write_all(line),
-            Sink::File(file) => file.write_line(line),
+            Sink::Stdout(out) => out.write_all(&lines.bytes),
+            Sink::File(file) => file.write_lines(lines),
         }
     }
 
@@ -72,10 +71,11 @@ impl Sink {
 }
 
 /// Open the file (an error here stops kcache's start, as a bad `--audit-log-path` stops the
-/// apiserver's) and start the thread that writes what `queue` brings.
+/// apiserver's) and start the thread that writes what `shelf` gathers.
 pub(crate) fn start(
     settings: LogSettings,
-    queue: mpsc::Receiver<Item>,
+    shelf: Arc<Shelf>,
+    control: mpsc::Receiver<Item>,
     stats: Arc<AuditStats>,
 ) -> Result<(), AuditError> {
     // Opening happens once, before kcache serves anything: the only file IO off the thread.
@@ -96,95 +96,101 @@ pub(crate) fn start(
     };
     std::thread::Builder::new()
         .name("kcache-audit-log".into())
-        .spawn(move || run(sink, queue, &stats))
+        .spawn(move || run(sink, &shelf, control, &stats))
         .map_err(AuditError::Thread)?;
     Ok(())
 }
 
-/// How long the backend sleeps when its queue is empty before it looks again (see `run`): an
+/// How long the backend sleeps after writing before it takes its shelf again (see `run`): an
 /// event reaches the file within about this much of being recorded.
 const IDLE_TICK: Duration = Duration::from_millis(10);
 
-/// Write events until told to stop or every sender is gone.
-fn run(sink: Sink, mut queue: mpsc::Receiver<Item>, stats: &AuditStats) {
+/// Write what the shelf gathers until told to stop or every recorder is gone.
+fn run(sink: Sink, shelf: &Shelf, mut control: mpsc::Receiver<Item>, stats: &AuditStats) {
     let mut writer = Writer {
         sink,
-        line: Vec::with_capacity(4096),
+        spare: Vec::new(),
         health: Health::default(),
         stats: stats.backend(Backend::Log),
     };
     loop {
-        let item = match queue.try_recv() {
-            Ok(item) => item,
+        let wrote = writer.write_shelf(shelf);
+        let item = match control.try_recv() {
+            Ok(item) => Some(item),
             Err(mpsc::error::TryRecvError::Empty) => {
                 writer.flush();
-                // Waiting on the queue would have every event's sender wake this thread (a
-                // futex call on each side, several µs of CPU an event at a high read rate):
-                // first sleep a tick and take what came meanwhile in one go; park only once
-                // a tick brought nothing.
-                std::thread::sleep(IDLE_TICK);
-                match queue.try_recv() {
-                    Ok(item) => item,
-                    Err(mpsc::error::TryRecvError::Empty) => match queue.blocking_recv() {
-                        Some(item) => item,
-                        None => break,
-                    },
-                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                if wrote {
+                    // Waiting to be told would have every first line after a take wake this
+                    // thread: while events come, sleep a tick and take what came meanwhile.
+                    std::thread::sleep(IDLE_TICK);
+                    continue;
                 }
+                // A tick brought nothing: wait for the next line's `Ready`.
+                control.blocking_recv()
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
         };
         match item {
-            Item::Event(event) => writer.write(&event),
-            Item::Flush(done) => {
+            Some(Item::Ready) => {}
+            Some(Item::Flush(done)) => {
+                writer.write_shelf(shelf);
                 writer.flush();
                 let _ = done.send(());
             }
-            Item::Shutdown(done) => {
+            Some(Item::Shutdown(done)) => {
                 // Nothing gets in after this: events recorded from now on are dropped and
                 // counted. Those that got in before are written.
-                queue.close();
+                shelf.close();
+                control.close();
                 let mut waiting = vec![done];
-                while let Ok(item) = queue.try_recv() {
-                    match item {
-                        Item::Event(event) => writer.write(&event),
-                        Item::Flush(done) | Item::Shutdown(done) => waiting.push(done),
+                while let Ok(item) = control.try_recv() {
+                    if let Item::Flush(done) | Item::Shutdown(done) = item {
+                        waiting.push(done);
                     }
                 }
+                writer.write_shelf(shelf);
                 writer.flush();
                 for done in waiting {
                     let _ = done.send(());
                 }
                 return;
             }
+            None => {
+                // Every recorder is gone: write what they left.
+                writer.write_shelf(shelf);
+                writer.flush();
+                return;
+            }
         }
     }
-    writer.flush();
 }
 
-/// The writing side: the sink, the reused line buffer, and what it counts and reports.
+/// The writing side: the sink, the buffer the shelf gets back, and what it counts and reports.
 struct Writer<'a> {
     sink: Sink,
-    line: Vec<u8>,
+    spare: Vec<u8>,
     health: Health,
     stats: &'a BackendStats,
 }
 
 impl Writer<'_> {
-    fn write(&mut self, event: &[u8]) {
-        self.line.clear();
-        self.line.extend_from_slice(event);
-        self.line.push(b'\n');
-        let written = self.sink.write_line(&self.line);
+    /// Take the shelf and write what it held; whether it held anything.
+    fn write_shelf(&mut self, shelf: &Shelf) -> bool {
+        let taken = shelf.take(std::mem::take(&mut self.spare));
+        if taken.events == 0 {
+            self.spare = taken.bytes;
+            return false;
+        }
+        let count = taken.events as u64;
+        let written = self.sink.write_lines(&taken);
         if written.is_ok() {
-            self.stats.add_written(1);
+            self.stats.add_written(count);
         } else {
-            self.stats.add_errors(1);
+            self.stats.add_errors(count);
         }
-        self.health.report(written, "writing an event");
-        if self.line.capacity() > LINE_KEEP_BYTES {
-            self.line = Vec::with_capacity(4096);
-        }
+        self.health.report(written, "writing events");
+        self.spare = taken.bytes;
+        true
     }
 
     fn flush(&mut self) {

@@ -6,7 +6,7 @@
 //! apiserver's backoff for audit webhooks (`k8s.io/apiserver/pkg/util/webhook`: the initial
 //! backoff, times 1.5 each time, up to 20% more at random, 5 attempts in all), whatever the
 //! failure, as its audit webhook does; then the batch is given up and counted as errors.
-//! One batch is in flight at a time: while the webhook is slow the queue fills, and events
+//! One batch is in flight at a time: while the webhook is slow its shelf fills, and events
 //! that find it full are dropped and counted ([`crate::Auditor::record`] never waits).
 
 use std::collections::hash_map::RandomState;
@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::config::WebhookConfig;
 use crate::event::write_event_list;
+use crate::shelf::Shelf;
 use crate::stats::{AuditStats, Backend, BackendStats};
 use crate::{AuditError, Item};
 
@@ -84,14 +85,15 @@ struct Webhook {
 
 /// Read the kubeconfig and build the client (an error here stops kcache's start, as a bad
 /// `--audit-webhook-config-file` stops the apiserver's), then start the task that sends
-/// what `queue` brings.
+/// what `shelf` gathers.
 pub(crate) async fn start(
     settings: WebhookSettings,
-    queue: mpsc::Receiver<Item>,
+    shelf: Arc<Shelf>,
+    control: mpsc::Receiver<Item>,
     stats: Arc<AuditStats>,
 ) -> Result<(), AuditError> {
     let webhook = connect(&settings).await?;
-    tokio::spawn(run(webhook, settings, queue, stats));
+    tokio::spawn(run(webhook, settings, shelf, control, stats));
     Ok(())
 }
 
@@ -140,72 +142,100 @@ async fn connect(settings: &WebhookSettings) -> Result<Webhook, AuditError> {
     })
 }
 
-/// Gather events into batches and send them until told to stop or every sender is gone.
+/// Gather events into batches and send them until told to stop or every recorder is gone.
 async fn run(
     webhook: Webhook,
     settings: WebhookSettings,
-    mut queue: mpsc::Receiver<Item>,
+    shelf: Arc<Shelf>,
+    mut control: mpsc::Receiver<Item>,
     stats: Arc<AuditStats>,
 ) {
-    let stats = stats.backend(Backend::Webhook);
-    let mut batch: Vec<Bytes> = Vec::with_capacity(settings.batch_max_size);
-    // When the batch must go: `batch_max_wait` after its first event.
-    let mut deadline: Option<Instant> = None;
+    let mut sender = Sender {
+        webhook,
+        stats: stats.backend(Backend::Webhook),
+        batch: Vec::with_capacity(settings.batch_max_size),
+        deadline: None,
+        settings,
+    };
     loop {
-        let item = match deadline {
+        let item = match sender.deadline {
             Some(at) => tokio::select! {
-                item = queue.recv() => item,
+                item = control.recv() => item,
                 () = tokio::time::sleep_until(at) => {
-                    send(&webhook, &settings, &mut batch, stats).await;
-                    deadline = None;
+                    sender.send().await;
                     continue;
                 }
             },
-            None => queue.recv().await,
+            None => control.recv().await,
         };
         match item {
-            Some(Item::Event(event)) => {
-                if batch.is_empty() {
-                    deadline = Some(Instant::now() + settings.batch_max_wait);
-                }
-                batch.push(event);
-                if batch.len() >= settings.batch_max_size {
-                    send(&webhook, &settings, &mut batch, stats).await;
-                    deadline = None;
-                }
-            }
+            Some(Item::Ready) => sender.take(&shelf).await,
             Some(Item::Flush(done)) => {
-                send(&webhook, &settings, &mut batch, stats).await;
-                deadline = None;
+                sender.take(&shelf).await;
+                sender.send().await;
                 let _ = done.send(());
             }
             Some(Item::Shutdown(done)) => {
                 // Nothing gets in after this: events recorded from now on are dropped and
                 // counted. Those that got in before are sent.
-                queue.close();
+                shelf.close();
+                control.close();
                 let mut waiting = vec![done];
-                while let Ok(item) = queue.try_recv() {
-                    match item {
-                        Item::Event(event) => {
-                            batch.push(event);
-                            if batch.len() >= settings.batch_max_size {
-                                send(&webhook, &settings, &mut batch, stats).await;
-                            }
-                        }
-                        Item::Flush(done) | Item::Shutdown(done) => waiting.push(done),
+                while let Ok(item) = control.try_recv() {
+                    if let Item::Flush(done) | Item::Shutdown(done) = item {
+                        waiting.push(done);
                     }
                 }
-                send(&webhook, &settings, &mut batch, stats).await;
+                sender.take(&shelf).await;
+                sender.send().await;
                 for done in waiting {
                     let _ = done.send(());
                 }
                 return;
             }
             None => {
-                send(&webhook, &settings, &mut batch, stats).await;
+                // Every recorder is gone: send what they left.
+                sender.take(&shelf).await;
+                sender.send().await;
                 return;
             }
         }
+    }
+}
+
+/// The sending side: the webhook, the batch being gathered and when it must go.
+struct Sender<'a> {
+    webhook: Webhook,
+    settings: WebhookSettings,
+    stats: &'a BackendStats,
+    batch: Vec<Bytes>,
+    /// When the batch must go: `batch_max_wait` after its first event.
+    deadline: Option<Instant>,
+}
+
+impl Sender<'_> {
+    /// Take the shelf's lines into the batch, sending each batch that fills.
+    async fn take(&mut self, shelf: &Shelf) {
+        let taken = shelf.take(Vec::new());
+        if taken.events == 0 {
+            return;
+        }
+        let lines = Bytes::from(taken.bytes);
+        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if self.batch.is_empty() {
+                self.deadline = Some(Instant::now() + self.settings.batch_max_wait);
+            }
+            self.batch.push(lines.slice_ref(line));
+            if self.batch.len() >= self.settings.batch_max_size {
+                self.send().await;
+            }
+        }
+    }
+
+    /// Send the batch (if it has events).
+    async fn send(&mut self) {
+        self.deadline = None;
+        send(&self.webhook, &self.settings, &mut self.batch, self.stats).await;
     }
 }
 

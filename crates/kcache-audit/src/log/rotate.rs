@@ -26,6 +26,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::shelf::Taken;
+
 /// The audit log file being written, with what its rotation needs.
 pub(crate) struct RotatingFile {
     path: PathBuf,
@@ -76,6 +78,21 @@ impl RotatingFile {
             log.remove_old_backups(SystemTime::now());
         }
         Ok(log)
+    }
+
+    /// Append the lines taken off the shelf, rotating between two of them where the next
+    /// would not fit. A failed line fails the rest.
+    pub(crate) fn write_lines(&mut self, lines: &Taken) -> io::Result<()> {
+        let len = lines.bytes.len() as u64;
+        if !self.rotates || self.size + len <= self.max_size {
+            self.file.write_all(&lines.bytes)?;
+            self.size += len;
+            return Ok(());
+        }
+        for line in lines.bytes.split_inclusive(|b| *b == b'\n') {
+            self.write_line(line)?;
+        }
+        Ok(())
     }
 
     /// Append one line, rotating first if it would not fit.
