@@ -174,6 +174,10 @@ enum Command {
         auth: Option<AuthFlag>,
         #[command(flatten)]
         tls: TlsFlags,
+        /// Stop, as on SIGTERM, when the process that started kcache ends, however it ends:
+        /// `kcache bench` starts its targets so, and a bench killed outright leaves none behind.
+        #[arg(long, hide = true)]
+        exit_with_parent: bool,
     },
     /// Configuration file tools.
     Config {
@@ -257,7 +261,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated:
-        /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist.
+        /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist,audit.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
@@ -356,6 +360,7 @@ async fn main() -> ExitCode {
             admin_listen,
             auth,
             tls,
+            exit_with_parent,
         } => {
             serve(
                 kubeconfig,
@@ -364,6 +369,7 @@ async fn main() -> ExitCode {
                 (listen, admin_listen),
                 auth,
                 tls,
+                exit_with_parent,
             )
             .await
         }
@@ -507,7 +513,10 @@ async fn serve(
     (listen, admin_listen): (Option<String>, Option<String>),
     auth: Option<AuthFlag>,
     tls: TlsFlags,
+    exit_with_parent: bool,
 ) -> Result<(), CliError> {
+    // Taken first: a parent that is already gone by the first look is one that is gone.
+    let parent = exit_with_parent.then(std::os::unix::process::parent_id);
     let mut config = load_config(config, listen, admin_listen)?;
     tls.apply(&mut config)?;
     if let Some(mode) = auth {
@@ -534,8 +543,28 @@ async fn serve(
         running.url(),
         running.admin_url()
     );
-    running.until_signal().await;
+    match parent {
+        Some(parent) => running.until_signal_or(parent_gone(parent)).await,
+        None => running.until_signal().await,
+    }
     Ok(())
+}
+
+/// Returns once this process's parent is no longer `parent`: it ended and the process was
+/// handed to another (init, or a subreaper). No signal tells a child that its parent died
+/// without setting one up through unsafe code, so this looks once a second.
+async fn parent_gone(parent: u32) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if std::os::unix::process::parent_id() != parent {
+            tracing::warn!(
+                parent,
+                "the process that started kcache has ended; stopping"
+            );
+            return;
+        }
+    }
 }
 
 #[cfg(all(test, feature = "bench"))]

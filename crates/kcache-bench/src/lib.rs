@@ -578,30 +578,22 @@ pub async fn run(opts: Options) -> Result<(), String> {
         seq: AtomicU64::new(1),
     };
     let started = Instant::now();
+    let mut stop = StopSignals::new().map_err(|e| format!("watching for signals: {e}"))?;
+    let mut interrupted = None;
     for s in SCENARIOS
         .iter()
         .filter(|s| scenarios.iter().any(|x| x == *s))
     {
         let t = Instant::now();
         progress(format!("scenario {s}"));
-        let result = match *s {
-            "list" => bench.list().await,
-            "get" => bench.get().await,
-            "consistent" => bench.consistent().await,
-            "fresh" => bench.fresh().await,
-            "interactive" => bench.interactive().await,
-            "forward" => bench.forward().await,
-            "crd" => bench.crd().await,
-            "auto" => bench.auto().await,
-            "https" => bench.https().await,
-            "watch" => bench.watch().await,
-            "node" => bench.node().await,
-            "memory" => bench.memory().await,
-            "protobuf" => bench.protobuf().await,
-            "warm" => bench.warm().await,
-            "relist" => bench.relist().await,
-            "audit" => bench.audit().await,
-            _ => bench.stalled().await,
+        // A signal ends the scenario by dropping it, and with it its kcache children (killed
+        // on drop) and nginx; the report so far is still printed.
+        let result = tokio::select! {
+            r = bench.scenario(s) => r,
+            signal = stop.recv() => {
+                interrupted = Some(signal);
+                Err(format!("interrupted by {signal}"))
+            }
         };
         if let Err(e) = result {
             progress(format!("scenario {s} failed: {e}"));
@@ -611,6 +603,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
             "scenario {s} took {:.0} s",
             t.elapsed().as_secs_f64()
         ));
+        if interrupted.is_some() {
+            break;
+        }
     }
     bench.report.notes.push(format!(
         "total time {:.0} s",
@@ -622,7 +617,62 @@ pub async fn run(opts: Options) -> Result<(), String> {
         std::fs::write(path, report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
         progress(format!("JSON written to {}", path.display()));
     }
-    Ok(())
+    match interrupted {
+        Some(signal) => Err(format!("interrupted by {signal}")),
+        None => Ok(()),
+    }
+}
+
+/// The signals that stop a bench run: Ctrl-C, `kill`, a closed terminal.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next one to arrive, by name.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.hangup.recv() => "SIGHUP",
+        }
+    }
+}
+
+impl Bench {
+    /// Run one scenario by name (one of [`SCENARIOS`]).
+    async fn scenario(&mut self, s: &str) -> Result<(), String> {
+        match s {
+            "list" => self.list().await,
+            "get" => self.get().await,
+            "consistent" => self.consistent().await,
+            "fresh" => self.fresh().await,
+            "interactive" => self.interactive().await,
+            "forward" => self.forward().await,
+            "crd" => self.crd().await,
+            "auto" => self.auto().await,
+            "https" => self.https().await,
+            "watch" => self.watch().await,
+            "node" => self.node().await,
+            "memory" => self.memory().await,
+            "protobuf" => self.protobuf().await,
+            "warm" => self.warm().await,
+            "relist" => self.relist().await,
+            "audit" => self.audit().await,
+            _ => self.stalled().await,
+        }
+    }
 }
 
 /// The whole report as Markdown: machine, notes, tables, targets.

@@ -137,7 +137,15 @@ impl Running {
 
     /// Serve until the process is told to stop (SIGINT/SIGTERM).
     pub async fn until_signal(self) {
-        shutdown_signal().await;
+        self.until_signal_or(std::future::pending()).await;
+    }
+
+    /// Serve until the process is told to stop (SIGINT/SIGTERM) or `also` completes.
+    pub async fn until_signal_or(self, also: impl std::future::Future<Output = ()>) {
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = also => {}
+        }
         tracing::info!("shutting down");
         self.shutdown().await;
     }
