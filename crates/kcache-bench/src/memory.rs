@@ -33,6 +33,8 @@ fn mixed_cluster() -> Vec<SeedObject> {
         configmaps_per_namespace: 150,
         secrets_per_namespace: 40,
         services_per_namespace: 8,
+        node_images: 0,
+        pod_managed_fields: false,
         seed: 8,
     })
 }

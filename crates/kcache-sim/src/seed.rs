@@ -89,6 +89,12 @@ pub struct DemoSpec {
     pub secrets_per_namespace: usize,
     /// Services in every namespace (each with an EndpointSlice when it selects pods).
     pub services_per_namespace: usize,
+    /// Images each node reports beyond the four every node has: a node of a busy cluster
+    /// lists dozens, which make most of its size.
+    pub node_images: usize,
+    /// Whether the deployments' pods carry the managedFields of their creator and their
+    /// kubelet, as pods read from a real apiserver do.
+    pub pod_managed_fields: bool,
     /// Seed of the random generator; equal seeds give equal clusters.
     pub seed: u64,
 }
@@ -105,6 +111,8 @@ impl Default for DemoSpec {
             configmaps_per_namespace: 5,
             secrets_per_namespace: 2,
             services_per_namespace: 2,
+            node_images: 0,
+            pod_managed_fields: false,
             seed: 1,
         }
     }
@@ -463,7 +471,7 @@ const NODE_IMAGES: &[(&str, u64)] = &[
     ("registry.k8s.io/pause:3.9", 321_520),
 ];
 
-fn node_object(index: usize, rng: &mut StdRng) -> Value {
+fn node_object(index: usize, extra_images: usize, rng: &mut StdRng) -> Value {
     let name = node_name(index);
     let zone = ["zone-a", "zone-b", "zone-c"][(index + 2) % 3];
     let joined = rfc3339(EPOCH - 3_600 + index as i64 * 17);
@@ -494,8 +502,21 @@ fn node_object(index: usize, rng: &mut StdRng) -> Value {
             "message": message
         })
     };
+    let extra: Vec<(String, u64)> = (0..extra_images)
+        .map(|k| {
+            let image = format!(
+                "registry.example.com/team-{}/service-{k}:v1.{}.{}",
+                k % 7,
+                k % 10,
+                k % 5
+            );
+            (image, 20_000_000 + (k as u64 * 7_919_993) % 400_000_000)
+        })
+        .collect();
     let images: Vec<Value> = NODE_IMAGES
         .iter()
+        .map(|(image, size)| (*image, *size))
+        .chain(extra.iter().map(|(image, size)| (image.as_str(), *size)))
         .map(|(image, size)| {
             let repo = image.split(':').next().unwrap_or(image);
             json!({
@@ -571,8 +592,8 @@ fn node_object(index: usize, rng: &mut StdRng) -> Value {
     )
 }
 
-fn node_seed(index: usize, rng: &mut StdRng) -> SeedObject {
-    SeedObject::new("", "nodes", node_object(index, rng))
+fn node_seed(index: usize, extra_images: usize, rng: &mut StdRng) -> SeedObject {
+    SeedObject::new("", "nodes", node_object(index, extra_images, rng))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1912,7 +1933,7 @@ impl Demo<'_> {
                     shape: &d.shape,
                     placement: p.placement.clone(),
                     phase,
-                    managed_fields: false,
+                    managed_fields: self.spec.pod_managed_fields,
                 },
                 &mut self.rng,
             );
@@ -2359,6 +2380,9 @@ impl Demo<'_> {
     }
 }
 
+mod fleet;
+pub use fleet::{fleet, FleetSpec};
+
 /// A realistic small cluster, in creation order.
 ///
 /// Namespaces and nodes (`node-1`..`node-N`) come first; then, per namespace: ServiceAccount
@@ -2394,7 +2418,7 @@ pub fn demo_cluster(spec: &DemoSpec) -> Vec<SeedObject> {
         demo.push("", "namespaces", obj);
     }
     for index in 1..=spec.nodes {
-        let node = node_seed(index, &mut demo.rng);
+        let node = node_seed(index, spec.node_images, &mut demo.rng);
         demo.out.push(node);
     }
     for (i, ns) in names.iter().enumerate() {
@@ -2483,7 +2507,7 @@ pub fn pods(n: usize, nodes: usize, namespaces: usize, seed: u64) -> Vec<SeedObj
         .map(|ns| namespace_seed(ns, &[("purpose", "benchmark")]))
         .collect();
     for index in 1..=nodes {
-        out.push(node_seed(index, &mut rng));
+        out.push(node_seed(index, 0, &mut rng));
     }
     let profiles: Vec<AppProfile> = [SHOP_APPS, PAYMENTS_APPS, DEFAULT_APPS].concat();
     let mut scheduler = Scheduler::new(nodes);
@@ -3522,6 +3546,8 @@ mod tests {
             configmaps_per_namespace: 9,
             secrets_per_namespace: 4,
             services_per_namespace: 6,
+            node_images: 3,
+            pod_managed_fields: true,
             seed: 99,
         };
         let objs = demo_cluster(&bigger);
@@ -3598,6 +3624,8 @@ mod tests {
             configmaps_per_namespace: 0,
             secrets_per_namespace: 0,
             services_per_namespace: 0,
+            node_images: 0,
+            pod_managed_fields: false,
             seed: 3,
         };
         assert!(demo_cluster(&zero).is_empty());
