@@ -261,7 +261,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Scenarios to run, comma-separated:
-        /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist,audit.
+        /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist,audit,fleet.
         #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
@@ -270,6 +270,9 @@ enum Command {
         /// Install nginx (apt-get install -y nginx-light) if it is missing.
         #[arg(long, conflicts_with = "kubeconfig")]
         install_nginx: bool,
+        /// Nodes of the `fleet` scenario's simulated cluster (default 5000; 500 with --quick).
+        #[arg(long, conflicts_with = "kubeconfig")]
+        nodes: Option<usize>,
         /// Bench a real cluster: read it directly and through a kcache started in front of it.
         /// Read-only unless --writes.
         #[arg(long)]
@@ -429,6 +432,7 @@ async fn main() -> ExitCode {
             scenarios,
             json,
             install_nginx,
+            nodes,
             kubeconfig: Some(kubeconfig),
             context,
             namespace,
@@ -437,7 +441,7 @@ async fn main() -> ExitCode {
             watchers,
         } => {
             // clap refuses them together with --kubeconfig: the cluster bench has its own set.
-            let _ = (scenarios, install_nginx);
+            let _ = (scenarios, install_nginx, nodes);
             bench_cluster(
                 kcache_bench::cluster::ClusterOptions {
                     kubeconfig,
@@ -467,6 +471,7 @@ async fn main() -> ExitCode {
             scenarios,
             json,
             install_nginx,
+            nodes,
             kubeconfig: None,
             ..
         } => kcache_bench::run(kcache_bench::Options {
@@ -474,6 +479,7 @@ async fn main() -> ExitCode {
             scenarios,
             json,
             install_nginx,
+            nodes,
         })
         .await
         .map_err(CliError::from),

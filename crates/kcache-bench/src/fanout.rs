@@ -11,14 +11,14 @@ pub(super) struct FanRun {
     open_secs: f64,
     writes: u64,
     write_errors: u64,
-    delivery: Delivery,
+    pub(super) delivery: Delivery,
     cpu_seconds: f64,
     cores: f64,
     /// CPU of the bench process (watchers, writer, sim) over the same interval.
     bench_cores: f64,
     /// CPU of everything else on the machine over the same interval (normal, lower priority).
     others_cores: (f64, f64),
-    rss_peak: u64,
+    pub(super) rss_peak: u64,
     /// What kcache cost its upstream while writing, by its own count.
     upstream: Option<kcache::UpstreamCost>,
 }
@@ -333,11 +333,7 @@ impl Bench {
         let pods: Vec<(Value, usize)> = objects
             .iter()
             .filter(|o| o.resource == "pods")
-            .filter_map(|o| {
-                let node = o.object["spec"]["nodeName"].as_str()?;
-                let i: usize = node.strip_prefix("node-")?.parse().ok()?;
-                Some((o.object.clone(), i))
-            })
+            .filter_map(|o| Some((o.object.clone(), scheduled_on(o)?)))
             .collect();
         if pods.is_empty() {
             return Err("no scheduled pods in the seed".into());
@@ -345,14 +341,7 @@ impl Bench {
         seed_sim(&sim, objects)?;
         let k = self.kcache(&sim, &ChildConfig::caching(&[PODS])).await?;
         let rv = list_rv(k.addr, "/api/v1/pods").await?;
-        let watches: Vec<(Option<usize>, String)> = (1..=nodes)
-            .map(|i| {
-                (
-                    Some(i),
-                    format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=900&fieldSelector=spec.nodeName%3Dnode-{i}"),
-                )
-            })
-            .collect();
+        let watches = node_pod_watches(nodes, rv, "");
         let (rate, secs) = (self.scale.node_rate, self.scale.node_secs);
         let case = format!(
             "{} watchers, {} pods, {} updates/s",
@@ -487,4 +476,23 @@ impl Bench {
         sim.shutdown().await;
         Ok(())
     }
+}
+
+/// The node a seed Pod is scheduled to, by its 1-based index (`node-N`).
+pub(super) fn scheduled_on(pod: &SeedObject) -> Option<usize> {
+    let node = pod.object["spec"]["nodeName"].as_str()?;
+    node.strip_prefix("node-")?.parse().ok()
+}
+
+/// One watch per node of the Pods scheduled to it, from `rv`, keyed by the node's index, as a
+/// kubelet watches; `extra` is appended to each query (`&allowWatchBookmarks=true`, say).
+pub(super) fn node_pod_watches(nodes: usize, rv: u64, extra: &str) -> Vec<(Option<usize>, String)> {
+    (1..=nodes)
+        .map(|i| {
+            (
+                Some(i),
+                format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=900&fieldSelector=spec.nodeName%3Dnode-{i}{extra}"),
+            )
+        })
+        .collect()
 }

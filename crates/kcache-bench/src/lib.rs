@@ -32,7 +32,11 @@
 //!   started again, time from the exec to the first LIST warm vs cold, what each start asks of
 //!   the upstream, disk bytes per object and write amplification under churn;
 //! - `relist`: GET and LIST from the cache of a type and of another type, quiet and while the
-//!   type relists a large collection back to back.
+//!   type relists a large collection back to back;
+//! - `audit`: GET req/s and CPU per event with an audit trail at level Metadata, and without;
+//! - `fleet`: a cluster at sig-scalability's proportions (`--nodes`, 5,000 by default): its
+//!   kubelets' Pod watches under the load test's Pod churn, delivery delay, events lost,
+//!   kcache's CPU and memory against what it holds (the other client classes are to come).
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
@@ -48,6 +52,7 @@ pub mod cluster;
 mod consistent;
 mod crd;
 mod fanout;
+mod fleet;
 mod floor;
 mod forward;
 mod fresh;
@@ -101,6 +106,7 @@ pub const SCENARIOS: &[&str] = &[
     "warm",
     "relist",
     "audit",
+    "fleet",
 ];
 
 /// Command-line options of `kcache bench`.
@@ -114,6 +120,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// `apt-get install -y nginx-light` if nginx is missing.
     pub install_nginx: bool,
+    /// Nodes of the `fleet` scenario's cluster (default: 5,000; 500 with `quick`).
+    pub nodes: Option<usize>,
 }
 
 const CONFIGMAPS: (&str, &str, &str) = ("", "v1", "configmaps");
@@ -148,6 +156,9 @@ struct Scale {
     node_pods: usize,
     node_rate: f64,
     node_secs: f64,
+    /// Nodes of the `fleet` cluster (unless `--nodes` says), and how long its churn runs.
+    fleet_nodes: usize,
+    fleet_secs: f64,
     memory_objects: usize,
     stalled: usize,
     /// Objects in the stalled scenario: their list is what each stalled watcher asks for, which
@@ -234,6 +245,8 @@ impl Scale {
             node_pods: 20_000,
             node_rate: 100.0,
             node_secs: 20.0,
+            fleet_nodes: 5_000,
+            fleet_secs: 30.0,
             memory_objects: 100_000,
             stalled: 100,
             stalled_objects: 5_000,
@@ -273,6 +286,8 @@ impl Scale {
             node_pods: 800,
             node_rate: 100.0,
             node_secs: 4.0,
+            fleet_nodes: 500,
+            fleet_secs: 5.0,
             memory_objects: 5_000,
             stalled: 10,
             stalled_objects: 1_000,
@@ -500,6 +515,8 @@ struct Bench {
     report: Report,
     fd_limit: u64,
     seq: AtomicU64,
+    /// `--nodes`: the `fleet` cluster's size, overriding the scale's.
+    nodes: Option<usize>,
 }
 
 /// Run the benchmark and print its tables (and write the JSON).
@@ -576,6 +593,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         report,
         fd_limit,
         seq: AtomicU64::new(1),
+        nodes: opts.nodes,
     };
     let started = Instant::now();
     let mut stop = StopSignals::new().map_err(|e| format!("watching for signals: {e}"))?;
@@ -670,6 +688,7 @@ impl Bench {
             "warm" => self.warm().await,
             "relist" => self.relist().await,
             "audit" => self.audit().await,
+            "fleet" => self.fleet().await,
             _ => self.stalled().await,
         }
     }
@@ -906,6 +925,11 @@ impl Bench {
     }
 
     /// Watchers beyond the open-files limit are not opened (noted).
+    /// Nodes of the `fleet` cluster: `--nodes`, else the scale's.
+    fn fleet_nodes(&self) -> usize {
+        self.nodes.unwrap_or(self.scale.fleet_nodes).max(1)
+    }
+
     fn cap_watchers(&mut self, wanted: usize, what: &str) -> usize {
         let allowed = self.fd_limit.saturating_sub(FD_RESERVE) as usize;
         if wanted > allowed {

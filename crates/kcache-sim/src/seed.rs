@@ -2214,6 +2214,9 @@ impl Demo<'_> {
         );
         self.push("apps", "daemonsets", ds);
         let start = self.tick(20);
+        // Among thousands of nodes two random suffixes meet; the controller, as every user of
+        // generateName does, draws again.
+        let mut used = HashSet::new();
         for index in 1..=nodes {
             let node = node_name(index);
             let mut pod_shape = shape.clone();
@@ -2247,7 +2250,12 @@ impl Demo<'_> {
             let pod = build_pod(
                 PodPlan {
                     namespace: ns,
-                    name: format!("{name}-{}", suffix(&mut self.rng, 5)),
+                    name: loop {
+                        let pod = format!("{name}-{}", suffix(&mut self.rng, 5));
+                        if used.insert(pod.clone()) {
+                            break pod;
+                        }
+                    },
                     generate_name: Some(format!("{name}-")),
                     labels: pod_labels,
                     owner: Some(("apps/v1", "DaemonSet", name.to_string())),
