@@ -2,22 +2,28 @@
 //! 30 Pods, 2 Services with their EndpointSlices; a namespace per 50 nodes) behind one kcache,
 //! with its clients reading as a cluster's do.
 //!
-//! What it runs so far: the kubelets. One watch per node of the Pods scheduled to it
-//! (`fieldSelector=spec.nodeName=<node>`), each on a connection of its own over HTTP/2, while
-//! the upstream's Pods change at the load test's pace (every created Pod is updated three
-//! times: scheduled, running, ready; 100 creates a second make 300 Pod updates a second). It
-//! reports delivery delay (write acknowledged → event received), events lost, kcache's CPU and
-//! memory against the JSON it holds. The other client classes (kube-proxies, controllers,
-//! interactive users), the churn's creates and deletes, TLS with an identity per node, and the
-//! herd are not run yet.
+//! What it runs so far, one client class after the other, each on connections of its own over
+//! HTTP/2 (one per node, as in a cluster):
+//! - the kubelets: one watch per node of the Pods scheduled to it
+//!   (`fieldSelector=spec.nodeName=<node>`), while the upstream's Pods change at the load
+//!   test's pace (every created Pod is updated three times: scheduled, running, ready; 100
+//!   creates a second make 300 Pod updates a second);
+//! - the kube-proxies: one watch per node of every EndpointSlice, while each Pod's readiness
+//!   change updates its Service's slice (100 a second).
+//!
+//! Per class: delivery delay (write acknowledged → event received), events lost, kcache's CPU
+//! and memory against the JSON it holds. The controllers and interactive users, the churn's
+//! creates and deletes, TLS with an identity per node, and the herd are not run yet.
 
 use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
 
-use super::fanout::{node_pod_watches, scheduled_on};
+use super::fanout::{node_pod_watches, scheduled_on, FanRun};
 use super::kcache::ChildConfig;
 use super::watchers::Proto;
-use super::{bump, count_label, fmt_num, list_rv, load, ms, progress, seed_sim, start_sim, Bench};
+use super::{
+    bump, count_label, fmt_num, list_rv, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
+};
 
 /// The types kcache caches: what the cluster's clients read.
 const FLEET_TYPES: [(&str, &str, &str); 4] = [
@@ -30,6 +36,10 @@ const FLEET_TYPES: [(&str, &str, &str); 4] = [
 /// Pod updates a second: clusterloader2's load test creates 100 Pods a second, and each is
 /// updated three times as it is scheduled, starts and becomes ready.
 const POD_UPDATES_PER_SEC: f64 = 300.0;
+
+/// EndpointSlice updates a second: each created Pod's readiness change updates its Service's
+/// slice.
+const SLICE_UPDATES_PER_SEC: f64 = 100.0;
 
 impl Bench {
     pub(super) async fn fleet(&mut self) -> Result<(), String> {
@@ -54,6 +64,11 @@ impl Bench {
             .filter(|o| o.resource == "pods" && o.object["spec"]["nodeName"].is_string())
             .step_by(stride)
             .filter_map(|o| Some((o.object.clone(), scheduled_on(o)?)))
+            .collect();
+        let slices: Vec<Value> = objects
+            .iter()
+            .filter(|o| o.resource == "endpointslices")
+            .map(|o| o.object.clone())
             .collect();
         let held_json: usize = objects
             .iter()
@@ -100,22 +115,64 @@ impl Bench {
             .set("JSON held MB", held_json as f64 / 1e6)
             .set("RSS / JSON held", f.rss_peak as f64 / held_json as f64);
         self.report.push(row);
+        self.delivery_checks("kubelets' Pod events", 100.0, nodes, &f);
+
+        const P: &str = "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2";
+        let rv = list_rv(k.addr, "/apis/discovery.k8s.io/v1/endpointslices").await?;
+        let path = format!("/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900");
+        let case = format!(
+            "{} nodes, {} EndpointSlices, {} updates/s",
+            count_label(nodes),
+            count_label(slices.len()),
+            fmt_num(SLICE_UPDATES_PER_SEC)
+        );
+        progress(format!("fleet: {case}"));
+        let f = self
+            .fan_run(
+                &k,
+                &load::Target::plain(k.addr),
+                Proto::H2 { connections: nodes },
+                vec![(None, path); nodes],
+                SLICE_UPDATES_PER_SEC,
+                secs,
+                |i| {
+                    let mut slice = slices[i as usize % slices.len()].clone();
+                    slice["metadata"]["annotations"]["bench.kcache.dev/seq"] =
+                        self.next_seq().to_string().into();
+                    let v = sim
+                        .update("discovery.k8s.io", "endpointslices", slice)
+                        .map_err(|e| e.to_string())?;
+                    // Every kube-proxy watches every slice: the key is not used.
+                    rv_of(&v).map(|rv| (rv, 0))
+                },
+            )
+            .await;
+        self.report.push(Self::fan_row(P, &case, "kcache", &f));
+        self.delivery_checks("kube-proxies' EndpointSlice events", 250.0, nodes, &f);
+        drop(k);
+        sim.shutdown().await;
+        Ok(())
+    }
+}
+
+impl Bench {
+    /// The Targets rows of one client class: its p99 against `p99_goal_ms`, and none lost.
+    fn delivery_checks(&mut self, what: &str, p99_goal_ms: f64, nodes: usize, f: &FanRun) {
         let d = &f.delivery;
         let p99 = ms(d.percentile(0.99));
         self.report.check(
-            "fleet: kubelets' Pod events p99",
-            "≤ 100 ms",
+            &format!("fleet: {what} p99"),
+            &format!("≤ {p99_goal_ms} ms"),
             format!("{p99:.1} ms ({nodes} nodes)"),
-            (d.delivered > 0).then_some(p99 <= 100.0),
+            (d.delivered > 0).then_some(p99 <= p99_goal_ms),
         );
+        // Not received when the bench stops reading, 5 s after the last write: lost, or so
+        // late that a client would be as badly off.
         self.report.check(
-            "fleet: kubelets' Pod events lost",
+            &format!("fleet: {what} lost or later than 5 s"),
             "0",
             format!("{} of {}", d.missing(), d.expected),
             Some(d.missing() == 0 && d.expected > 0),
         );
-        drop(k);
-        sim.shutdown().await;
-        Ok(())
     }
 }
