@@ -19,7 +19,7 @@ use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
 
 use super::fanout::{node_pod_watches, scheduled_on, FanRun};
-use super::kcache::ChildConfig;
+use super::kcache::{ChildConfig, KcacheChild};
 use super::watchers::Proto;
 use super::{
     bump, count_label, fmt_num, list_rv, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
@@ -88,27 +88,12 @@ impl Bench {
             .await?;
         let rv = list_rv(k.addr, "/api/v1/pods").await?;
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
-        let case = format!(
-            "{} nodes, {} Pods, {} Pod updates/s",
-            count_label(nodes),
-            count_label(scheduled),
-            fmt_num(POD_UPDATES_PER_SEC)
-        );
-        progress(format!("fleet: {case}"));
+        let case = class_case(nodes, scheduled, "Pods", POD_UPDATES_PER_SEC);
         let f = self
-            .fan_run(
-                &k,
-                &load::Target::plain(k.addr),
-                // A connection of its own for each kubelet, as in a cluster.
-                Proto::H2 { connections: nodes },
-                watches,
-                POD_UPDATES_PER_SEC,
-                secs,
-                |i| {
-                    let (o, node) = &pods[i as usize % pods.len()];
-                    bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
-                },
-            )
+            .class_run(&k, watches, POD_UPDATES_PER_SEC, &case, |i| {
+                let (o, node) = &pods[i as usize % pods.len()];
+                bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
+            })
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
         row.set("kcache RSS MB", f.rss_peak as f64 / 1e6)
@@ -120,21 +105,13 @@ impl Bench {
         const P: &str = "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2";
         let rv = list_rv(k.addr, "/apis/discovery.k8s.io/v1/endpointslices").await?;
         let path = format!("/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900");
-        let case = format!(
-            "{} nodes, {} EndpointSlices, {} updates/s",
-            count_label(nodes),
-            count_label(slices.len()),
-            fmt_num(SLICE_UPDATES_PER_SEC)
-        );
-        progress(format!("fleet: {case}"));
+        let case = class_case(nodes, slices.len(), "EndpointSlices", SLICE_UPDATES_PER_SEC);
         let f = self
-            .fan_run(
+            .class_run(
                 &k,
-                &load::Target::plain(k.addr),
-                Proto::H2 { connections: nodes },
                 vec![(None, path); nodes],
                 SLICE_UPDATES_PER_SEC,
-                secs,
+                &case,
                 |i| {
                     let mut slice = slices[i as usize % slices.len()].clone();
                     slice["metadata"]["annotations"]["bench.kcache.dev/seq"] =
@@ -155,7 +132,44 @@ impl Bench {
     }
 }
 
+/// A client class's case: its cluster and its churn.
+fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
+    format!(
+        "{} nodes, {} {kind}, {} updates/s",
+        count_label(nodes),
+        count_label(objects),
+        fmt_num(rate)
+    )
+}
+
 impl Bench {
+    /// Run one client class: `watches` on connections of their own over HTTP/2 (one per
+    /// watch, as each node's client has its own), `write` at `rate` for the scale's time.
+    async fn class_run<F>(
+        &self,
+        k: &KcacheChild,
+        watches: Vec<(Option<usize>, String)>,
+        rate: f64,
+        case: &str,
+        write: F,
+    ) -> FanRun
+    where
+        F: FnMut(u64) -> Result<(u64, usize), String>,
+    {
+        progress(format!("fleet: {case}"));
+        let connections = watches.len();
+        self.fan_run(
+            k,
+            &load::Target::plain(k.addr),
+            Proto::H2 { connections },
+            watches,
+            rate,
+            self.scale.fleet_secs,
+            write,
+        )
+        .await
+    }
+
     /// The Targets rows of one client class: its p99 against `p99_goal_ms`, and none lost.
     fn delivery_checks(&mut self, what: &str, p99_goal_ms: f64, nodes: usize, f: &FanRun) {
         let d = &f.delivery;
