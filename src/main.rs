@@ -521,7 +521,7 @@ async fn serve(
     tls: TlsFlags,
     exit_with_parent: bool,
 ) -> Result<(), CliError> {
-    // Taken first: a parent that is already gone by the first look is one that is gone.
+    // Read before anything else: a parent that ends before this read goes unnoticed.
     let parent = exit_with_parent.then(std::os::unix::process::parent_id);
     let mut config = load_config(config, listen, admin_listen)?;
     tls.apply(&mut config)?;
