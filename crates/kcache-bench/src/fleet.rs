@@ -9,7 +9,9 @@
 //!   test's pace (every created Pod is updated three times: scheduled, running, ready; 100
 //!   creates a second make 300 Pod updates a second);
 //! - the kube-proxies: one watch per node of every EndpointSlice, while each Pod's readiness
-//!   change updates its Service's slice (100 a second).
+//!   change updates its Service's slice (100 a second);
+//! - the kubelets' watches of their own Node (`fieldSelector=metadata.name=<node>`), while
+//!   every Node's status is updated once a minute, as its kubelet does.
 //!
 //! Per class: delivery delay (write acknowledged → event received), events lost, kcache's CPU
 //! and memory against the JSON it holds. The controllers and interactive users, the churn's
@@ -64,6 +66,14 @@ impl Bench {
             .filter(|o| o.resource == "pods" && o.object["spec"]["nodeName"].is_string())
             .step_by(stride)
             .filter_map(|o| Some((o.object.clone(), scheduled_on(o)?)))
+            .collect();
+        let node_objects: Vec<(Value, usize)> = objects
+            .iter()
+            .filter(|o| o.resource == "nodes")
+            .filter_map(|o| {
+                let i = o.name().strip_prefix("node-")?.parse().ok()?;
+                Some((o.object.clone(), i))
+            })
             .collect();
         let slices: Vec<Value> = objects
             .iter()
@@ -126,6 +136,28 @@ impl Bench {
             .await;
         self.report.push(Self::fan_row(P, &case, "kcache", &f));
         self.delivery_checks("kube-proxies' EndpointSlice events", 250.0, nodes, &f);
+
+        const N: &str = "fleet: kubelets' own Node watches (fieldSelector=metadata.name), HTTP/2";
+        let rv = list_rv(k.addr, "/api/v1/nodes").await?;
+        let watches = (1..=nodes)
+            .map(|i| {
+                (
+                    Some(i),
+                    format!("/api/v1/nodes?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900&fieldSelector=metadata.name%3Dnode-{i}"),
+                )
+            })
+            .collect();
+        // Every Node's status once a minute.
+        let rate = nodes as f64 / 60.0;
+        let case = class_case(nodes, node_objects.len(), "Nodes", rate);
+        let f = self
+            .class_run(&k, watches, rate, &case, |i| {
+                let (o, node) = &node_objects[i as usize % node_objects.len()];
+                bump(&sim, "nodes", o, self.next_seq()).map(|rv| (rv, *node))
+            })
+            .await;
+        self.report.push(Self::fan_row(N, &case, "kcache", &f));
+        self.delivery_checks("kubelets' Node events", 250.0, nodes, &f);
         drop(k);
         sim.shutdown().await;
         Ok(())
