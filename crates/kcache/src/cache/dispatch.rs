@@ -18,6 +18,12 @@ use crate::index::IndexSet;
 /// Events queued per registered watcher before it falls back to reading history.
 const QUEUE: usize = 256;
 
+/// Not an index: the route of watchers that pin one object's name (`metadata.name=<name>`, as
+/// a kubelet watches its own Node), by the name of the event's object. Every type has names,
+/// and no index is kept for them (a name is the object's key, not a value worth a posting
+/// set).
+pub const BY_NAME: usize = usize::MAX;
+
 /// One registered watcher's inbox.
 #[derive(Default)]
 pub struct Subscriber {
@@ -130,11 +136,16 @@ impl Dispatch {
         for (&i, by_value) in t.iter() {
             let mut values: Vec<&str> = Vec::with_capacity(2);
             for o in std::iter::once(&ev.object).chain(ev.prev.as_ref()) {
-                indexes.for_each_value(i, o, |v| {
+                let mut add = |v| {
                     if !values.contains(&v) {
                         values.push(v)
                     }
-                });
+                };
+                if i == BY_NAME {
+                    add(o.name());
+                } else {
+                    indexes.for_each_value(i, o, add);
+                }
             }
             for v in values {
                 for s in by_value.get(v).into_iter().flatten() {
@@ -203,5 +214,16 @@ mod tests {
         assert!(n1.take(&at(u64::MAX)).unwrap().is_empty());
         d.overflow_all();
         assert!(n2.take(&at(u64::MAX)).is_err());
+    }
+
+    #[test]
+    fn routes_by_name() {
+        let set = IndexSet::new("", "pods", false, &[]);
+        let d = Dispatch::default();
+        let p = d.register(BY_NAME, "p");
+        let q = d.register(BY_NAME, "q");
+        d.dispatch(&set, &event(1));
+        assert_eq!(p.take(&at(2)).unwrap().len(), 1);
+        assert!(q.take(&at(2)).unwrap().is_empty());
     }
 }

@@ -44,7 +44,7 @@ mod writer;
 pub use budget::{Budget, Overage};
 pub use contact::Contact;
 pub use cursor::{Batch, Cursor};
-pub use dispatch::{Overflowed, Subscriber};
+pub use dispatch::{Overflowed, Subscriber, BY_NAME};
 pub use event::{event_line, write_event, Event, EventType, LineKind};
 pub use freshness::{Freshness, Proof, Verdict, MEASURED_FROM, PROOF_SHARE};
 pub use last_list::{LastList, ListReason, ListRecord};
