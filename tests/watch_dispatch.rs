@@ -54,6 +54,17 @@ async fn events(body: &mut Incoming, n: usize, who: String) -> Vec<(String, Stri
         .unwrap_or_else(|_| panic!("{who}: fewer than {n} events within {EVENTUALLY:?}"))
 }
 
+/// An HTTP/2 connection to kcache, as client-go's watchers share one.
+async fn h2(env: &Env) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(env.kcache.addr).await.unwrap();
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
 /// Wait until `n` pods watchers run (each has read its start and waits for events).
 async fn watchers_running(env: &Env, n: usize) {
     env.metric_reaching(&["kcache_watchers{", "resource=\"pods\""], n as f64)
@@ -67,12 +78,7 @@ async fn node_scoped_watchers_cost_only_their_own_events() {
         .start()
         .await;
     let cache = env.kcache.cache("", "v1", "pods").unwrap();
-    let stream = TcpStream::connect(env.kcache.addr).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let sender = h2(&env).await;
     let open = |path: String| {
         let mut sender = sender.clone();
         async move {
@@ -195,12 +201,7 @@ async fn watchers_of_one_named_object_cost_only_its_events() {
     }
     env.settle("", "nodes").await;
     let cache = env.kcache.cache("", "v1", "nodes").unwrap();
-    let stream = TcpStream::connect(env.kcache.addr).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let sender = h2(&env).await;
     let rv = cache.rv();
     let mut watches = Vec::new();
     for i in 0..KUBELETS {
