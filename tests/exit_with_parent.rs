@@ -20,16 +20,7 @@ fn tempdir() -> PathBuf {
 
 /// `dir/kubeconfig` pointing at `sim`, and `dir/kcache.yaml` caching ConfigMaps.
 fn setup(dir: &Path, sim: &Sim) {
-    std::fs::write(
-        dir.join("kubeconfig"),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
-             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
-             current-context: c\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&dir.join("kubeconfig"), sim);
     std::fs::write(
         dir.join("kcache.yaml"),
         "resources: [{version: v1, resource: configmaps}]\n",

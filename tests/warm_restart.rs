@@ -370,16 +370,7 @@ async fn measure_time_to_first_list_warm_and_cold() {
 /// Set `dir` up for the real binary in front of `sim`: `dir/kubeconfig`, and `dir/kcache.yaml`
 /// caching ConfigMaps with `persistDir` `dir/db` (returned).
 fn binary_setup(dir: &Path, sim: &Sim) -> PathBuf {
-    std::fs::write(
-        dir.join("kubeconfig"),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
-             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
-             current-context: c\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&dir.join("kubeconfig"), sim);
     let db = dir.join("db");
     std::fs::write(
         dir.join("kcache.yaml"),

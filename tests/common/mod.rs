@@ -316,6 +316,21 @@ impl Env {
     }
 }
 
+/// A kubeconfig at `path` pointing at `sim` without credentials: what the real binary
+/// (`kcache serve`, run as a process) is given in front of an in-process sim.
+pub fn write_kubeconfig(path: &std::path::Path, sim: &Sim) {
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: sim, user: u}}}}]\n\
+             current-context: c\n",
+            sim.url()
+        ),
+    )
+    .unwrap();
+}
+
 /// How long [`wait_until`] waits before it gives up: generous, for a loaded 2-core machine.
 pub const EVENTUALLY: Duration = Duration::from_secs(30);
 

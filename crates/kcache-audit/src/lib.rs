@@ -159,6 +159,25 @@ pub(crate) enum Item {
     Shutdown(oneshot::Sender<()>),
 }
 
+/// A backend told to shut down (`done` answers that): its shelf refuses later lines, its
+/// control channel takes no more items, and the answers of the Flush and Shutdown items already
+/// in it are returned with `done`, to be given once the shelf's last lines are written.
+pub(crate) fn close(
+    shelf: &Shelf,
+    control: &mut mpsc::Receiver<Item>,
+    done: oneshot::Sender<()>,
+) -> Vec<oneshot::Sender<()>> {
+    shelf.close();
+    control.close();
+    let mut waiting = vec![done];
+    while let Ok(item) = control.try_recv() {
+        if let Item::Flush(done) | Item::Shutdown(done) = item {
+            waiting.push(done);
+        }
+    }
+    waiting
+}
+
 /// Room for a backend's `Item`s: `Ready` comes at most once per taking of the shelf, and a
 /// `Ready` that finds no room is not needed (the backend has items to read and takes the
 /// shelf on each).

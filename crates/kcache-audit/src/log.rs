@@ -140,14 +140,7 @@ fn run(sink: Sink, shelf: &Shelf, mut control: mpsc::Receiver<Item>, stats: &Aud
             Some(Item::Shutdown(done)) => {
                 // Nothing gets in after this: events recorded from now on are dropped and
                 // counted. Those that got in before are written.
-                shelf.close();
-                control.close();
-                let mut waiting = vec![done];
-                while let Ok(item) = control.try_recv() {
-                    if let Item::Flush(done) | Item::Shutdown(done) = item {
-                        waiting.push(done);
-                    }
-                }
+                let waiting = crate::close(shelf, &mut control, done);
                 writer.write_shelf(shelf);
                 writer.flush();
                 for done in waiting {

@@ -178,14 +178,7 @@ async fn run(
             Some(Item::Shutdown(done)) => {
                 // Nothing gets in after this: events recorded from now on are dropped and
                 // counted. Those that got in before are sent.
-                shelf.close();
-                control.close();
-                let mut waiting = vec![done];
-                while let Ok(item) = control.try_recv() {
-                    if let Item::Flush(done) | Item::Shutdown(done) = item {
-                        waiting.push(done);
-                    }
-                }
+                let waiting = crate::close(&shelf, &mut control, done);
                 sender.take(&shelf).await;
                 sender.send().await;
                 for done in waiting {

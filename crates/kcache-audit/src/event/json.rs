@@ -86,16 +86,8 @@ pub(super) fn write_event(e: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(br#","stageTimestamp":"#);
     write_micro_time(out, e.at);
     if !e.annotations.is_empty() {
-        out.extend_from_slice(br#","annotations":{"#);
-        for (i, (key, value)) in e.annotations.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(out, key);
-            out.push(b':');
-            write_str(out, value);
-        }
-        out.push(b'}');
+        out.extend_from_slice(br#","annotations":"#);
+        write_map(out, &e.annotations, |out, v| write_str(out, v));
     }
     out.push(b'}');
 }
@@ -134,18 +126,28 @@ fn write_user(out: &mut Vec<u8>, u: &UserInfo) {
     }
     if !u.extra.is_empty() {
         let out = fields.key("extra");
-        out.push(b'{');
-        for (i, (key, values)) in u.extra.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(out, key);
-            out.push(b':');
-            write_str_array(out, values);
-        }
-        out.push(b'}');
+        write_map(out, &u.extra, |out, v| write_str_array(out, v));
     }
     fields.end();
+}
+
+/// A JSON object of a sorted map's entries (Go writes a map's keys in order), each value
+/// written by `value`.
+fn write_map<K: AsRef<str>, V>(
+    out: &mut Vec<u8>,
+    map: &std::collections::BTreeMap<K, V>,
+    value: impl Fn(&mut Vec<u8>, &V),
+) {
+    out.push(b'{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, k.as_ref());
+        out.push(b':');
+        value(out, v);
+    }
+    out.push(b'}');
 }
 
 fn write_object_ref(out: &mut Vec<u8>, o: &ObjectRef) {
