@@ -24,13 +24,13 @@ pub(super) struct FanRun {
 }
 
 /// Samples a process's RSS every 200 ms until stopped; returns the peak.
-struct RssSampler {
+pub(super) struct RssSampler {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<u64>,
 }
 
 impl RssSampler {
-    fn start(pid: u32) -> RssSampler {
+    pub(super) fn start(pid: u32) -> RssSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let task = tokio::spawn(async move {
@@ -48,7 +48,7 @@ impl RssSampler {
         RssSampler { stop, task }
     }
 
-    async fn finish(self) -> u64 {
+    pub(super) async fn finish(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap_or(0)
     }

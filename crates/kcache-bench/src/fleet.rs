@@ -14,17 +14,24 @@
 //!   change updates its Service's slice (100 a second).
 //!
 //! Per class: delivery delay (write acknowledged → event received), events lost, kcache's CPU
-//! and memory against the JSON it holds. The controllers and interactive users, the churn's
-//! creates and deletes, TLS with an identity per node, and the herd are not run yet.
+//! and memory against the JSON it holds.
+//!
+//! Then the herd (`herd`): every kubelet and kube-proxy away for two seconds while the cluster
+//! changes, then all back at once to the same kcache. The controllers and interactive users,
+//! the churn's creates and deletes, TLS with an identity per node, and the herd against a
+//! restarted kcache are not run yet.
 
 use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
 
+use std::time::Duration;
+
 use super::fanout::{node_pod_watches, scheduled_on, FanRun};
+use super::herd;
 use super::kcache::{ChildConfig, KcacheChild};
-use super::watchers::Proto;
+use super::watchers::{self, Proto};
 use super::{
-    bump, count_label, fmt_num, list_rv, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
+    bump, count_label, fmt_num, list_rv, load, ms, progress, rv_of, seed_sim, start_sim, Bench, Sim,
 };
 
 /// The types kcache caches: what the cluster's clients read.
@@ -101,8 +108,7 @@ impl Bench {
         let case = class_case(nodes, scheduled, "Pods", POD_UPDATES_PER_SEC);
         let f = self
             .class_run(&k, watches, POD_UPDATES_PER_SEC, &case, |i| {
-                let (o, node) = &pods[i as usize % pods.len()];
-                bump(&sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
+                self.write_pod(&sim, &pods, i)
             })
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
@@ -137,8 +143,10 @@ impl Bench {
         // The kube-proxies last: at thousands of nodes their fan-out is more than this machine
         // delivers, and the backlog kcache is left with would be counted as the next class's.
         const P: &str = "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2";
-        let rv = list_rv(k.addr, "/apis/discovery.k8s.io/v1/endpointslices").await?;
-        let path = format!("/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900");
+        let rv = list_rv(k.addr, SLICES).await?;
+        let path = format!(
+            "{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900"
+        );
         let case = class_case(nodes, slices.len(), "EndpointSlices", SLICE_UPDATES_PER_SEC);
         let f = self
             .class_run(
@@ -146,25 +154,55 @@ impl Bench {
                 vec![(None, path); nodes],
                 SLICE_UPDATES_PER_SEC,
                 &case,
-                |i| {
-                    let mut slice = slices[i as usize % slices.len()].clone();
-                    slice["metadata"]["annotations"]["bench.kcache.dev/seq"] =
-                        self.next_seq().to_string().into();
-                    let v = sim
-                        .update("discovery.k8s.io", "endpointslices", slice)
-                        .map_err(|e| e.to_string())?;
-                    // Every kube-proxy watches every slice: the key is not used.
-                    rv_of(&v).map(|rv| (rv, 0))
-                },
+                |i| self.write_slice(&sim, &slices, i),
             )
             .await;
         self.report.push(Self::fan_row(P, &case, "kcache", &f));
         self.delivery_checks("kube-proxies' EndpointSlice events", 250.0, nodes, &f);
+
+        // The herd: every kubelet and kube-proxy away for a moment while the cluster goes on
+        // changing, then all of them back at once, each resuming from what it had seen.
+        const H: &str = "fleet: the herd, every kubelet and kube-proxy re-watching at once from its last resourceVersion (same kcache), HTTP/2";
+        // Let kcache see the kube-proxies' connections close first.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let clients = herd::Clients {
+            nodes,
+            pods_rv: list_rv(k.addr, "/api/v1/pods").await?,
+            slices_rv: list_rv(k.addr, SLICES).await?,
+        };
+        progress(format!(
+            "fleet: the herd: {nodes} kubelets and {nodes} kube-proxies away for {} s",
+            fmt_num(herd::GAP_SECS)
+        ));
+        let gap = |rate: f64| (rate * herd::GAP_SECS).round() as u64;
+        let (pod_log, slice_log) = tokio::join!(
+            watchers::write_at_rate(POD_UPDATES_PER_SEC, gap(POD_UPDATES_PER_SEC), |i| {
+                self.write_pod(&sim, &pods, i)
+            }),
+            watchers::write_at_rate(SLICE_UPDATES_PER_SEC, gap(SLICE_UPDATES_PER_SEC), |i| {
+                self.write_slice(&sim, &slices, i)
+            }),
+        );
+        progress("fleet: the herd: every client back at once");
+        let h = herd::run(&k, &sim, &clients, &pod_log, &slice_log).await;
+        let case = format!(
+            "{} nodes, {} watches, a {} s gap of {} Pod and {} EndpointSlice updates",
+            count_label(nodes),
+            count_label(2 * nodes),
+            fmt_num(herd::GAP_SECS),
+            pod_log.writes.len(),
+            slice_log.writes.len()
+        );
+        self.report.push(h.row(H, &case));
+        self.herd_checks(nodes, &h);
         drop(k);
         sim.shutdown().await;
         Ok(())
     }
 }
+
+/// The kube-proxies' collection.
+const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 /// A client class's case: its cluster and its churn.
 fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
@@ -202,6 +240,59 @@ impl Bench {
             write,
         )
         .await
+    }
+
+    /// The `i`-th Pod update of the churn: one of `pods` (with its node), a new annotation.
+    fn write_pod(
+        &self,
+        sim: &Sim,
+        pods: &[(Value, usize)],
+        i: u64,
+    ) -> Result<(u64, usize), String> {
+        let (o, node) = &pods[i as usize % pods.len()];
+        bump(sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
+    }
+
+    /// The `i`-th EndpointSlice update of the churn. Every kube-proxy watches every slice: the
+    /// key is not used.
+    fn write_slice(&self, sim: &Sim, slices: &[Value], i: u64) -> Result<(u64, usize), String> {
+        let mut slice = slices[i as usize % slices.len()].clone();
+        slice["metadata"]["annotations"]["bench.kcache.dev/seq"] =
+            self.next_seq().to_string().into();
+        let v = sim
+            .update("discovery.k8s.io", "endpointslices", slice)
+            .map_err(|e| e.to_string())?;
+        rv_of(&v).map(|rv| (rv, 0))
+    }
+
+    /// The herd's Targets rows: every client synced within 30 s, the upstream asked nothing,
+    /// no change lost and no stream ended (a client told to relist).
+    fn herd_checks(&mut self, nodes: usize, h: &herd::HerdRun) {
+        let synced = h.synced();
+        self.report.check(
+            "fleet: the herd (same kcache): every client re-watching and synced",
+            "≤ 30 s",
+            synced.map_or("not within 90 s".into(), |d| {
+                format!(
+                    "{:.2} s ({} watches, {nodes} nodes)",
+                    d.as_secs_f64(),
+                    h.clients
+                )
+            }),
+            Some(synced.is_some_and(|d| d <= Duration::from_secs(30)) && h.failed == 0),
+        );
+        self.report.check(
+            "fleet: the herd (same kcache): upstream lists and watches",
+            "0",
+            format!("{} lists, {} watches", h.upstream.0, h.upstream.1),
+            Some(h.upstream == (0, 0)),
+        );
+        self.report.check(
+            "fleet: the herd (same kcache): changes lost, clients told to relist",
+            "0",
+            format!("{} lost, {} streams ended", h.lost(), h.ended_early()),
+            Some(h.lost() == 0 && h.ended_early() == 0),
+        );
     }
 
     /// The Targets rows of one client class: its p99 against `p99_goal_ms`, and none lost.

@@ -56,6 +56,7 @@ mod fleet;
 mod floor;
 mod forward;
 mod fresh;
+mod herd;
 pub mod https;
 pub mod interactive;
 pub mod kcache;

@@ -1,0 +1,189 @@
+//! The fleet's herd: every kubelet and kube-proxy of the cluster reconnecting to the same kcache
+//! at once (a network blip, a load balancer resetting its connections), after a gap in which
+//! the cluster went on changing.
+//!
+//! Each client resumes its watch from the last resourceVersion it had seen, as client-go's
+//! reflector does when a watch stream breaks: it watches again from there, and lists only if
+//! it is told (410) that the version is too old. So what a herd costs is kcache's history and
+//! its fan-out, not lists: kcache must answer every resumed watch from what it holds, send each
+//! client the changes it missed, and send the upstream nothing.
+//!
+//! Measured: how long until every client has its watch back (its response headers) and has
+//! received every change of the gap meant for it; the upstream's lists and watches meanwhile
+//! (the sim counts what it serves); changes lost and streams ended (a 410 ends one); kcache's
+//! CPU and peak RSS.
+
+use std::time::{Duration, Instant};
+
+use super::fanout::{node_pod_watches, RssSampler};
+use super::kcache::KcacheChild;
+use super::watchers::{self, Delivery, FanOut, Proto, WriteLog};
+use super::{load, CpuMeter, Row, Sim, OPEN_PARALLEL};
+
+/// How long the clients are away while the cluster changes.
+pub(super) const GAP_SECS: f64 = 2.0;
+
+/// How long a herd may take before the bench stops waiting for it (the goal is 30 s).
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// The upstream's lists and watches, as the sim counts them.
+fn upstream_lists_and_watches(sim: &Sim) -> (u64, u64) {
+    let (lists, _, watches, _) = sim.request_counts();
+    (lists, watches)
+}
+
+/// When `fan` had received every change of `log` meant for it, counted from `t`; None if not
+/// within the bench's patience.
+async fn synced(fan: &FanOut, log: &WriteLog, t: Instant) -> Option<Duration> {
+    let n = fan.expected(log);
+    fan.wait_for_events(n, PATIENCE.saturating_sub(t.elapsed()))
+        .await
+        .then(|| t.elapsed())
+}
+
+/// What one herd measured.
+pub(super) struct HerdRun {
+    pub(super) clients: usize,
+    pub(super) failed: usize,
+    pub(super) first_error: Option<String>,
+    /// Until every watch had its response headers.
+    pub(super) open: Duration,
+    /// Until every kubelet, and every kube-proxy, had received the gap's changes meant for it
+    /// (None: not within the bench's patience).
+    pub(super) kubelets_synced: Option<Duration>,
+    pub(super) proxies_synced: Option<Duration>,
+    pub(super) kubelets: Delivery,
+    pub(super) proxies: Delivery,
+    /// The upstream's lists and watches during the herd.
+    pub(super) upstream: (u64, u64),
+    pub(super) cpu_seconds: f64,
+    pub(super) rss_peak: u64,
+}
+
+impl HerdRun {
+    /// Until every client had synced, if every one did.
+    pub(super) fn synced(&self) -> Option<Duration> {
+        Some(self.kubelets_synced?.max(self.proxies_synced?))
+    }
+
+    pub(super) fn lost(&self) -> u64 {
+        self.kubelets.missing() + self.proxies.missing()
+    }
+
+    pub(super) fn ended_early(&self) -> usize {
+        self.kubelets.ended_early + self.proxies.ended_early
+    }
+
+    pub(super) fn row(&self, scenario: &str, case: &str) -> Row {
+        let secs = |d: Option<Duration>| {
+            d.map_or("not within 90 s".to_string(), |d| {
+                format!("{:.2}", d.as_secs_f64())
+            })
+        };
+        let mut row = Row::new(scenario, case, "kcache");
+        row.set("watches", self.clients as u64)
+            .set("all open s", self.open.as_secs_f64())
+            .set("kubelets synced s", secs(self.kubelets_synced))
+            .set("kube-proxies synced s", secs(self.proxies_synced))
+            .set(
+                "delivered",
+                format!(
+                    "{}/{}",
+                    self.kubelets.delivered + self.proxies.delivered,
+                    self.kubelets.expected + self.proxies.expected
+                ),
+            )
+            .set("streams ended", self.ended_early() as u64)
+            .set("upstream lists", self.upstream.0)
+            .set("upstream watches", self.upstream.1)
+            .set("kcache CPU s", self.cpu_seconds)
+            .set("kcache RSS MB", self.rss_peak as f64 / 1e6);
+        if self.failed > 0 {
+            row.note(format!(
+                "{} watches failed to open: {}",
+                self.failed,
+                self.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+        row
+    }
+}
+
+/// The two classes that reconnect: the kubelets' Pod watches and the kube-proxies'
+/// EndpointSlice watches, one each per node, each on a connection of its own.
+pub(super) struct Clients {
+    pub(super) nodes: usize,
+    /// The Pods' and the EndpointSlices' resourceVersion the clients had seen last.
+    pub(super) pods_rv: u64,
+    pub(super) slices_rv: u64,
+}
+
+/// Open every client's watch at once on `k` (they find the changes `pods` and `slices` made
+/// during the gap), wait until each has them, and measure.
+pub(super) async fn run(
+    k: &KcacheChild,
+    sim: &Sim,
+    clients: &Clients,
+    pods: &WriteLog,
+    slices: &WriteLog,
+) -> HerdRun {
+    let nodes = clients.nodes;
+    let pid = k.pid();
+    let sampler = RssSampler::start(pid);
+    let upstream_before = upstream_lists_and_watches(sim);
+    let cpu = CpuMeter::start(pid);
+    let t = Instant::now();
+    let until = t + PATIENCE + Duration::from_secs(30);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let target = load::Target::plain(k.addr);
+    let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
+    let proxy_path = format!(
+        "/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=900",
+        clients.slices_rv
+    );
+    let h2 = Proto::H2 { connections: nodes };
+    let (kubelets, proxies) = tokio::join!(
+        watchers::open_to(
+            &target,
+            h2,
+            kubelet_watches,
+            stop_rx.clone(),
+            until,
+            OPEN_PARALLEL
+        ),
+        watchers::open_to(
+            &target,
+            h2,
+            vec![(None, proxy_path); nodes],
+            stop_rx,
+            until,
+            OPEN_PARALLEL
+        ),
+    );
+    let open = t.elapsed();
+    let (kubelets_synced, proxies_synced) =
+        tokio::join!(synced(&kubelets, pods, t), synced(&proxies, slices, t));
+    let (cpu_seconds, _) = cpu.used();
+    let upstream_after = upstream_lists_and_watches(sim);
+    let _ = stop_tx.send(true);
+    let failed = kubelets.failed + proxies.failed;
+    let first_error = kubelets.first_error.clone().or(proxies.first_error.clone());
+    let kubelets_received = kubelets.finish().await;
+    let proxies_received = proxies.finish().await;
+    HerdRun {
+        clients: kubelets_received.len() + proxies_received.len(),
+        failed,
+        first_error,
+        open,
+        kubelets_synced,
+        proxies_synced,
+        kubelets: watchers::delivery(pods, &kubelets_received),
+        proxies: watchers::delivery(slices, &proxies_received),
+        upstream: (
+            upstream_after.0 - upstream_before.0,
+            upstream_after.1 - upstream_before.1,
+        ),
+        cpu_seconds,
+        rss_peak: sampler.finish().await,
+    }
+}
