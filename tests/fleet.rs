@@ -2,7 +2,8 @@
 //! sig-scalability's proportions (`seed::fleet`) behind kcache, each node's kubelet watching its
 //! Pods in protobuf over HTTP/2 while the upstream's Pods change. Every change reaches the
 //! kubelet of its node, none is lost, and at the end each kubelet's Pods through kcache are the
-//! upstream's.
+//! upstream's. And the herd: every kubelet and kube-proxy back at once after a gap, each
+//! resuming its watch where it was, gets what it missed without the upstream being asked.
 
 mod common;
 
@@ -47,70 +48,95 @@ fn versions(items: &[Value]) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_kubelet_gets_its_pods_changes_and_ends_equal_to_the_upstream() {
+/// The fleet at a hundred nodes behind kcache, which caches what the kubelets and kube-proxies
+/// read.
+async fn fleet() -> common::Env {
     common::init_logs();
     let mut b = EnvBuilder::default().resources(vec![
         resource("", "v1", "pods"),
         resource("", "v1", "nodes"),
+        resource("discovery.k8s.io", "v1", "endpointslices"),
     ]);
     b.seed = seed::fleet(&FleetSpec {
         nodes: NODES,
         seed: 45,
     });
-    let env = b.start().await;
-    let pods: Vec<Value> = env
-        .sim
-        .list("", "pods")
-        .into_iter()
-        .filter(|p| node_of(p).is_some())
-        .collect();
-    assert!(pods.len() >= 30 * NODES);
+    b.start().await
+}
 
-    let rv = list_rv(env.kcache.addr, "/api/v1/pods").await.unwrap();
-    let watches: Vec<(Option<usize>, String)> = (1..=NODES)
+/// The kubelets' Pod watches from `rv`, one per node, keyed by its node.
+fn kubelet_watches(rv: u64) -> Vec<(Option<usize>, String)> {
+    (1..=NODES)
         .map(|i| {
             (
                 Some(i),
                 format!("/api/v1/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=120&fieldSelector=spec.nodeName%3Dnode-{i}"),
             )
         })
-        .collect();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    // As a kubelet reads: protobuf, a connection of its own.
+        .collect()
+}
+
+/// Open `watches` as kubelets and kube-proxies read: protobuf, a connection of their own, all
+/// at once.
+async fn open_all(
+    env: &common::Env,
+    watches: Vec<(Option<usize>, String)>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> watchers::FanOut {
     let target = load::Target::plain(env.kcache.addr)
         .accepting("application/vnd.kubernetes.protobuf, application/json");
+    let n = watches.len();
     let fan = watchers::open_to(
         &target,
-        Proto::H2 { connections: NODES },
+        Proto::H2 { connections: n },
         watches,
-        stop_rx,
+        stop,
         Instant::now() + Duration::from_secs(120),
-        32,
+        n,
     )
     .await;
     assert_eq!(fan.failed, 0, "{:?}", fan.first_error);
+    fan
+}
 
-    // Updates that visit the nodes in turn, a different Pod of the node each round.
+/// `count` Pod updates that visit the nodes in turn, a different Pod of the node each round,
+/// each keyed by its node.
+async fn update_pods(env: &common::Env, count: u64) -> watchers::WriteLog {
     let mut by_node: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
-    for p in pods {
-        by_node.entry(node_of(&p).unwrap()).or_default().push(p);
+    for p in env.sim.list("", "pods") {
+        if let Some(node) = node_of(&p) {
+            by_node.entry(node).or_default().push(p);
+        }
     }
-    let sim = env.sim.clone();
-    let log = watchers::write_at_rate(1_000.0, UPDATES, |i| {
+    assert!(by_node.values().map(Vec::len).sum::<usize>() >= 30 * NODES);
+    let log = watchers::write_at_rate(1_000.0, count, |i| {
         let on_node = &by_node[&(i as usize % NODES + 1)];
         let mut pod = on_node[i as usize / NODES % on_node.len()].clone();
         pod["metadata"]["annotations"]["bench.kcache.dev/seq"] = json!(i.to_string());
-        let v = sim.update("", "pods", pod).map_err(|e| e.to_string())?;
-        let rv: u64 = v["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        Ok((rv, node_of(&v).unwrap()))
+        let v = env.sim.update("", "pods", pod).map_err(|e| e.to_string())?;
+        Ok((rv_of(&v), node_of(&v).unwrap()))
     })
     .await;
-    assert_eq!(log.writes.len() as u64, UPDATES, "{:?}", log.first_error);
+    assert_eq!(log.writes.len() as u64, count, "{:?}", log.first_error);
+    assert_eq!(log.per_key().len(), NODES, "the updates visited every node");
+    log
+}
+
+fn rv_of(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kubelet_gets_its_pods_changes_and_ends_equal_to_the_upstream() {
+    let env = fleet().await;
+    let rv = list_rv(env.kcache.addr, "/api/v1/pods").await.unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let fan = open_all(&env, kubelet_watches(rv), stop_rx).await;
+    let log = update_pods(&env, UPDATES).await;
     let expected = fan.expected(&log);
     assert_eq!(expected, UPDATES, "each change is for one kubelet");
     assert!(
@@ -121,7 +147,6 @@ async fn every_kubelet_gets_its_pods_changes_and_ends_equal_to_the_upstream() {
     let received = fan.finish().await;
     let d = watchers::delivery(&log, &received);
     assert_eq!((d.delivered, d.missing(), d.ended_early), (UPDATES, 0, 0));
-    assert_eq!(log.per_key().len(), NODES, "the updates visited every node");
 
     // Each kubelet's Pods through kcache, as it lists them, are the upstream's.
     let upstream = env.sim.list("", "pods");
@@ -144,6 +169,79 @@ async fn every_kubelet_gets_its_pods_changes_and_ends_equal_to_the_upstream() {
             versions(list["items"].as_array().unwrap()),
             versions(&theirs),
             "node-{i}"
+        );
+    }
+}
+
+/// The herd: every kubelet and kube-proxy away while the cluster changes (a network blip, a
+/// load balancer resetting its connections), then all back at once, each resuming its watch
+/// from the resourceVersion it had seen, as client-go's reflector does after a broken stream.
+/// kcache answers every one from its history: each client gets exactly the changes it missed,
+/// none is told to relist (a 410 would end its stream), and the upstream is asked for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_herd_resuming_its_watches_at_once_gets_what_it_missed_and_costs_the_upstream_nothing() {
+    const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+    const SLICE_UPDATES: u64 = 100;
+    let env = fleet().await;
+    let pods_rv = list_rv(env.kcache.addr, "/api/v1/pods").await.unwrap();
+    let slices_rv = list_rv(env.kcache.addr, SLICES).await.unwrap();
+
+    // The gap: the cluster changes while nobody watches.
+    let pods = update_pods(&env, UPDATES).await;
+    let all_slices = env.sim.list("discovery.k8s.io", "endpointslices");
+    assert!(all_slices.len() >= 2 * NODES);
+    let slices = watchers::write_at_rate(1_000.0, SLICE_UPDATES, |i| {
+        let mut slice = all_slices[i as usize * 7 % all_slices.len()].clone();
+        slice["metadata"]["annotations"]["bench.kcache.dev/seq"] = json!(i.to_string());
+        let v = env
+            .sim
+            .update("discovery.k8s.io", "endpointslices", slice)
+            .map_err(|e| e.to_string())?;
+        Ok((rv_of(&v), 0))
+    })
+    .await;
+    assert_eq!(slices.writes.len() as u64, SLICE_UPDATES);
+
+    // Everyone back at once.
+    let upstream = || {
+        let (lists, _, watches, _) = env.sim.request_counts();
+        (lists, watches)
+    };
+    let before = upstream();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let proxy_watches = vec![
+        (
+            None,
+            format!("{SLICES}?watch=1&resourceVersion={slices_rv}&allowWatchBookmarks=true&timeoutSeconds=120"),
+        );
+        NODES
+    ];
+    let (kubelets, proxies) = tokio::join!(
+        open_all(&env, kubelet_watches(pods_rv), stop_rx.clone()),
+        open_all(&env, proxy_watches, stop_rx),
+    );
+    let expected = (kubelets.expected(&pods), proxies.expected(&slices));
+    assert_eq!(expected, (UPDATES, SLICE_UPDATES * NODES as u64));
+    let (kubelets_synced, proxies_synced) = tokio::join!(
+        kubelets.wait_for_events(expected.0, Duration::from_secs(60)),
+        proxies.wait_for_events(expected.1, Duration::from_secs(60)),
+    );
+    assert!(
+        kubelets_synced && proxies_synced,
+        "every client gets what it missed"
+    );
+    assert_eq!(
+        upstream(),
+        before,
+        "the upstream was asked for no list and no watch"
+    );
+    stop_tx.send(true).unwrap();
+    let kubelets = watchers::delivery(&pods, &kubelets.finish().await);
+    let proxies = watchers::delivery(&slices, &proxies.finish().await);
+    for d in [kubelets, proxies] {
+        assert_eq!(
+            (d.delivered, d.missing(), d.ended_early),
+            (d.expected, 0, 0)
         );
     }
 }

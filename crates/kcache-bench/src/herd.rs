@@ -26,8 +26,8 @@ pub(super) const GAP_SECS: f64 = 2.0;
 /// How long a herd may take before the bench stops waiting for it (the goal is 30 s).
 const PATIENCE: Duration = Duration::from_secs(90);
 
-/// The upstream's lists and watches, as the sim counts them.
-fn upstream_lists_and_watches(sim: &Sim) -> (u64, u64) {
+/// The upstream's lists and watches so far, as the sim counts them.
+pub(super) fn upstream(sim: &Sim) -> (u64, u64) {
     let (lists, _, watches, _) = sim.request_counts();
     (lists, watches)
 }
@@ -54,7 +54,7 @@ pub(super) struct HerdRun {
     pub(super) proxies_synced: Option<Duration>,
     pub(super) kubelets: Delivery,
     pub(super) proxies: Delivery,
-    /// The upstream's lists and watches during the herd.
+    /// The upstream's lists and watches during the herd (and the restart before it).
     pub(super) upstream: (u64, u64),
     pub(super) cpu_seconds: f64,
     pub(super) rss_peak: u64,
@@ -119,18 +119,19 @@ pub(super) struct Clients {
 }
 
 /// Open every client's watch at once on `k` (they find the changes `pods` and `slices` made
-/// during the gap), wait until each has them, and measure.
+/// during the gap), wait until each has them, and measure; the upstream's lists and watches
+/// are counted from `since` (its [`upstream`] when the herd's cause began).
 pub(super) async fn run(
     k: &KcacheChild,
     sim: &Sim,
     clients: &Clients,
     pods: &WriteLog,
     slices: &WriteLog,
+    since: (u64, u64),
 ) -> HerdRun {
     let nodes = clients.nodes;
     let pid = k.pid();
     let sampler = RssSampler::start(pid);
-    let upstream_before = upstream_lists_and_watches(sim);
     let cpu = CpuMeter::start(pid);
     let t = Instant::now();
     let until = t + PATIENCE + Duration::from_secs(30);
@@ -164,7 +165,7 @@ pub(super) async fn run(
     let (kubelets_synced, proxies_synced) =
         tokio::join!(synced(&kubelets, pods, t), synced(&proxies, slices, t));
     let (cpu_seconds, _) = cpu.used();
-    let upstream_after = upstream_lists_and_watches(sim);
+    let upstream_after = upstream(sim);
     let _ = stop_tx.send(true);
     let failed = kubelets.failed + proxies.failed;
     let first_error = kubelets.first_error.clone().or(proxies.first_error.clone());
@@ -179,10 +180,7 @@ pub(super) async fn run(
         proxies_synced,
         kubelets: watchers::delivery(pods, &kubelets_received),
         proxies: watchers::delivery(slices, &proxies_received),
-        upstream: (
-            upstream_after.0 - upstream_before.0,
-            upstream_after.1 - upstream_before.1,
-        ),
+        upstream: (upstream_after.0 - since.0, upstream_after.1 - since.1),
         cpu_seconds,
         rss_peak: sampler.finish().await,
     }
