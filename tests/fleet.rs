@@ -185,6 +185,35 @@ async fn a_herd_resuming_its_watches_at_once_gets_what_it_missed_and_costs_the_u
     let env = fleet().await;
     let pods_rv = list_rv(env.kcache.addr, "/api/v1/pods").await.unwrap();
     let slices_rv = list_rv(env.kcache.addr, SLICES).await.unwrap();
+    let proxy_watches = vec![
+        (
+            None,
+            format!("{SLICES}?watch=1&resourceVersion={slices_rv}&allowWatchBookmarks=true&timeoutSeconds=120"),
+        );
+        NODES
+    ];
+
+    // The clients as they were before the blip: every one watching, in protobuf, which has
+    // kcache keep a protobuf mirror of both types.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (kubelets, proxies) = tokio::join!(
+        open_all(&env, kubelet_watches(pods_rv), stop_rx.clone()),
+        open_all(&env, proxy_watches.clone(), stop_rx),
+    );
+    common::wait_until("the protobuf mirrors synced", || {
+        let synced = [("", "pods"), ("discovery.k8s.io", "endpointslices")]
+            .into_iter()
+            .all(|(group, resource)| {
+                env.kcache
+                    .cache(group, "v1", resource)
+                    .and_then(|c| c.mirror().map(|m| m.is_synced()))
+                    .unwrap_or(false)
+            });
+        async move { synced }
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    drop((kubelets.finish().await, proxies.finish().await));
 
     // The gap: the cluster changes while nobody watches.
     let pods = update_pods(&env, UPDATES).await;
@@ -209,13 +238,6 @@ async fn a_herd_resuming_its_watches_at_once_gets_what_it_missed_and_costs_the_u
     };
     let before = upstream();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let proxy_watches = vec![
-        (
-            None,
-            format!("{SLICES}?watch=1&resourceVersion={slices_rv}&allowWatchBookmarks=true&timeoutSeconds=120"),
-        );
-        NODES
-    ];
     let (kubelets, proxies) = tokio::join!(
         open_all(&env, kubelet_watches(pods_rv), stop_rx.clone()),
         open_all(&env, proxy_watches, stop_rx),

@@ -29,8 +29,12 @@ static RV_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(RV_FIELD));
 
 /// The first `"resourceVersion":"N"` of a watch event line (the object's own: it comes in
-/// `metadata` before anything that could repeat it).
+/// `metadata` before anything that could repeat it); None for a BOOKMARK, whose
+/// resourceVersion is the stream's progress, not a change (it may equal a change's).
 pub fn rv_in_line(line: &[u8]) -> Option<u64> {
+    if line.starts_with(br#"{"type":"BOOKMARK""#) {
+        return None;
+    }
     let at = RV_FINDER.find(line)? + RV_FIELD.len();
     let digits = &line[at..];
     let end = digits.iter().position(|b| !b.is_ascii_digit())?;
@@ -136,6 +140,10 @@ impl Frames {
 /// whose field 2 is the raw message) → the object → ObjectMeta (field 1) → resourceVersion
 /// (field 6).
 pub fn rv_in_frame(frame: &[u8]) -> Option<u64> {
+    // WatchEvent's field 1 is its type: a BOOKMARK is the stream's progress, not a change.
+    if field(frame, 1) == Some(b"BOOKMARK") {
+        return None;
+    }
     let envelope = field(field(frame, 2)?, 1)?;
     let object = field(envelope.strip_prefix(b"k8s\0")?, 2)?;
     let rv = field(field(object, 1)?, 6)?;
@@ -599,6 +607,9 @@ mod tests {
         let line = br#"{"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"1234","uid":"x"}}}"#;
         assert_eq!(rv_in_line(line), Some(1234));
         assert_eq!(rv_in_line(b"{\"type\":\"BOOKMARK\"}"), None);
+        // A bookmark's resourceVersion is progress, not a change, even where it equals one's.
+        let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1234"}}}"#;
+        assert_eq!(rv_in_line(bookmark), None);
     }
 
     #[test]
@@ -637,15 +648,21 @@ mod tests {
 
     #[test]
     fn protobuf_frames_split_across_chunks() {
-        let frame = |rv: &str| {
+        let frame = |kind: &[u8], rv: &str| {
             let meta = [ld(1, b"a"), ld(3, b"ns"), ld(6, rv.as_bytes())].concat();
             let object = envelope(&[ld(1, &meta), ld(2, b"")].concat());
-            let body = [ld(1, b"MODIFIED"), ld(2, &ld(1, &object))].concat();
+            let body = [ld(1, kind), ld(2, &ld(1, &object))].concat();
             let mut out = (body.len() as u32).to_be_bytes().to_vec();
             out.extend(body);
             out
         };
-        let stream = [frame("7"), frame("1234")].concat();
+        // The bookmark between the changes is not one of them.
+        let stream = [
+            frame(b"MODIFIED", "7"),
+            frame(b"BOOKMARK", "7"),
+            frame(b"MODIFIED", "1234"),
+        ]
+        .concat();
         let mut frames = Frames::default();
         let mut out = Vec::new();
         let now = Instant::now();
