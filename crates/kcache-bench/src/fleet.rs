@@ -3,7 +3,8 @@
 //! with its clients reading as a cluster's do.
 //!
 //! What it runs so far, one client class after the other, each on connections of its own over
-//! HTTP/2 (one per node, as in a cluster):
+//! HTTP/2 (one per node, as in a cluster), reading protobuf as client-go's typed clients do
+//! (which has kcache keep a protobuf mirror of each type beside its JSON):
 //! - the kubelets: one watch per node of the Pods scheduled to it
 //!   (`fieldSelector=spec.nodeName=<node>`), while the upstream's Pods change at the load
 //!   test's pace (every created Pod is updated three times: scheduled, running, ready; 100
@@ -53,7 +54,8 @@ const SLICE_UPDATES_PER_SEC: f64 = 100.0;
 
 impl Bench {
     pub(super) async fn fleet(&mut self) -> Result<(), String> {
-        const S: &str = "fleet: kubelets' Pod watches (fieldSelector=spec.nodeName), HTTP/2";
+        const S: &str =
+            "fleet: kubelets' Pod watches (fieldSelector=spec.nodeName), HTTP/2, protobuf";
         let nodes = self.cap_watchers(self.fleet_nodes(), "fleet");
         progress(format!("fleet: seeding a cluster of {nodes} nodes"));
         let sim = start_sim().await?;
@@ -104,6 +106,10 @@ impl Bench {
         let k = self
             .kcache(&sim, &ChildConfig::caching(&FLEET_TYPES))
             .await?;
+        // The cluster's clients have been reading for a while: the protobuf mirrors are up.
+        for collection in ["/api/v1/pods", "/api/v1/nodes", SLICES] {
+            warm_protobuf(&k, collection).await?;
+        }
         let rv = list_rv(k.addr, "/api/v1/pods").await?;
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
         let case = class_case(nodes, scheduled, "Pods", POD_UPDATES_PER_SEC);
@@ -119,7 +125,8 @@ impl Bench {
         self.report.push(row);
         self.delivery_checks("kubelets' Pod events", 100.0, nodes, &f);
 
-        const N: &str = "fleet: kubelets' own Node watches (fieldSelector=metadata.name), HTTP/2";
+        const N: &str =
+            "fleet: kubelets' own Node watches (fieldSelector=metadata.name), HTTP/2, protobuf";
         let rv = list_rv(k.addr, "/api/v1/nodes").await?;
         let watches = (1..=nodes)
             .map(|i| {
@@ -143,7 +150,8 @@ impl Bench {
 
         // The kube-proxies last: at thousands of nodes their fan-out is more than this machine
         // delivers, and the backlog kcache is left with would be counted as the next class's.
-        const P: &str = "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2";
+        const P: &str =
+            "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2, protobuf";
         let rv = list_rv(k.addr, SLICES).await?;
         let path = format!(
             "{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900"
@@ -163,7 +171,7 @@ impl Bench {
 
         // The herd: every kubelet and kube-proxy away for a moment while the cluster goes on
         // changing, then all of them back at once, each resuming from what it had seen.
-        const H: &str = "fleet: the herd, every kubelet and kube-proxy re-watching at once from its last resourceVersion (same kcache), HTTP/2";
+        const H: &str = "fleet: the herd, every kubelet and kube-proxy re-watching at once from its last resourceVersion (same kcache), HTTP/2, protobuf";
         // Let kcache see the kube-proxies' connections close first.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let clients = herd::Clients {
@@ -194,6 +202,46 @@ impl Bench {
         self.restarted_herd(&sim, nodes, &pods, &slices).await?;
         sim.shutdown().await;
         Ok(())
+    }
+}
+
+/// How a node's clients reach kcache: client-go's typed clients ask for protobuf, with JSON
+/// after it, as the kubelet and kube-proxy do.
+pub(super) fn client_target(addr: std::net::SocketAddr) -> load::Target {
+    load::Target::plain(addr).accepting("application/vnd.kubernetes.protobuf, application/json")
+}
+
+/// Have kcache answer protobuf reads of `collection` from its cache. The first protobuf read of
+/// a type starts the type's protobuf mirror and is passed through until the mirror has synced,
+/// so read until one is answered from the cache (a list that selects nothing, to keep each read
+/// small).
+async fn warm_protobuf(k: &KcacheChild, collection: &str) -> Result<(), String> {
+    let from_cache = || {
+        k.metric(&[
+            "kcache_responses_by_content_type_total",
+            "content_type=\"protobuf\"",
+            "source=\"cache\"",
+        ])
+    };
+    let target = client_target(k.addr);
+    let path =
+        format!("{collection}?resourceVersion=0&labelSelector=bench.kcache.dev%2Fnone%3Dnone");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let before = from_cache().await.unwrap_or(0.0);
+        let (status, _) = load::fetch_from(&target, &path, Duration::from_secs(60)).await?;
+        if status != 200 {
+            return Err(format!("protobuf list of {collection}: status {status}"));
+        }
+        if from_cache().await.unwrap_or(0.0) > before {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the protobuf mirror of {collection} did not sync in 600 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -240,7 +288,7 @@ impl Bench {
         let connections = watches.len();
         self.fan_run(
             k,
-            &load::Target::plain(k.addr),
+            &client_target(k.addr),
             Proto::H2 { connections },
             watches,
             rate,
@@ -285,22 +333,29 @@ impl Bench {
         pods: &[(Value, usize)],
         slices: &[Value],
     ) -> Result<(), String> {
-        const R: &str = "fleet: the herd against a kcache restarted over its persistDir (SIGKILL, started again), HTTP/2";
+        const R: &str = "fleet: the herd against a kcache restarted over its persistDir (SIGKILL, started again), HTTP/2, protobuf";
         let store = TempDir::new("persist")?;
         let mut config = ChildConfig::caching(&FLEET_TYPES);
         config.persist_dir = Some(store.path().to_owned());
         progress("fleet: the restarted herd: a kcache with a persistDir");
         let mut first = self.kcache(sim, &config).await?;
+        // Every type committed to disk, as in a kcache that has run for a while (a kcache
+        // killed before its first commit of a type starts that type afresh).
         let committed = Instant::now();
-        while first
-            .metric(&["kcache_persist_flushes_total", "outcome=\"ok\""])
-            .await?
-            < 1.0
-        {
-            if committed.elapsed() > Duration::from_secs(600) {
-                return Err("fleet: the persistDir was not written within 600 s".into());
+        for (_, _, resource) in FLEET_TYPES {
+            let flushed = format!("resource=\"{resource}\"");
+            while first
+                .metric(&["kcache_persist_flushes_total", &flushed, "outcome=\"ok\""])
+                .await?
+                < 1.0
+            {
+                if committed.elapsed() > Duration::from_secs(600) {
+                    return Err(format!(
+                        "fleet: {resource} not written to the persistDir within 600 s"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let clients = herd::Clients {
             nodes,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::fanout::{node_pod_watches, RssSampler};
 use super::kcache::KcacheChild;
 use super::watchers::{self, Delivery, FanOut, Proto, WriteLog};
-use super::{load, CpuMeter, Row, Sim, OPEN_PARALLEL};
+use super::{CpuMeter, Row, Sim, OPEN_PARALLEL};
 
 /// How long the clients are away while the cluster changes.
 pub(super) const GAP_SECS: f64 = 2.0;
@@ -136,7 +136,7 @@ pub(super) async fn run(
     let t = Instant::now();
     let until = t + PATIENCE + Duration::from_secs(30);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let target = load::Target::plain(k.addr);
+    let target = super::fleet::client_target(k.addr);
     let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
     let proxy_path = format!(
         "/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=900",
