@@ -48,8 +48,8 @@ async fn protobuf_from_cache(env: &Env) -> f64 {
     .unwrap_or(0.0)
 }
 
-/// The first protobuf read of a type starts its mirror and goes upstream; read until the
-/// cache answers.
+/// The first protobuf read of a type starts its mirror, and protobuf reads are answered in
+/// JSON until it has synced; read until the cache answers in protobuf.
 async fn warm(env: &Env, path: &str) {
     let url = env.url();
     wait_until("protobuf answered from the cache", || {
@@ -288,6 +288,46 @@ async fn with_protobuf_off_protobuf_first_readers_get_json_from_the_cache() {
     assert_eq!(only.status, 200);
     assert_eq!(
         only.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+}
+
+/// Until a type's protobuf mirror has synced, a protobuf read whose client accepts JSON after
+/// protobuf (client-go's typed clients) is answered in JSON from the cache, not forwarded: a
+/// restarted kcache's returning clients would otherwise all go upstream while the mirror lists
+/// the type. A client that accepts protobuf only still gets the upstream's protobuf.
+#[tokio::test]
+async fn until_the_mirror_has_synced_a_client_accepting_json_gets_json_from_the_cache() {
+    let env = EnvBuilder::fixtures().start().await;
+    let from_cache_as_json = || {
+        env.metric(&[
+            "kcache_responses_by_content_type_total",
+            "content_type=\"json\"",
+            "source=\"cache\"",
+        ])
+    };
+    let path = "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0";
+    let protobuf_only = [("Accept", "application/vnd.kubernetes.protobuf")];
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    assert!(cache.mirror().is_none());
+
+    let before = from_cache_as_json().await.unwrap_or(0.0);
+    let r = get_with(&env.url(), path, &pb(&[])).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(from_cache_as_json().await.unwrap_or(0.0), before + 1.0);
+    let theirs = get_with(&env.sim.url(), path, &[("Accept", "application/json")]).await;
+    assert_eq!(r.body, theirs.body, "the upstream's JSON, from the cache");
+    // The read started the mirror: protobuf from the cache once it has synced.
+    assert!(cache.mirror().is_some());
+    warm(&env, path).await;
+
+    // Protobuf only, before the mirror of another type has synced: the upstream answers.
+    let pods = "/api/v1/namespaces/fixtures-a/pods?resourceVersion=0";
+    let r = get_with(&env.url(), pods, &protobuf_only).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
         Some("application/vnd.kubernetes.protobuf")
     );
 }

@@ -61,12 +61,14 @@ enum Splitter {
 }
 
 impl Splitter {
-    fn for_target(target: &Target) -> Splitter {
-        let protobuf = target
-            .accept
-            .as_ref()
-            .and_then(|a| a.to_str().ok())
-            .is_some_and(|a| a.starts_with("application/vnd.kubernetes.protobuf"));
+    /// By the answer's Content-Type, as client-go decodes: a server may answer a client that
+    /// accepts protobuf and JSON in either.
+    fn for_response<B>(resp: &http::Response<B>) -> Splitter {
+        let protobuf = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("application/vnd.kubernetes.protobuf"));
         if protobuf {
             Splitter::Frames(Frames::default())
         } else {
@@ -291,7 +293,7 @@ impl FanOut {
     }
 }
 
-async fn h1_watch(target: &Target, path: &str) -> Result<Incoming, String> {
+async fn h1_watch(target: &Target, path: &str) -> Result<(Incoming, Splitter), String> {
     let mut sender = target.h1_connect().await?;
     let resp = sender
         .send_request(target.get(path))
@@ -300,14 +302,15 @@ async fn h1_watch(target: &Target, path: &str) -> Result<Incoming, String> {
     if resp.status() != 200 {
         return Err(format!("watch answered {}", resp.status()));
     }
-    Ok(resp.into_body())
+    let split = Splitter::for_response(&resp);
+    Ok((resp.into_body(), split))
 }
 
 async fn h2_watch(
     mut sender: http2::SendRequest<Empty<Bytes>>,
     target: &Target,
     path: &str,
-) -> Result<Incoming, String> {
+) -> Result<(Incoming, Splitter), String> {
     sender
         .ready()
         .await
@@ -330,7 +333,8 @@ async fn h2_watch(
     if resp.status() != 200 {
         return Err(format!("watch answered {}", resp.status()));
     }
-    Ok(resp.into_body())
+    let split = Splitter::for_response(&resp);
+    Ok((resp.into_body(), split))
 }
 
 /// Open an h2c (prior knowledge) connection.
@@ -434,8 +438,7 @@ pub async fn open_to(
                 None => h1_watch(&target, &path).await,
             };
             drop(permit);
-            let split = Splitter::for_target(&target);
-            body.map(|b| {
+            body.map(|(b, split)| {
                 let reader = read_events(key, b, stop, until, counter, split);
                 (key, tokio::spawn(reader))
             })

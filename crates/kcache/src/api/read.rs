@@ -179,12 +179,16 @@ async fn decide(
     };
     // The protobuf mirror is started by the first protobuf read the cache would otherwise
     // answer, so the policy is asked first as if it were ready; a read that goes upstream for
-    // another reason starts none.
+    // another reason starts none. Until the mirror has synced, a client that accepts JSON after
+    // protobuf is answered in JSON from the cache (client-go decodes by the Content-Type, as
+    // with `cache.protobuf: false`); only a protobuf-only one goes upstream. Forwarding them
+    // all instead would send a restarted kcache's returning clients (a herd of thousands of
+    // watches, docs/scaling.md) upstream while the mirror lists the type.
     let answered = matches!(decision, Decision::Cache(_) | Decision::Consistent { .. });
     let mirror = match read.representation {
         Representation::Protobuf if answered => {
             let mirror = app.mirrors.ready(cache);
-            if mirror.is_none() {
+            if mirror.is_none() && !read.json_after_protobuf {
                 held.mirror_ready = false;
                 decision = policy::decide(read, &held);
             }

@@ -102,17 +102,13 @@ impl Parsed {
         {
             return None;
         }
-        Some(ReadRequest::new(
-            self.verb,
-            path,
-            &self.query,
-            headers,
-            cache,
-            negotiate_with(
-                headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-                protobuf,
-            ),
-        ))
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let representation = negotiate_with(accept, protobuf);
+        let mut read =
+            ReadRequest::new(self.verb, path, &self.query, headers, cache, representation);
+        read.json_after_protobuf = representation == Representation::Protobuf
+            && negotiate_with(accept, false) == Representation::Json;
+        Some(read)
     }
 }
 
@@ -122,6 +118,10 @@ pub struct ReadRequest<'r> {
     pub verb: Verb,
     pub path: &'r ResourcePath,
     pub representation: Representation,
+    /// A protobuf read whose client accepts JSON after protobuf (client-go's typed clients
+    /// do): it can be answered in JSON from the cache while the type's protobuf mirror has not
+    /// synced (`read::decide`).
+    pub json_after_protobuf: bool,
     /// It selects on one of kcache's own index fields, which the upstream would refuse with a
     /// 400: such a read is never forwarded (`policy`).
     pub local: bool,
@@ -190,6 +190,7 @@ impl<'r> ReadRequest<'r> {
             verb,
             path,
             representation,
+            json_after_protobuf: false,
             local,
             upstream_only,
             include: IncludeObject::parse(
