@@ -211,6 +211,7 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
             tls,
             authorization,
             accept: None,
+            per_watch: None,
         },
         base_path: uri.path().trim_end_matches('/').to_string(),
         auth,

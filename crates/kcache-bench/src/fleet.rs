@@ -19,21 +19,27 @@
 //!
 //! Then the herd (`herd`): every kubelet and kube-proxy away for two seconds while the cluster
 //! changes, then all back at once: to the same kcache, and to one killed and started again over
-//! its persistDir. The controllers and interactive users, the churn's creates and deletes, and
-//! TLS with an identity per node are not run yet.
+//! its persistDir.
+//!
+//! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
+//! kubelet and kube-proxy with a token of its own (`Access`). The controllers and interactive
+//! users and the churn's creates and deletes are not run yet.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kcache_sim::rbac::{Rbac, Subject};
 use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
 
-use std::time::{Duration, Instant};
-
 use super::fanout::{node_pod_watches, scheduled_on, FanRun};
 use super::herd;
+use super::https::HttpsFiles;
 use super::kcache::{ChildConfig, KcacheChild};
 use super::watchers::{self, Proto};
-use super::TempDir;
 use super::{
-    bump, count_label, fmt_num, list_rv, load, ms, progress, rv_of, seed_sim, start_sim, Bench, Sim,
+    bump, count_label, fmt_num, list_rv_on, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
+    Sim, TempDir,
 };
 
 /// The types kcache caches: what the cluster's clients read.
@@ -99,22 +105,23 @@ impl Bench {
             return Err("no scheduled pods in the fleet".into());
         }
         seed_sim(&sim, objects)?;
+        let access = Access::new(nodes)?;
+        sim.set_rbac(Some(access.rbac(nodes)));
         progress(format!(
             "fleet: {} scheduled Pods; starting kcache",
             count_label(scheduled)
         ));
-        let k = self
-            .kcache(&sim, &ChildConfig::caching(&FLEET_TYPES))
-            .await?;
+        let k = self.kcache(&sim, &access.kcache_config()).await?;
+        let (kubelets, proxies) = (access.kubelets(k.addr), access.proxies(k.addr));
         // The cluster's clients have been reading for a while: the protobuf mirrors are up.
-        for collection in ["/api/v1/pods", "/api/v1/nodes", SLICES] {
-            warm_protobuf(&k, collection).await?;
-        }
-        let rv = list_rv(k.addr, "/api/v1/pods").await?;
+        warm_protobuf(&k, &kubelets, "/api/v1/pods").await?;
+        warm_protobuf(&k, &kubelets, "/api/v1/nodes").await?;
+        warm_protobuf(&k, &proxies, SLICES).await?;
+        let rv = rv_on(&kubelets, "/api/v1/pods").await?;
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
         let case = class_case(nodes, scheduled, "Pods", POD_UPDATES_PER_SEC);
         let f = self
-            .class_run(&k, watches, POD_UPDATES_PER_SEC, &case, |i| {
+            .class_run(&k, &kubelets, watches, POD_UPDATES_PER_SEC, &case, |i| {
                 self.write_pod(&sim, &pods, i)
             })
             .await;
@@ -127,7 +134,7 @@ impl Bench {
 
         const N: &str =
             "fleet: kubelets' own Node watches (fieldSelector=metadata.name), HTTP/2, protobuf";
-        let rv = list_rv(k.addr, "/api/v1/nodes").await?;
+        let rv = rv_on(&kubelets, "/api/v1/nodes").await?;
         let watches = (1..=nodes)
             .map(|i| {
                 (
@@ -140,7 +147,7 @@ impl Bench {
         let rate = nodes as f64 / 60.0;
         let case = class_case(nodes, node_objects.len(), "Nodes", rate);
         let f = self
-            .class_run(&k, watches, rate, &case, |i| {
+            .class_run(&k, &kubelets, watches, rate, &case, |i| {
                 let (o, node) = &node_objects[i as usize % node_objects.len()];
                 bump(&sim, "nodes", o, self.next_seq()).map(|rv| (rv, *node))
             })
@@ -152,7 +159,7 @@ impl Bench {
         // delivers, and the backlog kcache is left with would be counted as the next class's.
         const P: &str =
             "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2, protobuf";
-        let rv = list_rv(k.addr, SLICES).await?;
+        let rv = rv_on(&proxies, SLICES).await?;
         let path = format!(
             "{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900"
         );
@@ -160,6 +167,7 @@ impl Bench {
         let f = self
             .class_run(
                 &k,
+                &proxies,
                 vec![(None, path); nodes],
                 SLICE_UPDATES_PER_SEC,
                 &case,
@@ -176,8 +184,10 @@ impl Bench {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let clients = herd::Clients {
             nodes,
-            pods_rv: list_rv(k.addr, "/api/v1/pods").await?,
-            slices_rv: list_rv(k.addr, SLICES).await?,
+            pods_rv: rv_on(&kubelets, "/api/v1/pods").await?,
+            slices_rv: rv_on(&proxies, SLICES).await?,
+            kubelets: kubelets.clone(),
+            proxies: proxies.clone(),
         };
         progress(format!(
             "fleet: the herd: {nodes} kubelets and {nodes} kube-proxies away for {} s",
@@ -199,23 +209,142 @@ impl Bench {
         self.herd_checks("same kcache", nodes, &h, 0);
         drop(k);
 
-        self.restarted_herd(&sim, nodes, &pods, &slices).await?;
+        self.restarted_herd(&sim, &access, nodes, &pods, &slices)
+            .await?;
         sim.shutdown().await;
         Ok(())
     }
 }
 
-/// How a node's clients reach kcache: client-go's typed clients ask for protobuf, with JSON
-/// after it, as the kubelet and kube-proxy do.
-pub(super) fn client_target(addr: std::net::SocketAddr) -> load::Target {
-    load::Target::plain(addr).accepting("application/vnd.kubernetes.protobuf, application/json")
+/// How the cluster's clients reach kcache, as it is deployed in front of them: HTTPS with
+/// delegated authentication and authorization, each node's kubelet with its node's identity
+/// (`system:node:<node>`, group `system:nodes`) and each kube-proxy with a token of its own of
+/// the kube-proxy service account, reading protobuf with JSON after it as client-go's typed
+/// clients do.
+struct Access {
+    files: HttpsFiles,
+    kubelets: Arc<[http::HeaderValue]>,
+    proxies: Arc<[http::HeaderValue]>,
+}
+
+/// kcache's own token at the sim.
+const KCACHE_TOKEN: &str = "kcache-token";
+/// The kube-proxies' service account.
+const KUBE_PROXY: &str = "system:serviceaccount:kube-system:kube-proxy";
+
+impl Access {
+    fn new(nodes: usize) -> Result<Access, String> {
+        let bearer = |t: String| {
+            http::HeaderValue::from_str(&format!("Bearer {t}")).map_err(|e| e.to_string())
+        };
+        Ok(Access {
+            files: HttpsFiles::new()?,
+            kubelets: (1..=nodes)
+                .map(|i| bearer(kubelet_token(i)))
+                .collect::<Result<_, _>>()?,
+            proxies: (1..=nodes)
+                .map(|i| bearer(proxy_token(i)))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// What the sim's authenticator and authorizer know: kcache, and every node's kubelet and
+    /// kube-proxy, allowed what they read (a subset of the apiserver's bootstrap roles).
+    fn rbac(&self, nodes: usize) -> Rbac {
+        let mut rbac = Rbac::new().proxy(KCACHE_TOKEN, "kcache");
+        for i in 1..=nodes {
+            rbac = rbac
+                .token(
+                    &kubelet_token(i),
+                    &format!("system:node:node-{i}"),
+                    &["system:nodes"],
+                )
+                .token(
+                    &proxy_token(i),
+                    KUBE_PROXY,
+                    &[
+                        "system:serviceaccounts",
+                        "system:serviceaccounts:kube-system",
+                    ],
+                );
+        }
+        rbac.allow(
+            Subject::Group("system:nodes".into()),
+            &["get", "list", "watch"],
+            &[""],
+            &["pods", "nodes"],
+            None,
+        )
+        .allow(
+            Subject::User(KUBE_PROXY.into()),
+            &["list", "watch"],
+            &["discovery.k8s.io", ""],
+            &["endpointslices", "services"],
+            None,
+        )
+    }
+
+    /// kcache serving HTTPS, authenticating and authorizing its callers through the sim.
+    fn kcache_config(&self) -> ChildConfig {
+        let mut config = ChildConfig::caching(&FLEET_TYPES);
+        config.tls = Some((self.files.cert.clone(), self.files.key.clone()));
+        config.delegated_with_token = Some(KCACHE_TOKEN.into());
+        config
+    }
+
+    /// The kubelets at `addr`: the i-th watch of a fan-out with node i+1's token.
+    fn kubelets(&self, addr: std::net::SocketAddr) -> load::Target {
+        self.clients(addr, &self.kubelets)
+    }
+
+    /// The kube-proxies at `addr`, each watch with its own token.
+    fn proxies(&self, addr: std::net::SocketAddr) -> load::Target {
+        self.clients(addr, &self.proxies)
+    }
+
+    fn clients(
+        &self,
+        addr: std::net::SocketAddr,
+        tokens: &Arc<[http::HeaderValue]>,
+    ) -> load::Target {
+        let mut t = self
+            .files
+            .target(addr, None)
+            .accepting("application/vnd.kubernetes.protobuf, application/json");
+        t.authorization = tokens.first().cloned();
+        t.per_watch = Some(tokens.clone());
+        t
+    }
+}
+
+fn kubelet_token(node: usize) -> String {
+    format!("kubelet-node-{node}")
+}
+
+fn proxy_token(node: usize) -> String {
+    format!("kube-proxy-node-{node}")
+}
+
+/// The resourceVersion of a list of `collection` through `target` (read as JSON).
+async fn rv_on(target: &load::Target, collection: &str) -> Result<u64, String> {
+    let json = load::Target {
+        accept: None,
+        ..target.clone()
+    };
+    let rv = list_rv_on(&json, collection).await?;
+    rv.parse()
+        .map_err(|e| format!("list of {collection}: resourceVersion {rv:?}: {e}"))
 }
 
 /// Have kcache answer protobuf reads of `collection` from its cache. The first protobuf read of
 /// a type starts the type's protobuf mirror and is passed through until the mirror has synced,
 /// so read until one is answered from the cache (a list that selects nothing, to keep each read
 /// small).
-async fn warm_protobuf(k: &KcacheChild, collection: &str) -> Result<(), String> {
+async fn warm_protobuf(
+    k: &KcacheChild,
+    target: &load::Target,
+    collection: &str,
+) -> Result<(), String> {
     let from_cache = || {
         k.metric(&[
             "kcache_responses_by_content_type_total",
@@ -223,13 +352,12 @@ async fn warm_protobuf(k: &KcacheChild, collection: &str) -> Result<(), String> 
             "source=\"cache\"",
         ])
     };
-    let target = client_target(k.addr);
     let path =
         format!("{collection}?resourceVersion=0&labelSelector=bench.kcache.dev%2Fnone%3Dnone");
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let before = from_cache().await.unwrap_or(0.0);
-        let (status, _) = load::fetch_from(&target, &path, Duration::from_secs(60)).await?;
+        let (status, _) = load::fetch_from(target, &path, Duration::from_secs(60)).await?;
         if status != 200 {
             return Err(format!("protobuf list of {collection}: status {status}"));
         }
@@ -276,6 +404,7 @@ impl Bench {
     async fn class_run<F>(
         &self,
         k: &KcacheChild,
+        target: &load::Target,
         watches: Vec<(Option<usize>, String)>,
         rate: f64,
         case: &str,
@@ -288,7 +417,7 @@ impl Bench {
         let connections = watches.len();
         self.fan_run(
             k,
-            &client_target(k.addr),
+            target,
             Proto::H2 { connections },
             watches,
             rate,
@@ -329,13 +458,14 @@ impl Bench {
     async fn restarted_herd(
         &mut self,
         sim: &Sim,
+        access: &Access,
         nodes: usize,
         pods: &[(Value, usize)],
         slices: &[Value],
     ) -> Result<(), String> {
         const R: &str = "fleet: the herd against a kcache restarted over its persistDir (SIGKILL, started again), HTTP/2, protobuf";
         let store = TempDir::new("persist")?;
-        let mut config = ChildConfig::caching(&FLEET_TYPES);
+        let mut config = access.kcache_config();
         config.persist_dir = Some(store.path().to_owned());
         progress("fleet: the restarted herd: a kcache with a persistDir");
         let mut first = self.kcache(sim, &config).await?;
@@ -359,8 +489,10 @@ impl Bench {
         }
         let clients = herd::Clients {
             nodes,
-            pods_rv: list_rv(first.addr, "/api/v1/pods").await?,
-            slices_rv: list_rv(first.addr, SLICES).await?,
+            pods_rv: rv_on(&access.kubelets(first.addr), "/api/v1/pods").await?,
+            slices_rv: rv_on(&access.proxies(first.addr), SLICES).await?,
+            kubelets: access.kubelets(first.addr),
+            proxies: access.proxies(first.addr),
         };
         // From here on, whatever the upstream is asked is the restart's and the herd's.
         let baseline = herd::upstream(sim);
@@ -374,6 +506,12 @@ impl Bench {
         let mut second = KcacheChild::start_unready(&self.exe, &sim.url(), &config)?;
         second.wait_ready(Duration::from_secs(600)).await?;
         let ready = exec.elapsed();
+        // The clients come back to where kcache now listens.
+        let clients = herd::Clients {
+            kubelets: access.kubelets(second.addr),
+            proxies: access.proxies(second.addr),
+            ..clients
+        };
         progress("fleet: the restarted herd: every client back at once");
         let h = herd::run(&second, sim, &clients, &pod_log, &slice_log, baseline).await;
         let mut row = h.row(R, &herd_case(nodes, &pod_log, &slice_log));
@@ -411,7 +549,7 @@ impl Bench {
         self.report.check(
             &format!("fleet: the herd ({which}): every client re-watching and synced"),
             "≤ 30 s",
-            synced.map_or("not within 90 s".into(), |d| {
+            synced.map_or_else(herd::not_synced, |d| {
                 format!(
                     "{:.2} s ({} watches, {nodes} nodes)",
                     d.as_secs_f64(),
@@ -430,6 +568,19 @@ impl Bench {
             goal,
             format!("{} lists, {} watches", h.upstream.0, h.upstream.1),
             Some(met),
+        );
+        // A token is reviewed at most once, and a (user, verb, resource, namespace) at most
+        // once: every kubelet is its own user, the kube-proxies share one.
+        let (tokens, access) = h.reviews;
+        self.report.check(
+            &format!("fleet: the herd ({which}): TokenReviews and SubjectAccessReviews"),
+            "≤ one per token, ≤ one per (user, verb, resource, namespace)",
+            format!(
+                "{tokens} TokenReviews for {} tokens, {access} SubjectAccessReviews for {} users",
+                h.clients,
+                nodes + 1
+            ),
+            Some(tokens <= h.clients as u64 && access <= nodes as u64 + 1),
         );
         self.report.check(
             &format!("fleet: the herd ({which}): changes lost, clients told to relist"),

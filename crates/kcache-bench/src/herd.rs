@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::fanout::{node_pod_watches, RssSampler};
 use super::kcache::KcacheChild;
 use super::watchers::{self, Delivery, FanOut, Proto, WriteLog};
-use super::{CpuMeter, Row, Sim, OPEN_PARALLEL};
+use super::{load, CpuMeter, Row, Sim, OPEN_PARALLEL};
 
 /// How long the clients are away while the cluster changes.
 pub(super) const GAP_SECS: f64 = 2.0;
@@ -30,6 +30,24 @@ const PATIENCE: Duration = Duration::from_secs(90);
 pub(super) fn upstream(sim: &Sim) -> (u64, u64) {
     let (lists, _, watches, _) = sim.request_counts();
     (lists, watches)
+}
+
+/// kcache's TokenReviews and SubjectAccessReviews so far, by its own count.
+async fn reviews(k: &KcacheChild) -> (u64, u64) {
+    let sent = |purpose: &'static str| async move {
+        k.metric(&["kcache_upstream_requests_total", purpose])
+            .await
+            .unwrap_or(0.0) as u64
+    };
+    (
+        sent("purpose=\"token_review\"").await,
+        sent("purpose=\"access_review\"").await,
+    )
+}
+
+/// What a row says of clients that had not synced when the bench stopped waiting.
+pub(super) fn not_synced() -> String {
+    format!("not within {} s", PATIENCE.as_secs())
 }
 
 /// When `fan` had received every change of `log` meant for it, counted from `t`; None if not
@@ -54,6 +72,8 @@ pub(super) struct HerdRun {
     pub(super) proxies_synced: Option<Duration>,
     pub(super) kubelets: Delivery,
     pub(super) proxies: Delivery,
+    /// The TokenReviews and SubjectAccessReviews kcache sent during the herd.
+    pub(super) reviews: (u64, u64),
     /// The upstream's lists and watches during the herd (and the restart before it).
     pub(super) upstream: (u64, u64),
     pub(super) cpu_seconds: f64,
@@ -75,11 +95,8 @@ impl HerdRun {
     }
 
     pub(super) fn row(&self, scenario: &str, case: &str) -> Row {
-        let secs = |d: Option<Duration>| {
-            d.map_or("not within 90 s".to_string(), |d| {
-                format!("{:.2}", d.as_secs_f64())
-            })
-        };
+        let secs =
+            |d: Option<Duration>| d.map_or_else(not_synced, |d| format!("{:.2}", d.as_secs_f64()));
         let mut row = Row::new(scenario, case, "kcache");
         row.set("watches", self.clients as u64)
             .set("all open s", self.open.as_secs_f64())
@@ -96,6 +113,8 @@ impl HerdRun {
             .set("streams ended", self.ended_early() as u64)
             .set("upstream lists", self.upstream.0)
             .set("upstream watches", self.upstream.1)
+            .set("TokenReviews", self.reviews.0)
+            .set("SubjectAccessReviews", self.reviews.1)
             .set("kcache CPU s", self.cpu_seconds)
             .set("kcache RSS MB", self.rss_peak as f64 / 1e6);
         if self.failed > 0 {
@@ -116,6 +135,9 @@ pub(super) struct Clients {
     /// The Pods' and the EndpointSlices' resourceVersion the clients had seen last.
     pub(super) pods_rv: u64,
     pub(super) slices_rv: u64,
+    /// How each class reaches kcache (its credentials per watch).
+    pub(super) kubelets: load::Target,
+    pub(super) proxies: load::Target,
 }
 
 /// Open every client's watch at once on `k` (they find the changes `pods` and `slices` made
@@ -132,11 +154,11 @@ pub(super) async fn run(
     let nodes = clients.nodes;
     let pid = k.pid();
     let sampler = RssSampler::start(pid);
+    let reviews_before = reviews(k).await;
     let cpu = CpuMeter::start(pid);
     let t = Instant::now();
     let until = t + PATIENCE + Duration::from_secs(30);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let target = super::fleet::client_target(k.addr);
     let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
     let proxy_path = format!(
         "/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=900",
@@ -145,7 +167,7 @@ pub(super) async fn run(
     let h2 = Proto::H2 { connections: nodes };
     let (kubelets, proxies) = tokio::join!(
         watchers::open_to(
-            &target,
+            &clients.kubelets,
             h2,
             kubelet_watches,
             stop_rx.clone(),
@@ -153,7 +175,7 @@ pub(super) async fn run(
             OPEN_PARALLEL
         ),
         watchers::open_to(
-            &target,
+            &clients.proxies,
             h2,
             vec![(None, proxy_path); nodes],
             stop_rx,
@@ -166,6 +188,7 @@ pub(super) async fn run(
         tokio::join!(synced(&kubelets, pods, t), synced(&proxies, slices, t));
     let (cpu_seconds, _) = cpu.used();
     let upstream_after = upstream(sim);
+    let reviews_after = reviews(k).await;
     let _ = stop_tx.send(true);
     let failed = kubelets.failed + proxies.failed;
     let first_error = kubelets.first_error.clone().or(proxies.first_error.clone());
@@ -181,6 +204,10 @@ pub(super) async fn run(
         kubelets: watchers::delivery(pods, &kubelets_received),
         proxies: watchers::delivery(slices, &proxies_received),
         upstream: (upstream_after.0 - since.0, upstream_after.1 - since.1),
+        reviews: (
+            reviews_after.0.saturating_sub(reviews_before.0),
+            reviews_after.1.saturating_sub(reviews_before.1),
+        ),
         cpu_seconds,
         rss_peak: sampler.finish().await,
     }

@@ -69,6 +69,10 @@ pub struct Target {
     pub authorization: Option<http::HeaderValue>,
     /// The `Accept` header (default: JSON), e.g. protobuf as client-go's typed clients send.
     pub accept: Option<http::HeaderValue>,
+    /// Credentials of their own for the watches of a fan-out (`watchers::open_to`): the i-th
+    /// watch sends the i-th (cycling), in place of `authorization`, as each node of a cluster
+    /// has its own token.
+    pub per_watch: Option<std::sync::Arc<[http::HeaderValue]>>,
 }
 
 impl Target {
@@ -80,7 +84,18 @@ impl Target {
             tls: None,
             authorization: None,
             accept: None,
+            per_watch: None,
         }
+    }
+
+    /// The target as the `i`-th watch of a fan-out reaches it: with its own credentials when
+    /// the target has credentials per watch.
+    pub fn for_watch(&self, i: usize) -> Target {
+        let mut t = self.clone();
+        if let Some(all) = self.per_watch.as_ref().filter(|a| !a.is_empty()) {
+            t.authorization = Some(all[i % all.len()].clone());
+        }
+        t
     }
 
     /// The same target, read with `accept` as the `Accept` header.
@@ -218,6 +233,7 @@ impl LoadSpec {
             tls: self.tls.clone(),
             authorization: self.authorization.clone(),
             accept: self.accept.clone(),
+            per_watch: None,
         }
     }
 }

@@ -431,7 +431,7 @@ pub async fn open_to(
         let sender = (!h2.is_empty()).then(|| h2[i % h2.len()].clone());
         let stop = stop.clone();
         let counter = counter.clone();
-        let target = target.clone();
+        let target = target.for_watch(i);
         opening.push(tokio::spawn(async move {
             let body = match sender {
                 Some(s) => h2_watch(s, &target, &path).await,

@@ -16,7 +16,8 @@
 //! 4. A representation the cache does not produce goes upstream: an `Accept` it does not
 //!    serve; the whole object (JSON or protobuf) of a type cached as metadata only; protobuf
 //!    before the type's protobuf mirror has synced (when the client accepts only protobuf: one
-//!    that accepts JSON after it is answered in JSON meanwhile, `read::decide`); `PartialObjectMetadata` for a list or
+//!    that accepts JSON after it is answered in JSON meanwhile, `read::decide`);
+//!    `PartialObjectMetadata` for a list or
 //!    `PartialObjectMetadataList` for a get or watch (the apiserver's 406); a Table of a type
 //!    the cache cannot print, or that needs more than the metadata a metadata-only cache holds.
 //! 5. Options that do not parse get the apiserver's 400 or 422.
