@@ -1,6 +1,7 @@
-//! The fleet's herd: every kubelet and kube-proxy of the cluster reconnecting to the same kcache
-//! at once (a network blip, a load balancer resetting its connections), after a gap in which
-//! the cluster went on changing.
+//! The fleet's herd: every kubelet and kube-proxy of the cluster reconnecting at once, after a
+//! gap in which the cluster went on changing: to the same kcache (a network blip, a load
+//! balancer resetting its connections), or to one started again over its persistDir (a crash,
+//! a rollout).
 //!
 //! Each client resumes its watch from the last resourceVersion it had seen, as client-go's
 //! reflector does when a watch stream breaks: it watches again from there, and lists only if
@@ -10,8 +11,9 @@
 //!
 //! Measured: how long until every client has its watch back (its response headers) and has
 //! received every change of the gap meant for it; the upstream's lists and watches meanwhile
-//! (the sim counts what it serves); changes lost and streams ended (a 410 ends one); kcache's
-//! CPU and peak RSS.
+//! (the sim counts what it serves); the TokenReviews and SubjectAccessReviews kcache sends for
+//! the clients' tokens; changes lost and streams ended (a 410 ends one); kcache's CPU and peak
+//! RSS.
 
 use std::time::{Duration, Instant};
 
