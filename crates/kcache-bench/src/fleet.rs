@@ -36,6 +36,7 @@ use super::fanout::{node_pod_watches, scheduled_on, FanRun};
 use super::herd;
 use super::https::HttpsFiles;
 use super::kcache::{ChildConfig, KcacheChild};
+use super::users;
 use super::watchers::{self, Proto};
 use super::{
     bump, count_label, fmt_num, list_rv_on, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
@@ -146,14 +147,27 @@ impl Bench {
         // Every Node's status once a minute.
         let rate = nodes as f64 / 60.0;
         let case = class_case(nodes, node_objects.len(), "Nodes", rate);
-        let f = self
-            .class_run(&k, &kubelets, watches, rate, &case, |i| {
+        // People reading the cluster with kubectl meanwhile.
+        let users = access.users(k.addr);
+        let (f, reads) = tokio::join!(
+            self.class_run(&k, &kubelets, watches, rate, &case, |i| {
                 let (o, node) = &node_objects[i as usize % node_objects.len()];
                 bump(&sim, "nodes", o, self.next_seq()).map(|rv| (rv, *node))
-            })
-            .await;
+            }),
+            users::run(&users, self.scale.fleet_secs),
+        );
         self.report.push(Self::fan_row(N, &case, "kcache", &f));
         self.delivery_checks("kubelets' Node events", 250.0, nodes, &f);
+        const U: &str = "fleet: interactive users (kubectl get pods as Tables, consistent, pages of 500), HTTPS";
+        let case = format!(
+            "{} users, {} Pods, during the Node watches",
+            users::USERS,
+            count_label(scheduled)
+        );
+        for row in reads.rows(U, &case) {
+            self.report.push(row);
+        }
+        self.users_checks(&reads);
 
         // The kube-proxies last: at thousands of nodes their fan-out is more than this machine
         // delivers, and the backlog kcache is left with would be counted as the next class's.
@@ -225,6 +239,8 @@ struct Access {
     files: HttpsFiles,
     kubelets: Arc<[http::HeaderValue]>,
     proxies: Arc<[http::HeaderValue]>,
+    /// The interactive users', cluster admins (`system:masters`).
+    users: Arc<[http::HeaderValue]>,
 }
 
 /// kcache's own token at the sim.
@@ -245,13 +261,19 @@ impl Access {
             proxies: (1..=nodes)
                 .map(|i| bearer(proxy_token(i)))
                 .collect::<Result<_, _>>()?,
+            users: (1..=users::USERS)
+                .map(|i| bearer(user_token(i)))
+                .collect::<Result<_, _>>()?,
         })
     }
 
     /// What the sim's authenticator and authorizer know: kcache, and every node's kubelet and
     /// kube-proxy, allowed what they read (a subset of the apiserver's bootstrap roles).
     fn rbac(&self, nodes: usize) -> Rbac {
-        let mut rbac = Rbac::new().proxy(KCACHE_TOKEN, "kcache");
+        let mut rbac = Rbac::new().proxy(KCACHE_TOKEN, "kcache").allow_masters();
+        for i in 1..=users::USERS {
+            rbac = rbac.token(&user_token(i), &format!("user-{i}"), &["system:masters"]);
+        }
         for i in 1..=nodes {
             rbac = rbac
                 .token(
@@ -297,6 +319,11 @@ impl Access {
         self.clients(addr, &self.kubelets)
     }
 
+    /// The interactive users at `addr`, each with their own token.
+    fn users(&self, addr: std::net::SocketAddr) -> load::Target {
+        self.clients(addr, &self.users)
+    }
+
     /// The kube-proxies at `addr`, each watch with its own token.
     fn proxies(&self, addr: std::net::SocketAddr) -> load::Target {
         self.clients(addr, &self.proxies)
@@ -319,6 +346,10 @@ impl Access {
 
 fn kubelet_token(node: usize) -> String {
     format!("kubelet-node-{node}")
+}
+
+fn user_token(user: usize) -> String {
+    format!("user-{user}")
 }
 
 fn proxy_token(node: usize) -> String {
@@ -588,6 +619,33 @@ impl Bench {
             format!("{} lost, {} streams ended", h.lost(), h.ended_early()),
             Some(h.lost() == 0 && h.ended_early() == 0),
         );
+    }
+
+    /// The interactive users' Targets rows: a namespace's LIST p99 ≤ 0.5 s, every Pod's ≤ 5 s,
+    /// no read failed.
+    fn users_checks(&mut self, reads: &users::Reads) {
+        for (what, sorted, goal_ms) in [
+            (
+                format!("a namespace's Pods ({})", users::NAMESPACE),
+                &reads.namespace,
+                500.0,
+            ),
+            ("every Pod".to_string(), &reads.all_pods, 5_000.0),
+        ] {
+            let p99 = users::Reads::p99_ms(sorted);
+            self.report.check(
+                &format!("fleet: interactive users' LIST of {what} p99"),
+                &format!("≤ {} s", fmt_num(goal_ms / 1000.0)),
+                p99.map_or("no read".into(), |p| {
+                    format!(
+                        "{p:.0} ms ({} reads, {} failed)",
+                        sorted.len(),
+                        reads.errors
+                    )
+                }),
+                p99.map(|p| p <= goal_ms && reads.errors == 0),
+            );
+        }
     }
 
     /// The Targets rows of one client class: its p99 against `p99_goal_ms`, and none lost.

@@ -276,8 +276,8 @@ impl Rounds<'_> {
 }
 
 /// One read's answer: how long it took, its pages and objects.
-struct Answer {
-    took: Duration,
+pub(super) struct Answer {
+    pub(super) took: Duration,
     pages: usize,
     objects: usize,
 }
@@ -299,7 +299,11 @@ struct PageMeta {
 /// One read as kubectl sends it: a GET, or a LIST by pages of `page` objects, each page asked
 /// for with the last one's `continue` until there is none; timed from the first request to the
 /// last body's end.
-async fn timed(client: &mut Client, path: &str, page: Option<usize>) -> Result<Answer, String> {
+pub(super) async fn timed(
+    client: &mut Client,
+    path: &str,
+    page: Option<usize>,
+) -> Result<Answer, String> {
     let t0 = Instant::now();
     let Some(limit) = page else {
         let (status, body) = client.get(path, REQUEST_TIMEOUT).await?;

@@ -69,6 +69,7 @@ mod reads;
 mod relist;
 pub mod report;
 pub mod staleness;
+mod users;
 mod warm;
 pub mod watchers;
 
