@@ -22,8 +22,9 @@
 //! its persistDir.
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
-//! kubelet and kube-proxy with a token of its own (`Access`). The controllers and interactive
-//! users and the churn's creates and deletes are not run yet.
+//! kubelet and kube-proxy with a token of its own (`Access`). During the Node watches, 20 people
+//! read the cluster with kubectl (`users`). The controllers and the churn's creates and deletes
+//! are not run yet.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
