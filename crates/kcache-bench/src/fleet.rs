@@ -67,6 +67,9 @@ impl Bench {
         let nodes = self.cap_watchers(self.fleet_nodes(), "fleet");
         progress(format!("fleet: seeding a cluster of {nodes} nodes"));
         let sim = start_sim().await?;
+        // kubectl's Tables: the sim hands out the built-in kinds' columns, as an apiserver does
+        // (without them kcache cannot print Pods and passes every Table read through).
+        kcache_sim::table_columns::serve_builtin(&sim);
         let objects = seed::fleet(&FleetSpec { nodes, seed: 45 });
         let secs = self.scale.fleet_secs;
         let writes = (POD_UPDATES_PER_SEC * secs).round() as usize;
