@@ -203,3 +203,33 @@ fn list_meta_and_watch_framing() {
             b"{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"12\"},\"items\":null}\n"
         );
 }
+
+/// A built-in object's PartialObjectMetadata is the same whether its `managedFields` are parsed
+/// and written field by field or kept as stored (`RowObject`), and its cells do not read them.
+#[test]
+fn managed_fields_kept_as_stored_give_the_same_row() {
+    let raw = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a\u003cb","namespace":"ns","uid":"u-1","resourceVersion":"7","creationTimestamp":"2026-11-28T10:00:00Z","labels":{"z":"1","a":"2"},"managedFields":[{"manager":"kubectl-create","operation":"Update","apiVersion":"v1","time":"2026-11-28T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:k":{}}}}]},"data":{"k":"v"}}"#;
+    let whole: Value = serde_json::from_slice(raw).unwrap();
+    let mut expected = Vec::new();
+    write_partial(&mut expected, &whole);
+
+    let kept = RowObject::parse(raw, true);
+    assert!(kept.managed_fields.is_some());
+    assert!(kept.obj["metadata"].get("managedFields").is_none());
+    let mut got = Vec::new();
+    write_partial_with(&mut got, &kept.obj, kept.managed_fields);
+    assert_eq!(
+        String::from_utf8(got).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
+
+    // Without managedFields, and for a custom resource, the object is parsed whole.
+    let none = br#"{"metadata":{"name":"a","managedFields":[]}}"#;
+    let mut a = Vec::new();
+    let kept = RowObject::parse(none, true);
+    write_partial_with(&mut a, &kept.obj, kept.managed_fields);
+    let mut b = Vec::new();
+    write_partial(&mut b, &serde_json::from_slice(none).unwrap());
+    assert_eq!(a, b);
+    assert!(RowObject::parse(raw, false).managed_fields.is_none());
+}
