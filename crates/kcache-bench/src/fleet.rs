@@ -40,7 +40,7 @@ use super::kcache::{ChildConfig, KcacheChild};
 use super::users;
 use super::watchers::{self, Proto};
 use super::{
-    bump, count_label, fmt_num, list_rv_on, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
+    bump, count_label, fmt_num, list_rv_of, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
     Sim, TempDir,
 };
 
@@ -178,9 +178,7 @@ impl Bench {
         const P: &str =
             "fleet: kube-proxies' EndpointSlice watches (all namespaces), HTTP/2, protobuf";
         let rv = rv_on(&proxies, SLICES).await?;
-        let path = format!(
-            "{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900"
-        );
+        let path = proxy_watch(rv);
         let case = class_case(nodes, slices.len(), "EndpointSlices", SLICE_UPDATES_PER_SEC);
         let f = self
             .class_run(
@@ -366,9 +364,7 @@ async fn rv_on(target: &load::Target, collection: &str) -> Result<u64, String> {
         accept: None,
         ..target.clone()
     };
-    let rv = list_rv_on(&json, collection).await?;
-    rv.parse()
-        .map_err(|e| format!("list of {collection}: resourceVersion {rv:?}: {e}"))
+    list_rv_of(&json, collection).await
 }
 
 /// Have kcache answer protobuf reads of `collection` from its cache. The first protobuf read of
@@ -410,6 +406,11 @@ async fn warm_protobuf(
 
 /// The kube-proxies' collection.
 const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+
+/// A kube-proxy's watch of every EndpointSlice from `rv`, with bookmarks.
+pub(super) fn proxy_watch(rv: u64) -> String {
+    format!("{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900")
+}
 
 /// A herd's case: its cluster, its clients and what changed while they were away.
 fn herd_case(nodes: usize, pods: &watchers::WriteLog, slices: &watchers::WriteLog) -> String {

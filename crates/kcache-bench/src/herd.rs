@@ -162,10 +162,7 @@ pub(super) async fn run(
     let until = t + PATIENCE + Duration::from_secs(30);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
-    let proxy_path = format!(
-        "/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=900",
-        clients.slices_rv
-    );
+    let proxy_path = super::fleet::proxy_watch(clients.slices_rv);
     let h2 = Proto::H2 { connections: nodes };
     let (kubelets, proxies) = tokio::join!(
         watchers::open_to(

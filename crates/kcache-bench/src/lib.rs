@@ -385,7 +385,12 @@ async fn start_sim() -> Result<Sim, String> {
 
 /// The resourceVersion of a (cheap, one-item) list, from which watches start.
 pub async fn list_rv(addr: std::net::SocketAddr, collection: &str) -> Result<u64, String> {
-    list_rv_on(&load::Target::plain(addr), collection)
+    list_rv_of(&load::Target::plain(addr), collection).await
+}
+
+/// [`list_rv`] on any target, as a number.
+async fn list_rv_of(target: &load::Target, collection: &str) -> Result<u64, String> {
+    list_rv_on(target, collection)
         .await?
         .parse()
         .map_err(|_| format!("list of {collection}: resourceVersion"))
