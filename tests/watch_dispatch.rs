@@ -239,3 +239,52 @@ async fn watchers_of_one_named_object_cost_only_its_events() {
         "selector evaluations for 2 updates"
     );
 }
+
+/// Every kube-proxy watches every EndpointSlice: each change is one write per watcher. When a
+/// type's writes would exceed `watch.fanoutWritesPerSecond`, each of its watchers writes at
+/// most once per gap (watchers / that rate, at most `fanoutMaxDelayMillis`): the changes in
+/// between reach it in one write, every one of them, in order.
+#[tokio::test]
+async fn watchers_of_a_busy_type_get_every_change_in_order_in_fewer_writes() {
+    const WATCHERS: usize = 4;
+    const CHANGES: usize = 20;
+    let mut b = EnvBuilder::default().resources(vec![resource("", "v1", "configmaps")]);
+    // Four watchers at four writes a second: a gap of one second between two writes of each.
+    b.config.watch.fanout_writes_per_second = WATCHERS as u64;
+    b.config.watch.fanout_max_delay_millis = 1_000;
+    let env = b.start().await;
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    let rv = cache.rv();
+    let mut watches = Vec::new();
+    for _ in 0..WATCHERS {
+        let w = common::Watch::open(
+            &env.url(),
+            &format!("/api/v1/configmaps?watch=1&timeoutSeconds=60&resourceVersion={rv}"),
+        )
+        .await;
+        assert_eq!(w.status, 200);
+        watches.push(w);
+    }
+    env.metric_reaching(
+        &["kcache_watchers{", "resource=\"configmaps\""],
+        WATCHERS as f64,
+    )
+    .await;
+
+    for i in 0..CHANGES {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i:02}"), "namespace": "d"}});
+        env.sim.create("", "configmaps", cm).unwrap();
+    }
+    let want: Vec<String> = (0..CHANGES).map(|i| format!("cm-{i:02}")).collect();
+    for (i, w) in watches.iter_mut().enumerate() {
+        let (names, writes) = w.names_and_writes(CHANGES, EVENTUALLY).await;
+        assert_eq!(names, want, "watcher {i}: every change, in order");
+        // The first change goes out at once; the ones made within the next second wait for
+        // the gap's end and go out with it (a third write only if the creates took longer).
+        assert!(
+            writes <= 3,
+            "watcher {i}: {writes} writes for {CHANGES} changes"
+        );
+    }
+}

@@ -575,6 +575,31 @@ impl Watch {
     }
 
     /// Every event until `timeout` passes with nothing new (or the stream ends).
+    /// The object names of the next `n` events, and how many writes (HTTP frames) brought
+    /// them; panics unless they all arrive within `timeout`.
+    pub async fn names_and_writes(&mut self, n: usize, timeout: Duration) -> (Vec<String>, usize) {
+        let read = async {
+            let (mut names, mut writes) = (Vec::new(), 0);
+            while names.len() < n {
+                let frame = self.body.frame().await.expect("the watch is open").unwrap();
+                if let Ok(data) = frame.into_data() {
+                    writes += 1;
+                    self.buf.extend_from_slice(&data);
+                }
+                while let Some(end) = self.buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = self.buf.drain(..=end).collect();
+                    let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                    let name = v["object"]["metadata"]["name"].as_str().unwrap_or_default();
+                    names.push(name.to_string());
+                }
+            }
+            (names, writes)
+        };
+        tokio::time::timeout(timeout, read)
+            .await
+            .unwrap_or_else(|_| panic!("fewer than {n} events within {timeout:?}"))
+    }
+
     pub async fn drain(&mut self, quiet: Duration) -> Vec<serde_json::Value> {
         let mut out = Vec::new();
         while let Some(ev) = self.next_json(quiet).await {

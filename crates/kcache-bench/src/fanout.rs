@@ -13,7 +13,7 @@ pub(super) struct FanRun {
     write_errors: u64,
     pub(super) delivery: Delivery,
     cpu_seconds: f64,
-    cores: f64,
+    pub(super) cores: f64,
     /// CPU of the bench process (watchers, writer, sim) over the same interval.
     bench_cores: f64,
     /// CPU of everything else on the machine over the same interval (normal, lower priority).
@@ -57,7 +57,7 @@ impl RssSampler {
 impl FanRun {
     /// kcache's CPU time per event line delivered to a watcher while writing (the deliveries of
     /// the last writes, which arrive after the clock stopped, are few against the whole run).
-    fn cpu_per_delivery_us(&self) -> f64 {
+    pub(super) fn cpu_per_delivery_us(&self) -> f64 {
         if self.delivery.delivered == 0 {
             return f64::NAN;
         }

@@ -192,6 +192,7 @@ impl Bench {
             .await;
         self.report.push(Self::fan_row(P, &case, "kcache", &f));
         self.delivery_checks("kube-proxies' EndpointSlice events", 250.0, nodes, &f);
+        self.fanout_checks(nodes, &f);
 
         // The herd: every kubelet and kube-proxy away for a moment while the cluster goes on
         // changing, then all of them back at once, each resuming from what it had seen.
@@ -651,6 +652,24 @@ impl Bench {
                 p99.map(|p| p <= goal_ms && reads.errors == 0),
             );
         }
+    }
+
+    /// The Targets rows of the kube-proxies' fan-out cost: kcache's CPU per delivery ≤ 2 µs
+    /// and ≤ 1 core while every slice change goes to every kube-proxy.
+    fn fanout_checks(&mut self, nodes: usize, f: &FanRun) {
+        let us = f.cpu_per_delivery_us();
+        self.report.check(
+            "fleet: kube-proxies' fan-out, kcache CPU per delivery",
+            "≤ 2 µs",
+            format!("{us:.2} µs ({nodes} nodes)"),
+            us.is_finite().then_some(us <= 2.0),
+        );
+        self.report.check(
+            "fleet: kube-proxies' fan-out, kcache CPU",
+            "≤ 1 core",
+            format!("{:.2} cores ({nodes} nodes)", f.cores),
+            Some(f.cores <= 1.0),
+        );
     }
 
     /// The Targets rows of one client class: its p99 against `p99_goal_ms`, and none lost.

@@ -344,13 +344,22 @@ pub struct WatchSettings {
     /// Seconds a read waits for the cache to reach a requested resourceVersion before the
     /// 504 (the apiserver: 3).
     pub resource_version_wait_seconds: u64,
+    /// Writes a second, summed over the watchers of one type that every change wakes, above
+    /// which each of them writes at most once per `watchers / fanoutWritesPerSecond` and the
+    /// changes in between go out together (see `api::Fanout`). 0: never.
+    pub fanout_writes_per_second: u64,
+    /// The longest an event waits to go out with later ones (milliseconds). 0: never.
+    pub fanout_max_delay_millis: u64,
 }
 
 impl Default for WatchSettings {
     fn default() -> Self {
+        let fanout = crate::api::Fanout::default();
         WatchSettings {
             bookmark_interval_seconds: 60,
             resource_version_wait_seconds: 3,
+            fanout_writes_per_second: fanout.writes_per_second,
+            fanout_max_delay_millis: fanout.max_delay.as_millis() as u64,
         }
     }
 }
@@ -673,6 +682,10 @@ impl Config {
             bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),
             rv_wait: self.rv_wait(),
             upstream: Default::default(),
+            fanout: crate::api::Fanout {
+                writes_per_second: self.watch.fanout_writes_per_second,
+                max_delay: Duration::from_millis(self.watch.fanout_max_delay_millis),
+            },
         }
     }
 

@@ -42,7 +42,7 @@ pub use negotiate::{negotiate, negotiate_with, Representation};
 pub use protobuf::Mirrors;
 use request::Verb;
 pub use staleness::{Staleness, CACHE_AGE_HEADER};
-pub use watch::WatchConfig;
+pub use watch::{Fanout, WatchConfig};
 
 use std::sync::Arc;
 use std::time::Duration;

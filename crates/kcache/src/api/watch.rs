@@ -72,6 +72,8 @@ pub struct WatchConfig {
     pub rv_wait: Duration,
     /// The upstream's version: bookmark objects are written as it writes them.
     pub upstream: UpstreamVersion,
+    /// How watchers of a type with a large fan-out gather its changes into fewer writes.
+    pub fanout: Fanout,
 }
 
 impl Default for WatchConfig {
@@ -80,6 +82,7 @@ impl Default for WatchConfig {
             bookmark_interval: Duration::from_secs(60),
             rv_wait: Duration::from_secs(3),
             upstream: UpstreamVersion::default(),
+            fanout: Fanout::default(),
         }
     }
 }
@@ -100,6 +103,49 @@ enum Start {
     After { rv: u64 },
     /// One ERROR event, then the end.
     Error(ApiError),
+}
+
+/// How often a watcher of a type with a large fan-out writes.
+///
+/// Every change of a type wakes each of its watchers that no index routes (every kube-proxy
+/// watches every EndpointSlice), and each writes the change to its own connection: a write,
+/// a TLS record, an HTTP/2 frame and a wake-up of the connection's task per watcher per
+/// change. What an event's bytes cost is small beside that (measured 2026-11-28: about 19 µs
+/// of kcache's CPU a delivery at 500 watchers, one event a write). So when a type's writes
+/// would exceed `writes_per_second`, each of its watchers writes at most once per `watchers /
+/// writes_per_second` (at most `max_delay`), and the changes in between go out with that
+/// write, in order. Below that rate nothing waits: a watcher whose last write is older than
+/// its gap writes at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fanout {
+    /// Writes a second, summed over a type's watchers, above which they gather.
+    pub writes_per_second: u64,
+    /// The longest an event waits to be gathered with later ones; zero: never.
+    pub max_delay: Duration,
+}
+
+impl Default for Fanout {
+    fn default() -> Self {
+        Fanout {
+            writes_per_second: 20_000,
+            max_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+impl Fanout {
+    /// The least time between two writes of one of `watchers` watchers woken by every change.
+    pub fn gap(&self, watchers: usize) -> Duration {
+        if self.max_delay.is_zero() || self.writes_per_second == 0 {
+            return Duration::ZERO;
+        }
+        let gap = Duration::from_secs_f64(watchers as f64 / self.writes_per_second as f64);
+        // Tokio's timers count whole milliseconds: a shorter hold would wait a millisecond.
+        if gap < Duration::from_millis(1) {
+            return Duration::ZERO;
+        }
+        gap.min(self.max_delay)
+    }
 }
 
 /// Open a watch on `cache`. A watch whose initial events must be consistent (resourceVersion
@@ -200,6 +246,8 @@ pub async fn watch(
             encoding,
             first_table: true,
             routed,
+            fanout: cfg.fanout,
+            wrote_at: None,
         }
         .run(start)
     });
@@ -353,6 +401,10 @@ struct Watcher {
     /// Set when the watcher receives its events through index dispatch rather than by reading
     /// every event of the history.
     routed: Option<Registration>,
+    fanout: Fanout,
+    /// When the watcher last wrote events, while its type's fan-out makes it gather them
+    /// (see [`Fanout`]).
+    wrote_at: Option<Instant>,
 }
 
 /// Event lines waiting to go out together.
@@ -408,9 +460,13 @@ impl Watcher {
 
     /// Send the event lines gathered so far as one chunk (a single line as it is: the event's
     /// shared bytes, not a copy).
-    async fn send_gathered(&mut self) {
-        if let Some(chunk) = self.gathered.take() {
-            self.out.send(chunk).await
+    async fn send_gathered(&mut self) -> bool {
+        match self.gathered.take() {
+            Some(chunk) => {
+                self.out.send(chunk).await;
+                true
+            }
+            None => false,
         }
     }
 
@@ -500,7 +556,11 @@ impl Watcher {
                 return;
             }
             match self.wait(next_bookmark).await {
-                Wake::Changed => {}
+                Wake::Changed => {
+                    if !self.hold().await {
+                        return;
+                    }
+                }
                 Wake::Bookmark => {
                     // A routed watcher's cursor moves only with its own events: bring it to
                     // the cache's position first.
@@ -570,8 +630,39 @@ impl Watcher {
         from_history: &mut bool,
     ) -> bool {
         let going_on = self.deliver_pending(cursor, rv, from_history).await;
-        self.send_gathered().await;
+        if self.send_gathered().await && !self.gap().is_zero() {
+            self.wrote_at = Some(Instant::now());
+        }
         going_on
+    }
+
+    /// The least time between two of this watcher's writes of events (see [`Fanout`]): zero
+    /// for a routed watcher, which wakes for its own events only.
+    fn gap(&self) -> Duration {
+        match self.routed {
+            Some(_) => Duration::ZERO,
+            None => self.fanout.gap(self.cache.broadcast_watchers()),
+        }
+    }
+
+    /// Woken by a change less than a gap after the last write: wait out the gap, so that the
+    /// changes of the meantime go out with this one. False when kcache is shutting down.
+    async fn hold(&mut self) -> bool {
+        let Some(wrote_at) = self.wrote_at else {
+            return true;
+        };
+        let until = (wrote_at + self.gap()).min(self.deadline);
+        if until <= Instant::now() {
+            return true;
+        }
+        self.timer.as_mut().reset(until);
+        tokio::select! {
+            _ = self.timer.as_mut() => true,
+            _ = &mut self.stopping => {
+                self.open.reason = "shutdown";
+                false
+            }
+        }
     }
 
     /// [`Watcher::catch_up`]'s reading, with the lines it delivers gathered.
@@ -1051,6 +1142,39 @@ mod tests {
         assert!(
             chunks <= bytes / CHUNK + 2,
             "{EVENTS} events ({bytes} bytes) took {chunks} chunks"
+        );
+    }
+
+    #[test]
+    fn watchers_gather_only_when_their_writes_would_exceed_the_rate() {
+        let fanout = Fanout::default();
+        let ms = Duration::from_millis;
+        for (watchers, gap) in [
+            (0, Duration::ZERO),
+            (1, Duration::ZERO),
+            // 19 writes per change at 20,000 a second: under a millisecond, not worth a timer.
+            (19, Duration::ZERO),
+            (20, ms(1)),
+            (500, ms(25)),
+            (2_000, ms(100)),
+            (5_000, ms(100)),
+        ] {
+            assert_eq!(fanout.gap(watchers), gap, "{watchers} watchers");
+        }
+        let off = |f: Fanout| f.gap(5_000);
+        assert_eq!(
+            off(Fanout {
+                max_delay: Duration::ZERO,
+                ..fanout
+            }),
+            Duration::ZERO
+        );
+        assert_eq!(
+            off(Fanout {
+                writes_per_second: 0,
+                ..fanout
+            }),
+            Duration::ZERO
         );
     }
 

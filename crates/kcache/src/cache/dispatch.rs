@@ -8,6 +8,7 @@
 //! lost; a 410 only if history no longer covers it).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Notify;
@@ -100,6 +101,8 @@ type ByValue = HashMap<Box<str>, Vec<Arc<Subscriber>>>;
 #[derive(Default)]
 pub struct Dispatch {
     table: RwLock<HashMap<usize, ByValue>>,
+    /// Watchers registered, read without the table's lock.
+    registered: AtomicUsize,
 }
 
 impl Dispatch {
@@ -111,7 +114,13 @@ impl Dispatch {
             .entry(value.into())
             .or_default()
             .push(sub.clone());
+        self.registered.fetch_add(1, Ordering::Relaxed);
         sub
+    }
+
+    /// How many watchers are registered.
+    pub fn registered(&self) -> usize {
+        self.registered.load(Ordering::Relaxed)
     }
 
     pub fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
@@ -120,7 +129,10 @@ impl Dispatch {
             return;
         };
         if let Some(subs) = by_value.get_mut(value) {
+            let before = subs.len();
             subs.retain(|s| !Arc::ptr_eq(s, sub));
+            self.registered
+                .fetch_sub(before - subs.len(), Ordering::Relaxed);
             if subs.is_empty() {
                 by_value.remove(value);
             }

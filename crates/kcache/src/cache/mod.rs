@@ -778,6 +778,15 @@ impl ResourceCache {
         self.rv_tx.subscribe()
     }
 
+    /// About how many watchers every change of the type wakes: those subscribed and not
+    /// routed by an index (every watcher subscribes; a read waiting for an RV is counted
+    /// while it waits). What one change costs in writes.
+    pub fn broadcast_watchers(&self) -> usize {
+        self.rv_tx
+            .receiver_count()
+            .saturating_sub(self.dispatch.registered())
+    }
+
     /// Wait until the cache has reached `rv`, at most `timeout`. Err carries the current RV;
     /// it comes at once when the cache goes over its budget (it will not move again).
     pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), u64> {
