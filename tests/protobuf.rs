@@ -332,6 +332,31 @@ async fn until_the_mirror_has_synced_a_client_accepting_json_gets_json_from_the_
     );
 }
 
+/// A protobuf mirror never decides what exists (the JSON cache does), so it lists its type from
+/// the upstream's watch cache (`resourceVersion=0`, one request whatever the page size), not in
+/// consistent pages: a restarted kcache whose protobuf clients come back at once would
+/// otherwise send the upstream a list request per page of every type they read. Its answers
+/// are still the upstream's bytes.
+#[tokio::test]
+async fn a_protobuf_mirror_lists_its_type_in_one_request() {
+    let mut b = EnvBuilder::fixtures();
+    // Pages of one object: a paged list of the namespace's ConfigMaps would be several requests.
+    b.config.upstream.page_size = 1;
+    let env = b.start().await;
+    let path = "/api/v1/namespaces/fixtures-b/configmaps?resourceVersion=0";
+    let cache = env.kcache.cache("", "v1", "configmaps").unwrap();
+    assert!(cache.len() > 1, "the fixtures hold several ConfigMaps");
+    warm(&env, path).await;
+    let mirror_lists = env
+        .metric(&[
+            "kcache_upstream_requests_total",
+            "purpose=\"protobuf_list\"",
+        ])
+        .await;
+    assert_eq!(mirror_lists, Some(1.0), "the mirror's list requests");
+    same_answer(&env, path, &pb(&[])).await;
+}
+
 /// The protobuf mirror (a second upstream list and watch of the type) is started by the first
 /// protobuf read the cache would answer, not by one that goes upstream for another reason.
 #[tokio::test]

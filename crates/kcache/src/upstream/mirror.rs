@@ -2,7 +2,7 @@
 //! upstream's protobuf bytes next to its JSON cache).
 //!
 //! ```text
-//!  ┌──► Sync ──(paged protobuf list)──► mirror.install ──► Watching{rv} ◄──┐
+//!  ┌──► Sync ──(protobuf list, RV=0)──► mirror.install ──► Watching{rv} ◄──┐
 //!  │      │                                                    │   │        │ stream ended
 //!  │      │ 406, or an answer that is not protobuf             │   └────────┘ (timeoutSeconds)
 //!  │      ▼                                                    │
@@ -13,6 +13,13 @@
 //! Simpler than the JSON reflector on purpose: the mirror never decides what exists (the JSON
 //! cache does), so it needs no diff on relist, no streaming list and no restore detection; a
 //! version it lacks only makes a protobuf reader wait or go upstream.
+//!
+//! For the same reason its list need not be consistent: it asks for `resourceVersion=0`, which
+//! the apiserver answers whole from its watch cache (`limit` is ignored there, rule L2 of
+//! `docs/semantics.md`), in one request and without reading etcd, as client-go's informers
+//! list. A list older than the JSON cache only makes the mirror's watch start further back.
+//! Paged consistent lists cost a restarted kcache's herd one upstream request per 500 objects
+//! of every mirrored type (BENCHMARKS.md, "A 5,000-node cluster's kubelets and kube-proxies").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,20 +153,20 @@ impl MirrorReflector {
         }
     }
 
-    /// A consistent paged list in protobuf, installed whole; returns its RV.
+    /// A list in protobuf from the upstream's watch cache (see the module docs), installed
+    /// whole; returns its RV. Pages are followed should an upstream answer in pages anyway.
     async fn sync(&self) -> Result<u64, Failure> {
         let collection = super::collection_path(&self.cache);
         let mut objects = Vec::new();
         let mut list_rv: Option<u64> = None;
         let mut cont: Option<String> = None;
         loop {
-            let mut url = format!(
-                "{collection}?limit={}{}",
-                self.cfg.page_size, self.scope_query
-            );
-            if let Some(c) = &cont {
-                url.push_str(&format!("&continue={}", super::enc(c)));
-            }
+            // A continue token carries its snapshot's RV: the apiserver refuses both together.
+            let from = match &cont {
+                None => "resourceVersion=0".to_string(),
+                Some(c) => format!("continue={}", super::enc(c)),
+            };
+            let url = format!("{collection}?{from}{}", self.scope_query);
             let body = match self
                 .upstream
                 .get_accepting(&url, protobuf::MEDIA_TYPE, Purpose::ProtobufList)
