@@ -33,6 +33,11 @@ use crate::cache::{Mirror, ResourceCache};
 use crate::error::Report;
 use crate::protobuf::{self, ProtoError};
 
+/// A list this large (bytes) is followed by giving the allocator's free pages back: one
+/// answer holding a whole large type (150,000 Pods) left kcache's RSS 5 % higher for good
+/// (BENCHMARKS.md, "The restarted herd's lists").
+const RELEASE_AFTER_LIST: usize = 64 * 1024 * 1024;
+
 /// How a mirror's loop failed.
 enum Failure {
     /// The upstream does not serve the type in protobuf: stop for good.
@@ -160,6 +165,7 @@ impl MirrorReflector {
         let mut objects = Vec::new();
         let mut list_rv: Option<u64> = None;
         let mut cont: Option<String> = None;
+        let mut listed = 0;
         loop {
             // A continue token carries its snapshot's RV: the apiserver refuses both together.
             let from = match &cont {
@@ -187,6 +193,7 @@ impl MirrorReflector {
                 }
                 Err(e) => return Err(e.into()),
             };
+            listed += body.len();
             let envelope = match protobuf::parse_envelope(&body) {
                 Ok(e) => e,
                 Err(ProtoError::BadMagic) => {
@@ -211,6 +218,11 @@ impl MirrorReflector {
         }
         let rv = list_rv.unwrap_or(0);
         self.mirror.install(rv, objects, self.cache.history_start());
+        if listed >= RELEASE_AFTER_LIST {
+            // The list's body arrived in hyper's chunks and was joined; glibc keeps the freed
+            // chunks' pages resident between the objects allocated since (see `kcache_heap`).
+            let _ = tokio::task::spawn_blocking(kcache_heap::release_free_memory).await;
+        }
         Ok(rv)
     }
 
