@@ -574,7 +574,6 @@ impl Watch {
         Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad event {line}: {e}")))
     }
 
-    /// Every event until `timeout` passes with nothing new (or the stream ends).
     /// The object names of the next `n` events, and how many writes (HTTP frames) brought
     /// them; panics unless they all arrive within `timeout`.
     pub async fn names_and_writes(&mut self, n: usize, timeout: Duration) -> (Vec<String>, usize) {
@@ -600,6 +599,7 @@ impl Watch {
             .unwrap_or_else(|_| panic!("fewer than {n} events within {timeout:?}"))
     }
 
+    /// Every event until `timeout` passes with nothing new (or the stream ends).
     pub async fn drain(&mut self, quiet: Duration) -> Vec<serde_json::Value> {
         let mut out = Vec::new();
         while let Some(ev) = self.next_json(quiet).await {

@@ -247,7 +247,7 @@ pub async fn watch(
             first_table: true,
             routed,
             fanout: cfg.fanout,
-            wrote_at: None,
+            next_write: None,
         }
         .run(start)
     });
@@ -402,9 +402,9 @@ struct Watcher {
     /// every event of the history.
     routed: Option<Registration>,
     fanout: Fanout,
-    /// When the watcher last wrote events, while its type's fan-out makes it gather them
-    /// (see [`Fanout`]).
-    wrote_at: Option<Instant>,
+    /// While its type's fan-out makes it gather events (see [`Fanout`]): the earliest its next
+    /// write of events may go, a gap after its last.
+    next_write: Option<Instant>,
 }
 
 /// Event lines waiting to go out together.
@@ -630,8 +630,9 @@ impl Watcher {
         from_history: &mut bool,
     ) -> bool {
         let going_on = self.deliver_pending(cursor, rv, from_history).await;
-        if self.send_gathered().await && !self.gap().is_zero() {
-            self.wrote_at = Some(Instant::now());
+        if self.send_gathered().await {
+            let gap = self.gap();
+            self.next_write = (!gap.is_zero()).then(|| Instant::now() + gap);
         }
         going_on
     }
@@ -648,10 +649,10 @@ impl Watcher {
     /// Woken by a change less than a gap after the last write: wait out the gap, so that the
     /// changes of the meantime go out with this one. False when kcache is shutting down.
     async fn hold(&mut self) -> bool {
-        let Some(wrote_at) = self.wrote_at else {
+        let Some(next_write) = self.next_write else {
             return true;
         };
-        let until = (wrote_at + self.gap()).min(self.deadline);
+        let until = next_write.min(self.deadline);
         if until <= Instant::now() {
             return true;
         }

@@ -817,26 +817,26 @@ fn write_object_meta(out: &mut Vec<u8>, m: &Value, managed_fields: Option<&RawVa
         w.key("finalizers");
         write_value(w.out, fin, false);
     }
-    if let Some(raw) = managed_fields {
-        // Written by Go already: the same bytes its fields would be written as here. `omitempty`:
-        // none for an empty list.
-        let raw = raw.get().trim();
-        if raw != "[]" && raw != "null" {
-            w.key("managedFields");
-            w.out.extend_from_slice(raw.as_bytes());
+    match managed_fields {
+        // Written by Go already: the same bytes its fields would be written as below.
+        // `omitempty`: none for an empty list.
+        Some(raw) => {
+            let raw = raw.get().trim();
+            if raw != "[]" && raw != "null" {
+                w.key("managedFields");
+                w.out.extend_from_slice(raw.as_bytes());
+            }
         }
-        w.out.push(b'}');
-        return;
+        None => w.structs(m, "managedFields", |f, e| {
+            for k in ["manager", "operation", "apiVersion"] {
+                f.str_omitempty(e, k);
+            }
+            f.ptr(e, "time");
+            f.str_omitempty(e, "fieldsType");
+            f.ptr(e, "fieldsV1");
+            f.str_omitempty(e, "subresource");
+        }),
     }
-    w.structs(m, "managedFields", |f, e| {
-        for k in ["manager", "operation", "apiVersion"] {
-            f.str_omitempty(e, k);
-        }
-        f.ptr(e, "time");
-        f.str_omitempty(e, "fieldsType");
-        f.ptr(e, "fieldsV1");
-        f.str_omitempty(e, "subresource");
-    });
     w.out.push(b'}');
 }
 
