@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use common::{get, get_with, request, resource, Env, EnvBuilder, Watch};
 use kcache::auth::AuthMode;
+use kcache::config::{Config, ResourceConfig};
+use kcache::index::IndexConfig;
 use kcache_sim::rbac::{Rbac, Subject};
 use kcache_sim::{SimConfig, StorageReads};
 use serde::Deserialize;
@@ -23,6 +25,7 @@ use serde_json::{json, Value};
 const KCACHE: &str = "system:serviceaccount:kcache:kcache";
 const APP: &str = "system:serviceaccount:team-a:app";
 const NOBODY: &str = "system:serviceaccount:team-a:nobody";
+const OPS: &str = "ops";
 const NS: &str = "audited";
 const READERS: usize = 8;
 
@@ -45,6 +48,7 @@ fn table() -> Rbac {
         .proxy("kcache-token", KCACHE)
         .token("app-token", APP, &["system:serviceaccounts"])
         .token("nobody-token", NOBODY, &["system:serviceaccounts"])
+        .token("ops-token", OPS, &[])
         .allow(
             Subject::User(APP.into()),
             &["get", "list", "watch", "create"],
@@ -52,6 +56,15 @@ fn table() -> Rbac {
             &["configmaps"],
             Some(NS),
         )
+        .named("app-configmaps")
+        .allow(
+            Subject::User(OPS.into()),
+            &["list"],
+            &[""],
+            &["configmaps"],
+            None,
+        )
+        .named("ops-list-configmaps")
         .allow(
             Subject::User(KCACHE.into()),
             &["get", "list", "watch"],
@@ -70,6 +83,11 @@ fn tempdir() -> PathBuf {
 /// kcache caching ConfigMaps, auditing into `dir/audit.log` by [`POLICY`], in front of a sim
 /// that takes 20 ms per read (so that identical reads sent together overlap).
 async fn env(dir: &Path, mode: AuthMode) -> Env {
+    env_with(dir, mode, |_| {}).await
+}
+
+/// As [`env`], with `tune` applied to kcache's configuration.
+async fn env_with(dir: &Path, mode: AuthMode, tune: impl FnOnce(&mut Config)) -> Env {
     std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
     let audit: kcache_audit::AuditConfig = serde_json::from_value(json!({
         "policyFile": dir.join("policy.yaml"),
@@ -87,12 +105,20 @@ async fn env(dir: &Path, mode: AuthMode) -> Env {
         },
         ..EnvBuilder::default()
     }
-    .resources(vec![resource("", "v1", "configmaps")]);
+    .resources(vec![ResourceConfig {
+        indexes: vec![IndexConfig {
+            name: "team".into(),
+            field: None,
+            label: Some("team".into()),
+        }],
+        ..resource("", "v1", "configmaps")
+    }]);
     if mode != AuthMode::None {
         b.rbac = Some((table(), "kcache-token".into()));
     }
     b.config.auth.mode = mode;
     b.config.audit = Some(audit);
+    tune(&mut b.config);
     let env = b.start().await;
     for i in 0..3 {
         env.sim
@@ -188,6 +214,13 @@ fn events(log: &Path) -> Vec<Event> {
         .collect()
 }
 
+/// The authorizer's reason an event gives (`None`: no decision recorded).
+fn reason(e: &Event) -> Option<&str> {
+    e.annotations
+        .get("authorization.k8s.io/reason")
+        .map(String::as_str)
+}
+
 /// What a test relies on in one event.
 fn summary(e: &Event) -> (String, String, String, u64, String, String) {
     (
@@ -262,6 +295,15 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
         "{forwarded} of {READERS} forwarded: none shared"
     );
 
+    // kcache's own API: an index query reads the cached objects as a cluster-wide LIST
+    // does, and is audited as one.
+    let ops = [("Authorization", "Bearer ops-token")];
+    let index = "/apis/kcache.dev/v1/indexes/core/v1/configmaps/team";
+    let r = get_with(&url, &format!("{index}?values=a"), &ops).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = get_with(&url, &format!("{index}/counts"), &app).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+
     // A write: forwarded under the caller's own identity, audited by the apiserver only.
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "written", "namespace": NS}});
@@ -309,6 +351,15 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
         ),
         s("", "list", "ResponseStarted", 401, "refused", ""),
         s(&app_user, "watch", "ResponseStarted", 200, "cache", "allow"),
+        s(OPS, "list", "ResponseComplete", 200, "cache", "allow"),
+        s(
+            &app_user,
+            "list",
+            "ResponseComplete",
+            403,
+            "refused",
+            "forbid",
+        ),
         s(
             &app_user,
             "watch",
@@ -369,7 +420,34 @@ async fn a_mixed_run_leaves_exactly_the_events_the_policy_asks_for() {
         cached.response_status,
         Some(json!({"metadata": {}, "code": 200}))
     );
+    // The authorizer's reason beside kcache's decision, as the apiserver writes it: RBAC's
+    // binding when it allows, empty when it denies.
+    assert_eq!(
+        reason(cached),
+        Some(
+            format!(
+                "RBAC: allowed by RoleBinding \"app-configmaps/{NS}\" of Role \"app-configmaps\" \
+                 to User \"{APP}\""
+            )
+            .as_str()
+        )
+    );
+    let by_index = events.iter().find(|e| e.user.username == OPS).unwrap();
+    assert_eq!(
+        reason(by_index),
+        Some(
+            "RBAC: allowed by ClusterRoleBinding \"ops-list-configmaps\" of ClusterRole \
+             \"ops-list-configmaps\" to User \"ops\""
+        )
+    );
+    assert_eq!(by_index.request_uri, format!("{index}?values=a"));
+    let o = by_index.object_ref.as_ref().unwrap();
+    assert_eq!(
+        (o.resource.as_deref(), o.namespace.as_deref()),
+        (Some("configmaps"), None)
+    );
     let refused = events.iter().find(|e| e.user.username == NOBODY).unwrap();
+    assert_eq!(reason(refused), Some(""));
     let status = refused.response_status.as_ref().unwrap();
     assert_eq!(status["reason"], "Forbidden");
     assert_eq!(status["status"], "Failure");
@@ -415,6 +493,45 @@ async fn without_authentication_the_events_say_the_user_is_unknown() {
         e.annotations.get("authorization.k8s.io/decision"),
         None,
         "kcache decided nothing"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A caller refused by a limit was authenticated first: the event names them, as the
+/// apiserver's names the user its flow control refuses, with no decision (none was made).
+#[tokio::test]
+async fn a_caller_over_its_rate_is_named_in_the_event() {
+    let dir = tempdir();
+    let env = env_with(&dir, AuthMode::Delegated, |c| {
+        c.limits.per_caller_qps = 0.01;
+        c.limits.per_caller_burst = 1;
+    })
+    .await;
+    let url = env.url();
+    let app = [("Authorization", "Bearer app-token")];
+    let path = format!("/api/v1/namespaces/{NS}/configmaps?resourceVersion=0");
+    assert_eq!(get_with(&url, &path, &app).await.status, 200);
+    let r = get_with(&url, &path, &app).await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    env.kcache.shutdown().await;
+    let events = events(&dir.join("audit.log"));
+    let limited: Vec<_> = events
+        .iter()
+        .filter(|e| e.response_status.as_ref().is_some_and(|s| s["code"] == 429))
+        .collect();
+    assert_eq!(limited.len(), 1, "{events:#?}");
+    let e = limited[0];
+    assert_eq!(e.user.username, APP);
+    assert!(e
+        .user
+        .groups
+        .contains(&"system:serviceaccounts".to_string()));
+    assert_eq!(e.stage, "ResponseComplete");
+    assert_eq!(e.annotations["kcache.dev/answered-by"], "refused");
+    assert_eq!(reason(e), None, "kcache decided nothing");
+    assert_eq!(
+        e.response_status.as_ref().unwrap()["reason"],
+        "TooManyRequests"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

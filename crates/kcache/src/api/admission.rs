@@ -14,30 +14,49 @@ use super::{response, App};
 use crate::auth::{Caller, ConnInfo};
 use crate::status::ApiError;
 
+/// A request admission refused.
+pub struct Refused {
+    /// The caller, when authentication accepted them (a rate or size limit refused them): the
+    /// audit trail names them, as the apiserver's names the user its flow control refuses.
+    pub caller: Option<Caller>,
+    /// The error answer to send.
+    pub response: Response,
+}
+
 /// Authenticate, then apply the per-caller rate and the request-size limit: the caller, or
-/// the error answer to send.
+/// the refusal.
 pub async fn admit(
     app: &App,
     headers: &HeaderMap,
     extensions: &Extensions,
-) -> Result<Caller, Response> {
+) -> Result<Caller, Refused> {
     let conn = extensions.get::<ConnInfo>();
-    let caller = app
-        .auth
-        .authenticate(headers, conn)
-        .await
-        .map_err(|e| response::error(&ApiError::from(e)))?;
+    let caller = match app.auth.authenticate(headers, conn).await {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(Refused {
+                caller: None,
+                response: response::error(&ApiError::from(e)),
+            })
+        }
+    };
     if let Err(e) = app.limits.admit(&caller.limit_key) {
         tracing::debug!(caller = caller.name(), "rate limited");
-        return Err(response::error(&e));
+        return Err(Refused {
+            caller: Some(caller),
+            response: response::error(&e),
+        });
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    app.limits
-        .check_request_size(declared)
-        .map_err(|e| response::error(&e))?;
+    if let Err(e) = app.limits.check_request_size(declared) {
+        return Err(Refused {
+            caller: Some(caller),
+            response: response::error(&e),
+        });
+    }
     Ok(caller)
 }
 

@@ -28,7 +28,7 @@ use kcache_audit::{
 
 use super::request::{Parsed, Verb};
 use super::AnsweredBy;
-use crate::auth::{Caller, ConnInfo};
+use crate::auth::{Caller, ConnInfo, Verdict};
 
 /// Set on a response that is kcache's own refusal, with its Status as JSON (shared with the
 /// body where the body is that JSON): what the audit event's `responseStatus` says.
@@ -62,9 +62,6 @@ impl Audit {
         parsed: &Parsed,
         caller: Option<&Caller>,
     ) -> Option<Pending> {
-        let user = caller.and_then(|c| c.user.as_deref());
-        let path = parts.uri.path();
-        let verb = audit_verb(parsed, parts);
         let resource = parsed.path.as_ref().map(|p| ResourceAttributes {
             group: &p.group,
             version: &p.version,
@@ -73,6 +70,21 @@ impl Audit {
             namespace: p.namespace.as_deref(),
             name: p.name.as_deref(),
         });
+        self.begin_as(received, parts, audit_verb(parsed, parts), resource, caller)
+    }
+
+    /// As [`Audit::begin`], for a request of kcache's own API, audited as the read of the
+    /// API's `resource` it is (`verb`), so that the policy's rules for that resource apply.
+    pub(super) fn begin_as(
+        &self,
+        received: SystemTime,
+        parts: &Parts,
+        verb: &'static str,
+        resource: Option<ResourceAttributes<'_>>,
+        caller: Option<&Caller>,
+    ) -> Option<Pending> {
+        let user = caller.and_then(|c| c.user.as_deref());
+        let path = parts.uri.path();
         let outcome = self.auditor.policy().evaluate(&Attributes {
             user: user.map_or("", |u| u.username.as_str()),
             groups: user.map_or(&[], |u| u.groups.as_slice()),
@@ -101,19 +113,20 @@ impl Audit {
             object_ref,
             received,
             outcome,
-            authorized: caller.is_some_and(|c| c.user.is_some()),
             unauthenticated: caller.is_none(),
         })
     }
 
-    /// The events of a request once its answer is known (`answered`: how), by the stages its
-    /// rule keeps; a watch's last stage comes when its stream ends, so the response it returns
-    /// carries it. Forwarded requests get none unless `audit.forwarded` is set.
+    /// The events of a request once its answer is known (`answered`: how; `verdict`: what
+    /// kcache's authorizer answered, if kcache asked it), by the stages its rule keeps; a
+    /// watch's last stage comes when its stream ends, so the response it returns carries it.
+    /// Forwarded requests get none unless `audit.forwarded` is set.
     pub(super) fn finish(
         &self,
         pending: Pending,
         resp: Response,
         answered: AnsweredBy,
+        verdict: Option<Verdict>,
         long_running: bool,
     ) -> Response {
         if answered == AnsweredBy::Upstream && !self.auditor.audits_forwarded() {
@@ -123,11 +136,13 @@ impl Audit {
             Some(r) => ResponseStatus::from_status_body(r.code, &r.status),
             None => ResponseStatus::from_code(resp.status().as_u16()),
         };
-        let decision = match (answered, pending.authorized, &status) {
-            (AnsweredBy::Upstream, ..) | (_, false, _) => None,
-            (_, true, s) if s.code == 403 => Some("forbid"),
-            (AnsweredBy::Refused, true, s) if s.code == 401 => None,
-            _ => Some("allow"),
+        // kcache's decision where kcache decided: a forwarded answer's is the upstream's
+        // (in its own audit log), and a request refused before authorization (a limit) has
+        // none, as in the apiserver's log.
+        let decision = match (answered, verdict) {
+            (AnsweredBy::Upstream, _) | (_, None | Some(Verdict::Own)) => None,
+            (_, Some(Verdict::Allow(reason))) => Some(("allow", reason)),
+            (_, Some(Verdict::Forbid(reason))) => Some(("forbid", reason)),
         };
         let annotations = Annotations { answered, decision };
         let unauthenticated = pending.unauthenticated;
@@ -183,8 +198,6 @@ pub(super) struct Pending {
     object_ref: Option<ObjectRef>,
     received: SystemTime,
     outcome: RuleOutcome,
-    /// kcache authorized the caller itself (a user it authenticated, not kcache's own identity).
-    authorized: bool,
     /// Refused before its caller was known (admission: credentials refused, a rate or size
     /// limit). A 401 is recorded at ResponseStarted only, with no user, as a v1.34.9
     /// apiserver records it (tests/fixtures/audit).
@@ -215,20 +228,23 @@ impl Pending {
 }
 
 /// The annotations kcache adds to each event.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Annotations {
     answered: AnsweredBy,
-    /// `authorization.k8s.io/decision`, where kcache decided.
-    decision: Option<&'static str>,
+    /// `authorization.k8s.io/decision` and `/reason`, where kcache decided.
+    decision: Option<(&'static str, Arc<str>)>,
 }
 
 impl Annotations {
     /// `event` with these annotations and `status`.
-    fn add(self, mut event: Event, status: Option<ResponseStatus>) -> Event {
+    fn add(&self, mut event: Event, status: Option<ResponseStatus>) -> Event {
         event.response_status = status;
         event = event.annotate("kcache.dev/answered-by", self.answered.as_str());
-        if let Some(d) = self.decision {
-            event = event.annotate("authorization.k8s.io/decision", d);
+        if let Some((decision, reason)) = &self.decision {
+            // The apiserver writes the reason beside every decision, empty or not.
+            event = event
+                .annotate("authorization.k8s.io/decision", *decision)
+                .annotate("authorization.k8s.io/reason", String::from(&**reason));
         }
         event
     }

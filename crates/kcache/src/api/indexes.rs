@@ -10,7 +10,10 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use kcache_audit::ResourceAttributes;
+
 use super::{list, params, response, App};
+use crate::auth::{Caller, Verdict};
 use crate::cache::{AtError, ResourceCache};
 use crate::continue_token::ContinueToken;
 use crate::index::Source;
@@ -23,39 +26,77 @@ fn json_response(v: &Value) -> Response {
 }
 
 /// Index answers reach across namespaces: the caller must be allowed to list the resource
-/// cluster-wide. The group `core` names the core group in these paths.
+/// cluster-wide (`group`: "" for the core group). `verdict`: the authorizer's answer.
 async fn authorize(
     app: &App,
-    headers: &http::HeaderMap,
-    extensions: &http::Extensions,
-    group: &str,
-    version: &str,
-    resource: &str,
-) -> Result<(), Response> {
-    let caller = super::admission::admit(app, headers, extensions).await?;
-    let group = if group == "core" { "" } else { group };
-    app.auth
-        .authorize(
-            &caller,
-            &crate::auth::Attributes {
-                verb: "list",
-                group,
-                version,
-                resource,
-                namespace: None,
-                name: None,
-            },
-        )
-        .await
-        .map_err(|e| response::error(&ApiError::from(e)))
+    caller: &Caller,
+    (group, version, resource): (&str, &str, &str),
+    verdict: &mut Option<Verdict>,
+) -> Result<(), ApiError> {
+    let attributes = crate::auth::Attributes {
+        verb: "list",
+        group,
+        version,
+        resource,
+        namespace: None,
+        name: None,
+    };
+    app.auth.authorize(caller, &attributes, verdict).await?;
+    Ok(())
+}
+
+/// An index request's answer, with its audit events where a trail is kept: a query reads
+/// the cached objects of `resource` as a cluster-wide LIST of it does, and is audited as that
+/// LIST (`verb` and the resource), so that the policy's rules for the resource see it;
+/// `resource` None: the index definitions, audited by path.
+async fn audited<F>(
+    app: &App,
+    parts: &http::request::Parts,
+    verb: &'static str,
+    resource: Option<(&str, &str, &str)>,
+    answer: impl FnOnce(Caller, Option<Verdict>) -> F,
+) -> Response
+where
+    F: std::future::Future<Output = (Response, Option<Verdict>)>,
+{
+    let received = app.audit.as_ref().map(|_| std::time::SystemTime::now());
+    let admitted = super::admission::admit(app, &parts.headers, &parts.extensions).await;
+    let (caller, (resp, verdict)) = match admitted {
+        Ok(caller) => (Some(caller.clone()), answer(caller, None).await),
+        Err(refused) => (refused.caller, (refused.response, None)),
+    };
+    let (Some(audit), Some(received)) = (&app.audit, received) else {
+        return resp;
+    };
+    let resource = resource.map(|(group, version, resource)| ResourceAttributes {
+        group,
+        version,
+        resource,
+        subresource: None,
+        namespace: None,
+        name: None,
+    });
+    match audit.begin_as(received, parts, verb, resource, caller.as_ref()) {
+        Some(pending) => {
+            let answered = super::answered_by(&resp, "cache");
+            audit.finish(pending, resp, answered, verdict, false)
+        }
+        None => resp,
+    }
 }
 
 /// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.
 pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
     // Definitions only, no objects: any authenticated (or anonymous) caller may see them.
-    if let Err(refused) = super::admission::admit(&app, req.headers(), req.extensions()).await {
-        return refused;
-    }
+    audited(&app, &parts, "get", None, |_, verdict| async {
+        (definitions(&app), verdict)
+    })
+    .await
+}
+
+/// Every cached resource with its indexes, as `IndexList`.
+fn definitions(app: &App) -> Response {
     // A type over its memory budget has no cache to query: its indexes are not offered.
     let mut caches: Vec<_> = app
         .registry
@@ -99,7 +140,6 @@ fn lookup(
     resource: &str,
     index: &str,
 ) -> Result<(Arc<ResourceCache>, usize), ApiError> {
-    let group = if group == "core" { "" } else { group };
     let cache = app
         .registry
         .get(group, version, resource)
@@ -132,18 +172,31 @@ async fn answer(
     (group, version, resource, index): &IndexPath,
     f: impl FnOnce(&Arc<ResourceCache>, usize) -> Result<Response, ApiError>,
 ) -> Response {
-    if let Err(refused) = authorize(
+    let group = if group == "core" { "" } else { group };
+    let named = (group, version.as_str(), resource.as_str());
+    audited(
         app,
-        &parts.headers,
-        &parts.extensions,
-        group,
-        version,
-        resource,
+        parts,
+        "list",
+        Some(named),
+        |caller, mut verdict| async move {
+            let resp = match authorize(app, &caller, named, &mut verdict).await {
+                Ok(()) => read(app, named, index, f),
+                Err(e) => response::error(&e),
+            };
+            (resp, verdict)
+        },
     )
     .await
-    {
-        return refused;
-    }
+}
+
+/// Find the index and answer with `f`'s response (or error) stamped with the cache's age.
+fn read(
+    app: &App,
+    (group, version, resource): (&str, &str, &str),
+    index: &str,
+    f: impl FnOnce(&Arc<ResourceCache>, usize) -> Result<Response, ApiError>,
+) -> Response {
     let (cache, i) = match lookup(app, group, version, resource, index) {
         Ok(found) => found,
         Err(e) => return response::error(&e),

@@ -255,16 +255,16 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     // First: every limit and decision after it is per caller.
     let caller = match admission::admit(&app, &parts.headers, &parts.extensions).await {
         Ok(c) => c,
-        Err(refused) => {
+        Err(admission::Refused { caller, response }) => {
             return match (&app.audit, received) {
                 (Some(audit), Some(received)) => {
                     let parsed = request::Parsed::parse(&parts);
-                    match audit.begin(received, &parts, &parsed, None) {
-                        Some(p) => audit.finish(p, refused, AnsweredBy::Refused, false),
-                        None => refused,
+                    match audit.begin(received, &parts, &parsed, caller.as_ref()) {
+                        Some(p) => audit.finish(p, response, AnsweredBy::Refused, None, false),
+                        None => response,
                     }
                 }
-                _ => refused,
+                _ => response,
             };
         }
     };
@@ -324,9 +324,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let protobuf_errors = read
         .as_ref()
         .is_some_and(|r| r.representation == Representation::Protobuf);
+    // What the authorizer answered, once kcache asks it (for the audit trail).
+    let mut verdict = None;
     let cached = match (&read, &cache) {
         (Some(read), Some(cache)) => {
-            serve_from_cache(&app, read, cache, &caller, protobuf_errors).await
+            serve_from_cache(&app, read, cache, &caller, protobuf_errors, &mut verdict).await
         }
         _ => Ok(Answer::Upstream),
     };
@@ -390,7 +392,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let resp = match (&app.audit, audited) {
         (Some(audit), Some(pending)) => {
             let answered = answered_by(&resp, source);
-            audit.finish(pending, resp, answered, verb == Verb::Watch)
+            audit.finish(pending, resp, answered, verdict, verb == Verb::Watch)
         }
         _ => resp,
     };
@@ -419,7 +421,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 }
 
 /// How kcache answered `resp` (`source`: where it came from).
-fn answered_by(resp: &Response, source: &str) -> AnsweredBy {
+pub(super) fn answered_by(resp: &Response, source: &str) -> AnsweredBy {
     if resp.extensions().get::<audit::Refusal>().is_some() {
         return AnsweredBy::Refused;
     }
@@ -449,11 +451,12 @@ async fn serve_from_cache(
     cache: &Arc<ResourceCache>,
     caller: &Caller,
     protobuf_errors: bool,
+    verdict: &mut Option<crate::auth::Verdict>,
 ) -> Result<Answer, ApiError> {
     if cache.budget().is_over() {
         return over_budget(read.local, cache);
     }
-    let answer = read::from_cache(app, read, caller, cache).await;
+    let answer = read::from_cache(app, read, caller, cache, verdict).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
     // `cache::Budget::is_over`). A watch's stream checks for itself as it goes.

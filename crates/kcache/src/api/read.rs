@@ -31,17 +31,19 @@ use super::printers::Known;
 use super::request::{Listing, Options, ReadRequest, Verb};
 use super::{get, response, watch};
 use super::{Answer, App, Form};
-use crate::auth::{Attributes, Caller};
+use crate::auth::{Attributes, Caller, Verdict};
 use crate::cache::{Mirror, ResourceCache};
 use crate::status::ApiError;
 use crate::table::Printer;
 
 /// A read of a cached type: decided, authorized, then read (see the module docs).
+/// `verdict`: set to the authorizer's answer once it is asked (for the audit trail).
 pub(super) async fn from_cache(
     app: &App,
     read: &ReadRequest<'_>,
     caller: &Caller,
     cache: &Arc<ResourceCache>,
+    verdict: &mut Option<Verdict>,
 ) -> Result<Answer, ApiError> {
     // 1. Decide at no cost.
     let held = held(app, read, cache);
@@ -51,7 +53,7 @@ pub(super) async fn from_cache(
         return Ok(Answer::Upstream);
     }
     // 2. Authorize.
-    authorize(app, caller, read, cache).await?;
+    authorize(app, caller, read, cache, verdict).await?;
     // 3. What answering needs, and the decision with it.
     let Decided {
         decision,
@@ -211,6 +213,7 @@ async fn authorize(
     caller: &Caller,
     read: &ReadRequest<'_>,
     cache: &ResourceCache,
+    verdict: &mut Option<Verdict>,
 ) -> Result<(), ApiError> {
     let info = &cache.info;
     let path = read.path;
@@ -225,6 +228,7 @@ async fn authorize(
                 namespace: path.namespace.as_deref(),
                 name: path.name.as_deref(),
             },
+            verdict,
         )
         .await?;
     Ok(())

@@ -2,6 +2,7 @@
 //! authorizer (RBAC and the rest) decides it.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::json;
@@ -31,7 +32,20 @@ pub struct Attributes<'a> {
 #[derive(Debug, Clone)]
 pub(super) struct Decision {
     allowed: bool,
-    reason: String,
+    /// Shared: every remembered answer hands it to the audit trail of the request it allows.
+    reason: Arc<str>,
+}
+
+/// The authorizer's answer to one request, for its audit events
+/// (`authorization.k8s.io/decision` and `/reason`, as the apiserver writes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The caller acts as kcache itself: nothing was asked.
+    Own,
+    /// Allowed, with the authorizer's reason (RBAC names the binding that allows it).
+    Allow(Arc<str>),
+    /// Denied, with the authorizer's reason (RBAC gives none).
+    Forbid(Arc<str>),
 }
 
 #[derive(Deserialize)]
@@ -51,13 +65,16 @@ struct ReviewStatus {
 impl Auth {
     /// Ok when the upstream's authorizer allows `caller` the request; else the 403 the
     /// apiserver would send (or a 503 when it cannot be asked and nothing is remembered).
+    /// `verdict` is set to what the authorizer answered, when it answered.
     pub async fn authorize(
         &self,
         caller: &Caller,
         attrs: &Attributes<'_>,
+        verdict: &mut Option<Verdict>,
     ) -> Result<(), AuthError> {
         let Some(user) = &caller.user else {
             // kcache itself: the cache holds what its own identity may read.
+            *verdict = Some(Verdict::Own);
             return Ok(());
         };
         let key = review_key(user, attrs);
@@ -79,11 +96,14 @@ impl Auth {
         match got {
             Ok((d, source)) if d.allowed => {
                 count("allowed", source.as_str());
+                *verdict = Some(Verdict::Allow(d.reason));
                 Ok(())
             }
             Ok((d, source)) => {
                 count("denied", source.as_str());
-                Err(forbidden(&user.username, attrs, &d.reason))
+                let refused = forbidden(&user.username, attrs, &d.reason);
+                *verdict = Some(Verdict::Forbid(d.reason));
+                Err(refused)
             }
             Err(e) => {
                 count("error", "upstream");
@@ -139,7 +159,7 @@ impl Auth {
             .map_err(UpstreamError::decode("SubjectAccessReview"))?;
         Ok(Decision {
             allowed: review.status.allowed,
-            reason: review.status.reason,
+            reason: review.status.reason.into(),
         })
     }
 }

@@ -11,7 +11,7 @@ mod authn;
 mod authz;
 pub mod memo;
 
-pub use authz::Attributes;
+pub use authz::{Attributes, Verdict};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
