@@ -16,8 +16,8 @@
 mod cells;
 mod duration;
 mod jsonpath;
+mod project;
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -367,11 +367,14 @@ impl Printer {
     }
 
     fn write_row(&self, out: &mut Vec<u8>, raw: &[u8], include: IncludeObject, now: i128) {
-        let builtin = matches!(self.source, Source::Builtin { .. });
+        let kind = match self.source {
+            Source::Builtin { kind, .. } => Some(kind),
+            _ => None,
+        };
         let RowObject {
             obj,
             managed_fields,
-        } = RowObject::parse(raw, builtin);
+        } = RowObject::parse(raw, kind);
         let (cells, conditions) = self.row(&obj, now);
         out.extend_from_slice(b"{\"cells\":[");
         for (i, cell) in cells.iter().enumerate() {
@@ -397,53 +400,35 @@ impl Printer {
 
 /// An object as its row is printed from.
 struct RowObject<'a> {
-    /// Its JSON; for a built-in type without `metadata.managedFields`.
+    /// Its JSON; for a built-in type, only what the kind's cells read (`project`), and
+    /// without `metadata.managedFields`.
     obj: Value,
     /// A built-in type's `metadata.managedFields`, as stored.
     managed_fields: Option<&'a RawValue>,
 }
 
 impl<'a> RowObject<'a> {
-    /// Parse `raw`. No cell reads `metadata.managedFields`, and they are most of a Pod's bytes:
-    /// parsing them into a `Value` made a Pod's row cost about 260 µs (BENCHMARKS.md, the fleet's
-    /// interactive users). A built-in type's stored bytes are the apiserver's own Go encoding,
-    /// so its PartialObjectMetadata takes them as they are; a custom resource's are written
-    /// from the parsed object in Go's field order, as before.
-    fn parse(raw: &'a [u8], builtin: bool) -> RowObject<'a> {
+    /// Parse `raw` (`kind`: a built-in kind's, None for a custom resource). Building the
+    /// whole object made a Pod's row cost about 260 µs, then, without its managedFields, about
+    /// 31 µs (BENCHMARKS.md, the fleet's interactive users); no cell reads most of a Pod's
+    /// spec and status. A built-in type's stored bytes are the apiserver's own Go encoding,
+    /// so its PartialObjectMetadata takes `managedFields` as they are; a custom resource's is
+    /// written from the parsed object in Go's field order.
+    fn parse(raw: &'a [u8], kind: Option<Builtin>) -> RowObject<'a> {
         let whole = || RowObject {
             obj: serde_json::from_slice(raw).unwrap_or(Value::Null),
             managed_fields: None,
         };
-        if !builtin {
+        let Some(kind) = kind else {
             return whole();
+        };
+        match project::parse(raw, project::for_kind(kind)) {
+            Some((obj, managed_fields)) => RowObject {
+                obj,
+                managed_fields,
+            },
+            None => whole(),
         }
-        Self::without_managed_fields(raw).unwrap_or_else(whole)
-    }
-
-    fn without_managed_fields(raw: &'a [u8]) -> Option<RowObject<'a>> {
-        let top: BTreeMap<String, &RawValue> = serde_json::from_slice(raw).ok()?;
-        let mut obj = serde_json::Map::new();
-        let mut managed_fields = None;
-        for (key, value) in top {
-            if key != "metadata" {
-                obj.insert(key, serde_json::from_str(value.get()).ok()?);
-                continue;
-            }
-            let fields: BTreeMap<String, &RawValue> = serde_json::from_str(value.get()).ok()?;
-            let mut meta = serde_json::Map::new();
-            for (k, v) in fields {
-                if k == "managedFields" {
-                    managed_fields = Some(v);
-                } else {
-                    meta.insert(k, serde_json::from_str(v.get()).ok()?);
-                }
-            }
-            obj.insert(key, Value::Object(meta));
-        }
-        Some(RowObject {
-            obj: Value::Object(obj),
-            managed_fields,
-        })
     }
 }
 

@@ -213,7 +213,7 @@ fn managed_fields_kept_as_stored_give_the_same_row() {
     let mut expected = Vec::new();
     write_partial(&mut expected, &whole);
 
-    let kept = RowObject::parse(raw, true);
+    let kept = RowObject::parse(raw, Some(Builtin::ConfigMap));
     assert!(kept.managed_fields.is_some());
     assert!(kept.obj["metadata"].get("managedFields").is_none());
     let mut got = Vec::new();
@@ -226,10 +226,10 @@ fn managed_fields_kept_as_stored_give_the_same_row() {
     // Without managedFields, and for a custom resource, the object is parsed whole.
     let none = br#"{"metadata":{"name":"a","managedFields":[]}}"#;
     let mut a = Vec::new();
-    let kept = RowObject::parse(none, true);
+    let kept = RowObject::parse(none, Some(Builtin::ConfigMap));
     write_partial_with(&mut a, &kept.obj, kept.managed_fields);
     let mut b = Vec::new();
     write_partial(&mut b, &serde_json::from_slice(none).unwrap());
     assert_eq!(a, b);
-    assert!(RowObject::parse(raw, false).managed_fields.is_none());
+    assert!(RowObject::parse(raw, None).managed_fields.is_none());
 }

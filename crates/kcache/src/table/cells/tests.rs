@@ -5,6 +5,7 @@ fn now() -> i128 {
 }
 
 fn status(pod: Value) -> (String, String, String) {
+    super::super::project::assert_same_row(Builtin::Pod, &pod, now());
     let s = pod_summary(&pod, now());
     (s.ready, s.status, s.restarts)
 }
