@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{get, mirror, resource, sample, wait_until, EnvBuilder};
+use common::{get, get_with, mirror, resource, sample, wait_until, EnvBuilder};
 use kcache::config::Config;
 use kcache::server::{self, Running};
 use kcache::upstream::Upstream;
@@ -956,6 +956,77 @@ async fn downstream_watchers_resume_from_the_restored_rv_and_older_ones_get_410(
         "in RV order: {got:?}"
     );
     assert!(got[0].2 > stored_rv);
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A type read in protobuf before a restart keeps its protobuf mirror on disk: the restarted
+/// kcache answers protobuf reads from the cache at once, with the upstream's bytes, and its
+/// mirror resumes its watch instead of listing the whole type again (the largest upstream
+/// cost of a restarted kcache's herd).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_the_protobuf_mirror_and_lists_nothing_for_it() {
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let path = "/api/v1/namespaces/ns-1/configmaps?resourceVersion=0";
+    let accept = [("Accept", PROTOBUF)];
+    let from_cache = |k: &Running| {
+        let k = k.admin_url();
+        async move {
+            let text = get(&k, "/metrics").await.text();
+            sample(
+                &text,
+                &[
+                    "kcache_responses_by_content_type_total",
+                    "content_type=\"protobuf\"",
+                    "source=\"cache\"",
+                ],
+            )
+            .unwrap_or(0.0)
+        }
+    };
+    let dir = tempdir();
+    let b = builder(&dir);
+    let config = b.config.clone();
+    let env = b.start().await;
+    create(&env.sim, 0..20);
+    equal_to_upstream(&env.kcache, &env.sim).await;
+    // A protobuf reader starts the type's mirror.
+    wait_until("protobuf answered from the cache", || async {
+        let before = from_cache(&env.kcache).await;
+        let r = get_with(&env.kcache.url(), path, &accept).await;
+        assert_eq!(r.status, 200);
+        from_cache(&env.kcache).await > before
+    })
+    .await;
+    let common::Env { sim, kcache } = env;
+    kcache.shutdown().await;
+
+    let kcache = start_kcache(&sim, &config).await;
+    // The first protobuf read is answered from the cache, with the upstream's bytes.
+    let ours = get_with(&kcache.url(), path, &accept).await;
+    let theirs = get_with(&sim.url(), path, &accept).await;
+    assert_eq!(ours.status, 200);
+    assert_eq!(from_cache(&kcache).await, 1.0, "passed through");
+    assert_eq!(ours.header("content-type"), theirs.header("content-type"));
+    assert!(ours.body == theirs.body, "kcache's bytes differ");
+    // Changes after the restart reach the restored mirror through its watch.
+    sim.update("", "configmaps", configmap(1, "v2"))
+        .expect("update");
+    wait_until("the change answered in protobuf", || async {
+        let ours = get_with(&kcache.url(), path, &accept).await;
+        let theirs = get_with(&sim.url(), path, &accept).await;
+        ours.body == theirs.body
+    })
+    .await;
+    let protobuf_lists = metric(
+        &kcache,
+        &[
+            "kcache_upstream_requests_total",
+            "purpose=\"protobuf_list\"",
+        ],
+    )
+    .await;
+    assert_eq!(protobuf_lists, 0.0, "the restored mirror listed its type");
     kcache.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,6 +39,15 @@
 //! an integrity check), so a byte changed on the disk behind redb's back is caught too, not
 //! only a file redb cannot open.
 //!
+//! **Protobuf mirrors are stored beside their objects.** A type some client reads in protobuf
+//! has a mirror of the upstream's protobuf bytes (`cache::Mirror`), which a restarted kcache
+//! would otherwise fill with a list of the whole type before answering protobuf again (the
+//! largest upstream cost of a restart: BENCHMARKS.md, "The restarted herd's lists"). Each flush
+//! also writes, to a second table, the mirror's bytes of the flushed objects' versions, and the
+//! record says from which RV the stored mirror can resume its watch (`mirror_rv`: at most the
+//! mirror's own RV, and below any flushed version the mirror did not have yet, which are
+//! retried at the next flushes). A restarted kcache installs them and watches from there.
+//!
 //! **Watch history is not stored.** A restored cache's history starts at the stored RV: a
 //! downstream watch resuming from an older RV gets 410 Expired and relists, one from the stored
 //! RV or later gets every event after it.
@@ -89,6 +98,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema";
 const RECORD_PREFIX: &str = "resource:";
 const OBJECTS_PREFIX: &str = "objects:";
+const PROTOBUF_PREFIX: &str = "protobuf:";
 
 /// Why the store could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +175,26 @@ pub struct Record {
     pub confirmed_ms: u64,
     /// How many objects are stored: a check on the table.
     pub objects: u64,
+    /// Set when the type's protobuf mirror is stored too: the RV its watch resumes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_rv: Option<u64>,
+}
+
+/// A protobuf mirror as loaded from the store: per key, the version's RV and its bytes.
+#[derive(Debug)]
+pub struct StoredMirror {
+    pub rv: u64,
+    pub objects: Vec<(Box<str>, u64, Bytes)>,
+}
+
+/// What one flush writes of a type's protobuf mirror.
+#[derive(Debug, Default)]
+pub struct MirrorWrite {
+    /// Replace what is stored (the first write of a mirror).
+    pub whole: bool,
+    /// Key → the version's RV and its bytes.
+    pub upserts: Vec<(String, u64, Bytes)>,
+    pub deletes: Vec<String>,
 }
 
 /// A resource as loaded from the store.
@@ -240,6 +270,10 @@ fn now_ms() -> u64 {
 
 fn objects_table(key: &str) -> String {
     format!("{OBJECTS_PREFIX}{key}")
+}
+
+fn protobuf_table(key: &str) -> String {
+    format!("{PROTOBUF_PREFIX}{key}")
 }
 
 /// The database.
@@ -418,14 +452,49 @@ impl Store {
         Ok(())
     }
 
-    /// Forget resource `key` (its record and objects).
+    /// The protobuf mirror stored with resource `key` (whose record is `record`), if any.
+    /// Err when it cannot be read; the caller then lets the mirror list as it would without
+    /// a store.
+    pub fn read_mirror(
+        &self,
+        key: &str,
+        record: &Record,
+    ) -> Result<Option<StoredMirror>, PersistError> {
+        let Some(rv) = record.mirror_rv else {
+            return Ok(None);
+        };
+        let txn = self.db.begin_read()?;
+        let name = protobuf_table(key);
+        let table = match txn.open_table(TableDefinition::<&str, &[u8]>::new(&name)) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut objects = Vec::with_capacity(usize::try_from(table.len()?).unwrap_or(0));
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            let (version, bytes) =
+                split_version(v.value()).ok_or_else(|| PersistError::Mismatch {
+                    resource: key.to_owned(),
+                    why: format!(
+                        "the protobuf of {:?} is stored without its version",
+                        k.value()
+                    ),
+                })?;
+            objects.push((k.value().into(), version, Bytes::copy_from_slice(bytes)));
+        }
+        Ok(Some(StoredMirror { rv, objects }))
+    }
+
+    /// Forget resource `key` (its record, objects and protobuf mirror).
     pub fn discard(&self, key: &str) -> Result<(), PersistError> {
         let txn = self.db.begin_write()?;
         {
             let mut meta = txn.open_table(META)?;
             meta.remove(format!("{RECORD_PREFIX}{key}").as_str())?;
-            let name = objects_table(key);
-            txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            for name in [objects_table(key), protobuf_table(key)] {
+                txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            }
         }
         txn.commit()?;
         Ok(())
@@ -446,7 +515,11 @@ impl Store {
                 }
             }
             for t in txn.list_tables()? {
-                if let Some(key) = t.name().strip_prefix(OBJECTS_PREFIX) {
+                let name = t.name();
+                let key = name
+                    .strip_prefix(OBJECTS_PREFIX)
+                    .or_else(|| name.strip_prefix(PROTOBUF_PREFIX));
+                if let Some(key) = key {
                     if !keep.contains(key) && !gone.iter().any(|g| g == key) {
                         gone.push(key.to_owned());
                     }
@@ -460,8 +533,9 @@ impl Store {
     }
 
     /// Commit one flush of resource `key`: the objects upserted and deleted since the last
-    /// one (with `whole`, `upserts` is every object and replaces what is stored), and the
-    /// record of the state they make. One transaction: all of it or none.
+    /// one (with `whole`, `upserts` is every object and replaces what is stored), what
+    /// changed of its protobuf mirror, and the record of the state they make. One
+    /// transaction: all of it or none.
     pub fn write(
         &self,
         key: &str,
@@ -469,8 +543,26 @@ impl Store {
         whole: bool,
         upserts: &[(String, Bytes)],
         deletes: &[String],
+        mirror: Option<&MirrorWrite>,
     ) -> Result<(), PersistError> {
         let txn = self.db.begin_write()?;
+        if let Some(m) = mirror {
+            let name = protobuf_table(key);
+            if m.whole {
+                txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            }
+            let mut table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
+            for k in &m.deletes {
+                table.remove(k.as_str())?;
+            }
+            let mut value = Vec::new();
+            for (k, rv, bytes) in &m.upserts {
+                value.clear();
+                value.extend_from_slice(&rv.to_be_bytes());
+                value.extend_from_slice(bytes);
+                table.insert(k.as_str(), value.as_slice())?;
+            }
+        }
         {
             let name = objects_table(key);
             if whole {
@@ -505,6 +597,12 @@ impl Store {
         txn.commit()?;
         Ok(())
     }
+}
+
+/// A stored protobuf version: its RV (8 bytes, big-endian), then its bytes.
+fn split_version(value: &[u8]) -> Option<(u64, &[u8])> {
+    let (rv, bytes) = value.split_first_chunk::<8>()?;
+    Some((u64::from_be_bytes(*rv), bytes))
 }
 
 /// Install a loaded resource in its (new, empty) cache, marked restored: served at
@@ -657,6 +755,19 @@ pub struct Tracked {
     retry_at: Option<std::time::Instant>,
     /// Set once what is stored of a cache over its memory budget was discarded.
     forgotten: bool,
+    /// What is committed of the type's protobuf mirror.
+    mirror: MirrorCommitted,
+}
+
+/// What the store holds of a type's protobuf mirror.
+#[derive(Debug, Default)]
+struct MirrorCommitted {
+    /// The mirror's bytes of every committed object version but `pending`'s; false: nothing
+    /// (the next flush with a synced mirror writes it whole).
+    stored: bool,
+    /// Keys whose committed version the mirror did not have yet when it was flushed: the
+    /// next flushes try them again, and the stored mirror resumes below them.
+    pending: HashSet<String>,
 }
 
 impl Tracked {
@@ -675,6 +786,9 @@ impl Tracked {
             written: restored.then(std::time::Instant::now),
             retry_at: None,
             forgotten: false,
+            // What a restored cache's store holds of its mirror is what the restart put
+            // back in it (see `Mirrors::resume`), or nothing it will serve: written anew.
+            mirror: MirrorCommitted::default(),
         }
     }
 }
@@ -792,27 +906,38 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
         return forget(store, t).await;
     }
     let due = t.written.is_none_or(|w| w.elapsed() >= REFRESH_EVERY);
-    if t.committed.as_ref().is_some_and(|(_, rv)| *rv == snap.rv) && !due {
+    // A mirror synced since the last flush, or versions it lacked then, are written without
+    // waiting for the objects to change.
+    let mirror_due = t.cache.mirror().is_some_and(|m| m.is_synced())
+        && (!t.mirror.stored || !t.mirror.pending.is_empty());
+    if t.committed.as_ref().is_some_and(|(_, rv)| *rv == snap.rv) && !due && !mirror_due {
         return Ok(false);
     }
     let mut upserts = Vec::new();
     let mut deletes = Vec::new();
+    // The objects upserted, for the mirror's part.
+    let mut changed: Vec<&Arc<Object>> = Vec::new();
     match &t.committed {
         None => {
             for (k, o) in snap.objects.iter() {
                 upserts.push((k.as_str().to_owned(), o.raw_bytes()));
+                changed.push(o);
             }
         }
         Some((old, _)) => {
             for item in old.diff(&snap.objects) {
                 match item {
-                    DiffItem::Add(k, o) => upserts.push((k.as_str().to_owned(), o.raw_bytes())),
+                    DiffItem::Add(k, o) => {
+                        upserts.push((k.as_str().to_owned(), o.raw_bytes()));
+                        changed.push(o);
+                    }
                     DiffItem::Update {
                         old: (_, a),
                         new: (k, b),
                     } => {
                         if !Arc::ptr_eq(a, b) {
                             upserts.push((k.as_str().to_owned(), b.raw_bytes()));
+                            changed.push(b);
                         }
                     }
                     DiffItem::Remove(k, _) => deletes.push(k.as_str().to_owned()),
@@ -820,34 +945,91 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
             }
         }
     }
+    let whole = t.committed.is_none();
+    let (mirror, pending, mirror_rv) = mirror_part(t, &snap, whole, &changed, &deletes);
     // When the state was last confirmed: now minus how long the cache has gone without
     // hearing from the upstream.
     let mut record = t.record.clone();
     record.rv = snap.rv;
     record.objects = snap.objects.len() as u64;
+    record.mirror_rv = mirror_rv;
     let age_ms = u64::try_from(t.cache.contact().age().as_millis()).unwrap_or(u64::MAX);
     record.confirmed_ms = now_ms().saturating_sub(age_ms);
     let store = store.clone();
     let key = t.key.clone();
-    let whole = t.committed.is_none();
-    let written =
-        tokio::task::spawn_blocking(move || store.write(&key, &record, whole, &upserts, &deletes))
-            .await
-            .map_err(PersistError::Task)
-            .and_then(|r| r);
+    let written = tokio::task::spawn_blocking(move || {
+        store.write(&key, &record, whole, &upserts, &deletes, mirror.as_ref())
+    })
+    .await
+    .map_err(PersistError::Task)
+    .and_then(|r| r);
     if let Err(e) = written {
         // What is stored is still the last commit, but the next attempt writes every object
         // instead of the changes since: holding on to the committed map would keep every
         // object replaced since alive for as long as the disk refuses (full, read-only). Not
         // before a pause, so a failing disk is not rewritten in full every second.
         t.committed = None;
+        t.mirror = MirrorCommitted::default();
         t.retry_at = Some(std::time::Instant::now() + RETRY_AFTER);
         return Err(e);
     }
     t.retry_at = None;
     t.committed = Some((snap.objects, snap.rv));
+    t.mirror = MirrorCommitted {
+        stored: mirror_rv.is_some(),
+        pending,
+    };
     t.written = Some(std::time::Instant::now());
     Ok(true)
+}
+
+/// What a flush writes of the type's protobuf mirror (None: nothing, the mirror is not
+/// synced or there is none), the keys it still lacks versions of, and the RV the stored
+/// mirror resumes from (None: nothing stored is usable). `whole`: the objects are written
+/// whole; `changed` and `deletes`: what the flush writes of them.
+fn mirror_part(
+    t: &Tracked,
+    snap: &crate::cache::Snapshot,
+    whole: bool,
+    changed: &[&Arc<Object>],
+    deletes: &[String],
+) -> (Option<MirrorWrite>, HashSet<String>, Option<u64>) {
+    let Some(mirror) = t.cache.mirror().filter(|m| m.is_synced()) else {
+        return (None, HashSet::new(), None);
+    };
+    let whole = whole || !t.mirror.stored;
+    let mut write = MirrorWrite {
+        whole,
+        ..MirrorWrite::default()
+    };
+    let mut pending = HashSet::new();
+    // Below the first version the mirror lacks, so that its watch brings it.
+    let mut resume = mirror.rv().min(snap.rv);
+    let mut take = |key: &str, o: &Object| match mirror.get(o.rv) {
+        Some(bytes) => write.upserts.push((key.to_owned(), o.rv, bytes)),
+        None => {
+            resume = resume.min(o.rv.saturating_sub(1));
+            pending.insert(key.to_owned());
+        }
+    };
+    if whole {
+        for (k, o) in snap.objects.iter() {
+            take(k.as_str(), o);
+        }
+    } else {
+        for o in changed {
+            take(o.key(), o);
+        }
+        for key in &t.mirror.pending {
+            if let Some(o) = snap.objects.get(key.as_str()) {
+                if !changed.iter().any(|c| c.key() == key) {
+                    take(key, o);
+                }
+            }
+        }
+        write.deletes = deletes.to_vec();
+    }
+    (Some(write), pending, Some(resume))
 }
 
 /// A cache that went over its memory budget holds nothing and is passed through until kcache

@@ -260,6 +260,10 @@ pub async fn start(
         background,
         demand,
     ));
+    // Protobuf readers of a restored type are answered from the start, as before the restart.
+    for (cache, mirror) in built.mirrors {
+        app.mirrors.resume(&cache, mirror.rv, mirror.objects);
+    }
     let stop = app.stopping.clone();
     // One task per configured type, for as long as kcache runs: its reflector while the
     // upstream serves it, discovery while it does not.
@@ -368,6 +372,8 @@ async fn learn_version_soon(upstream: &Upstream) {
 struct Built {
     registry: Registry,
     tracked: Vec<persist::Tracked>,
+    /// The protobuf mirrors restored with their caches, started once the app exists.
+    mirrors: Vec<(Arc<ResourceCache>, persist::StoredMirror)>,
     /// Every configured resource with its cache's writer (for its reflector); none for one
     /// the upstream does not serve (yet), whose requests are passed through meanwhile (see
     /// [`follow::follow_type`]).
@@ -386,6 +392,7 @@ async fn build_caches(
     let mut built = Built {
         registry: Registry::default(),
         tracked: Vec::new(),
+        mirrors: Vec::new(),
         types: Vec::new(),
     };
     for r in &config.resources {
@@ -427,7 +434,12 @@ async fn build_caches(
         if let Some(store) = store {
             let restored = match &stored {
                 Some(stored) => match restore(store, &writer, &key, stored) {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        if let Some(mirror) = restore_mirror(store, &key, stored) {
+                            built.mirrors.push((cache.clone(), mirror));
+                        }
+                        true
+                    }
                     Err(e) => {
                         tracing::warn!(resource = %cache.info, error = %Report(&e),
                             "stored cache unusable; discarding it and syncing from the upstream");
@@ -452,6 +464,7 @@ async fn build_caches(
                 rv: 0,
                 confirmed_ms: 0,
                 objects: 0,
+                mirror_rv: None,
             };
             built
                 .tracked
@@ -567,6 +580,24 @@ fn restore(
         persist::restore_from(store, writer, key, record)
     }))
     .unwrap_or(Err(persist::PersistError::Unreadable))
+}
+
+/// The protobuf mirror stored with a restored resource, if any; one that cannot be read is
+/// left out (the mirror then lists, as without a store) with a warning.
+fn restore_mirror(
+    store: &persist::Store,
+    key: &str,
+    record: &persist::Record,
+) -> Option<persist::StoredMirror> {
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.read_mirror(key, record)
+    }))
+    .unwrap_or(Err(persist::PersistError::Unreadable));
+    read.unwrap_or_else(|e| {
+        tracing::warn!(resource = key, error = %Report(&e),
+            "stored protobuf mirror unusable; it lists from the upstream");
+        None
+    })
 }
 
 fn discard(store: &persist::Store, key: &str) {

@@ -75,22 +75,55 @@ impl Mirrors {
     /// The mirror of `cache` if it can answer now; starts it on first use.
     pub fn ready(&self, cache: &Arc<ResourceCache>) -> Option<Arc<Mirror>> {
         let mirror = cache.mirror_or_start(|| {
-            let mirror = Arc::new(Mirror::new());
-            let reflector = MirrorReflector::new(
-                self.upstream.clone(),
-                cache.clone(),
-                mirror.clone(),
-                self.cfg.clone(),
-            );
             tracing::info!(resource = %cache.info, "first protobuf read: starting the protobuf mirror");
-            let task = tokio::spawn(reflector.run()).abort_handle();
-            self.tasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(task);
-            mirror
+            self.start(cache, Arc::new(Mirror::new()), None)
         });
         mirror.is_synced().then(|| mirror.clone())
+    }
+
+    /// Start the mirror of `cache` from what `persistDir` kept of it (`objects` at `rv`,
+    /// see `persist`): it answers at once and watches from `rv`, as the mirror of a kcache
+    /// that never stopped. Nothing when mirrors are off or the type cannot have one.
+    pub fn resume(
+        &self,
+        cache: &Arc<ResourceCache>,
+        rv: u64,
+        objects: Vec<(Box<str>, u64, Bytes)>,
+    ) {
+        if !self.servable(cache) {
+            return;
+        }
+        cache.mirror_or_start(|| {
+            let mirror = Arc::new(Mirror::new());
+            mirror.install(rv, objects, 0);
+            tracing::info!(resource = %cache.info, rv, keys = mirror.keys(),
+                "protobuf mirror restored from disk");
+            self.start(cache, mirror, Some(rv))
+        });
+    }
+
+    /// Run `mirror`'s loop (from `resume` if set) for as long as kcache runs.
+    fn start(
+        &self,
+        cache: &Arc<ResourceCache>,
+        mirror: Arc<Mirror>,
+        resume: Option<u64>,
+    ) -> Arc<Mirror> {
+        let mut reflector = MirrorReflector::new(
+            self.upstream.clone(),
+            cache.clone(),
+            mirror.clone(),
+            self.cfg.clone(),
+        );
+        if let Some(rv) = resume {
+            reflector = reflector.resuming(rv);
+        }
+        let task = tokio::spawn(reflector.run()).abort_handle();
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+        mirror
     }
 }
 

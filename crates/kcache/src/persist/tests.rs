@@ -26,6 +26,7 @@ fn record() -> Record {
         rv: 0,
         confirmed_ms: 0,
         objects: 0,
+        mirror_rv: None,
     }
 }
 
@@ -209,7 +210,7 @@ fn a_load_overlapped_with_parsing_restores_every_object_in_order_or_nothing() {
     let mut r = record();
     r.rv = 9;
     r.objects = objects.len() as u64;
-    store.write(&key, &r, true, &objects, &[]).unwrap();
+    store.write(&key, &r, true, &objects, &[], None).unwrap();
     let record = store.record(&key, &r.config).unwrap().unwrap();
     let cache = new_cache();
     restore_from(&store, &cache, &key, &record).unwrap();
@@ -227,6 +228,7 @@ fn a_load_overlapped_with_parsing_restores_every_object_in_order_or_nothing() {
             false,
             &[("ns/cm-99999".into(), Bytes::from_static(b"{not json"))],
             &["ns/cm-00000".into()],
+            None,
         )
         .unwrap();
     let cache = new_cache();
@@ -246,7 +248,7 @@ fn a_differently_configured_resource_is_not_loaded() {
     r.rv = 5;
     let raw = Bytes::copy_from_slice(cm("a", 5).raw());
     store
-        .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+        .write(&key, &r, false, &[("ns/a".into(), raw)], &[], None)
         .unwrap();
     assert!(store.load(&key, &r.config).unwrap().is_some());
     let mut scoped = config();
@@ -275,10 +277,10 @@ fn a_whole_write_replaces_what_is_stored() {
     let mut r = record();
     r.objects = 2;
     store
-        .write(&key, &r, false, &[obj("a"), obj("b")], &[])
+        .write(&key, &r, false, &[obj("a"), obj("b")], &[], None)
         .unwrap();
     r.objects = 1;
-    store.write(&key, &r, true, &[obj("c")], &[]).unwrap();
+    store.write(&key, &r, true, &[obj("c")], &[], None).unwrap();
     let stored = store.load(&key, &r.config).unwrap().unwrap();
     let keys: Vec<&str> = stored.objects.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["ns/c"]);
@@ -295,7 +297,7 @@ fn a_record_that_does_not_match_its_table_is_refused() {
     r.objects = 2;
     let raw = Bytes::copy_from_slice(cm("a", 5).raw());
     assert!(store
-        .write(&key, &r, false, &[("ns/a".into(), raw)], &[])
+        .write(&key, &r, false, &[("ns/a".into(), raw)], &[], None)
         .is_err());
     // Nothing of the refused flush was committed.
     assert!(store.load(&key, &r.config).unwrap().is_none());
@@ -379,7 +381,7 @@ fn a_byte_changed_on_disk_is_caught_and_the_file_replaced() {
         r.objects = 1;
         r.rv = 5;
         store
-            .write(&key, &r, false, &[("ns/needle".into(), raw)], &[])
+            .write(&key, &r, false, &[("ns/needle".into(), raw)], &[], None)
             .unwrap();
     }
     // Change one byte inside the stored object (a string: the JSON would still parse).
@@ -406,8 +408,12 @@ fn resources_no_longer_configured_are_dropped() {
     let store = Store::open(&dir).unwrap();
     let mut r = record();
     r.objects = 0;
-    store.write("/v1/configmaps", &r, false, &[], &[]).unwrap();
-    store.write("/v1/secrets", &r, false, &[], &[]).unwrap();
+    store
+        .write("/v1/configmaps", &r, false, &[], &[], None)
+        .unwrap();
+    store
+        .write("/v1/secrets", &r, false, &[], &[], None)
+        .unwrap();
     let keep: HashSet<String> = ["/v1/configmaps".to_string()].into();
     assert_eq!(
         store.retain(&keep).unwrap(),
@@ -415,6 +421,75 @@ fn resources_no_longer_configured_are_dropped() {
     );
     assert!(store.load("/v1/secrets", &r.config).unwrap().is_none());
     assert!(store.load("/v1/configmaps", &r.config).unwrap().is_some());
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A protobuf mirror is stored beside its objects, at the versions flushed; a version the
+/// mirror lacks at a flush is written once it has it, and until then the stored mirror
+/// resumes below it, so that its watch brings it.
+#[tokio::test]
+async fn the_protobuf_mirror_is_stored_with_the_objects_it_has_versions_of() {
+    let dir = tempdir();
+    let store = Arc::new(Store::open(&dir).unwrap());
+    let cache = new_cache();
+    cache.replace(vec![cm("a", 5), cm("b", 6)], 10);
+    let key = resource_key(&config());
+    let tracked = Tracked::new(cache.cache().clone(), key.clone(), record(), false);
+    let mut p = Persister::new(
+        store.clone(),
+        vec![tracked],
+        FLUSH_EVERY,
+        Arc::new(Metrics::new()),
+    );
+    let pb = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+    let stored_mirror = || {
+        let record = store
+            .record(&key, &fingerprint(&config(), &Strip::default()))
+            .unwrap()
+            .unwrap();
+        store.read_mirror(&key, &record).unwrap()
+    };
+    // No mirror: nothing of it is stored.
+    p.flush().await;
+    assert!(stored_mirror().is_none());
+    let mirror = cache
+        .cache()
+        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
+        .clone();
+    mirror.install(
+        10,
+        vec![("ns/a".into(), 5, pb("a5")), ("ns/b".into(), 6, pb("b6"))],
+        0,
+    );
+    // Synced since the last flush: written though no object changed.
+    p.flush().await;
+    let m = stored_mirror().unwrap();
+    assert_eq!(m.rv, 10);
+    assert_eq!(
+        m.objects,
+        vec![("ns/a".into(), 5, pb("a5")), ("ns/b".into(), 6, pb("b6"))]
+    );
+    // The JSON watch runs ahead of the mirror's: a's new version is not in the mirror yet.
+    cache.apply(EventType::Modified, cm("a", 11));
+    cache.apply(EventType::Deleted, cm("b", 12));
+    p.flush().await;
+    let m = stored_mirror().unwrap();
+    assert_eq!(m.rv, 10, "resumes below the version it lacks");
+    assert_eq!(m.objects, vec![("ns/a".into(), 5, pb("a5"))]);
+    mirror.apply("ns/a", 11, pb("a11"), false, 0);
+    mirror.apply("ns/b", 12, pb("b12"), true, 0);
+    // Retried without a change of the objects.
+    p.flush().await;
+    let m = stored_mirror().unwrap();
+    assert_eq!(m.rv, 12);
+    assert_eq!(m.objects, vec![("ns/a".into(), 11, pb("a11"))]);
+    // Forgetting the resource forgets its mirror.
+    store.discard(&key).unwrap();
+    let mut r = record();
+    r.mirror_rv = Some(12);
+    assert!(store.read_mirror(&key, &r).unwrap().is_none());
+    drop(p);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

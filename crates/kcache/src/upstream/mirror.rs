@@ -14,6 +14,9 @@
 //! cache does), so it needs no diff on relist, no streaming list and no restore detection; a
 //! version it lacks only makes a protobuf reader wait or go upstream.
 //!
+//! A mirror restored from `persistDir` (see `persist`) starts in `Watching` at the RV it was
+//! stored at: a restarted kcache lists nothing for it unless that RV has expired (410).
+//!
 //! For the same reason its list need not be consistent: it asks for `resourceVersion=0`, which
 //! the apiserver answers whole from its watch cache (`limit` is ignored there, rule L2 of
 //! `docs/semantics.md`), in one request and without reading etcd, as client-go's informers
@@ -78,6 +81,8 @@ pub struct MirrorReflector {
     mirror: Arc<Mirror>,
     cfg: ReflectorConfig,
     scope_query: String,
+    /// Set for a mirror restored from disk: watch from here instead of listing first.
+    resume: Option<u64>,
 }
 
 impl MirrorReflector {
@@ -94,7 +99,14 @@ impl MirrorReflector {
             mirror,
             cfg,
             scope_query,
+            resume: None,
         }
+    }
+
+    /// For a mirror restored at `rv` (its objects installed): watch from `rv` first.
+    pub fn resuming(mut self, rv: u64) -> MirrorReflector {
+        self.resume = Some(rv);
+        self
     }
 
     /// Run until the type turns out not to be servable in protobuf, its cache goes over its
@@ -122,7 +134,10 @@ impl MirrorReflector {
             );
             return;
         }
-        let mut state = State::Sync;
+        let mut state = match self.resume {
+            Some(rv) => State::Watching { rv },
+            None => State::Sync,
+        };
         let mut attempt = 0u32;
         loop {
             let result = match state {
