@@ -57,12 +57,59 @@ impl RssSampler {
 impl FanRun {
     /// kcache's CPU time per event line delivered to a watcher while writing (the deliveries of
     /// the last writes, which arrive after the clock stopped, are few against the whole run).
+    /// The classes of one [`Bench::fan_runs`] as one: their watchers, writes and deliveries
+    /// summed (the CPU, memory and upstream figures are the run's, the same in each).
+    pub(super) fn together(runs: &[&FanRun]) -> FanRun {
+        let first = runs.first().copied();
+        let mut delays: Vec<Duration> = runs
+            .iter()
+            .flat_map(|r| r.delivery.delays.iter().copied())
+            .collect();
+        delays.sort_unstable();
+        let sum = |f: fn(&FanRun) -> u64| runs.iter().map(|r| f(r)).sum::<u64>();
+        FanRun {
+            opened: runs.iter().map(|r| r.opened).sum(),
+            failed: runs.iter().map(|r| r.failed).sum(),
+            first_error: runs.iter().find_map(|r| r.first_error.clone()),
+            open_secs: first.map_or(0.0, |r| r.open_secs),
+            writes: sum(|r| r.writes),
+            write_errors: sum(|r| r.write_errors),
+            delivery: Delivery {
+                watchers: runs.iter().map(|r| r.delivery.watchers).sum(),
+                expected: sum(|r| r.delivery.expected),
+                delivered: sum(|r| r.delivery.delivered),
+                ended_early: runs.iter().map(|r| r.delivery.ended_early).sum(),
+                delays,
+            },
+            cpu_seconds: first.map_or(0.0, |r| r.cpu_seconds),
+            cores: first.map_or(0.0, |r| r.cores),
+            bench_cores: first.map_or(0.0, |r| r.bench_cores),
+            others_cores: first.map_or((0.0, 0.0), |r| r.others_cores),
+            rss_peak: first.map_or(0, |r| r.rss_peak),
+            upstream: first.and_then(|r| r.upstream),
+        }
+    }
+
     pub(super) fn cpu_per_delivery_us(&self) -> f64 {
         if self.delivery.delivered == 0 {
             return f64::NAN;
         }
         self.cpu_seconds / self.delivery.delivered as f64 * 1e6
     }
+}
+
+/// The i-th write of a fan-out run: its resourceVersion and key (see
+/// [`watchers::write_at_rate`]).
+pub(super) type Write<'a> = Box<dyn FnMut(u64) -> Result<(u64, usize), String> + 'a>;
+
+/// One client class of a fan-out run: its watchers, and the writes they follow.
+pub(super) struct Class<'a> {
+    pub(super) target: &'a load::Target,
+    pub(super) proto: Proto,
+    pub(super) watches: Vec<(Option<usize>, String)>,
+    /// Writes a second.
+    pub(super) rate: f64,
+    pub(super) write: Write<'a>,
 }
 
 impl Bench {
@@ -82,51 +129,105 @@ impl Bench {
     where
         F: FnMut(u64) -> Result<(u64, usize), String>,
     {
+        let class = Class {
+            target,
+            proto,
+            watches,
+            rate,
+            write: Box::new(write),
+        };
+        let (mut runs, ()) = self.fan_runs(k, vec![class], secs, async {}).await;
+        runs.remove(0)
+    }
+
+    /// Several client classes at once: every class's watchers opened, then every class's
+    /// writes at its rate for `secs`, with `alongside` (other clients) running meanwhile; the
+    /// tails waited for (5 s at most in all), and each class's delivery measured. The CPU,
+    /// memory and upstream figures are the whole run's, the same in every class's [`FanRun`].
+    pub(super) async fn fan_runs<T>(
+        &self,
+        k: &KcacheChild,
+        classes: Vec<Class<'_>>,
+        secs: f64,
+        alongside: impl std::future::Future<Output = T>,
+    ) -> (Vec<FanRun>, T) {
         let pid = k.pid();
         let sampler = RssSampler::start(pid);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let t = Instant::now();
         // The hard bound on every watcher, whatever happens.
         let until = t + Duration::from_secs(300) + Duration::from_secs_f64(secs);
-        let fan = watchers::open_to(target, proto, watches, stop_rx, until, OPEN_PARALLEL).await;
+        let mut fans = Vec::with_capacity(classes.len());
+        let mut writers = Vec::with_capacity(classes.len());
+        for c in classes {
+            let fan = watchers::open_to(
+                c.target,
+                c.proto,
+                c.watches,
+                stop_rx.clone(),
+                until,
+                OPEN_PARALLEL,
+            )
+            .await;
+            fans.push(fan);
+            writers.push((c.rate, c.write));
+        }
         let open_secs = t.elapsed().as_secs_f64();
-        let (opened, failed, first_error) = (fan.tasks.len(), fan.failed, fan.first_error.clone());
         // Let the server finish setting up before the clock starts.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cost_before = k.upstream_cost().await.ok();
         let cpu = CpuMeter::start(pid);
         let own_cpu = CpuMeter::start(std::process::id());
         let others = OthersMeter::start(&[pid]);
-        let log = watchers::write_at_rate(rate, (rate * secs).round() as u64, write).await;
+        let writes = futures::future::join_all(writers.into_iter().map(|(rate, write)| {
+            watchers::write_at_rate(rate, (rate * secs).round() as u64, write)
+        }));
+        let (logs, out) = tokio::join!(writes, alongside);
         let (cpu_seconds, wall) = cpu.used();
         let cost_after = k.upstream_cost().await.ok();
         let bench_cores = own_cpu.cores();
         let others_cores = others.cores(cpu_seconds);
         // The last writes' deliveries: until all arrived, 5 s at most.
-        fan.wait_for_events(fan.expected(&log), Duration::from_secs(5))
-            .await;
-        let _ = stop_tx.send(true);
-        let received = fan.finish().await;
-        let rss_peak = sampler.finish().await;
-        let delivery = watchers::delivery(&log, &received);
-        FanRun {
-            opened,
-            failed,
-            first_error,
-            open_secs,
-            writes: log.writes.len() as u64,
-            write_errors: log.failed,
-            delivery,
-            cpu_seconds,
-            cores: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
-            bench_cores,
-            others_cores,
-            rss_peak,
-            upstream: cost_before.zip(cost_after).map(|(b, a)| a - b),
+        let tail = tokio::time::Instant::now() + Duration::from_secs(5);
+        for (fan, log) in fans.iter().zip(&logs) {
+            let left = tail.saturating_duration_since(tokio::time::Instant::now());
+            fan.wait_for_events(fan.expected(log), left).await;
         }
+        let _ = stop_tx.send(true);
+        let mut received = Vec::with_capacity(fans.len());
+        let mut opened = Vec::with_capacity(fans.len());
+        for fan in fans {
+            opened.push((fan.tasks.len(), fan.failed, fan.first_error.clone()));
+            received.push(fan.finish().await);
+        }
+        let rss_peak = sampler.finish().await;
+        let upstream = cost_before.zip(cost_after).map(|(b, a)| a - b);
+        let runs = logs
+            .iter()
+            .zip(received)
+            .zip(opened)
+            .map(|((log, received), (opened, failed, first_error))| FanRun {
+                opened,
+                failed,
+                first_error,
+                open_secs,
+                writes: log.writes.len() as u64,
+                write_errors: log.failed,
+                delivery: watchers::delivery(log, &received),
+                cpu_seconds,
+                cores: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
+                bench_cores,
+                others_cores,
+                rss_peak,
+                upstream,
+            })
+            .collect();
+        (runs, out)
     }
 
-    pub(super) fn fan_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
+    /// A class's delivery in a run of several at once (its CPU is the run's, in
+    /// [`Bench::fan_row`] of all of them).
+    pub(super) fn delivery_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
         let d = &f.delivery;
         let mut row = Row::new(scenario, case, target);
         row.set("watchers", f.opened as u64)
@@ -134,17 +235,7 @@ impl Bench {
             .set("delivered", format!("{}/{}", d.delivered, d.expected))
             .set("p50 ms", ms(d.percentile(0.5)))
             .set("p99 ms", ms(d.percentile(0.99)))
-            .set("max ms", ms(d.max()))
-            .set("kcache CPU cores", f.cores)
-            .set("kcache µs per delivery", f.cpu_per_delivery_us())
-            .set("bench CPU cores", f.bench_cores)
-            .set("others CPU", f.others_cores.0)
-            .set("niced CPU", f.others_cores.1)
-            .set("open s", f.open_secs);
-        // Per delivered event: what the fan-out costs the upstream (its one watch).
-        if let Some(c) = &f.upstream {
-            set_upstream(&mut row, c.requests, c.received_bytes, d.delivered);
-        }
+            .set("max ms", ms(d.max()));
         if f.failed > 0 {
             row.note(format!(
                 "{} watchers failed to open: {}",
@@ -157,6 +248,22 @@ impl Bench {
         }
         if f.write_errors > 0 {
             row.note(format!("{} writes failed", f.write_errors));
+        }
+        row
+    }
+
+    pub(super) fn fan_row(scenario: &str, case: &str, target: &str, f: &FanRun) -> Row {
+        let d = &f.delivery;
+        let mut row = Self::delivery_row(scenario, case, target, f);
+        row.set("kcache CPU cores", f.cores)
+            .set("kcache µs per delivery", f.cpu_per_delivery_us())
+            .set("bench CPU cores", f.bench_cores)
+            .set("others CPU", f.others_cores.0)
+            .set("niced CPU", f.others_cores.1)
+            .set("open s", f.open_secs);
+        // Per delivered event: what the fan-out costs the upstream (its one watch).
+        if let Some(c) = &f.upstream {
+            set_upstream(&mut row, c.requests, c.received_bytes, d.delivered);
         }
         note_disturbed(&mut row, Some(f.others_cores.0));
         row

@@ -7,8 +7,9 @@
 //! (which has kcache keep a protobuf mirror of each type beside its JSON):
 //! - the kubelets: one watch per node of the Pods scheduled to it
 //!   (`fieldSelector=spec.nodeName=<node>`), while the upstream's Pods change at the load
-//!   test's pace (every created Pod is updated three times: scheduled, running, ready; 100
-//!   creates a second make 300 Pod updates a second);
+//!   test's pace (`PodChurn`: 100 creates a second, each Pod then scheduled, running, ready
+//!   and deleted, 500 writes a second; a kubelet sees its Pods appear when scheduled and go
+//!   when deleted);
 //! - the kubelets' watches of their own Node (`fieldSelector=metadata.name=<node>`), while
 //!   every Node's status is updated once a minute, as its kubelet does;
 //! - the kube-proxies: one watch per node of every EndpointSlice, while each Pod's readiness
@@ -19,12 +20,13 @@
 //!
 //! Then the herd (`herd`): every kubelet and kube-proxy away for two seconds while the cluster
 //! changes, then all back at once: to the same kcache, and to one killed and started again over
-//! its persistDir.
+//! its persistDir. Between the two herds, every class at once (`all_at_once`): the kubelets'
+//! Pod and Node watches, the kube-proxies' and the users, with Pods, Nodes and slices changing
+//! together, as a cluster runs them.
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
 //! kubelet and kube-proxy with a token of its own (`Access`). During the Node watches, 20 people
-//! read the cluster with kubectl (`users`). The controllers and the churn's creates and deletes
-//! are not run yet.
+//! read the cluster with kubectl (`users`). The controllers are not run yet.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +35,7 @@ use kcache_sim::rbac::{Rbac, Subject};
 use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
 
-use super::fanout::{node_pod_watches, scheduled_on, FanRun};
+use super::fanout::{node_pod_watches, scheduled_on, Class, FanRun};
 use super::herd;
 use super::https::HttpsFiles;
 use super::kcache::{ChildConfig, KcacheChild};
@@ -41,7 +43,7 @@ use super::users;
 use super::watchers::{self, Proto};
 use super::{
     bump, count_label, fmt_num, list_rv_of, load, ms, progress, rv_of, seed_sim, start_sim, Bench,
-    Sim, TempDir,
+    Row, Sim, TempDir,
 };
 
 /// The types kcache caches: what the cluster's clients read.
@@ -52,9 +54,130 @@ const FLEET_TYPES: [(&str, &str, &str); 4] = [
     ("discovery.k8s.io", "v1", "endpointslices"),
 ];
 
-/// Pod updates a second: clusterloader2's load test creates 100 Pods a second, and each is
-/// updated three times as it is scheduled, starts and becomes ready.
+/// What the every-class phase adds to the machine's memory per node (the bench's clients,
+/// their buffers of what they have not read yet when they fall behind, up to a window of 1 MB
+/// for each kube-proxy's watch, the events they record, and kcache's own connections), and
+/// per node and second of churn as the backlog grows. Measured at 5,000 nodes (2026-11-29):
+/// 2.2 GB with 5 s of churn; with 30 s more than the 5.2 GB left, and the kernel killed the
+/// bench.
+const AT_ONCE_BYTES_PER_NODE: f64 = 400_000.0;
+const AT_ONCE_BYTES_PER_NODE_SECOND: f64 = 50_000.0;
+
+/// The memory the kernel says it can give without swapping (`MemAvailable`), in bytes.
+fn mem_available() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(u64::MAX, |kb| kb * 1024)
+}
+
+/// The interactive users' rows.
+const USERS_SCENARIO: &str =
+    "fleet: interactive users (kubectl get pods as Tables, consistent, pages of 500), HTTPS";
+
+/// Every Node's status once a minute, as its kubelet writes it.
+const NODE_UPDATES_PER_NODE_PER_SEC: f64 = 1.0 / 60.0;
+
+/// Pod updates a second while the clients are away in a herd's gap (`gap`): three for each
+/// Pod clusterloader2's load test creates a second.
 const POD_UPDATES_PER_SEC: f64 = 300.0;
+
+/// Pod writes a second of the clients' phases (`PodChurn`): clusterloader2's load test
+/// creates 100 Pods a second, updates each three times (scheduled, running, ready) and
+/// deletes 100 a second.
+const POD_WRITES_PER_SEC: f64 = 500.0;
+
+/// The steps of a churned Pod's life, in order: created, scheduled, running, ready, deleted.
+const POD_STEPS: u64 = 5;
+
+/// How many Pods are created between two steps of one Pod's life: a second at the load
+/// test's 100 creates a second, so that a Pod lives four seconds.
+const POD_STEP_LAG: u64 = 100;
+
+/// The Pods of the load test's churn: created unscheduled (no kubelet sees it), scheduled to
+/// a node (its kubelet's watch sees it appear), running, ready, then deleted (and gone from
+/// its kubelet's watch), one step per write in turn, each step of a Pod [`POD_STEP_LAG`]
+/// creates after the one before. A write is keyed by the node whose kubelet must see it (0:
+/// none). Until the first Pods are old enough for a step, that step's writes update one of
+/// the seeded Pods instead.
+struct PodChurn<'a> {
+    /// Seeded Pods, each with its node: the template of a created Pod, and what the first
+    /// writes update.
+    seeded: &'a [(Value, usize)],
+    nodes: usize,
+    /// Names are this and the Pod's number: each phase's churn has its own.
+    prefix: &'static str,
+    /// The churned Pods alive, by number, as last written.
+    live: std::collections::HashMap<u64, Value>,
+}
+
+impl<'a> PodChurn<'a> {
+    fn new(seeded: &'a [(Value, usize)], nodes: usize, prefix: &'static str) -> PodChurn<'a> {
+        PodChurn {
+            seeded,
+            nodes,
+            prefix,
+            live: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The `i`-th write: its resourceVersion and the node whose kubelet sees it.
+    fn write(&mut self, bench: &Bench, sim: &Sim, i: u64) -> Result<(u64, usize), String> {
+        let step = i % POD_STEPS;
+        let Some(n) = (i / POD_STEPS).checked_sub(step * POD_STEP_LAG) else {
+            return bench.write_pod(sim, self.seeded, i);
+        };
+        let node = (n % self.nodes as u64) as usize + 1;
+        let written = match step {
+            0 => {
+                let mut pod = self.seeded[0].0.clone();
+                let meta = &mut pod["metadata"];
+                meta["name"] = format!("{}{n}", self.prefix).into();
+                for server_set in [
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "managedFields",
+                ] {
+                    meta.as_object_mut().map(|m| m.remove(server_set));
+                }
+                pod["spec"].as_object_mut().map(|s| s.remove("nodeName"));
+                pod["status"] = serde_json::json!({"phase": "Pending"});
+                let v = sim.create("", "pods", pod).map_err(|e| e.to_string())?;
+                let rv = rv_of(&v)?;
+                self.live.insert(n, v);
+                return Ok((rv, 0));
+            }
+            4 => {
+                let pod = self.live.remove(&n).ok_or("a churned Pod deleted twice")?;
+                let ns = pod["metadata"]["namespace"].as_str().map(str::to_owned);
+                let name = format!("{}{n}", self.prefix);
+                sim.delete("", "pods", ns.as_deref(), &name)
+                    .map_err(|e| e.to_string())?
+            }
+            _ => {
+                let pod = self.live.get_mut(&n).ok_or("a churned Pod not created")?;
+                match step {
+                    1 => pod["spec"]["nodeName"] = format!("node-{node}").into(),
+                    2 => pod["status"]["phase"] = "Running".into(),
+                    _ => {
+                        pod["status"]["conditions"] =
+                            serde_json::json!([{"type": "Ready", "status": "True"}])
+                    }
+                }
+                let v = sim
+                    .update("", "pods", pod.clone())
+                    .map_err(|e| e.to_string())?;
+                *pod = v.clone();
+                v
+            }
+        };
+        rv_of(&written).map(|rv| (rv, node))
+    }
+}
 
 /// EndpointSlice updates a second: each created Pod's readiness change updates its Service's
 /// slice.
@@ -124,10 +247,11 @@ impl Bench {
         warm_protobuf(&k, &proxies, SLICES).await?;
         let rv = rv_on(&kubelets, "/api/v1/pods").await?;
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
-        let case = class_case(nodes, scheduled, "Pods", POD_UPDATES_PER_SEC);
+        let case = class_case(nodes, scheduled, "Pods", POD_WRITES_PER_SEC);
+        let mut churn = PodChurn::new(&pods, nodes, "churn-");
         let f = self
-            .class_run(&k, &kubelets, watches, POD_UPDATES_PER_SEC, &case, |i| {
-                self.write_pod(&sim, &pods, i)
+            .class_run(&k, &kubelets, watches, POD_WRITES_PER_SEC, &case, |i| {
+                churn.write(self, &sim, i)
             })
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
@@ -140,38 +264,29 @@ impl Bench {
         const N: &str =
             "fleet: kubelets' own Node watches (fieldSelector=metadata.name), HTTP/2, protobuf";
         let rv = rv_on(&kubelets, "/api/v1/nodes").await?;
-        let watches = (1..=nodes)
-            .map(|i| {
-                (
-                    Some(i),
-                    format!("/api/v1/nodes?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900&fieldSelector=metadata.name%3Dnode-{i}"),
-                )
-            })
-            .collect();
+        let watches = node_watches(nodes, rv);
         // Every Node's status once a minute.
-        let rate = nodes as f64 / 60.0;
+        let rate = NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64;
         let case = class_case(nodes, node_objects.len(), "Nodes", rate);
         // People reading the cluster with kubectl meanwhile.
         let users = access.users(k.addr);
         let (f, reads) = tokio::join!(
             self.class_run(&k, &kubelets, watches, rate, &case, |i| {
-                let (o, node) = &node_objects[i as usize % node_objects.len()];
-                bump(&sim, "nodes", o, self.next_seq()).map(|rv| (rv, *node))
+                self.write_node(&sim, &node_objects, i)
             }),
             users::run(&users, self.scale.fleet_secs),
         );
         self.report.push(Self::fan_row(N, &case, "kcache", &f));
         self.delivery_checks("kubelets' Node events", 250.0, nodes, &f);
-        const U: &str = "fleet: interactive users (kubectl get pods as Tables, consistent, pages of 500), HTTPS";
         let case = format!(
             "{} users, {} Pods, during the Node watches",
             users::USERS,
             count_label(scheduled)
         );
-        for row in reads.rows(U, &case) {
+        for row in reads.rows(USERS_SCENARIO, &case) {
             self.report.push(row);
         }
-        self.users_checks(&reads);
+        self.users_checks("", &reads);
 
         // The kube-proxies last: at thousands of nodes their fan-out is more than this machine
         // delivers, and the backlog kcache is left with would be counted as the next class's.
@@ -224,6 +339,14 @@ impl Bench {
         self.report
             .push(h.row(H, &herd_case(nodes, &pod_log, &slice_log)));
         self.herd_checks("same kcache", nodes, &h, 0);
+
+        let churn = Churn {
+            pods: &pods,
+            nodes: &node_objects,
+            slices: &slices,
+        };
+        self.all_at_once(&k, &sim, &access, nodes, &churn, held_json)
+            .await?;
         drop(k);
 
         self.restarted_herd(&sim, &access, nodes, &pods, &slices)
@@ -231,6 +354,25 @@ impl Bench {
         sim.shutdown().await;
         Ok(())
     }
+}
+
+/// What the churn writes: Pods (with their nodes), Nodes (with their numbers) and slices.
+struct Churn<'a> {
+    pods: &'a [(Value, usize)],
+    nodes: &'a [(Value, usize)],
+    slices: &'a [Value],
+}
+
+/// The kubelets' watches of their own Node from `rv`, node i's keyed i.
+fn node_watches(nodes: usize, rv: u64) -> Vec<(Option<usize>, String)> {
+    (1..=nodes)
+        .map(|i| {
+            (
+                Some(i),
+                format!("/api/v1/nodes?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=900&fieldSelector=metadata.name%3Dnode-{i}"),
+            )
+        })
+        .collect()
 }
 
 /// How the cluster's clients reach kcache, as it is deployed in front of them: HTTPS with
@@ -428,7 +570,7 @@ fn herd_case(nodes: usize, pods: &watchers::WriteLog, slices: &watchers::WriteLo
 /// A client class's case: its cluster and its churn.
 fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
     format!(
-        "{} nodes, {} {kind}, {} updates/s",
+        "{} nodes, {} {kind}, {} writes/s",
         count_label(nodes),
         count_label(objects),
         fmt_num(rate)
@@ -475,6 +617,152 @@ impl Bench {
         bump(sim, "pods", o, self.next_seq()).map(|rv| (rv, *node))
     }
 
+    /// The `i`-th Node status update of the churn, with its node.
+    fn write_node(
+        &self,
+        sim: &Sim,
+        nodes: &[(Value, usize)],
+        i: u64,
+    ) -> Result<(u64, usize), String> {
+        let (o, node) = &nodes[i as usize % nodes.len()];
+        bump(sim, "nodes", o, self.next_seq()).map(|rv| (rv, *node))
+    }
+
+    /// Every client class at once, as a cluster runs them: each kubelet's watches of its Pods
+    /// and of its Node, each kube-proxy's watch of every EndpointSlice, and the interactive
+    /// users' reads, while Pods, Nodes and slices all change at their paces. Each class's
+    /// delivery is measured as when it runs alone; kcache's CPU and memory are the cluster's.
+    /// A kubelet's two watches are on two connections here (client-go would share one): a
+    /// connection more per node than a cluster has.
+    async fn all_at_once(
+        &mut self,
+        k: &KcacheChild,
+        sim: &Sim,
+        access: &Access,
+        nodes: usize,
+        churn: &Churn<'_>,
+        held_json: usize,
+    ) -> Result<(), String> {
+        const S: &str = "fleet: every client class at once (kubelets' Pods and Node, kube-proxies' EndpointSlices, users), HTTP/2, protobuf";
+        // Every client of the cluster is in this one process, with what kcache sends it and
+        // it has not read yet; on a machine that cannot hold that beside the sim and kcache,
+        // the phase would end the whole bench (the kernel's OOM killer).
+        let secs = self.scale.fleet_secs;
+        let need = (AT_ONCE_BYTES_PER_NODE + AT_ONCE_BYTES_PER_NODE_SECOND * secs) * nodes as f64;
+        let need = need as u64;
+        let available = mem_available();
+        if available < need {
+            let note = format!(
+                "skipped: {nodes} nodes' clients at once need about {} MB of the bench's memory, {} MB available",
+                need / 1_000_000,
+                available / 1_000_000
+            );
+            progress(format!("fleet: every class at once {note}"));
+            let mut row = Row::new(S, &format!("{} nodes", count_label(nodes)), "kcache");
+            row.note(note);
+            self.report.push(row);
+            return Ok(());
+        }
+        let (kubelets, proxies) = (access.kubelets(k.addr), access.proxies(k.addr));
+        let users = access.users(k.addr);
+        let pods_rv = rv_on(&kubelets, "/api/v1/pods").await?;
+        let nodes_rv = rv_on(&kubelets, "/api/v1/nodes").await?;
+        let slices_rv = rv_on(&proxies, SLICES).await?;
+        let node_rate = NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64;
+        // The writers share the bench while it runs them; the report is written after.
+        let this: &Bench = self;
+        let classes = vec![
+            Class {
+                target: &kubelets,
+                proto: Proto::H2 { connections: nodes },
+                watches: node_pod_watches(nodes, pods_rv, "&allowWatchBookmarks=true"),
+                rate: POD_WRITES_PER_SEC,
+                write: {
+                    let mut pods = PodChurn::new(churn.pods, nodes, "churn-at-once-");
+                    Box::new(move |i| pods.write(this, sim, i))
+                },
+            },
+            Class {
+                target: &kubelets,
+                proto: Proto::H2 { connections: nodes },
+                watches: node_watches(nodes, nodes_rv),
+                rate: node_rate,
+                write: Box::new(|i| this.write_node(sim, churn.nodes, i)),
+            },
+            Class {
+                target: &proxies,
+                proto: Proto::H2 { connections: nodes },
+                watches: vec![(None, proxy_watch(slices_rv)); nodes],
+                rate: SLICE_UPDATES_PER_SEC,
+                write: Box::new(|i| this.write_slice(sim, churn.slices, i)),
+            },
+        ];
+        progress(format!(
+            "fleet: every class at once: {nodes} kubelets (Pods and Node), {nodes} kube-proxies, {} users",
+            users::USERS
+        ));
+        let (runs, reads) = self
+            .fan_runs(k, classes, secs, users::run(&users, secs))
+            .await;
+        let [pod_run, node_run, proxy_run] = <[FanRun; 3]>::try_from(runs)
+            .map_err(|_| "fleet: every class at once: three runs expected".to_string())?;
+        let pods_case = format!(
+            "{} nodes, Pods created, scheduled, running, ready and deleted, {} writes/s",
+            count_label(nodes),
+            fmt_num(POD_WRITES_PER_SEC)
+        );
+        let nodes_case = class_case(nodes, churn.nodes.len(), "Nodes", node_rate);
+        let slices_case = class_case(
+            nodes,
+            churn.slices.len(),
+            "EndpointSlices",
+            SLICE_UPDATES_PER_SEC,
+        );
+        self.report.push(Self::delivery_row(
+            S,
+            &format!("kubelets' Pods: {pods_case}"),
+            "kcache",
+            &pod_run,
+        ));
+        self.report.push(Self::delivery_row(
+            S,
+            &format!("kubelets' Nodes: {nodes_case}"),
+            "kcache",
+            &node_run,
+        ));
+        self.report.push(Self::delivery_row(
+            S,
+            &format!("kube-proxies' EndpointSlices: {slices_case}"),
+            "kcache",
+            &proxy_run,
+        ));
+        let all = FanRun::together(&[&pod_run, &node_run, &proxy_run]);
+        let mut row = Self::fan_row(S, "every class", "kcache", &all);
+        row.set("kcache RSS MB", all.rss_peak as f64 / 1e6)
+            .set("JSON held MB", held_json as f64 / 1e6)
+            .set("RSS / JSON held", all.rss_peak as f64 / held_json as f64);
+        self.report.push(row);
+        for row in reads.rows(USERS_SCENARIO, "20 users, with every other class at once") {
+            self.report.push(row);
+        }
+        self.users_checks("at once: ", &reads);
+        self.delivery_checks("at once: kubelets' Pod events", 100.0, nodes, &pod_run);
+        self.delivery_checks("at once: kubelets' Node events", 250.0, nodes, &node_run);
+        self.delivery_checks(
+            "at once: kube-proxies' EndpointSlice events",
+            250.0,
+            nodes,
+            &proxy_run,
+        );
+        self.report.check(
+            "fleet: at once: kcache CPU",
+            "≤ 1 core",
+            format!("{:.2} cores ({nodes} nodes)", all.cores),
+            Some(all.cores <= 1.0),
+        );
+        Ok(())
+    }
+
     /// The `i`-th EndpointSlice update of the churn. Every kube-proxy watches every slice: the
     /// key is not used.
     fn write_slice(&self, sim: &Sim, slices: &[Value], i: u64) -> Result<(u64, usize), String> {
@@ -519,6 +807,27 @@ impl Bench {
                 if committed.elapsed() > Duration::from_secs(600) {
                     return Err(format!(
                         "fleet: {resource} not written to the persistDir within 600 s"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // The protobuf mirrors up and committed too, as in a kcache its clients have read
+        // through for a while.
+        let (kubelets, proxies) = (access.kubelets(first.addr), access.proxies(first.addr));
+        warm_protobuf(&first, &kubelets, "/api/v1/pods").await?;
+        warm_protobuf(&first, &kubelets, "/api/v1/nodes").await?;
+        warm_protobuf(&first, &proxies, SLICES).await?;
+        for resource in ["pods", "nodes", "endpointslices"] {
+            let stored = format!("resource=\"{resource}\"");
+            while first
+                .metric(&["kcache_persist_protobuf_objects", &stored])
+                .await?
+                < 1.0
+            {
+                if committed.elapsed() > Duration::from_secs(600) {
+                    return Err(format!(
+                        "fleet: {resource}'s protobuf mirror not written to the persistDir within 600 s"
                     ));
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -629,7 +938,8 @@ impl Bench {
 
     /// The interactive users' Targets rows: a namespace's LIST p99 ≤ 0.5 s, every Pod's ≤ 5 s,
     /// no read failed.
-    fn users_checks(&mut self, reads: &users::Reads) {
+    /// `when`: the phase, in the target's name ("" for the users' own phase).
+    fn users_checks(&mut self, when: &str, reads: &users::Reads) {
         for (what, sorted, goal_ms) in [
             (
                 format!("a namespace's Pods ({})", users::NAMESPACE),
@@ -640,7 +950,7 @@ impl Bench {
         ] {
             let p99 = users::Reads::p99_ms(sorted);
             self.report.check(
-                &format!("fleet: interactive users' LIST of {what} p99"),
+                &format!("fleet: {when}interactive users' LIST of {what} p99"),
                 &format!("≤ {} s", fmt_num(goal_ms / 1000.0)),
                 p99.map_or("no read".into(), |p| {
                     format!(

@@ -199,6 +199,8 @@ pub struct Metrics {
     pub persist_flush_seconds: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     /// Objects loaded from disk at start (0: synced cold).
     pub persist_restored_objects: Family<ResourceLabels, Gauge>,
+    /// Object versions of the type's protobuf mirror committed with its objects (0: none).
+    pub persist_protobuf_objects: Family<ResourceLabels, Gauge>,
     /// On-demand caching (`auto`): types cached now.
     pub auto_types: Gauge,
     /// Types taken up, and dropped (by reason: idle, not_served, forbidden).
@@ -263,6 +265,7 @@ impl Metrics {
             persist_flushes: Family::default(),
             persist_flush_seconds: Family::new_with_constructor(latency_histogram),
             persist_restored_objects: Family::default(),
+            persist_protobuf_objects: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -407,6 +410,11 @@ impl Metrics {
             "persist_restored_objects",
             "Objects loaded from cache.persistDir at start (0: the cache synced from the upstream)",
             m.persist_restored_objects.clone(),
+        );
+        r.register(
+            "persist_protobuf_objects",
+            "Object versions of a type's protobuf mirror committed to cache.persistDir with its objects (0: none)",
+            m.persist_protobuf_objects.clone(),
         );
         r.register(
             "authentications",

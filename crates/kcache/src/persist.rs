@@ -877,6 +877,16 @@ impl Persister {
                 }
             };
             let resource = t.cache.info.resource.clone();
+            let protobuf = match (&t.committed, t.mirror.stored) {
+                (Some((objects, _)), true) => objects.len().saturating_sub(t.mirror.pending.len()),
+                _ => 0,
+            };
+            self.metrics
+                .persist_protobuf_objects
+                .get_or_create(&ResourceLabels {
+                    resource: resource.clone(),
+                })
+                .set(i64::try_from(protobuf).unwrap_or(i64::MAX));
             self.metrics
                 .persist_flush_seconds
                 .get_or_create(&ResourceLabels {
