@@ -927,3 +927,54 @@ async fn protobuf_informers_at_an_edge_kcache_stay_equal_to_the_upstream() {
         );
     }
 }
+
+/// A protobuf watcher's event waits for the mirror's watch for as long as that watch moves on,
+/// however far it runs behind the JSON cache's: it is not ended with a 410 (which makes every
+/// such client relist at once) after the few seconds a read waits. The upstream here sends its
+/// protobuf streams 5 s late, longer than `MIRROR_WAIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_watch_waits_for_a_mirror_that_runs_behind() {
+    let env = EnvBuilder::fixtures().start().await;
+    let list = "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion=0";
+    warm(&env, list).await;
+    let watches_before = env
+        .metric(&[
+            "kcache_upstream_requests_total",
+            "purpose=\"protobuf_watch\"",
+        ])
+        .await
+        .unwrap_or(0.0);
+    env.sim
+        .faults()
+        .lag_protobuf_watches(Duration::from_secs(5));
+    env.sim.faults().drop_watches();
+    wait_until("the mirror watches again, behind", || async {
+        env.metric(&[
+            "kcache_upstream_requests_total",
+            "purpose=\"protobuf_watch\"",
+        ])
+        .await
+        .unwrap_or(0.0)
+            > watches_before
+    })
+    .await;
+    let rv = env.sim.current_rv();
+    let path = format!("/api/v1/namespaces/fixtures-a/configmaps?watch=1&resourceVersion={rv}");
+    let mut w = Watch::open_with(&env.url(), &path, &pb(&[])).await;
+    assert_eq!(w.status, 200);
+    env.sim
+        .create(
+            "",
+            "configmaps",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "late-1", "namespace": "fixtures-a"}, "data": {"k": "v"}}),
+        )
+        .unwrap();
+    let frame = next_frame(&mut w, Duration::from_secs(20))
+        .await
+        .expect("an event");
+    let ev = WatchEvent::decode(&frame[..]).unwrap();
+    assert_eq!(ev.r#type.as_deref(), Some("ADDED"), "{ev:?}");
+    let (kind, _) = unwrap_envelope(&ev.object.unwrap().raw.unwrap());
+    assert_eq!(kind, "ConfigMap");
+}

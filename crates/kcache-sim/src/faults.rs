@@ -28,6 +28,8 @@ pub struct FaultState {
     fail_all_410: AtomicBool,
     fail_requests: Mutex<(usize, u16)>,
     latency: Mutex<Duration>,
+    /// How far behind the writes protobuf watch streams run (see `Faults::lag_protobuf_watches`).
+    protobuf_watch_lag: Mutex<Duration>,
     unreachable: AtomicBool,
     withhold_end: AtomicBool,
 }
@@ -43,6 +45,7 @@ impl FaultState {
             fail_all_410: AtomicBool::new(false),
             fail_requests: Mutex::new((0, 500)),
             latency: Mutex::new(Duration::ZERO),
+            protobuf_watch_lag: Mutex::new(Duration::ZERO),
             unreachable: AtomicBool::new(false),
             withhold_end: AtomicBool::new(false),
         }
@@ -77,6 +80,14 @@ impl FaultState {
     /// The added latency.
     pub fn latency(&self) -> Duration {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How far behind the writes a protobuf watch started now runs.
+    pub fn protobuf_watch_lag(&self) -> Duration {
+        *self
+            .protobuf_watch_lag
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn bump(tx: &watch::Sender<u64>) {
@@ -156,6 +167,17 @@ impl Faults {
     /// Adds `d` before every response.
     pub fn set_latency(&self, d: Duration) {
         *self.state.latency.lock().unwrap_or_else(|e| e.into_inner()) = d;
+    }
+
+    /// Protobuf watches started from now on deliver each event `d` after its write, JSON ones
+    /// at once: one of a client's two streams held back, as a loaded apiserver, connection or
+    /// client can hold one back (a lagging watch cache, for protobuf streams only).
+    pub fn lag_protobuf_watches(&self, d: Duration) {
+        *self
+            .state
+            .protobuf_watch_lag
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = d;
     }
 
     /// Simulates an apiserver restart with compacted history: drops all watches and forgets

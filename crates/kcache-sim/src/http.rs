@@ -838,7 +838,10 @@ async fn watch_response(
         bookmark_rx: ctx.faults.bookmark_now.subscribe(),
         fail_410: ctx.faults.take_watch_410(),
         withhold_end: ctx.faults.withholds_initial_events_end(),
-        lag: a.lag,
+        lag: match f.media {
+            Media::Protobuf => a.lag.max(ctx.faults.protobuf_watch_lag()),
+            Media::Json => a.lag,
+        },
         progress_bookmarks: ctx.cfg.progress_bookmarks,
         media: f.media,
         form: f.form,

@@ -264,6 +264,38 @@ impl Mirror {
     }
 }
 
+impl Mirror {
+    /// Like [`Mirror::wait_all`], for a watch, which a missing version ends with a 410 that
+    /// makes its client relist: waits for as long as the mirror's watch may still bring the
+    /// versions, however far behind the JSON cache's it runs (a loaded upstream or kcache can
+    /// hold one of the two watches back by seconds: BENCHMARKS.md, "Every client class at
+    /// once"). `None` when the mirror stops being usable, when its watch has passed the newest
+    /// version wanted without bringing them all (it never will: it relisted past them), or
+    /// after `cap`.
+    pub async fn wait_all_until_passed(&self, wanted: &[u64], cap: Duration) -> Option<Vec<Bytes>> {
+        let mut changed = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + cap;
+        let newest = wanted.iter().copied().max().unwrap_or(0);
+        loop {
+            {
+                let st = self.lock();
+                let found: Option<Vec<Bytes>> =
+                    wanted.iter().map(|rv| st.by_rv.get(rv).cloned()).collect();
+                if found.is_some() {
+                    return found;
+                }
+                if st.status != MirrorStatus::Synced || st.rv >= newest {
+                    return None;
+                }
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return None,
+            }
+        }
+    }
+}
+
 /// Hashes a resourceVersion for the readers' map: RVs come from the upstream, not from
 /// clients, so a multiplicative hash is enough (no need for SipHash's cost per lookup).
 #[derive(Default)]
@@ -394,6 +426,30 @@ mod tests {
         m.bookmark(14, b("bm"));
         assert_eq!((m.keys(), m.get(12), m.get(13)), (0, None, None));
         assert!(m.is_unsupported() && m.bookmark_object().is_none());
+    }
+
+    /// A watcher waits for a version as long as the mirror's watch may still bring it: not
+    /// once it has gone past it, nor past its bound.
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_waits_until_the_mirror_passes_its_version() {
+        let m = std::sync::Arc::new(Mirror::new());
+        m.install(10, vec![("a".into(), 10, b("a10"))], 0);
+        let cap = Duration::from_secs(30);
+        let reader = {
+            let m = m.clone();
+            tokio::spawn(async move { m.wait_all_until_passed(&[20], cap).await })
+        };
+        // Ten seconds behind, far longer than a read waits.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        m.apply("a", 20, b("a20"), false, 0);
+        assert_eq!(reader.await.unwrap(), Some(vec![b("a20")]));
+        // Gone past it without it: it will never come.
+        m.apply("a", 26, b("a26"), false, 0);
+        assert_eq!(m.wait_all_until_passed(&[25], cap).await, None);
+        // Never coming at all: given up at the bound.
+        let started = tokio::time::Instant::now();
+        assert_eq!(m.wait_all_until_passed(&[30], cap).await, None);
+        assert_eq!(started.elapsed(), cap);
     }
 
     #[tokio::test]
