@@ -60,6 +60,7 @@ fn with_a_series_in_every_family(m: &Metrics) {
         &m.cache_served,
         &m.upstream_reachable,
         &m.persist_restored_objects,
+        &m.persist_protobuf_objects,
     ] {
         let _ = gauge.get_or_create(&pods());
     }
