@@ -48,13 +48,14 @@ async fn authorize(
 /// An index request's answer, with its audit events where a trail is kept: a query reads
 /// the cached objects of `resource` as a cluster-wide LIST of it does, and is audited as that
 /// LIST (`verb` and the resource), so that the policy's rules for the resource see it;
-/// `resource` None: the index definitions, audited by path.
+/// `resource` None: the index definitions, audited by path. `answer` gives the response for
+/// an admitted caller, and the authorizer's verdict if it was asked.
 async fn audited<F>(
     app: &App,
     parts: &http::request::Parts,
     verb: &'static str,
     resource: Option<(&str, &str, &str)>,
-    answer: impl FnOnce(Caller, Option<Verdict>) -> F,
+    answer: impl FnOnce(Caller) -> F,
 ) -> Response
 where
     F: std::future::Future<Output = (Response, Option<Verdict>)>,
@@ -62,7 +63,7 @@ where
     let received = app.audit.as_ref().map(|_| std::time::SystemTime::now());
     let admitted = super::admission::admit(app, &parts.headers, &parts.extensions).await;
     let (caller, (resp, verdict)) = match admitted {
-        Ok(caller) => (Some(caller.clone()), answer(caller, None).await),
+        Ok(caller) => (Some(caller.clone()), answer(caller).await),
         Err(refused) => (refused.caller, (refused.response, None)),
     };
     let (Some(audit), Some(received)) = (&app.audit, received) else {
@@ -89,8 +90,8 @@ where
 pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
     // Definitions only, no objects: any authenticated (or anonymous) caller may see them.
-    audited(&app, &parts, "get", None, |_, verdict| async {
-        (definitions(&app), verdict)
+    audited(&app, &parts, "get", None, |_| async {
+        (definitions(&app), None)
     })
     .await
 }
@@ -174,19 +175,14 @@ async fn answer(
 ) -> Response {
     let group = if group == "core" { "" } else { group };
     let named = (group, version.as_str(), resource.as_str());
-    audited(
-        app,
-        parts,
-        "list",
-        Some(named),
-        |caller, mut verdict| async move {
-            let resp = match authorize(app, &caller, named, &mut verdict).await {
-                Ok(()) => read(app, named, index, f),
-                Err(e) => response::error(&e),
-            };
-            (resp, verdict)
-        },
-    )
+    audited(app, parts, "list", Some(named), |caller| async move {
+        let mut verdict = None;
+        let resp = match authorize(app, &caller, named, &mut verdict).await {
+            Ok(()) => read(app, named, index, f),
+            Err(e) => response::error(&e),
+        };
+        (resp, verdict)
+    })
     .await
 }
 

@@ -14,6 +14,7 @@ use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize as _;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -70,25 +71,22 @@ const NODE: Keep = Keep::Fields(&[
     ),
 ]);
 
-/// Every field but `metadata`'s, which the object's own parse handles.
-const WHOLE: Keep = Keep::Fields(&[]);
-
-/// The tree of a built-in kind's row: the fields its cells read, or everything.
-pub(super) fn for_kind(kind: super::cells::Builtin) -> &'static Keep {
+/// The tree of a built-in kind's row: the fields its cells read; None: every field (the
+/// kinds whose objects are small, or whose cells read most of them).
+pub(super) fn for_kind(kind: super::cells::Builtin) -> Option<&'static Keep> {
     use super::cells::Builtin;
     match kind {
-        Builtin::Pod => &POD,
-        Builtin::Node => &NODE,
-        _ => &WHOLE,
+        Builtin::Pod => Some(&POD),
+        Builtin::Node => Some(&NODE),
+        _ => None,
     }
 }
 
-/// `raw` parsed for a row by `keep` (its top level: `metadata` is always built, but for its
-/// `managedFields`, returned as stored; a top-level tree of no fields builds every field), or
-/// None when `raw` is not a JSON object.
+/// `raw` parsed for a row by `keep` (None: every field). `metadata` is always built whole
+/// but for its `managedFields`, returned as stored. None when `raw` is not a JSON object.
 pub(super) fn parse<'a>(
     raw: &'a [u8],
-    keep: &'static Keep,
+    keep: Option<&'static Keep>,
 ) -> Option<(Value, Option<&'a RawValue>)> {
     let managed_fields = Cell::new(None);
     let mut de = serde_json::Deserializer::from_slice(raw);
@@ -104,7 +102,7 @@ pub(super) fn parse<'a>(
 
 /// The object's top level.
 struct Top<'s, 'a> {
-    keep: &'static Keep,
+    keep: Option<&'static Keep>,
     managed_fields: &'s Cell<Option<&'a RawValue>>,
 }
 
@@ -125,8 +123,8 @@ impl<'de: 'a, 'a> Visitor<'de> for Top<'_, 'a> {
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Value, M::Error> {
         let fields = match self.keep {
-            Keep::Fields(f) if !f.is_empty() => Some(*f),
-            _ => None,
+            Some(Keep::Fields(f)) => Some(*f),
+            Some(Keep::All) | None => None,
         };
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -199,8 +197,6 @@ impl<'de> DeserializeSeed<'de> for Part {
         }
     }
 }
-
-use serde::Deserialize as _;
 
 impl<'de> Visitor<'de> for Part {
     type Value = Value;
