@@ -46,7 +46,9 @@
 //! also writes, to a second table, the mirror's bytes of the flushed objects' versions, and the
 //! record says from which RV the stored mirror can resume its watch (`mirror_rv`: at most the
 //! mirror's own RV, and below any flushed version the mirror did not have yet, which are
-//! retried at the next flushes). A restarted kcache installs them and watches from there.
+//! retried at the next flushes, and named in the record so that a restart goes on retrying
+//! them). A restarted kcache installs them and watches from there; its flushes then write
+//! what changes, not the whole mirror again.
 //!
 //! **Watch history is not stored.** A restored cache's history starts at the stored RV: a
 //! downstream watch resuming from an older RV gets 410 Expired and relists, one from the stored
@@ -178,6 +180,10 @@ pub struct Record {
     /// Set when the type's protobuf mirror is stored too: the RV its watch resumes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror_rv: Option<u64>,
+    /// The keys whose stored object version the stored mirror lacks (its watch brings them
+    /// after `mirror_rv`; the flushes after a restart write them once it has).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirror_pending: Vec<String>,
 }
 
 /// A protobuf mirror as loaded from the store: per key, the version's RV and its bytes.
@@ -185,6 +191,8 @@ pub struct Record {
 pub struct StoredMirror {
     pub rv: u64,
     pub objects: Vec<(Box<str>, u64, Bytes)>,
+    /// The keys of the stored objects whose version it lacks ([`Record::mirror_pending`]).
+    pub pending: Vec<String>,
 }
 
 /// What one flush writes of a type's protobuf mirror.
@@ -483,7 +491,11 @@ impl Store {
                 })?;
             objects.push((k.value().into(), version, Bytes::copy_from_slice(bytes)));
         }
-        Ok(Some(StoredMirror { rv, objects }))
+        Ok(Some(StoredMirror {
+            rv,
+            objects,
+            pending: record.mirror_pending.clone(),
+        }))
     }
 
     /// Forget resource `key` (its record, objects and protobuf mirror).
@@ -786,10 +798,19 @@ impl Tracked {
             written: restored.then(std::time::Instant::now),
             retry_at: None,
             forgotten: false,
-            // What a restored cache's store holds of its mirror is what the restart put
-            // back in it (see `Mirrors::resume`), or nothing it will serve: written anew.
             mirror: MirrorCommitted::default(),
         }
+    }
+
+    /// The cache's protobuf mirror was restored from the store (`stored`, installed by
+    /// `Mirrors::resume`): what the store holds of it is the mirror's committed state, so the
+    /// flushes from here on write what changes, not the whole mirror again.
+    pub fn mirror_restored(mut self, stored: &StoredMirror) -> Tracked {
+        self.mirror = MirrorCommitted {
+            stored: true,
+            pending: stored.pending.iter().cloned().collect(),
+        };
+        self
     }
 }
 
@@ -963,6 +984,8 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
     record.rv = snap.rv;
     record.objects = snap.objects.len() as u64;
     record.mirror_rv = mirror_rv;
+    record.mirror_pending = pending.iter().cloned().collect();
+    record.mirror_pending.sort_unstable();
     let age_ms = u64::try_from(t.cache.contact().age().as_millis()).unwrap_or(u64::MAX);
     record.confirmed_ms = now_ms().saturating_sub(age_ms);
     let store = store.clone();

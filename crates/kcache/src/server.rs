@@ -432,12 +432,11 @@ async fn build_caches(
             .with_selectable_fields(&selectable)
             .split();
         if let Some(store) = store {
+            let mut restored_mirror = None;
             let restored = match &stored {
                 Some(stored) => match restore(store, &writer, &key, stored) {
                     Ok(()) => {
-                        if let Some(mirror) = restore_mirror(store, &key, stored) {
-                            built.mirrors.push((cache.clone(), mirror));
-                        }
+                        restored_mirror = restore_mirror(store, &key, stored);
                         true
                     }
                     Err(e) => {
@@ -465,10 +464,16 @@ async fn build_caches(
                 confirmed_ms: 0,
                 objects: 0,
                 mirror_rv: None,
+                mirror_pending: Vec::new(),
             };
-            built
-                .tracked
-                .push(persist::Tracked::new(cache.clone(), key, record, restored));
+            let mut tracked = persist::Tracked::new(cache.clone(), key, record, restored);
+            // Started with the app (`Mirrors::resume`), which may decline it (protobuf off
+            // now): the persister then finds no mirror and stores none.
+            if let Some(mirror) = restored_mirror {
+                tracked = tracked.mirror_restored(&mirror);
+                built.mirrors.push((cache.clone(), mirror));
+            }
+            built.tracked.push(tracked);
         }
         built
             .registry

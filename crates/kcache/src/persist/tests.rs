@@ -27,6 +27,7 @@ fn record() -> Record {
         confirmed_ms: 0,
         objects: 0,
         mirror_rv: None,
+        mirror_pending: Vec::new(),
     }
 }
 
@@ -489,6 +490,90 @@ async fn the_protobuf_mirror_is_stored_with_the_objects_it_has_versions_of() {
     let mut r = record();
     r.mirror_rv = Some(12);
     assert!(store.read_mirror(&key, &r).unwrap().is_none());
+    drop(p);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After a restart the stored mirror is the restored mirror's committed state: nothing is
+/// written while nothing changes (not the whole mirror again), and a version it lacked before
+/// the restart is written once its watch brings it.
+#[tokio::test]
+async fn a_restored_mirror_is_not_written_again_and_its_pending_versions_are() {
+    let dir = tempdir();
+    let store = Arc::new(Store::open(&dir).unwrap());
+    let key = resource_key(&config());
+    let pb = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+    let cache = new_cache();
+    cache.replace(vec![cm("a", 5), cm("b", 6)], 10);
+    let mirror = cache
+        .cache()
+        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
+        .clone();
+    // b's version is not in the mirror yet when the cache is flushed and kcache stops.
+    mirror.install(5, vec![("ns/a".into(), 5, pb("a5"))], 0);
+    let tracked = Tracked::new(cache.cache().clone(), key.clone(), record(), false);
+    let mut p = Persister::new(
+        store.clone(),
+        vec![tracked],
+        FLUSH_EVERY,
+        Arc::new(Metrics::new()),
+    );
+    p.flush().await;
+    drop(p);
+    let stored = store.record(&key, &record().config).unwrap().unwrap();
+    assert_eq!(stored.mirror_pending, vec!["ns/b".to_string()]);
+    let stored_mirror = store.read_mirror(&key, &stored).unwrap().unwrap();
+    assert_eq!(stored_mirror.rv, 5);
+
+    // The restart: the cache and its mirror restored as kcache restores them.
+    let again = new_cache();
+    restore_from(&store, &again, &key, &stored).unwrap();
+    let mirror = again
+        .cache()
+        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
+        .clone();
+    mirror.install(stored_mirror.rv, stored_mirror.objects.clone(), 0);
+    let tracked = Tracked::new(again.cache().clone(), key.clone(), record(), true)
+        .mirror_restored(&stored_mirror);
+    let metrics = Arc::new(Metrics::new());
+    let mut p = Persister::new(store.clone(), vec![tracked], FLUSH_EVERY, metrics.clone());
+    let flushes = || {
+        metrics
+            .persist_flushes
+            .get_or_create(&OutcomeLabels {
+                resource: "configmaps".into(),
+                outcome: "ok",
+            })
+            .get()
+    };
+    // Nothing changed and b's version still missing: a retry, but nothing new to write.
+    mirror.apply("ns/a", 7, pb("a7"), false, 0);
+    p.flush().await;
+    let m = store
+        .read_mirror(
+            &key,
+            &store.record(&key, &record().config).unwrap().unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.rv, 5, "still below b's version");
+    assert_eq!(m.objects, vec![("ns/a".into(), 5, pb("a5"))]);
+    // The mirror's watch brings it: written, and the mirror resumes from its own RV.
+    mirror.apply("ns/b", 6, pb("b6"), false, 0);
+    p.flush().await;
+    let stored = store.record(&key, &record().config).unwrap().unwrap();
+    assert!(stored.mirror_pending.is_empty());
+    let m = store.read_mirror(&key, &stored).unwrap().unwrap();
+    assert_eq!(m.rv, 7);
+    assert_eq!(
+        m.objects,
+        vec![("ns/a".into(), 5, pb("a5")), ("ns/b".into(), 6, pb("b6"))]
+    );
+    // Nothing left to write: no flush at all.
+    let before = flushes();
+    p.flush().await;
+    assert_eq!(flushes(), before);
     drop(p);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
