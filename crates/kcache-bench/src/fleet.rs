@@ -136,15 +136,19 @@ impl<'a> PodChurn<'a> {
                 let mut pod = self.seeded[0].0.clone();
                 let meta = &mut pod["metadata"];
                 meta["name"] = format!("{}{n}", self.prefix).into();
-                for server_set in [
-                    "uid",
-                    "resourceVersion",
-                    "creationTimestamp",
-                    "managedFields",
-                ] {
-                    meta.as_object_mut().map(|m| m.remove(server_set));
+                if let Some(meta) = meta.as_object_mut() {
+                    for server_set in [
+                        "uid",
+                        "resourceVersion",
+                        "creationTimestamp",
+                        "managedFields",
+                    ] {
+                        meta.remove(server_set);
+                    }
                 }
-                pod["spec"].as_object_mut().map(|s| s.remove("nodeName"));
+                if let Some(spec) = pod["spec"].as_object_mut() {
+                    spec.remove("nodeName");
+                }
                 pod["status"] = serde_json::json!({"phase": "Pending"});
                 let v = sim.create("", "pods", pod).map_err(|e| e.to_string())?;
                 let rv = rv_of(&v)?;

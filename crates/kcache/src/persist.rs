@@ -196,13 +196,12 @@ pub struct StoredMirror {
 }
 
 /// What one flush writes of a type's protobuf mirror.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MirrorWrite {
     /// Replace what is stored (the first write of a mirror).
     pub whole: bool,
-    /// Key → the version's RV and its bytes.
+    /// Key → the version's RV and its bytes. The objects deleted are deleted from it too.
     pub upserts: Vec<(String, u64, Bytes)>,
-    pub deletes: Vec<String>,
 }
 
 /// A resource as loaded from the store.
@@ -546,8 +545,8 @@ impl Store {
 
     /// Commit one flush of resource `key`: the objects upserted and deleted since the last
     /// one (with `whole`, `upserts` is every object and replaces what is stored), what
-    /// changed of its protobuf mirror, and the record of the state they make. One
-    /// transaction: all of it or none.
+    /// changed of its protobuf mirror (the objects deleted leave it too), and the record of
+    /// the state they make. One transaction: all of it or none.
     pub fn write(
         &self,
         key: &str,
@@ -564,7 +563,7 @@ impl Store {
                 txn.delete_table(TableDefinition::<&str, &[u8]>::new(&name))?;
             }
             let mut table = txn.open_table(TableDefinition::<&str, &[u8]>::new(&name))?;
-            for k in &m.deletes {
+            for k in deletes {
                 table.remove(k.as_str())?;
             }
             let mut value = Vec::new();
@@ -977,7 +976,7 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
         }
     }
     let whole = t.committed.is_none();
-    let (mirror, pending, mirror_rv) = mirror_part(t, &snap, whole, &changed, &deletes);
+    let (mirror, pending, mirror_rv) = mirror_part(t, &snap, whole, &changed);
     // When the state was last confirmed: now minus how long the cache has gone without
     // hearing from the upstream.
     let mut record = t.record.clone();
@@ -1019,13 +1018,12 @@ async fn flush_one(store: &Arc<Store>, t: &mut Tracked) -> Result<bool, PersistE
 /// What a flush writes of the type's protobuf mirror (None: nothing, the mirror is not
 /// synced or there is none), the keys it still lacks versions of, and the RV the stored
 /// mirror resumes from (None: nothing stored is usable). `whole`: the objects are written
-/// whole; `changed` and `deletes`: what the flush writes of them.
+/// whole; `changed`: the objects the flush writes.
 fn mirror_part(
     t: &Tracked,
     snap: &crate::cache::Snapshot,
     whole: bool,
     changed: &[&Arc<Object>],
-    deletes: &[String],
 ) -> (Option<MirrorWrite>, HashSet<String>, Option<u64>) {
     let Some(mirror) = t.cache.mirror().filter(|m| m.is_synced()) else {
         return (None, HashSet::new(), None);
@@ -1033,7 +1031,7 @@ fn mirror_part(
     let whole = whole || !t.mirror.stored;
     let mut write = MirrorWrite {
         whole,
-        ..MirrorWrite::default()
+        upserts: Vec::new(),
     };
     let mut pending = HashSet::new();
     // Below the first version the mirror lacks, so that its watch brings it.
@@ -1053,14 +1051,12 @@ fn mirror_part(
         for o in changed {
             take(o.key(), o);
         }
+        // A pending key also changed is taken twice: the same version, written once more.
         for key in &t.mirror.pending {
             if let Some(o) = snap.objects.get(key.as_str()) {
-                if !changed.iter().any(|c| c.key() == key) {
-                    take(key, o);
-                }
+                take(key, o);
             }
         }
-        write.deletes = deletes.to_vec();
     }
     (Some(write), pending, Some(resume))
 }

@@ -26,7 +26,7 @@ use crate::upstream::{MirrorReflector, ReflectorConfig, Upstream};
 pub const MIRROR_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a protobuf watch waits for a version the mirror's watch may still bring (see
-/// `Mirror::wait_all_until_passed`): a 410 makes every such client relist at once, which
+/// `Mirror::wait_all`): a 410 makes every such client relist at once, which
 /// costs them and kcache more than a late event.
 pub const MIRROR_WATCH_WAIT: Duration = Duration::from_secs(30);
 
@@ -262,9 +262,7 @@ pub async fn watch_frame(
     // deletion whose own version the mirror missed (it relisted meanwhile) is then made from
     // the previous state.
     let src = frame_source(ev, kind, true);
-    let _ = mirror
-        .wait_all_until_passed(&[src.rv], MIRROR_WATCH_WAIT)
-        .await;
+    let _ = mirror.wait_all(&[src.rv], MIRROR_WATCH_WAIT).await;
     ev.protobuf_line(kind, || build(true).or_else(|| build(false)))
 }
 

@@ -822,7 +822,7 @@ impl Watcher {
                 items.filter(|o| self.filter.selects(o)).cloned().collect();
             let versions = super::protobuf::versions(&selected);
             let Some(found) = mirror
-                .wait_all_until_passed(&versions, super::protobuf::MIRROR_WATCH_WAIT)
+                .wait_all(&versions, super::protobuf::MIRROR_WATCH_WAIT)
                 .await
             else {
                 self.lost(snap.rv).await;

@@ -239,50 +239,28 @@ impl Mirror {
     /// The object messages of many versions at once (one lock for a whole list); `None` if
     /// any is missing.
     pub fn get_all(&self, wanted: &[u64]) -> Option<Vec<Bytes>> {
-        let st = self.lock();
-        wanted.iter().map(|rv| st.by_rv.get(rv).cloned()).collect()
+        found(&self.lock(), wanted)
     }
 
     /// Like [`Mirror::get_all`], but waits up to `wait` for the mirror's watch to deliver
-    /// versions it does not have yet (it runs behind or ahead of the JSON cache's watch by a
-    /// few milliseconds). `None` when they did not come, or the mirror stopped being usable.
+    /// versions it does not have yet. It runs behind or ahead of the JSON cache's watch, by a
+    /// few milliseconds normally, by seconds on a loaded upstream or kcache (BENCHMARKS.md,
+    /// "Every client class at once"): a read waits a little, then goes upstream; a watch, which
+    /// a missing version ends with a 410 that makes its client relist, waits longer. `None`
+    /// when they did not come, when the mirror stopped being usable, or at once when its watch
+    /// has passed the newest version wanted without bringing them all (it never will: it
+    /// relisted past them).
     pub async fn wait_all(&self, wanted: &[u64], wait: Duration) -> Option<Vec<Bytes>> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if let Some(found) = self.get_all(wanted) {
-                return Some(found);
-            }
-            if !self.is_synced() {
-                return None;
-            }
-            match tokio::time::timeout_at(deadline, changed.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return None,
-            }
-        }
-    }
-}
-
-impl Mirror {
-    /// Like [`Mirror::wait_all`], for a watch, which a missing version ends with a 410 that
-    /// makes its client relist: waits for as long as the mirror's watch may still bring the
-    /// versions, however far behind the JSON cache's it runs (a loaded upstream or kcache can
-    /// hold one of the two watches back by seconds: BENCHMARKS.md, "Every client class at
-    /// once"). `None` when the mirror stops being usable, when its watch has passed the newest
-    /// version wanted without bringing them all (it never will: it relisted past them), or
-    /// after `cap`.
-    pub async fn wait_all_until_passed(&self, wanted: &[u64], cap: Duration) -> Option<Vec<Bytes>> {
-        let mut changed = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + cap;
         let newest = wanted.iter().copied().max().unwrap_or(0);
         loop {
             {
+                // One lock for the look-up and the mirror's position: a version applied
+                // between the two would look passed over.
                 let st = self.lock();
-                let found: Option<Vec<Bytes>> =
-                    wanted.iter().map(|rv| st.by_rv.get(rv).cloned()).collect();
-                if found.is_some() {
-                    return found;
+                if let Some(found) = found(&st, wanted) {
+                    return Some(found);
                 }
                 if st.status != MirrorStatus::Synced || st.rv >= newest {
                     return None;
@@ -294,6 +272,11 @@ impl Mirror {
             }
         }
     }
+}
+
+/// The object messages of `wanted`, if the mirror has every one.
+fn found(st: &State, wanted: &[u64]) -> Option<Vec<Bytes>> {
+    wanted.iter().map(|rv| st.by_rv.get(rv).cloned()).collect()
 }
 
 /// Hashes a resourceVersion for the readers' map: RVs come from the upstream, not from
@@ -437,7 +420,7 @@ mod tests {
         let cap = Duration::from_secs(30);
         let reader = {
             let m = m.clone();
-            tokio::spawn(async move { m.wait_all_until_passed(&[20], cap).await })
+            tokio::spawn(async move { m.wait_all(&[20], cap).await })
         };
         // Ten seconds behind, far longer than a read waits.
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -445,10 +428,10 @@ mod tests {
         assert_eq!(reader.await.unwrap(), Some(vec![b("a20")]));
         // Gone past it without it: it will never come.
         m.apply("a", 26, b("a26"), false, 0);
-        assert_eq!(m.wait_all_until_passed(&[25], cap).await, None);
+        assert_eq!(m.wait_all(&[25], cap).await, None);
         // Never coming at all: given up at the bound.
         let started = tokio::time::Instant::now();
-        assert_eq!(m.wait_all_until_passed(&[30], cap).await, None);
+        assert_eq!(m.wait_all(&[30], cap).await, None);
         assert_eq!(started.elapsed(), cap);
     }
 

@@ -443,21 +443,11 @@ async fn the_protobuf_mirror_is_stored_with_the_objects_it_has_versions_of() {
         FLUSH_EVERY,
         Arc::new(Metrics::new()),
     );
-    let pb = |s: &str| Bytes::copy_from_slice(s.as_bytes());
-    let stored_mirror = || {
-        let record = store
-            .record(&key, &fingerprint(&config(), &Strip::default()))
-            .unwrap()
-            .unwrap();
-        store.read_mirror(&key, &record).unwrap()
-    };
+    let stored_mirror = || stored_with_mirror(&store, &key).1;
     // No mirror: nothing of it is stored.
     p.flush().await;
     assert!(stored_mirror().is_none());
-    let mirror = cache
-        .cache()
-        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
-        .clone();
+    let mirror = mirror_of(&cache);
     mirror.install(
         10,
         vec![("ns/a".into(), 5, pb("a5")), ("ns/b".into(), 6, pb("b6"))],
@@ -503,13 +493,9 @@ async fn a_restored_mirror_is_not_written_again_and_its_pending_versions_are() {
     let dir = tempdir();
     let store = Arc::new(Store::open(&dir).unwrap());
     let key = resource_key(&config());
-    let pb = |s: &str| Bytes::copy_from_slice(s.as_bytes());
     let cache = new_cache();
     cache.replace(vec![cm("a", 5), cm("b", 6)], 10);
-    let mirror = cache
-        .cache()
-        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
-        .clone();
+    let mirror = mirror_of(&cache);
     // b's version is not in the mirror yet when the cache is flushed and kcache stops.
     mirror.install(5, vec![("ns/a".into(), 5, pb("a5"))], 0);
     let tracked = Tracked::new(cache.cache().clone(), key.clone(), record(), false);
@@ -521,18 +507,15 @@ async fn a_restored_mirror_is_not_written_again_and_its_pending_versions_are() {
     );
     p.flush().await;
     drop(p);
-    let stored = store.record(&key, &record().config).unwrap().unwrap();
+    let (stored, stored_mirror) = stored_with_mirror(&store, &key);
+    let stored_mirror = stored_mirror.unwrap();
     assert_eq!(stored.mirror_pending, vec!["ns/b".to_string()]);
-    let stored_mirror = store.read_mirror(&key, &stored).unwrap().unwrap();
     assert_eq!(stored_mirror.rv, 5);
 
     // The restart: the cache and its mirror restored as kcache restores them.
     let again = new_cache();
     restore_from(&store, &again, &key, &stored).unwrap();
-    let mirror = again
-        .cache()
-        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
-        .clone();
+    let mirror = mirror_of(&again);
     mirror.install(stored_mirror.rv, stored_mirror.objects.clone(), 0);
     let tracked = Tracked::new(again.cache().clone(), key.clone(), record(), true)
         .mirror_restored(&stored_mirror);
@@ -550,21 +533,15 @@ async fn a_restored_mirror_is_not_written_again_and_its_pending_versions_are() {
     // Nothing changed and b's version still missing: a retry, but nothing new to write.
     mirror.apply("ns/a", 7, pb("a7"), false, 0);
     p.flush().await;
-    let m = store
-        .read_mirror(
-            &key,
-            &store.record(&key, &record().config).unwrap().unwrap(),
-        )
-        .unwrap()
-        .unwrap();
+    let m = stored_with_mirror(&store, &key).1.unwrap();
     assert_eq!(m.rv, 5, "still below b's version");
     assert_eq!(m.objects, vec![("ns/a".into(), 5, pb("a5"))]);
     // The mirror's watch brings it: written, and the mirror resumes from its own RV.
     mirror.apply("ns/b", 6, pb("b6"), false, 0);
     p.flush().await;
-    let stored = store.record(&key, &record().config).unwrap().unwrap();
+    let (stored, m) = stored_with_mirror(&store, &key);
+    let m = m.unwrap();
     assert!(stored.mirror_pending.is_empty());
-    let m = store.read_mirror(&key, &stored).unwrap().unwrap();
     assert_eq!(m.rv, 7);
     assert_eq!(
         m.objects,
@@ -577,6 +554,26 @@ async fn a_restored_mirror_is_not_written_again_and_its_pending_versions_are() {
     drop(p);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The protobuf mirror of `cache`, started empty.
+fn mirror_of(cache: &Writer) -> Arc<crate::cache::Mirror> {
+    cache
+        .cache()
+        .mirror_or_start(|| Arc::new(crate::cache::Mirror::new()))
+        .clone()
+}
+
+/// Protobuf bytes standing for an object version's.
+fn pb(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+/// The record stored of `key`, and the protobuf mirror stored with it.
+fn stored_with_mirror(store: &Store, key: &str) -> (Record, Option<StoredMirror>) {
+    let record = store.record(key, &record().config).unwrap().unwrap();
+    let mirror = store.read_mirror(key, &record).unwrap();
+    (record, mirror)
 }
 
 /// A fresh directory under the system's temporary directory.
