@@ -262,7 +262,9 @@ enum Command {
         quick: bool,
         /// Scenarios to run, comma-separated:
         /// list,get,consistent,fresh,interactive,forward,crd,auto,https,watch,node,memory,stalled,protobuf,warm,relist,audit,fleet.
-        #[arg(long, value_delimiter = ',', conflicts_with = "kubeconfig")]
+        /// With --kubeconfig only `fleet`: the fleet's node clients against the cluster,
+        /// directly and through kcache (it writes, then deletes, a fleet of its own).
+        #[arg(long, value_delimiter = ',')]
         scenarios: Vec<String>,
         /// Also write the results as JSON to this file.
         #[arg(long)]
@@ -270,9 +272,14 @@ enum Command {
         /// Install nginx (apt-get install -y nginx-light) if it is missing.
         #[arg(long, conflicts_with = "kubeconfig")]
         install_nginx: bool,
-        /// Nodes of the `fleet` scenario's simulated cluster (default 5000; 500 with --quick).
-        #[arg(long, conflicts_with = "kubeconfig")]
+        /// Nodes of the `fleet` scenario's cluster (default 5000; 500 with --quick; with
+        /// --kubeconfig 500, 100 with --quick).
+        #[arg(long)]
         nodes: Option<usize>,
+        /// Pods created (and deleted) a second by `--scenarios fleet` against a cluster
+        /// (default 100, the load test's pace).
+        #[arg(long, requires = "kubeconfig")]
+        churn: Option<f64>,
         /// Bench a real cluster: read it directly and through a kcache started in front of it.
         /// Read-only unless --writes.
         #[arg(long)]
@@ -431,17 +438,42 @@ async fn main() -> ExitCode {
             quick,
             scenarios,
             json,
-            install_nginx,
             nodes,
+            churn,
+            kubeconfig: Some(kubeconfig),
+            context,
+            ..
+        } if !scenarios.is_empty() || nodes.is_some() || churn.is_some() => {
+            match scenarios.as_slice() {
+                [fleet] if fleet == "fleet" => {
+                    let nodes = nodes.unwrap_or(if quick { 100 } else { 500 }).max(1);
+                    let mut opts = if quick {
+                        kcache_bench::cluster_fleet::FleetOptions::quick(kubeconfig, nodes)
+                    } else {
+                        kcache_bench::cluster_fleet::FleetOptions::standard(kubeconfig, nodes)
+                    };
+                    opts.context = context;
+                    opts.pods_per_sec = churn.unwrap_or(opts.pods_per_sec).max(1.0);
+                    bench_cluster_fleet(opts, json).await
+                }
+                _ => Err(CliError::from(
+                    "with --kubeconfig, --scenarios takes only `fleet` (and --nodes only with it)"
+                        .to_string(),
+                )),
+            }
+        }
+        #[cfg(feature = "bench")]
+        Command::Bench {
+            quick,
+            json,
             kubeconfig: Some(kubeconfig),
             context,
             namespace,
             writes,
             clients,
             watchers,
+            ..
         } => {
-            // clap refuses them together with --kubeconfig: the cluster bench has its own set.
-            let _ = (scenarios, install_nginx, nodes);
             bench_cluster(
                 kcache_bench::cluster::ClusterOptions {
                     kubeconfig,
@@ -498,6 +530,18 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `kcache bench --kubeconfig … --scenarios fleet`, with this binary as the kcache it starts.
+#[cfg(feature = "bench")]
+async fn bench_cluster_fleet(
+    mut opts: kcache_bench::cluster_fleet::FleetOptions,
+    json: Option<PathBuf>,
+) -> Result<(), CliError> {
+    opts.exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    kcache_bench::cluster_fleet::run_and_print(&opts, json.as_deref())
+        .await
+        .map_err(CliError::from)
 }
 
 /// `kcache bench --kubeconfig`: the cluster bench, with this binary as the kcache it starts.

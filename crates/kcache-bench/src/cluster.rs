@@ -262,12 +262,12 @@ async fn authorization(config: &kube_client::Config) -> Result<Option<http::Head
 
 impl Cluster {
     /// A path on the apiserver (under the server URL's path, if any).
-    fn path(&self, p: &str) -> String {
+    pub(super) fn path(&self, p: &str) -> String {
         format!("{}{p}", self.base_path)
     }
 
     /// A write (or a read of the bench's own objects) through kube-client: the JSON answer.
-    async fn call(
+    pub(super) async fn call(
         &self,
         method: http::Method,
         path: &str,
@@ -297,7 +297,7 @@ impl Cluster {
 
 /// Why one of the bench's own API calls failed.
 #[derive(Debug)]
-enum CallError {
+pub(super) enum CallError {
     Status { code: u16, message: String },
     Other(String),
 }

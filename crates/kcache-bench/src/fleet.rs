@@ -518,7 +518,7 @@ async fn rv_on(target: &load::Target, collection: &str) -> Result<u64, String> {
 /// a type starts the type's protobuf mirror and is passed through until the mirror has synced,
 /// so read until one is answered from the cache (a list that selects nothing, to keep each read
 /// small).
-async fn warm_protobuf(
+pub(super) async fn warm_protobuf(
     k: &KcacheChild,
     target: &load::Target,
     collection: &str,

@@ -35,7 +35,7 @@ pub(super) fn upstream(sim: &Sim) -> (u64, u64) {
 }
 
 /// kcache's TokenReviews and SubjectAccessReviews so far, by its own count.
-async fn reviews(k: &KcacheChild) -> (u64, u64) {
+pub(super) async fn reviews(k: &KcacheChild) -> (u64, u64) {
     let sent = |purpose: &'static str| async move {
         k.metric(&["kcache_upstream_requests_total", purpose])
             .await

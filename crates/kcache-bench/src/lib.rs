@@ -35,8 +35,12 @@
 //!   type relists a large collection back to back;
 //! - `audit`: GET req/s and CPU per event with an audit trail at level Metadata, and without;
 //! - `fleet`: a cluster at sig-scalability's proportions (`--nodes`, 5,000 by default): its
-//!   kubelets' Pod watches under the load test's Pod churn, delivery delay, events lost,
-//!   kcache's CPU and memory against what it holds (the other client classes are to come).
+//!   kubelets' Pod and Node watches, kube-proxies' EndpointSlice watches and interactive users
+//!   under the load test's churn, each class alone and all at once, and the herd; delivery
+//!   delay, events lost, kcache's CPU and memory against what it holds (no controllers yet).
+//!
+//! Against a real cluster (`--kubeconfig`, [`cluster`]), and the fleet's node clients against it
+//! ([`cluster_fleet`]).
 //!
 //! `KCACHE_BENCH_TARGET_EXE` names another kcache executable to run as the target instead of
 //! the bench's own (an older build, for a before/after comparison).
@@ -49,6 +53,7 @@ pub mod alloc_count;
 mod audit;
 mod auto;
 pub mod cluster;
+pub mod cluster_fleet;
 mod consistent;
 mod crd;
 mod fanout;

@@ -1,0 +1,1311 @@
+//! `kcache bench --kubeconfig PATH --scenarios fleet [--nodes N]`: the `fleet` scenario's
+//! node clients against a real cluster, directly and through a kcache the bench starts in
+//! front of it, one after the other, with what each costs the apiserver.
+//!
+//! The bench writes into the cluster the fleet the simulated scenario starts from (its
+//! objects from `seed::fleet`, 500 nodes by default: namespaces, Nodes, Services without
+//! selectors, their EndpointSlices and 30 Pods bound to each node), every name starting with
+//! a prefix of its own (`kcache-fleet-<time>`) and every object labelled
+//! `app.kubernetes.io/created-by: kcache-bench`, and deletes them all at the end, after an
+//! error or Ctrl-C too. The Nodes are unschedulable and tainted `NoSchedule`: no scheduler
+//! places a pod on them. A cluster's controllers may still act on them (the node lifecycle
+//! controller marks them NotReady); run it on a cluster kept for tests.
+//!
+//! The clients, each on a connection of its own over HTTP/2 with a token of its own (a
+//! ServiceAccount per node for its kubelet, one for the kube-proxies with a token per node,
+//! all in the namespace `<prefix>-system`, allowed to read what they read by one
+//! ClusterRole), reading protobuf as client-go's typed clients do:
+//! - one kubelet per node: its Pods (`fieldSelector=spec.nodeName=<node>`);
+//! - one kube-proxy per node: every EndpointSlice.
+//!
+//! For each target (the apiserver, then kcache over HTTPS with delegated authentication):
+//! 1. **start**: every client lists (RV=0, as client-go's reflector starts) and watches from
+//!    there, all at once;
+//! 2. **churn**: the load test's Pod life (created on a node, running, ready, deleted with no
+//!    grace period, a step a second apart) at its pace, and each ready Pod's EndpointSlice
+//!    updated: delivery delay from each write's sending to its event's arrival, per class;
+//! 3. **herd**: every client's connection dropped at once, and every watch opened again from
+//!    the last resourceVersion it saw, all at once.
+//!
+//! The apiserver's CPU and memory come from its own `/metrics` (`process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`), read with the kubeconfig's credentials: one replica's
+//! when the cluster has several (the one the connections land on), etcd's not at all.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use kcache_sim::seed::{self, FleetSpec};
+use serde_json::{json, Value};
+
+use super::cluster::{connect, CallError, Cluster};
+use super::kcache::{ChildConfig, KcacheChild};
+use super::load::{self, Target};
+use super::procstat::CpuMeter;
+use super::report::{fmt_num, Report, Row};
+use super::watchers::{self, Delivery, Proto, WriteLog};
+use super::{mb, ms, progress};
+
+/// What kcache caches: what the node clients read.
+const TYPES: [(&str, &str, &str); 2] = [
+    ("", "v1", "pods"),
+    ("discovery.k8s.io", "v1", "endpointslices"),
+];
+const DIRECT: &str = "apiserver (direct)";
+const KCACHE: &str = "kcache HTTPS, auth delegated";
+/// The label on everything the bench creates.
+const CREATED_BY: &str = "app.kubernetes.io/created-by";
+/// Objects created at once while seeding and deleting.
+const PARALLEL: usize = 32;
+const PODS: &str = "/api/v1/pods";
+const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+const START: &str =
+    "fleet (cluster): every node client listing (RV=0) and watching at once, HTTP/2, protobuf";
+const HERD: &str = "fleet (cluster): the herd, every node client re-watching at once from its last resourceVersion, HTTP/2, protobuf";
+const CHURN: &str =
+    "fleet (cluster): node clients under the load test's Pod churn, HTTP/2, protobuf";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// Options of `kcache bench --kubeconfig … --scenarios fleet`.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    pub kubeconfig: PathBuf,
+    pub context: Option<String>,
+    /// The kcache executable to start as `kcache serve`.
+    pub exe: PathBuf,
+    pub nodes: usize,
+    /// Seconds of churn per target.
+    pub secs: f64,
+    /// Pods created (and deleted) a second during the churn; each also gets two status
+    /// updates and an EndpointSlice update.
+    pub pods_per_sec: f64,
+}
+
+impl FleetOptions {
+    /// Full length: 30 s of churn at the load test's 100 Pods a second.
+    pub fn standard(kubeconfig: PathBuf, nodes: usize) -> FleetOptions {
+        FleetOptions {
+            kubeconfig,
+            context: None,
+            exe: PathBuf::new(),
+            nodes,
+            secs: 30.0,
+            pods_per_sec: 100.0,
+        }
+    }
+
+    /// A smoke run: 5 s of churn.
+    pub fn quick(kubeconfig: PathBuf, nodes: usize) -> FleetOptions {
+        FleetOptions {
+            secs: 5.0,
+            ..FleetOptions::standard(kubeconfig, nodes)
+        }
+    }
+}
+
+/// Run, print the tables, write the JSON.
+pub async fn run_and_print(
+    opts: &FleetOptions,
+    json: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let report = run(opts).await?;
+    println!("{}", super::render(&report));
+    if let Some(path) = json {
+        std::fs::write(path, report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
+        progress(format!("JSON written to {}", path.display()));
+    }
+    Ok(())
+}
+
+/// Run the scenario and return its report (not printed). Whatever happens, what the bench
+/// created is deleted before this returns.
+pub async fn run(opts: &FleetOptions) -> Result<Report, String> {
+    let cluster = connect(&opts.kubeconfig, opts.context.as_deref()).await?;
+    let fleet = Fleet::new(&cluster, opts.nodes);
+    let mut report = Report {
+        machine: super::machine(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        ..Report::default()
+    };
+    report.notes.push(format!(
+        "cluster: {} ({}); objects of the bench's own under the prefix {}, deleted at the end",
+        cluster.url, cluster.auth, fleet.prefix
+    ));
+    let result = tokio::select! {
+        r = fleet.run(opts, &mut report) => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted (Ctrl-C)".into()),
+    };
+    progress(format!("fleet: deleting everything under {}", fleet.prefix));
+    match fleet.delete().await {
+        Ok(note) => report.notes.push(note),
+        Err(e) => report
+            .notes
+            .push(format!("deleting the bench's objects failed: {e}")),
+    }
+    result.map(|()| report)
+}
+
+/// The bench's fleet in one cluster: its names, and what it created.
+struct Fleet<'a> {
+    cluster: &'a Cluster,
+    prefix: String,
+    nodes: usize,
+    /// The namespaces created, the identities' first.
+    namespaces: std::sync::Mutex<Vec<String>>,
+}
+
+/// A bench object, as the bench writes it: its collection's path and its body.
+struct Object {
+    collection: String,
+    body: Value,
+}
+
+impl<'a> Fleet<'a> {
+    fn new(cluster: &'a Cluster, nodes: usize) -> Fleet<'a> {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Fleet {
+            cluster,
+            prefix: format!("kcache-fleet-{secs}"),
+            nodes: nodes.max(1),
+            namespaces: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn node(&self, i: usize) -> String {
+        format!("{}-node-{i}", self.prefix)
+    }
+
+    fn system(&self) -> String {
+        format!("{}-system", self.prefix)
+    }
+
+    fn labels(&self) -> Value {
+        labels(&self.prefix)
+    }
+
+    async fn run(&self, opts: &FleetOptions, report: &mut Report) -> Result<(), String> {
+        let seeded = self.seed().await?;
+        let clients = self.identities().await?;
+        let base = &self.cluster.base_path;
+        let direct = Side {
+            label: DIRECT,
+            kubelets: clients.kubelets(self.cluster.target.clone()),
+            proxies: clients.proxies(self.cluster.target.clone()),
+            base: base.clone(),
+            kcache: None,
+        };
+        let direct_run = self.side(opts, &direct, &seeded).await?;
+        progress("fleet: starting kcache in front of the cluster");
+        let files = super::https::HttpsFiles::new()?;
+        let mut config = ChildConfig::caching(&TYPES);
+        // kcache's own identity is the kubeconfig's.
+        config.delegated_with_token = Some(String::new());
+        config.tls = Some((files.cert.clone(), files.key.clone()));
+        let k = KcacheChild::start_with_kubeconfig(
+            &opts.exe,
+            &opts.kubeconfig,
+            opts.context.as_deref(),
+            &config,
+            Duration::from_secs(600),
+        )
+        .await?;
+        let kcache_run = {
+            let through = Side {
+                label: KCACHE,
+                kubelets: clients.kubelets(files.target(k.addr, None)),
+                proxies: clients.proxies(files.target(k.addr, None)),
+                base: String::new(),
+                kcache: Some(&k),
+            };
+            // The clients have been reading through kcache for a while: its protobuf copies of
+            // the two types are up.
+            for c in [PODS, SLICES] {
+                super::fleet::warm_protobuf(&k, &through.kubelets_or_proxies(c), c).await?;
+            }
+            self.side(opts, &through, &seeded).await?
+        };
+        drop(k);
+        self.report(opts, report, &direct_run, &kcache_run);
+        Ok(())
+    }
+
+    /// Create the fleet: namespaces (with the `default` ServiceAccount that Pods are admitted
+    /// with, which a cluster without its controllers does not make), Nodes, Services,
+    /// EndpointSlices, Pods. Returns a Pod to create the churn's from, and the slices.
+    async fn seed(&self) -> Result<Seeded, String> {
+        progress(format!("fleet: writing a cluster of {} nodes", self.nodes));
+        let objects = seed::fleet(&FleetSpec {
+            nodes: self.nodes,
+            seed: 45,
+        });
+        let mut namespaces = vec![self.system()];
+        let mut batches: [Vec<Object>; 4] = Default::default();
+        let mut template = None;
+        for o in &objects {
+            let mut body = o.object.clone();
+            own(&self.prefix, &mut body);
+            let ns = body["metadata"]["namespace"].as_str().map(str::to_owned);
+            let (batch, collection) = match (o.resource, &ns) {
+                ("namespaces", _) => {
+                    namespaces.push(body["metadata"]["name"].as_str().unwrap_or("").to_owned());
+                    continue;
+                }
+                ("nodes", _) => {
+                    body["spec"]["unschedulable"] = true.into();
+                    body["spec"]["taints"] = json!([{
+                        "key": "bench.kcache.dev/fleet",
+                        "value": self.prefix,
+                        "effect": "NoSchedule",
+                    }]);
+                    (0, "/api/v1/nodes".to_string())
+                }
+                ("services", Some(ns)) => {
+                    if let Some(spec) = body["spec"].as_object_mut() {
+                        // No selector: no EndpointSlice controller manages its slices, and
+                        // an address of the cluster's own choosing.
+                        for key in ["selector", "clusterIP", "clusterIPs"] {
+                            spec.remove(key);
+                        }
+                    }
+                    (1, format!("/api/v1/namespaces/{ns}/services"))
+                }
+                ("endpointslices", Some(ns)) => {
+                    body["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
+                        "kcache-bench".into();
+                    (
+                        2,
+                        format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"),
+                    )
+                }
+                ("pods", Some(ns)) if body["spec"]["nodeName"].is_string() => {
+                    if let Some(spec) = body["spec"].as_object_mut() {
+                        spec.remove("priority");
+                        spec.insert("serviceAccountName".into(), "default".into());
+                        spec.remove("serviceAccount");
+                    }
+                    template.get_or_insert_with(|| body.clone());
+                    (3, format!("/api/v1/namespaces/{ns}/pods"))
+                }
+                _ => continue,
+            };
+            batches[batch].push(Object { collection, body });
+        }
+        let template = template.ok_or("the fleet has no scheduled Pod")?;
+        for ns in &namespaces {
+            self.create_namespace(ns).await?;
+        }
+        let slices: Vec<Value> = batches[2].iter().map(|o| o.body.clone()).collect();
+        for (what, batch) in ["Nodes", "Services", "EndpointSlices", "Pods"]
+            .iter()
+            .zip(batches)
+        {
+            let t = Instant::now();
+            let n = self.create_all(batch).await?;
+            progress(format!(
+                "fleet: {n} {what} created in {:.1} s",
+                t.elapsed().as_secs_f64()
+            ));
+        }
+        Ok(Seeded {
+            pod: template,
+            slices: slices
+                .iter()
+                .filter_map(|s| {
+                    Some((
+                        s["metadata"]["namespace"].as_str()?.to_owned(),
+                        s["metadata"]["name"].as_str()?.to_owned(),
+                    ))
+                })
+                .collect(),
+        })
+    }
+
+    async fn create_namespace(&self, ns: &str) -> Result<(), String> {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": self.labels()}});
+        // A POST: a name taken already stops the bench rather than have it delete what is
+        // not its own.
+        self.call(http::Method::POST, "/api/v1/namespaces", Some(body))
+            .await?;
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ns.to_owned());
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "labels": self.labels()}});
+        match self
+            .call_status(
+                http::Method::POST,
+                &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+                Some(sa),
+            )
+            .await
+        {
+            // A cluster's own controller made it first.
+            Ok(_) | Err(CallError::Status { code: 409, .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Create every object, [`PARALLEL`] at a time.
+    async fn create_all(&self, objects: Vec<Object>) -> Result<usize, String> {
+        let mut done = futures::stream::iter(objects.into_iter().map(|o| async move {
+            self.call(http::Method::POST, &o.collection, Some(o.body))
+                .await
+        }))
+        .buffer_unordered(PARALLEL);
+        let mut n = 0;
+        while let Some(r) = done.next().await {
+            r?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// A ServiceAccount per node for its kubelet and one for the kube-proxies, a token each
+    /// (TokenRequest), allowed to read what they read.
+    async fn identities(&self) -> Result<Clients, String> {
+        progress(format!(
+            "fleet: {} identities (ServiceAccount tokens) for the node clients",
+            2 * self.nodes
+        ));
+        let ns = self.system();
+        let role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": self.prefix, "labels": self.labels()},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods", "nodes", "services"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+            ],
+        });
+        self.call(
+            http::Method::POST,
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            Some(role),
+        )
+        .await?;
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": self.prefix, "labels": self.labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.prefix},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": format!("system:serviceaccounts:{ns}")}],
+        });
+        self.call(
+            http::Method::POST,
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            Some(binding),
+        )
+        .await?;
+        let mut accounts: Vec<String> = (1..=self.nodes)
+            .map(|i| format!("kubelet-node-{i}"))
+            .collect();
+        accounts.push("kube-proxy".into());
+        let created = accounts.iter().map(|name| Object {
+            collection: format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+            body: json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": name, "labels": self.labels()}}),
+        });
+        self.create_all(created.collect()).await?;
+        let token_of = |account: String| {
+            let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/{account}/token");
+            async move {
+                let v = self
+                    .call(
+                        http::Method::POST,
+                        &path,
+                        Some(
+                            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"expirationSeconds": 7200}}),
+                        ),
+                    )
+                    .await?;
+                let token = v["status"]["token"]
+                    .as_str()
+                    .ok_or("a TokenRequest without a token")?;
+                http::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())
+            }
+        };
+        let kubelets =
+            futures::stream::iter((1..=self.nodes).map(|i| token_of(format!("kubelet-node-{i}"))))
+                .buffered(PARALLEL)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, String>>()?;
+        let proxies =
+            futures::stream::iter((1..=self.nodes).map(|_| token_of("kube-proxy".into())))
+                .buffered(PARALLEL)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, String>>()?;
+        Ok(Clients {
+            kubelets: kubelets.into(),
+            proxies: proxies.into(),
+        })
+    }
+
+    async fn call(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
+        self.call_status(method, path, body)
+            .await
+            .map_err(String::from)
+    }
+
+    async fn call_status(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, CallError> {
+        let content_type = if method == http::Method::PATCH {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        self.cluster
+            .call(method, &self.cluster.path(path), content_type, body)
+            .await
+    }
+
+    /// One target's phases: start, churn, herd.
+    async fn side(
+        &self,
+        opts: &FleetOptions,
+        side: &Side<'_>,
+        seeded: &Seeded,
+    ) -> Result<SideRun, String> {
+        progress(format!(
+            "fleet: {}: every node client listing and watching at once",
+            side.label
+        ));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (start, kubelets, proxies) = self.connect_all(side, None, stop_rx).await?;
+        progress(format!(
+            "fleet: {}: churn for {} s at {} Pods a second",
+            side.label,
+            fmt_num(opts.secs),
+            fmt_num(opts.pods_per_sec)
+        ));
+        let sampler = ApiserverSampler::start(self);
+        let cpu = side.kcache.map(|k| CpuMeter::start(k.pid()));
+        let (pods, slices) = self.churn(opts, seeded, side.label).await;
+        let kcache_cores = cpu.map(|c| c.cores());
+        let api = sampler.finish().await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for (fan, log) in [(&kubelets, &pods), (&proxies, &slices)] {
+            let left = deadline.saturating_duration_since(Instant::now());
+            fan.wait_for_events(fan.expected(log), left).await;
+        }
+        let _ = stop_tx.send(true);
+        let k_received = kubelets.finish().await;
+        let p_received = proxies.finish().await;
+        let last = newest_rv(&[&k_received, &p_received]);
+        let churn = Churned {
+            pods: watchers::delivery(&pods, &k_received),
+            slices: watchers::delivery(&slices, &p_received),
+            writes: pods.writes.len() as u64 + slices.writes.len() as u64,
+            write_errors: pods.failed + slices.failed,
+            first_error: pods.first_error.clone().or(slices.first_error.clone()),
+            apiserver_cores: api.cores,
+            apiserver_rss: api.rss_peak,
+            kcache_cores,
+        };
+        let herd = self.herd(side, last).await?;
+        Ok(SideRun { start, churn, herd })
+    }
+
+    /// The start's lists: every kubelet its Pods and every kube-proxy every slice, at RV=0
+    /// and all at once, each on a connection of its own. Returns the resourceVersion the
+    /// watches start from (one list's: every list is at least as new).
+    async fn start_lists(&self, side: &Side<'_>) -> Result<String, String> {
+        let json = Target {
+            accept: None,
+            ..side.kubelets.clone()
+        };
+        let rv = super::list_rv_on(&json, &format!("{}{PODS}", side.base)).await?;
+        let lists = (1..=self.nodes).flat_map(|i| {
+            [
+                (
+                    side.kubelets.for_watch(i - 1),
+                    format!(
+                        "{}{PODS}?resourceVersion=0&fieldSelector=spec.nodeName%3D{}",
+                        side.base,
+                        self.node(i)
+                    ),
+                ),
+                (
+                    side.proxies.for_watch(i - 1),
+                    format!("{}{SLICES}?resourceVersion=0", side.base),
+                ),
+            ]
+        });
+        let results: Vec<Result<(u16, bytes::Bytes), String>> = futures::future::join_all(
+            lists.map(|(t, path)| async move { list_as_clients_do(&t, &path).await }),
+        )
+        .await;
+        for r in results {
+            match r {
+                Ok((200, _)) => {}
+                Ok((status, body)) => {
+                    return Err(format!(
+                        "{}: a node client's list answered {status}: {}",
+                        side.label,
+                        String::from_utf8_lossy(&body[..body.len().min(300)])
+                    ))
+                }
+                Err(e) => return Err(format!("{}: a node client's list: {e}", side.label)),
+            }
+        }
+        Ok(rv)
+    }
+
+    fn pod_watches(&self, base: &str, rv: impl std::fmt::Display) -> Vec<(Option<usize>, String)> {
+        (1..=self.nodes)
+            .map(|i| {
+                (
+                    Some(i),
+                    format!(
+                        "{base}{PODS}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800&fieldSelector=spec.nodeName%3D{}",
+                        self.node(i)
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// The herd: every client's connection gone at once, and every watch opened again from
+    /// `rv` (the last resourceVersion the clients saw), all at once.
+    async fn herd(&self, side: &Side<'_>, rv: u64) -> Result<Phase, String> {
+        progress(format!(
+            "fleet: {}: the herd, every node client re-watching at once",
+            side.label
+        ));
+        // Let the server see the connections close first.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (phase, kubelets, proxies) = self.connect_all(side, Some(rv), stop_rx).await?;
+        let _ = stop_tx.send(true);
+        kubelets.finish().await;
+        proxies.finish().await;
+        Ok(phase)
+    }
+
+    /// Every node client connecting at once: listing first, then watching from the lists'
+    /// resourceVersion (`from` None, the start), or watching from `from` (the herd). Returns
+    /// how long until every watch was open and what that cost, and the watches (open until
+    /// `stop`).
+    async fn connect_all(
+        &self,
+        side: &Side<'_>,
+        from: Option<u64>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(Phase, watchers::FanOut, watchers::FanOut), String> {
+        let nodes = self.nodes;
+        let until = Instant::now() + Duration::from_secs(3600);
+        let before = self.apiserver_cpu().await?;
+        let kcache_before = match side.kcache {
+            Some(k) => Some(KcacheCost::of(k).await),
+            None => None,
+        };
+        let cpu = side.kcache.map(|k| CpuMeter::start(k.pid()));
+        let t = Instant::now();
+        let rv = match from {
+            Some(rv) => rv.to_string(),
+            None => self.start_lists(side).await?,
+        };
+        let slices = format!(
+            "{}{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800",
+            side.base
+        );
+        let proto = Proto::H2 { connections: nodes };
+        let (kubelets, proxies) = tokio::join!(
+            watchers::open_to(
+                &side.kubelets,
+                proto,
+                self.pod_watches(&side.base, &rv),
+                stop.clone(),
+                until,
+                nodes
+            ),
+            watchers::open_to(
+                &side.proxies,
+                proto,
+                vec![(None, slices); nodes],
+                stop,
+                until,
+                nodes
+            ),
+        );
+        let secs = t.elapsed().as_secs_f64();
+        let kcache = match (side.kcache, kcache_before) {
+            (Some(k), Some(b)) => Some(KcacheCost::of(k).await.since(&b)),
+            _ => None,
+        };
+        let phase = Phase {
+            secs,
+            apiserver_cpu: self.apiserver_cpu().await? - before,
+            kcache_cpu: cpu.map(|c| c.used().0),
+            kcache,
+            failed: kubelets.failed + proxies.failed,
+            first_error: kubelets.first_error.clone().or(proxies.first_error.clone()),
+        };
+        Ok((phase, kubelets, proxies))
+    }
+
+    /// The churn: the load test's Pod life at `pods_per_sec` (created on a node, running,
+    /// ready, deleted, a step a second apart), and each ready Pod's EndpointSlice updated.
+    /// Writes go out at their times whatever the earlier ones' answers: a slow apiserver
+    /// delays the events, not the writes.
+    async fn churn(
+        &self,
+        opts: &FleetOptions,
+        seeded: &Seeded,
+        label: &str,
+    ) -> (WriteLog, WriteLog) {
+        let rate = opts.pods_per_sec.max(1.0);
+        let pods = (rate * opts.secs).round() as u64;
+        let lag = rate.round().max(1.0) as u64;
+        let tag = if label == DIRECT { "d" } else { "k" };
+        let pod_writes = write_at_rate(4.0 * rate, 4 * (pods + 3 * lag), |i| {
+            let step = i % 4;
+            let n = (i / 4).checked_sub(step * lag)?;
+            if n >= pods {
+                return None;
+            }
+            let node = (n as usize % self.nodes) + 1;
+            let name = format!("churn-{tag}-{n}");
+            let ns = seeded.pod["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_owned();
+            let path = format!("/api/v1/namespaces/{ns}/pods");
+            let (method, path, body) = match step {
+                0 => {
+                    let mut pod = seeded.pod.clone();
+                    pod["metadata"]["name"] = name.into();
+                    pod["spec"]["nodeName"] = self.node(node).into();
+                    (http::Method::POST, path, Some(pod))
+                }
+                1 => (
+                    http::Method::PATCH,
+                    format!("{path}/{name}/status"),
+                    Some(json!({"status": {"phase": "Running"}})),
+                ),
+                2 => (
+                    http::Method::PATCH,
+                    format!("{path}/{name}/status"),
+                    Some(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})),
+                ),
+                _ => (
+                    http::Method::DELETE,
+                    format!("{path}/{name}?gracePeriodSeconds=0"),
+                    None,
+                ),
+            };
+            Some(async move {
+                let v = self.call(method, &path, body).await?;
+                super::rv_of(&v).map(|rv| (rv, node))
+            })
+        });
+        let slice_writes = write_at_rate(rate, pods, |i| {
+            let (ns, name) = &seeded.slices[i as usize % seeded.slices.len()];
+            let path = format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices/{name}");
+            let body = json!({"metadata": {"annotations": {"bench.kcache.dev/seq": format!("{label}-{i}")}}});
+            Some(async move {
+                let v = self.call(http::Method::PATCH, &path, Some(body)).await?;
+                super::rv_of(&v).map(|rv| (rv, 0))
+            })
+        });
+        tokio::join!(pod_writes, slice_writes)
+    }
+
+    /// The apiserver's CPU seconds so far.
+    async fn apiserver_cpu(&self) -> Result<f64, String> {
+        apiserver_use(&self.cluster.target, &self.cluster.path("/metrics"))
+            .await
+            .map(|(cpu, _)| cpu)
+    }
+
+    /// Delete everything the bench created: each namespace's Pods, EndpointSlices, Services
+    /// and ServiceAccounts (a cluster without its controllers does not empty a deleted
+    /// namespace), the namespaces, the Nodes, the ClusterRole and its binding.
+    async fn delete(&self) -> Result<String, String> {
+        let namespaces = self
+            .namespaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let selector = format!("bench.kcache.dev%2Ffleet%3D{}", self.prefix);
+        // Gone already is as good as deleted.
+        let delete = |path: String| async move {
+            match self.call_status(http::Method::DELETE, &path, None).await {
+                Ok(_) | Err(CallError::Status { code: 404, .. }) => Ok(()),
+                Err(e) => Err(String::from(e)),
+            }
+        };
+        for ns in &namespaces {
+            // The churn's Pods carry the label too: they are made from a seeded one.
+            delete(format!(
+                "/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0&labelSelector={selector}"
+            ))
+            .await?;
+            delete(format!(
+                "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector={selector}"
+            ))
+            .await?;
+            // One by one: not every version deletes these as a collection.
+            for resource in ["services", "serviceaccounts"] {
+                let list = format!("/api/v1/namespaces/{ns}/{resource}");
+                let names: Vec<String> =
+                    match self.call_status(http::Method::GET, &list, None).await {
+                        Ok(v) => v["items"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+                            .collect(),
+                        Err(CallError::Status { code: 404, .. }) => Vec::new(),
+                        Err(e) => return Err(e.into()),
+                    };
+                let results: Vec<Result<(), String>> = futures::stream::iter(
+                    names.iter().map(|name| delete(format!("{list}/{name}"))),
+                )
+                .buffer_unordered(PARALLEL)
+                .collect()
+                .await;
+                results.into_iter().collect::<Result<(), String>>()?;
+            }
+            delete(format!("/api/v1/namespaces/{ns}")).await?;
+        }
+        delete(format!("/api/v1/nodes?labelSelector={selector}")).await?;
+        for kind in ["clusterrolebindings", "clusterroles"] {
+            delete(format!(
+                "/apis/rbac.authorization.k8s.io/v1/{kind}/{}",
+                self.prefix
+            ))
+            .await?;
+        }
+        Ok(format!(
+            "deleted: {} namespaces with their Pods, EndpointSlices, Services and ServiceAccounts, {} Nodes, a ClusterRole and its binding",
+            namespaces.len(),
+            self.nodes
+        ))
+    }
+
+    fn report(&self, opts: &FleetOptions, report: &mut Report, direct: &SideRun, kcache: &SideRun) {
+        let nodes = self.nodes;
+        let case = format!("{nodes} nodes, {} clients", 2 * nodes);
+        for (scenario, phase) in [(START, 0), (HERD, 1)] {
+            for (label, run) in [(DIRECT, direct), (KCACHE, kcache)] {
+                let p = if phase == 0 { &run.start } else { &run.herd };
+                let mut row = Row::new(scenario, &case, label);
+                row.set("synced s", p.secs)
+                    .set("apiserver CPU s", p.apiserver_cpu)
+                    .set("kcache CPU s", p.kcache_cpu)
+                    .set("kcache upstream requests", p.kcache.map(|c| c.requests))
+                    .set("TokenReviews", p.kcache.map(|c| c.token_reviews))
+                    .set("SubjectAccessReviews", p.kcache.map(|c| c.access_reviews));
+                if p.failed > 0 {
+                    row.note(format!(
+                        "{} clients failed: {}",
+                        p.failed,
+                        p.first_error.as_deref().unwrap_or("?")
+                    ));
+                }
+                report.push(row);
+            }
+        }
+        for (label, run) in [(DIRECT, direct), (KCACHE, kcache)] {
+            let c = &run.churn;
+            for (class, d) in [
+                ("kubelets' Pods", &c.pods),
+                ("kube-proxies' EndpointSlices", &c.slices),
+            ] {
+                let mut row = Row::new(
+                    CHURN,
+                    &format!(
+                        "{class}: {case}, {} Pods/s for {} s",
+                        fmt_num(opts.pods_per_sec),
+                        fmt_num(opts.secs)
+                    ),
+                    label,
+                );
+                row.set("watchers", d.watchers as u64)
+                    .set("delivered", format!("{}/{}", d.delivered, d.expected))
+                    .set("p50 ms", ms(d.percentile(0.5)))
+                    .set("p99 ms", ms(d.percentile(0.99)))
+                    .set("max ms", ms(d.max()))
+                    .set("apiserver CPU cores", c.apiserver_cores)
+                    .set("apiserver RSS MB", mb(c.apiserver_rss))
+                    .set("kcache CPU cores", c.kcache_cores);
+                if d.ended_early > 0 {
+                    row.note(format!("{} streams ended early", d.ended_early));
+                }
+                if c.write_errors > 0 {
+                    row.note(format!(
+                        "{} of {} writes failed: {}",
+                        c.write_errors,
+                        c.writes + c.write_errors,
+                        c.first_error.as_deref().unwrap_or("?")
+                    ));
+                }
+                report.push(row);
+            }
+        }
+        for (what, d, k) in [
+            ("herd", direct.herd.apiserver_cpu, kcache.herd.apiserver_cpu),
+            (
+                "start",
+                direct.start.apiserver_cpu,
+                kcache.start.apiserver_cpu,
+            ),
+        ] {
+            report.check(
+                &format!("fleet (cluster): the {what}: the apiserver's CPU through kcache against direct"),
+                "≤ 1/10",
+                format!("{k:.2} s against {d:.2} s ({nodes} nodes)"),
+                (d > 0.0).then_some(k <= d / 10.0),
+            );
+        }
+        for (what, d, k) in [
+            (
+                "kubelets' Pod events",
+                &direct.churn.pods,
+                &kcache.churn.pods,
+            ),
+            (
+                "kube-proxies' EndpointSlice events",
+                &direct.churn.slices,
+                &kcache.churn.slices,
+            ),
+        ] {
+            let (dp, kp) = (ms(d.percentile(0.99)), ms(k.percentile(0.99)));
+            report.check(
+                &format!("fleet (cluster): {what} p99 through kcache"),
+                "≤ direct + 10 ms",
+                format!("{kp:.1} ms against {dp:.1} ms ({nodes} nodes)"),
+                (d.delivered > 0 && k.delivered > 0).then_some(kp <= dp + 10.0),
+            );
+            report.check(
+                &format!("fleet (cluster): {what} lost or later than 5 s through kcache"),
+                "0",
+                format!(
+                    "{} of {} (direct: {} of {})",
+                    k.missing(),
+                    k.expected,
+                    d.missing(),
+                    d.expected
+                ),
+                Some(k.missing() == 0 && k.expected > 0),
+            );
+        }
+    }
+}
+
+/// The labels of everything the bench creates under `prefix`.
+fn labels(prefix: &str) -> Value {
+    json!({CREATED_BY: "kcache-bench", "bench.kcache.dev/fleet": prefix})
+}
+
+/// A fleet object made the bench's own under `prefix`: its namespace and node names prefixed,
+/// the fields the server sets and the references to objects the bench does not create
+/// (owners, uids) dropped, and the bench's labels added.
+fn own(prefix: &str, o: &mut Value) {
+    let prefixed = |v: Option<&mut Value>| {
+        if let Some(v) = v {
+            if let Some(n) = v.as_str() {
+                *v = format!("{prefix}-{n}").into();
+            }
+        }
+    };
+    let kind = o["kind"].as_str().unwrap_or("").to_owned();
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "generation",
+            "ownerReferences",
+            "selfLink",
+        ] {
+            meta.remove(key);
+        }
+        match kind.as_str() {
+            "Namespace" | "Node" => prefixed(meta.get_mut("name")),
+            _ => prefixed(meta.get_mut("namespace")),
+        }
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        if let (Some(have), Value::Object(add)) = (labels.as_object_mut(), self::labels(prefix)) {
+            have.extend(add);
+        }
+    }
+    if kind == "Pod" {
+        prefixed(o.pointer_mut("/spec/nodeName"));
+        if let Some(o) = o.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    if let Some(endpoints) = o.get_mut("endpoints").and_then(Value::as_array_mut) {
+        for e in endpoints {
+            prefixed(e.get_mut("nodeName"));
+            if let Some(r) = e.get_mut("targetRef").and_then(Value::as_object_mut) {
+                prefixed(r.get_mut("namespace"));
+                r.remove("uid");
+                r.remove("resourceVersion");
+            }
+        }
+    }
+}
+
+/// What the churn starts from.
+struct Seeded {
+    /// A seeded Pod as written: the churn's are made from it.
+    pod: Value,
+    /// (namespace, name) of every EndpointSlice.
+    slices: Vec<(String, String)>,
+}
+
+/// The node clients' tokens.
+struct Clients {
+    kubelets: Arc<[http::HeaderValue]>,
+    proxies: Arc<[http::HeaderValue]>,
+}
+
+impl Clients {
+    fn kubelets(&self, target: Target) -> Target {
+        Self::each(target, &self.kubelets)
+    }
+
+    fn proxies(&self, target: Target) -> Target {
+        Self::each(target, &self.proxies)
+    }
+
+    fn each(target: Target, tokens: &Arc<[http::HeaderValue]>) -> Target {
+        let mut t = target.accepting(PROTOBUF);
+        t.authorization = tokens.first().cloned();
+        t.per_watch = Some(tokens.clone());
+        t
+    }
+}
+
+/// A target the node clients read: the apiserver, or kcache in front of it.
+struct Side<'k> {
+    label: &'static str,
+    kubelets: Target,
+    proxies: Target,
+    /// Before every path (the server URL's path, for the apiserver).
+    base: String,
+    kcache: Option<&'k KcacheChild>,
+}
+
+impl Side<'_> {
+    fn kubelets_or_proxies(&self, collection: &str) -> Target {
+        if collection == SLICES {
+            self.proxies.clone()
+        } else {
+            self.kubelets.clone()
+        }
+    }
+}
+
+/// A phase in which every client connects: how long until all had, and what it cost.
+struct Phase {
+    secs: f64,
+    apiserver_cpu: f64,
+    kcache_cpu: Option<f64>,
+    /// What kcache asked of the upstream meanwhile.
+    kcache: Option<KcacheCost>,
+    failed: usize,
+    first_error: Option<String>,
+}
+
+struct Churned {
+    pods: Delivery,
+    slices: Delivery,
+    writes: u64,
+    write_errors: u64,
+    first_error: Option<String>,
+    apiserver_cores: f64,
+    apiserver_rss: u64,
+    kcache_cores: Option<f64>,
+}
+
+struct SideRun {
+    start: Phase,
+    churn: Churned,
+    herd: Phase,
+}
+
+/// The apiserver's CPU seconds and resident bytes so far, from its `/metrics`.
+async fn apiserver_use(target: &Target, path: &str) -> Result<(f64, f64), String> {
+    let (status, body) = load::fetch_from(target, path, Duration::from_secs(30)).await?;
+    if status != 200 {
+        return Err(format!("the apiserver's /metrics answered {status}"));
+    }
+    let text = String::from_utf8_lossy(&body);
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .ok_or(format!("the apiserver's /metrics has no {name}"))
+    };
+    Ok((
+        value("process_cpu_seconds_total")?,
+        value("process_resident_memory_bytes")?,
+    ))
+}
+
+/// What kcache asked of the upstream, by its own count.
+#[derive(Debug, Clone, Copy)]
+struct KcacheCost {
+    requests: u64,
+    token_reviews: u64,
+    access_reviews: u64,
+}
+
+impl KcacheCost {
+    async fn of(k: &KcacheChild) -> KcacheCost {
+        let (token_reviews, access_reviews) = super::herd::reviews(k).await;
+        KcacheCost {
+            requests: k.upstream_cost().await.map_or(0, |c| c.requests as u64),
+            token_reviews,
+            access_reviews,
+        }
+    }
+
+    fn since(&self, before: &KcacheCost) -> KcacheCost {
+        KcacheCost {
+            requests: self.requests.saturating_sub(before.requests),
+            token_reviews: self.token_reviews.saturating_sub(before.token_reviews),
+            access_reviews: self.access_reviews.saturating_sub(before.access_reviews),
+        }
+    }
+}
+
+/// The apiserver's CPU over an interval and its peak memory, read from its `/metrics` once a
+/// second.
+struct ApiserverSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<(f64, f64, u64)>,
+    start: Instant,
+}
+
+struct ApiserverUse {
+    cores: f64,
+    rss_peak: u64,
+}
+
+impl ApiserverSampler {
+    fn start(fleet: &Fleet<'_>) -> ApiserverSampler {
+        let cluster_target = fleet.cluster.target.clone();
+        let path = fleet.cluster.path("/metrics");
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let read = || apiserver_use(&cluster_target, &path);
+            let first = read().await.ok();
+            let mut last = first;
+            let mut peak = first.map_or(0.0, |f| f.1);
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if let Ok(s) = read().await {
+                            peak = peak.max(s.1);
+                            last = Some(s);
+                        }
+                    }
+                }
+            }
+            if let Ok(s) = read().await {
+                peak = peak.max(s.1);
+                last = Some(s);
+            }
+            (
+                first.map_or(0.0, |f| f.0),
+                last.map_or(0.0, |l| l.0),
+                peak as u64,
+            )
+        });
+        ApiserverSampler {
+            stop,
+            task,
+            start: Instant::now(),
+        }
+    }
+
+    async fn finish(self) -> ApiserverUse {
+        let _ = self.stop.send(());
+        let wall = self.start.elapsed().as_secs_f64();
+        let (first, last, rss_peak) = self.task.await.unwrap_or((0.0, 0.0, 0));
+        ApiserverUse {
+            cores: if wall > 0.0 {
+                (last - first) / wall
+            } else {
+                0.0
+            },
+            rss_peak,
+        }
+    }
+}
+
+/// A list as client-go sends it: answered 429 (the apiserver's in-flight limit, or its
+/// priority and fairness queues full), it is sent again a second later, for two minutes.
+async fn list_as_clients_do(t: &Target, path: &str) -> Result<(u16, bytes::Bytes), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let answer = load::fetch_from(t, path, Duration::from_secs(300)).await?;
+        if answer.0 != 429 || Instant::now() > deadline {
+            return Ok(answer);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The newest resourceVersion any watcher has seen.
+fn newest_rv(received: &[&[watchers::Received]]) -> u64 {
+    received
+        .iter()
+        .flat_map(|r| r.iter())
+        .flat_map(|r| r.events.iter().map(|(rv, _)| *rv))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `count` writes at `rate` a second, each sent at its time whether or not the ones before
+/// it have been answered (`write(i)`: None skips the i-th); each answered one is logged with
+/// its resourceVersion and key, at the time it was sent (a watcher often has the event
+/// before the writer has the answer).
+async fn write_at_rate<F, W>(rate: f64, count: u64, mut write: F) -> WriteLog
+where
+    F: FnMut(u64) -> Option<W>,
+    W: std::future::Future<Output = Result<(u64, usize), String>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut log = WriteLog::default();
+    let mut pending = FuturesUnordered::new();
+    let record = |log: &mut WriteLog, (sent, r): (Instant, Result<(u64, usize), String>)| match r {
+        Ok((rv, key)) => {
+            log.writes.insert(rv, (sent, key));
+        }
+        Err(e) => {
+            log.failed += 1;
+            log.first_error.get_or_insert(e);
+        }
+    };
+    let mut i = 0;
+    while i < count || !pending.is_empty() {
+        let next = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::select! {
+            _ = tokio::time::sleep_until(next), if i < count => {
+                if let Some(w) = write(i) {
+                    let sent = Instant::now();
+                    pending.push(async move { (sent, w.await) });
+                }
+                i += 1;
+            }
+            Some(done) = pending.next(), if !pending.is_empty() => record(&mut log, done),
+        }
+    }
+    log.elapsed = start.elapsed();
+    log
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fleet_object_is_made_the_benchs_own() {
+        let objects = seed::fleet(&FleetSpec { nodes: 2, seed: 1 });
+        let find = |resource: &str| {
+            let o = objects.iter().find(|o| o.resource == resource).unwrap();
+            let mut body = o.object.clone();
+            own("kf", &mut body);
+            body
+        };
+        let node = find("nodes");
+        assert!(node["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("kf-node-"));
+        let pod = objects
+            .iter()
+            .find(|o| o.resource == "pods" && o.object["spec"]["nodeName"].is_string())
+            .map(|o| {
+                let mut body = o.object.clone();
+                own("kf", &mut body);
+                body
+            })
+            .unwrap();
+        assert!(pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .starts_with("kf-"));
+        assert!(pod["spec"]["nodeName"]
+            .as_str()
+            .unwrap()
+            .starts_with("kf-node-"));
+        for gone in ["uid", "resourceVersion", "managedFields", "ownerReferences"] {
+            assert!(pod["metadata"].get(gone).is_none(), "{gone} kept");
+        }
+        assert!(pod.get("status").is_none());
+        assert_eq!(pod["metadata"]["labels"]["bench.kcache.dev/fleet"], "kf");
+        assert_eq!(pod["metadata"]["labels"][CREATED_BY], "kcache-bench");
+        let slice = find("endpointslices");
+        for e in slice["endpoints"].as_array().unwrap() {
+            assert!(e["targetRef"]["namespace"]
+                .as_str()
+                .unwrap()
+                .starts_with("kf-"));
+            assert!(e["targetRef"].get("uid").is_none());
+            if let Some(n) = e.get("nodeName") {
+                assert!(n.as_str().unwrap().starts_with("kf-node-"));
+            }
+        }
+        let ns = find("namespaces");
+        assert!(ns["metadata"]["name"].as_str().unwrap().starts_with("kf-"));
+        assert!(ns["metadata"].get("namespace").is_none());
+    }
+
+    /// A write slower than the interval between writes does not hold the next ones back:
+    /// 10 writes at 100 a second, each answered after 200 ms, are all sent within 0.1 s.
+    #[tokio::test]
+    async fn writes_go_out_at_their_times_whatever_the_answers() {
+        let sent = std::sync::Mutex::new(Vec::new());
+        let t = Instant::now();
+        let log = write_at_rate(100.0, 10, |i| {
+            sent.lock().unwrap().push(t.elapsed());
+            Some(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok((i + 1, 0))
+            })
+        })
+        .await;
+        assert_eq!(log.writes.len(), 10);
+        let sent = sent.into_inner().unwrap();
+        assert!(
+            sent[9] < Duration::from_millis(190),
+            "the last sent at {:?}",
+            sent[9]
+        );
+        assert!(
+            log.elapsed < Duration::from_millis(1000),
+            "{:?}",
+            log.elapsed
+        );
+    }
+}
