@@ -207,6 +207,45 @@ async fn decisions_come_from_the_upstream_and_expire() {
     assert_eq!(r.status, 401);
 }
 
+/// A ServiceAccount's tokens are each reviewed, but what the account may do is asked once.
+/// Since v1.30 every token of an account carries an ID of its own in the TokenReview's answer
+/// (`extra`: `authentication.kubernetes.io/credential-id`, checked against v1.34.9); asked
+/// with it, the kube-proxies of a cluster, one account with a token per node, cost a
+/// SubjectAccessReview per node instead of one.
+#[tokio::test]
+async fn tokens_of_one_service_account_share_its_access_reviews() {
+    common::set_profile(kcache_sim::Profile::V1_34);
+    let tokens = ["app-token", "app-token-2", "app-token-3"];
+    let rbac = tokens[1..].iter().fold(table(), |rbac, token| {
+        rbac.token(token, APP, &["system:serviceaccounts"])
+    });
+    let env = env(AuthMode::Delegated, rbac).await;
+    env.sim.keep_journal();
+    for token in tokens {
+        let auth = bearer(token);
+        let r = get_with(
+            &env.url(),
+            "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion=0",
+            &[("Authorization", auth.as_str())],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{token}: {}", r.text());
+    }
+    let journal = env.sim.journal();
+    let posted = |review: &str| {
+        journal
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.ends_with(review))
+            .count()
+    };
+    assert_eq!(posted("/tokenreviews"), 3, "a TokenReview per token");
+    assert_eq!(
+        posted("/subjectaccessreviews"),
+        1,
+        "one access review for the account"
+    );
+}
+
 #[tokio::test]
 async fn pass_through_carries_the_callers_identity() {
     let env = env(AuthMode::Delegated, table()).await;

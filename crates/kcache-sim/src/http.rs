@@ -269,7 +269,7 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
                     _ => None,
                 };
                 if let Some(token) = review {
-                    return match reviews::answer(&rbac, &who, token, req).await {
+                    return match reviews::answer(&rbac, &who, token, ctx.cfg.profile, req).await {
                         Ok(body) => json(&ctx, StatusCode::CREATED, body, f),
                         Err(e) => error_response(&ctx, &e, f),
                     };

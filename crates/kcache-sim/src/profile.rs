@@ -30,6 +30,14 @@ impl Profile {
     /// Every profile, oldest first.
     pub const ALL: [Profile; 2] = [Profile::V1_28, Profile::V1_34];
 
+    /// Whether a TokenReview of a ServiceAccount token names the token: `extra` with
+    /// `authentication.kubernetes.io/credential-id: ["JTI=<the token's jti>"]` (the
+    /// ServiceAccountTokenJTI feature, on by default since v1.30; seen in a v1.34.9
+    /// TokenReview's answer, absent before v1.29).
+    pub(crate) fn names_service_account_credentials(self) -> bool {
+        self == Profile::V1_34
+    }
+
     /// `"v1.28"`, `"v1.34"`.
     pub fn name(self) -> &'static str {
         match self {

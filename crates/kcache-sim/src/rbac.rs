@@ -396,6 +396,7 @@ pub async fn answer(
     rbac: &std::sync::Arc<Rbac>,
     who: &Identity,
     token: bool,
+    profile: crate::Profile,
     req: axum::extract::Request,
 ) -> Result<Vec<u8>, SimError> {
     let (group, resource) = if token {
@@ -422,11 +423,20 @@ pub async fn answer(
         serde_json::from_slice(&body).map_err(|e| SimError::BadRequest(e.to_string()))?;
     let spec = &review["spec"];
     let status = if token {
-        match spec["token"].as_str().and_then(|t| rbac.user_of(t)) {
+        let token = spec["token"].as_str().unwrap_or_default();
+        match rbac.user_of(token) {
             Some(u) => {
                 let mut groups = u.groups.clone();
                 groups.push("system:authenticated".into());
-                json!({"authenticated": true, "user": {"username": u.name, "uid": u.uid, "groups": groups}, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+                let mut user = json!({"username": u.name, "uid": u.uid, "groups": groups});
+                if profile.names_service_account_credentials()
+                    && u.name.starts_with("system:serviceaccount:")
+                {
+                    // Each token its own ID, the same at every review of it.
+                    let jti = crate::seed::uid_for("ServiceAccountToken", None, token);
+                    user["extra"] = json!({"authentication.kubernetes.io/credential-id": [format!("JTI={jti}")]});
+                }
+                json!({"authenticated": true, "user": user, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
             }
             None => json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"}),
         }

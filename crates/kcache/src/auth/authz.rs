@@ -15,6 +15,21 @@ use crate::upstream::UpstreamError;
 
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
+/// The one `extra` of a user that names the credential rather than the user: since v1.30 a
+/// ServiceAccount token's own ID (`JTI=…`), different for every token of an account. It is
+/// for tracing a request to its token (the audit trail keeps it); an authorizer's verdict is
+/// the identity's. Kept out of the access review and its memo, so that an account's tokens
+/// (the kube-proxies of a cluster, one token per node) share one review per question instead
+/// of costing the upstream one per token.
+const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+
+/// The user's `extra` that an access review carries: all but [`CREDENTIAL_ID`].
+fn identity_extra(user: &super::UserInfo) -> impl Iterator<Item = (&String, &Vec<String>)> + '_ {
+    user.extra
+        .iter()
+        .filter(|(k, _)| k.as_str() != CREDENTIAL_ID)
+}
+
 /// What a request does, in the authorizer's terms.
 #[derive(Debug, Clone)]
 pub struct Attributes<'a> {
@@ -139,8 +154,11 @@ impl Auth {
         if !user.uid.is_empty() {
             spec["uid"] = json!(user.uid);
         }
-        if !user.extra.is_empty() {
-            spec["extra"] = json!(user.extra);
+        let extra: serde_json::Map<String, serde_json::Value> = identity_extra(user)
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        if !extra.is_empty() {
+            spec["extra"] = serde_json::Value::Object(extra);
         }
         let body = json!({
             "apiVersion": "authorization.k8s.io/v1",
@@ -185,7 +203,7 @@ fn review_key(user: &super::UserInfo, a: &Attributes<'_>) -> String {
         k.push_str(g);
         k.push('\u{2}');
     }
-    for (key, values) in &user.extra {
+    for (key, values) in identity_extra(user) {
         let _ = write!(k, "\0{key}={values:?}");
     }
     k
@@ -273,5 +291,18 @@ mod tests {
         let mut other = u.clone();
         other.groups.push("system:masters".into());
         assert_ne!(review_key(&other, &base), k);
+        // Extra tells users apart, except the token's own ID: two tokens of one account ask
+        // the same question.
+        let mut pod = u.clone();
+        pod.extra.insert(
+            "authentication.kubernetes.io/pod-name".into(),
+            vec!["p".into()],
+        );
+        assert_ne!(review_key(&pod, &base), k);
+        let mut token = u.clone();
+        token
+            .extra
+            .insert(CREDENTIAL_ID.into(), vec!["JTI=1".into()]);
+        assert_eq!(review_key(&token, &base), k);
     }
 }
