@@ -2,8 +2,9 @@
 //! sig-scalability's proportions (`seed::fleet`) behind kcache, each node's kubelet watching its
 //! Pods in protobuf over HTTP/2 while the upstream's Pods change. Every change reaches the
 //! kubelet of its node, none is lost, and at the end each kubelet's Pods through kcache are the
-//! upstream's. And the herd: every kubelet and kube-proxy back at once after a gap, each
-//! resuming its watch where it was, gets what it missed without the upstream being asked.
+//! upstream's; a controller's informer of every Pod ends equal to the upstream's too. And the
+//! herd: every kubelet and kube-proxy back at once after a gap, each resuming its watch where
+//! it was, gets what it missed without the upstream being asked.
 
 mod common;
 
@@ -170,6 +171,94 @@ async fn every_kubelet_gets_its_pods_changes_and_ends_equal_to_the_upstream() {
             versions(&theirs),
             "node-{i}"
         );
+    }
+}
+
+/// A controller's informer of every Pod, as client-go's reflector keeps one: a list (RV=0),
+/// then a watch from its resourceVersion whose events it applies to its store. While Pods are
+/// updated, created and deleted across the cluster, each of three controllers ends with the
+/// upstream's Pods, each at the upstream's resourceVersion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_controllers_informer_ends_equal_to_the_upstream() {
+    const CONTROLLERS: usize = 3;
+    let env = fleet().await;
+    let url = env.url();
+    let mut informers = Vec::new();
+    for _ in 0..CONTROLLERS {
+        let (status, body) = load::fetch(
+            env.kcache.addr,
+            "/api/v1/pods?resourceVersion=0",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        let list: Value = serde_json::from_slice(&body).unwrap();
+        let store = versions(list["items"].as_array().unwrap());
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+        let watch = common::Watch::open_with(
+            &url,
+            &format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=120"),
+            &[],
+        )
+        .await;
+        assert_eq!(watch.status, 200);
+        informers.push((store, watch));
+    }
+
+    // Updates on every node, then Pods created and deleted.
+    let mut last = update_pods(&env, UPDATES)
+        .await
+        .writes
+        .keys()
+        .max()
+        .copied();
+    let template = env.sim.list("", "pods").remove(0);
+    for i in 0..20 {
+        let mut pod = template.clone();
+        pod["metadata"]["name"] = json!(format!("controller-test-{i}"));
+        for server_set in ["uid", "resourceVersion", "creationTimestamp"] {
+            pod["metadata"].as_object_mut().unwrap().remove(server_set);
+        }
+        last = Some(rv_of(&env.sim.create("", "pods", pod).unwrap()));
+    }
+    for p in env.sim.list("", "pods").iter().skip(7).step_by(97).take(20) {
+        let ns = p["metadata"]["namespace"].as_str();
+        let name = p["metadata"]["name"].as_str().unwrap();
+        last = Some(rv_of(&env.sim.delete("", "pods", ns, name).unwrap()));
+    }
+    let last = last.unwrap();
+
+    let upstream = versions(&env.sim.list("", "pods"));
+    for (i, (mut store, mut watch)) in informers.into_iter().enumerate() {
+        loop {
+            let event = watch
+                .next_json(Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|| {
+                    panic!("controller {i}: the watch ended before the last change")
+                });
+            let object = &event["object"];
+            let key = format!(
+                "{}/{}",
+                object["metadata"]["namespace"].as_str().unwrap(),
+                object["metadata"]["name"].as_str().unwrap()
+            );
+            match event["type"].as_str().unwrap() {
+                "ADDED" | "MODIFIED" => {
+                    let rv = object["metadata"]["resourceVersion"].as_str().unwrap();
+                    store.insert(key, rv.to_string());
+                }
+                "DELETED" => {
+                    store.remove(&key);
+                }
+                other => panic!("controller {i}: a {other} event"),
+            }
+            if rv_of(object) >= last {
+                break;
+            }
+        }
+        assert_eq!(store, upstream, "controller {i}");
     }
 }
 

@@ -5,7 +5,7 @@
 //! The bench writes into the cluster the fleet the simulated scenario starts from (its
 //! objects from `seed::fleet`, 500 nodes by default: namespaces, Nodes, Services without
 //! selectors, their EndpointSlices and 30 Pods bound to each node), every name starting with
-//! a prefix of its own (`kcache-fleet-<time>`) and every object labelled
+//! a prefix of its own (`kcache-fleet-<time>-<pid>`) and every object labelled
 //! `app.kubernetes.io/created-by: kcache-bench`, and deletes them all at the end, after an
 //! error or Ctrl-C too. The Nodes are unschedulable and tainted `NoSchedule`: no scheduler
 //! places a pod on them. A cluster's controllers may still act on them (the node lifecycle
@@ -168,7 +168,8 @@ impl<'a> Fleet<'a> {
             .map_or(0, |d| d.as_secs());
         Fleet {
             cluster,
-            prefix: format!("kcache-fleet-{secs}"),
+            // Unique to this run: the clean-up deletes by it.
+            prefix: format!("kcache-fleet-{secs}-{}", std::process::id()),
             nodes: nodes.max(1),
             namespaces: std::sync::Mutex::new(Vec::new()),
         }
@@ -234,7 +235,7 @@ impl<'a> Fleet<'a> {
 
     /// Create the fleet: namespaces (with the `default` ServiceAccount that Pods are admitted
     /// with, which a cluster without its controllers does not make), Nodes, Services,
-    /// EndpointSlices, Pods. Returns a Pod to create the churn's from, and the slices.
+    /// EndpointSlices, Pods. Returns a Pod to create the churn's from, and the slices' names.
     async fn seed(&self) -> Result<Seeded, String> {
         progress(format!("fleet: writing a cluster of {} nodes", self.nodes));
         let objects = seed::fleet(&FleetSpec {
@@ -297,7 +298,16 @@ impl<'a> Fleet<'a> {
         for ns in &namespaces {
             self.create_namespace(ns).await?;
         }
-        let slices: Vec<Value> = batches[2].iter().map(|o| o.body.clone()).collect();
+        let slices = batches[2]
+            .iter()
+            .filter_map(|o| {
+                let meta = &o.body["metadata"];
+                Some((
+                    meta["namespace"].as_str()?.to_owned(),
+                    meta["name"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
         for (what, batch) in ["Nodes", "Services", "EndpointSlices", "Pods"]
             .iter()
             .zip(batches)
@@ -311,15 +321,7 @@ impl<'a> Fleet<'a> {
         }
         Ok(Seeded {
             pod: template,
-            slices: slices
-                .iter()
-                .filter_map(|s| {
-                    Some((
-                        s["metadata"]["namespace"].as_str()?.to_owned(),
-                        s["metadata"]["name"].as_str()?.to_owned(),
-                    ))
-                })
-                .collect(),
+            slices,
         })
     }
 

@@ -452,6 +452,17 @@ async fn exchange(
     Ok((status, len, Bytes::new()))
 }
 
+/// One GET on a fresh connection, its body read and dropped as it arrives: (status, body
+/// length). For lists too large to hold, many at once.
+pub async fn fetch_len(
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, u64), String> {
+    let (status, len, _) = fetch_on_new_connection(target, path, timeout, false).await?;
+    Ok((status, len))
+}
+
 /// One GET on a fresh connection: (status, body). For fetching a body once and for probes.
 pub async fn fetch(
     addr: SocketAddr,
@@ -467,11 +478,21 @@ pub async fn fetch_from(
     path: &str,
     timeout: Duration,
 ) -> Result<(u16, Bytes), String> {
+    let (status, _, body) = fetch_on_new_connection(target, path, timeout, true).await?;
+    Ok((status, body))
+}
+
+/// One GET on a fresh connection: (status, body length, body if `collect`).
+async fn fetch_on_new_connection(
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+    collect: bool,
+) -> Result<(u16, u64, Bytes), String> {
     let work = async {
         let mut s = connect(target).await?;
         s.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let (status, _, body) = exchange(&mut s, target, path, true).await?;
-        Ok((status, body))
+        exchange(&mut s, target, path, collect).await
     };
     tokio::time::timeout(timeout, work)
         .await

@@ -26,7 +26,7 @@
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
 //! kubelet and kube-proxy with a token of its own (`Access`). During the Node watches, 20 people
-//! read the cluster with kubectl (`users`). The controllers are not run yet.
+//! read the cluster with kubectl (`users`). Then 20 controllers' informers (`controllers`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 use kcache_sim::rbac::{Rbac, Subject};
 use kcache_sim::seed::{self, FleetSpec};
 use serde_json::Value;
+
+mod controllers;
 
 use super::fanout::{node_pod_watches, scheduled_on, Class, FanRun};
 use super::herd;
@@ -292,6 +294,14 @@ impl Bench {
         }
         self.users_checks("", &reads);
 
+        // The controllers: every change of every type, to each of them.
+        let churn = Churn {
+            pods: &pods,
+            nodes: &node_objects,
+            slices: &slices,
+        };
+        self.controllers(&k, &sim, &access, nodes, &churn).await?;
+
         // The kube-proxies last: at thousands of nodes their fan-out is more than this machine
         // delivers, and the backlog kcache is left with would be counted as the next class's.
         const P: &str =
@@ -344,11 +354,6 @@ impl Bench {
             .push(h.row(H, &herd_case(nodes, &pod_log, &slice_log)));
         self.herd_checks("same kcache", nodes, &h, 0);
 
-        let churn = Churn {
-            pods: &pods,
-            nodes: &node_objects,
-            slices: &slices,
-        };
         self.all_at_once(&k, &sim, &access, nodes, &churn, held_json)
             .await?;
         drop(k);
@@ -390,6 +395,8 @@ struct Access {
     proxies: Arc<[http::HeaderValue]>,
     /// The interactive users', cluster admins (`system:masters`).
     users: Arc<[http::HeaderValue]>,
+    /// The controllers', each a ServiceAccount of its own (`controllers`).
+    controllers: Arc<[http::HeaderValue]>,
 }
 
 /// kcache's own token at the sim.
@@ -413,6 +420,9 @@ impl Access {
             users: (1..=users::USERS)
                 .map(|i| bearer(user_token(i)))
                 .collect::<Result<_, _>>()?,
+            controllers: (1..=controllers::CONTROLLERS)
+                .map(|i| bearer(controllers::token(i)))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -423,6 +433,7 @@ impl Access {
         for i in 1..=users::USERS {
             rbac = rbac.token(&user_token(i), &format!("user-{i}"), &["system:masters"]);
         }
+        rbac = controllers::rbac(rbac);
         for i in 1..=nodes {
             rbac = rbac
                 .token(
@@ -471,6 +482,11 @@ impl Access {
     /// The interactive users at `addr`, each with their own token.
     fn users(&self, addr: std::net::SocketAddr) -> load::Target {
         self.clients(addr, &self.users)
+    }
+
+    /// The controllers at `addr`: the i-th watch of a class with controller i+1's token.
+    fn controllers(&self, addr: std::net::SocketAddr) -> load::Target {
+        self.clients(addr, &self.controllers)
     }
 
     /// The kube-proxies at `addr`, each watch with its own token.
