@@ -316,7 +316,8 @@ impl Metrics {
             "cache_memory_bytes",
             "Estimated bytes a cache holds, by component: json (the objects' JSON), head (per \
              object beyond its JSON: struct, key, labels and fields), index (object map and \
-             posting sets), history (events beyond the current objects)",
+             posting sets), history (events beyond the current objects), protobuf (the \
+             protobuf mirror's object messages, every version kept)",
             m.cache_memory.clone(),
         );
         r.register(
@@ -656,7 +657,7 @@ impl Metrics {
         }
         self.cache_lag.remove(&labels);
         self.cache_age.remove(&labels);
-        for component in ["json", "head", "index", "history"] {
+        for component in MEMORY_COMPONENTS {
             self.cache_memory.remove(&MemoryLabels {
                 resource: resource.to_string(),
                 component,
@@ -718,6 +719,7 @@ impl Metrics {
                 ("head", memory.head),
                 ("index", memory.index),
                 ("history", memory.history),
+                ("protobuf", memory.protobuf),
             ] {
                 let labels = MemoryLabels {
                     resource: c.info.resource.clone(),
@@ -748,7 +750,7 @@ impl Metrics {
             self.cache_synced.get_or_create(&labels).set(0);
             self.cached_objects.get_or_create(&labels).set(0);
             self.cached_bytes.get_or_create(&labels).set(0);
-            for component in ["json", "head", "index", "history"] {
+            for component in MEMORY_COMPONENTS {
                 let labels = MemoryLabels {
                     resource: labels.resource.clone(),
                     component,
@@ -763,6 +765,9 @@ impl Metrics {
         out
     }
 }
+
+/// The components of `kcache_cache_memory_bytes`.
+const MEMORY_COMPONENTS: [&str; 5] = ["json", "head", "index", "history", "protobuf"];
 
 /// The two expositions kcache serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -264,7 +264,20 @@ impl Bench {
         row.set("kcache RSS MB", f.rss_peak as f64 / 1e6)
             .set("JSON held MB", held_json as f64 / 1e6)
             .set("RSS / JSON held", f.rss_peak as f64 / held_json as f64);
+        let held = Held::of(&k).await;
+        held.set(&mut row, f.rss_peak);
         self.report.push(row);
+        self.report.check(
+            "fleet: kcache RSS against what it holds (JSON and protobuf)",
+            "≤ 1.3×",
+            format!(
+                "{:.2}× ({} MB RSS, {} MB held, {nodes} nodes)",
+                held.ratio(f.rss_peak),
+                f.rss_peak / 1_000_000,
+                held.total() / 1_000_000
+            ),
+            Some(held.ratio(f.rss_peak) <= 1.3),
+        );
         self.delivery_checks("kubelets' Pod events", 100.0, nodes, &f);
 
         const N: &str =
@@ -362,6 +375,39 @@ impl Bench {
             .await?;
         sim.shutdown().await;
         Ok(())
+    }
+}
+
+/// What kcache holds of the cluster, by its own count (`kcache_cached_bytes`, and the
+/// `protobuf` component of `kcache_cache_memory_bytes`: its mirrors' messages).
+struct Held {
+    json: u64,
+    protobuf: u64,
+}
+
+impl Held {
+    async fn of(k: &KcacheChild) -> Held {
+        let sum = |parts: &'static [&'static str]| async move {
+            k.metric(parts).await.unwrap_or(0.0) as u64
+        };
+        Held {
+            json: sum(&["kcache_cached_bytes{"]).await,
+            protobuf: sum(&["kcache_cache_memory_bytes{", "component=\"protobuf\""]).await,
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.json + self.protobuf
+    }
+
+    fn ratio(&self, rss: u64) -> f64 {
+        rss as f64 / self.total().max(1) as f64
+    }
+
+    /// Its columns in a row, with `rss` against it.
+    fn set(&self, row: &mut Row, rss: u64) {
+        row.set("protobuf held MB", self.protobuf as f64 / 1e6)
+            .set("RSS / JSON and protobuf held", self.ratio(rss));
     }
 }
 
@@ -761,6 +807,7 @@ impl Bench {
         row.set("kcache RSS MB", all.rss_peak as f64 / 1e6)
             .set("JSON held MB", held_json as f64 / 1e6)
             .set("RSS / JSON held", all.rss_peak as f64 / held_json as f64);
+        Held::of(k).await.set(&mut row, all.rss_peak);
         self.report.push(row);
         for row in reads.rows(USERS_SCENARIO, "20 users, with every other class at once") {
             self.report.push(row);

@@ -58,6 +58,18 @@ struct State {
     since_sweep: u64,
     /// Set by [`Mirror::stop`]: the mirror holds nothing and takes nothing from then on.
     stopped: bool,
+    /// The bytes of every message in `by_rv`: what the mirror holds, for the memory figures.
+    bytes: usize,
+}
+
+impl State {
+    /// Keep the message of the version at `rv` for readers.
+    fn keep(&mut self, rv: u64, message: Bytes) {
+        self.bytes += message.len();
+        if let Some(old) = self.by_rv.insert(rv, message) {
+            self.bytes -= old.len();
+        }
+    }
 }
 
 /// The protobuf bytes of one cached resource's object versions; see the module docs.
@@ -86,6 +98,7 @@ impl Mirror {
                 rv: 0,
                 since_sweep: 0,
                 stopped: false,
+                bytes: 0,
             }),
             changed: watch::channel(0).0,
         }
@@ -124,6 +137,12 @@ impl Mirror {
         self.lock().versions.len()
     }
 
+    /// The bytes of the object messages it holds, every version kept (for the memory
+    /// figures).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     /// Protobuf reads of this type go upstream from now on.
     pub fn set_unsupported(&self, why: String) {
         let mut st = self.lock();
@@ -143,6 +162,7 @@ impl Mirror {
         st.status = MirrorStatus::Unsupported("the type is no longer cached".into());
         st.versions = HashMap::new();
         st.by_rv = HashMap::default();
+        st.bytes = 0;
         st.deleted = HashMap::new();
         st.bookmark = None;
         drop(st);
@@ -172,7 +192,7 @@ impl Mirror {
         }
         for (key, orv, bytes) in objects {
             st.deleted.remove(&key);
-            st.by_rv.insert(orv, bytes.clone());
+            st.keep(orv, bytes.clone());
             insert(st.versions.entry(key).or_default(), orv, bytes);
         }
         st.rv = st.rv.max(rv);
@@ -190,7 +210,7 @@ impl Mirror {
         if st.stopped {
             return;
         }
-        st.by_rv.insert(rv, bytes.clone());
+        st.keep(rv, bytes.clone());
         match st.versions.get_mut(key) {
             Some(v) => insert(v, rv, bytes),
             None => {
@@ -324,18 +344,24 @@ fn sweep(st: &mut State, floor: u64) {
         versions,
         by_rv,
         deleted,
+        bytes,
         ..
     } = st;
+    let mut forget = |rv: u64| {
+        if let Some(message) = by_rv.remove(&rv) {
+            *bytes -= message.len();
+        }
+    };
     for k in gone {
         deleted.remove(&k);
         for (rv, _) in versions.remove(&k).unwrap_or_default() {
-            by_rv.remove(&rv);
+            forget(rv);
         }
     }
     for v in versions.values_mut() {
         let keep_from = v.iter().rposition(|(rv, _)| *rv <= floor).unwrap_or(0);
         for (rv, _) in v.drain(..keep_from) {
-            by_rv.remove(&rv);
+            forget(rv);
         }
     }
 }
@@ -362,6 +388,8 @@ mod tests {
         assert_eq!(m.get(5), Some(b("a5")));
         assert_eq!(m.get(11), Some(b("a11")));
         assert_eq!(m.get(6), None);
+        // What it holds: every version kept (a5, b7, a11, b12).
+        assert_eq!(m.bytes(), 2 + 2 + 3 + 3);
         // The JSON cache now serves from RV 11 on: a5 is no state at any RV ≥ 11, b is gone
         // only once its deletion is at or below the floor.
         m.install(12, vec![("ns/a".into(), 11, b("a11"))], 11);
@@ -371,6 +399,10 @@ mod tests {
         m.install(13, vec![("ns/a".into(), 11, b("a11"))], 12);
         assert_eq!(m.get(12), None);
         assert_eq!(m.keys(), 1);
+        // Only a11 is left; a version listed again is held once.
+        assert_eq!(m.bytes(), 3);
+        m.stop();
+        assert_eq!(m.bytes(), 0);
     }
 
     #[test]

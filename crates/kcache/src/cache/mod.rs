@@ -639,6 +639,7 @@ impl ResourceCache {
             objects: objects.len(),
             history,
             index: postings.memory(),
+            protobuf: self.mirror().map_or(0, |m| m.bytes()),
             ..CacheMemory::default()
         };
         for (_, o) in objects.iter() {
@@ -815,12 +816,14 @@ pub struct CacheMemory {
     pub index: usize,
     /// Events beyond the current objects (see `Event::memory`).
     pub history: usize,
+    /// The protobuf mirror's object messages, every version it keeps (0 without a mirror).
+    pub protobuf: usize,
 }
 
 impl CacheMemory {
     /// Every part together: what the cache holds (and frees when it is dropped).
     pub fn total(&self) -> usize {
-        self.json + self.head + self.index + self.history
+        self.json + self.head + self.index + self.history + self.protobuf
     }
 }
 

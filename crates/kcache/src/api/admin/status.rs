@@ -99,7 +99,7 @@ pub struct CacheStatus {
     pub synced: bool,
     /// Objects cached.
     pub objects: u64,
-    /// Estimated bytes the cache holds: objects, indexes and event history
+    /// Estimated bytes the cache holds: objects, indexes, event history and protobuf mirror
     /// (`kcache_cache_memory_bytes`, summed).
     pub bytes: u64,
     /// The cache's resourceVersion (the upstream's, as a string like every resourceVersion).
