@@ -22,8 +22,9 @@
 //! 1. **start**: every client lists (RV=0, as client-go's reflector starts) and watches from
 //!    there, all at once;
 //! 2. **churn**: the load test's Pod life (created on a node, running, ready, deleted with no
-//!    grace period, a step a second apart) at its pace, and each ready Pod's EndpointSlice
-//!    updated: delivery delay from each write's sending to its event's arrival, per class;
+//!    grace period, a step a second apart) at its pace, and as many EndpointSlice updates, the
+//!    slices in turn: delivery delay from each write's sending to its event's arrival, per
+//!    class;
 //! 3. **herd**: every client's connection dropped at once, and every watch opened again from
 //!    the last resourceVersion it saw, all at once.
 //!
@@ -31,12 +32,14 @@
 //! `process_resident_memory_bytes`), read with the kubeconfig's credentials: one replica's
 //! when the cluster has several (the one the connections land on), etcd's not at all.
 
+mod apiserver;
+mod objects;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use kcache_sim::seed::{self, FleetSpec};
 use serde_json::{json, Value};
 
 use super::cluster::{connect, CallError, Cluster};
@@ -46,6 +49,7 @@ use super::procstat::CpuMeter;
 use super::report::{fmt_num, Report, Row};
 use super::watchers::{self, Delivery, Proto, WriteLog};
 use super::{mb, ms, progress};
+use apiserver::{apiserver_use, ApiserverSampler};
 
 /// What kcache caches: what the node clients read.
 const TYPES: [(&str, &str, &str); 2] = [
@@ -155,12 +159,6 @@ struct Fleet<'a> {
     namespaces: std::sync::Mutex<Vec<String>>,
 }
 
-/// A bench object, as the bench writes it: its collection's path and its body.
-struct Object {
-    collection: String,
-    body: Value,
-}
-
 impl<'a> Fleet<'a> {
     fn new(cluster: &'a Cluster, nodes: usize) -> Fleet<'a> {
         let secs = std::time::SystemTime::now()
@@ -181,10 +179,6 @@ impl<'a> Fleet<'a> {
 
     fn system(&self) -> String {
         format!("{}-system", self.prefix)
-    }
-
-    fn labels(&self) -> Value {
-        labels(&self.prefix)
     }
 
     async fn run(&self, opts: &FleetOptions, report: &mut Report) -> Result<(), String> {
@@ -231,223 +225,6 @@ impl<'a> Fleet<'a> {
         drop(k);
         self.report(opts, report, &direct_run, &kcache_run);
         Ok(())
-    }
-
-    /// Create the fleet: namespaces (with the `default` ServiceAccount that Pods are admitted
-    /// with, which a cluster without its controllers does not make), Nodes, Services,
-    /// EndpointSlices, Pods. Returns a Pod to create the churn's from, and the slices' names.
-    async fn seed(&self) -> Result<Seeded, String> {
-        progress(format!("fleet: writing a cluster of {} nodes", self.nodes));
-        let objects = seed::fleet(&FleetSpec {
-            nodes: self.nodes,
-            seed: 45,
-        });
-        let mut namespaces = vec![self.system()];
-        let mut batches: [Vec<Object>; 4] = Default::default();
-        let mut template = None;
-        for o in &objects {
-            let mut body = o.object.clone();
-            own(&self.prefix, &mut body);
-            let ns = body["metadata"]["namespace"].as_str().map(str::to_owned);
-            let (batch, collection) = match (o.resource, &ns) {
-                ("namespaces", _) => {
-                    namespaces.push(body["metadata"]["name"].as_str().unwrap_or("").to_owned());
-                    continue;
-                }
-                ("nodes", _) => {
-                    body["spec"]["unschedulable"] = true.into();
-                    body["spec"]["taints"] = json!([{
-                        "key": "bench.kcache.dev/fleet",
-                        "value": self.prefix,
-                        "effect": "NoSchedule",
-                    }]);
-                    (0, "/api/v1/nodes".to_string())
-                }
-                ("services", Some(ns)) => {
-                    if let Some(spec) = body["spec"].as_object_mut() {
-                        // No selector: no EndpointSlice controller manages its slices, and
-                        // an address of the cluster's own choosing.
-                        for key in ["selector", "clusterIP", "clusterIPs"] {
-                            spec.remove(key);
-                        }
-                    }
-                    (1, format!("/api/v1/namespaces/{ns}/services"))
-                }
-                ("endpointslices", Some(ns)) => {
-                    body["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
-                        "kcache-bench".into();
-                    (
-                        2,
-                        format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"),
-                    )
-                }
-                ("pods", Some(ns)) if body["spec"]["nodeName"].is_string() => {
-                    if let Some(spec) = body["spec"].as_object_mut() {
-                        spec.remove("priority");
-                        spec.insert("serviceAccountName".into(), "default".into());
-                        spec.remove("serviceAccount");
-                    }
-                    template.get_or_insert_with(|| body.clone());
-                    (3, format!("/api/v1/namespaces/{ns}/pods"))
-                }
-                _ => continue,
-            };
-            batches[batch].push(Object { collection, body });
-        }
-        let template = template.ok_or("the fleet has no scheduled Pod")?;
-        for ns in &namespaces {
-            self.create_namespace(ns).await?;
-        }
-        let slices = batches[2]
-            .iter()
-            .filter_map(|o| {
-                let meta = &o.body["metadata"];
-                Some((
-                    meta["namespace"].as_str()?.to_owned(),
-                    meta["name"].as_str()?.to_owned(),
-                ))
-            })
-            .collect();
-        for (what, batch) in ["Nodes", "Services", "EndpointSlices", "Pods"]
-            .iter()
-            .zip(batches)
-        {
-            let t = Instant::now();
-            let n = self.create_all(batch).await?;
-            progress(format!(
-                "fleet: {n} {what} created in {:.1} s",
-                t.elapsed().as_secs_f64()
-            ));
-        }
-        Ok(Seeded {
-            pod: template,
-            slices,
-        })
-    }
-
-    async fn create_namespace(&self, ns: &str) -> Result<(), String> {
-        let body = json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": self.labels()}});
-        // A POST: a name taken already stops the bench rather than have it delete what is
-        // not its own.
-        self.call(http::Method::POST, "/api/v1/namespaces", Some(body))
-            .await?;
-        self.namespaces
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(ns.to_owned());
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "default", "labels": self.labels()}});
-        match self
-            .call_status(
-                http::Method::POST,
-                &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
-                Some(sa),
-            )
-            .await
-        {
-            // A cluster's own controller made it first.
-            Ok(_) | Err(CallError::Status { code: 409, .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Create every object, [`PARALLEL`] at a time.
-    async fn create_all(&self, objects: Vec<Object>) -> Result<usize, String> {
-        let mut done = futures::stream::iter(objects.into_iter().map(|o| async move {
-            self.call(http::Method::POST, &o.collection, Some(o.body))
-                .await
-        }))
-        .buffer_unordered(PARALLEL);
-        let mut n = 0;
-        while let Some(r) = done.next().await {
-            r?;
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    /// A ServiceAccount per node for its kubelet and one for the kube-proxies, a token each
-    /// (TokenRequest), allowed to read what they read.
-    async fn identities(&self) -> Result<Clients, String> {
-        progress(format!(
-            "fleet: {} identities (ServiceAccount tokens) for the node clients",
-            2 * self.nodes
-        ));
-        let ns = self.system();
-        let role = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": self.prefix, "labels": self.labels()},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods", "nodes", "services"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
-            ],
-        });
-        self.call(
-            http::Method::POST,
-            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-            Some(role),
-        )
-        .await?;
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": self.prefix, "labels": self.labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.prefix},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": format!("system:serviceaccounts:{ns}")}],
-        });
-        self.call(
-            http::Method::POST,
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            Some(binding),
-        )
-        .await?;
-        let mut accounts: Vec<String> = (1..=self.nodes)
-            .map(|i| format!("kubelet-node-{i}"))
-            .collect();
-        accounts.push("kube-proxy".into());
-        let created = accounts.iter().map(|name| Object {
-            collection: format!("/api/v1/namespaces/{ns}/serviceaccounts"),
-            body: json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                "metadata": {"name": name, "labels": self.labels()}}),
-        });
-        self.create_all(created.collect()).await?;
-        let token_of = |account: String| {
-            let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/{account}/token");
-            async move {
-                let v = self
-                    .call(
-                        http::Method::POST,
-                        &path,
-                        Some(
-                            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                            "spec": {"expirationSeconds": 7200}}),
-                        ),
-                    )
-                    .await?;
-                let token = v["status"]["token"]
-                    .as_str()
-                    .ok_or("a TokenRequest without a token")?;
-                http::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())
-            }
-        };
-        let kubelets =
-            futures::stream::iter((1..=self.nodes).map(|i| token_of(format!("kubelet-node-{i}"))))
-                .buffered(PARALLEL)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect::<Result<Vec<_>, String>>()?;
-        let proxies =
-            futures::stream::iter((1..=self.nodes).map(|_| token_of("kube-proxy".into())))
-                .buffered(PARALLEL)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect::<Result<Vec<_>, String>>()?;
-        Ok(Clients {
-            kubelets: kubelets.into(),
-            proxies: proxies.into(),
-        })
     }
 
     async fn call(
@@ -569,16 +346,16 @@ impl<'a> Fleet<'a> {
         Ok(rv)
     }
 
-    fn pod_watches(&self, base: &str, rv: impl std::fmt::Display) -> Vec<(Option<usize>, String)> {
+    /// Every kubelet's watch of its Pods from `rv`, keyed by its node.
+    fn pod_watches(&self, base: &str, rv: &str) -> Vec<(Option<usize>, String)> {
         (1..=self.nodes)
             .map(|i| {
-                (
-                    Some(i),
-                    format!(
-                        "{base}{PODS}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800&fieldSelector=spec.nodeName%3D{}",
-                        self.node(i)
-                    ),
-                )
+                let node = self.node(i);
+                let path = format!(
+                    "{base}{PODS}?{}&fieldSelector=spec.nodeName%3D{node}",
+                    watch_from(rv)
+                );
+                (Some(i), path)
             })
             .collect()
     }
@@ -623,10 +400,7 @@ impl<'a> Fleet<'a> {
             Some(rv) => rv.to_string(),
             None => self.start_lists(side).await?,
         };
-        let slices = format!(
-            "{}{SLICES}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800",
-            side.base
-        );
+        let slices = format!("{}{SLICES}?{}", side.base, watch_from(&rv));
         let proto = Proto::H2 { connections: nodes };
         let (kubelets, proxies) = tokio::join!(
             watchers::open_to(
@@ -663,7 +437,8 @@ impl<'a> Fleet<'a> {
     }
 
     /// The churn: the load test's Pod life at `pods_per_sec` (created on a node, running,
-    /// ready, deleted, a step a second apart), and each ready Pod's EndpointSlice updated.
+    /// ready, deleted, a step a second apart), and an EndpointSlice updated per Pod, the
+    /// slices in turn.
     /// Writes go out at their times whatever the earlier ones' answers: a slow apiserver
     /// delays the events, not the writes.
     async fn churn(
@@ -720,7 +495,8 @@ impl<'a> Fleet<'a> {
         let slice_writes = write_at_rate(rate, pods, |i| {
             let (ns, name) = &seeded.slices[i as usize % seeded.slices.len()];
             let path = format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices/{name}");
-            let body = json!({"metadata": {"annotations": {"bench.kcache.dev/seq": format!("{label}-{i}")}}});
+            let seq = format!("{label}-{i}");
+            let body = json!({"metadata": {"annotations": {"bench.kcache.dev/seq": seq}}});
             Some(async move {
                 let v = self.call(http::Method::PATCH, &path, Some(body)).await?;
                 super::rv_of(&v).map(|rv| (rv, 0))
@@ -736,72 +512,7 @@ impl<'a> Fleet<'a> {
             .map(|(cpu, _)| cpu)
     }
 
-    /// Delete everything the bench created: each namespace's Pods, EndpointSlices, Services
-    /// and ServiceAccounts (a cluster without its controllers does not empty a deleted
-    /// namespace), the namespaces, the Nodes, the ClusterRole and its binding.
-    async fn delete(&self) -> Result<String, String> {
-        let namespaces = self
-            .namespaces
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let selector = format!("bench.kcache.dev%2Ffleet%3D{}", self.prefix);
-        // Gone already is as good as deleted.
-        let delete = |path: String| async move {
-            match self.call_status(http::Method::DELETE, &path, None).await {
-                Ok(_) | Err(CallError::Status { code: 404, .. }) => Ok(()),
-                Err(e) => Err(String::from(e)),
-            }
-        };
-        for ns in &namespaces {
-            // The churn's Pods carry the label too: they are made from a seeded one.
-            delete(format!(
-                "/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0&labelSelector={selector}"
-            ))
-            .await?;
-            delete(format!(
-                "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector={selector}"
-            ))
-            .await?;
-            // One by one: not every version deletes these as a collection.
-            for resource in ["services", "serviceaccounts"] {
-                let list = format!("/api/v1/namespaces/{ns}/{resource}");
-                let names: Vec<String> =
-                    match self.call_status(http::Method::GET, &list, None).await {
-                        Ok(v) => v["items"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
-                            .collect(),
-                        Err(CallError::Status { code: 404, .. }) => Vec::new(),
-                        Err(e) => return Err(e.into()),
-                    };
-                let results: Vec<Result<(), String>> = futures::stream::iter(
-                    names.iter().map(|name| delete(format!("{list}/{name}"))),
-                )
-                .buffer_unordered(PARALLEL)
-                .collect()
-                .await;
-                results.into_iter().collect::<Result<(), String>>()?;
-            }
-            delete(format!("/api/v1/namespaces/{ns}")).await?;
-        }
-        delete(format!("/api/v1/nodes?labelSelector={selector}")).await?;
-        for kind in ["clusterrolebindings", "clusterroles"] {
-            delete(format!(
-                "/apis/rbac.authorization.k8s.io/v1/{kind}/{}",
-                self.prefix
-            ))
-            .await?;
-        }
-        Ok(format!(
-            "deleted: {} namespaces with their Pods, EndpointSlices, Services and ServiceAccounts, {} Nodes, a ClusterRole and its binding",
-            namespaces.len(),
-            self.nodes
-        ))
-    }
-
+    /// The rows of both targets side by side, and the Targets.
     fn report(&self, opts: &FleetOptions, report: &mut Report, direct: &SideRun, kcache: &SideRun) {
         let nodes = self.nodes;
         let case = format!("{nodes} nodes, {} clients", 2 * nodes);
@@ -871,7 +582,10 @@ impl<'a> Fleet<'a> {
             ),
         ] {
             report.check(
-                &format!("fleet (cluster): the {what}: the apiserver's CPU through kcache against direct"),
+                &format!(
+                    "fleet (cluster): the {what}: the apiserver's CPU through kcache against \
+                     direct"
+                ),
                 "≤ 1/10",
                 format!("{k:.2} s against {d:.2} s ({nodes} nodes)"),
                 (d > 0.0).then_some(k <= d / 10.0),
@@ -908,62 +622,6 @@ impl<'a> Fleet<'a> {
                 ),
                 Some(k.missing() == 0 && k.expected > 0),
             );
-        }
-    }
-}
-
-/// The labels of everything the bench creates under `prefix`.
-fn labels(prefix: &str) -> Value {
-    json!({CREATED_BY: "kcache-bench", "bench.kcache.dev/fleet": prefix})
-}
-
-/// A fleet object made the bench's own under `prefix`: its namespace and node names prefixed,
-/// the fields the server sets and the references to objects the bench does not create
-/// (owners, uids) dropped, and the bench's labels added.
-fn own(prefix: &str, o: &mut Value) {
-    let prefixed = |v: Option<&mut Value>| {
-        if let Some(v) = v {
-            if let Some(n) = v.as_str() {
-                *v = format!("{prefix}-{n}").into();
-            }
-        }
-    };
-    let kind = o["kind"].as_str().unwrap_or("").to_owned();
-    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in [
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "managedFields",
-            "generation",
-            "ownerReferences",
-            "selfLink",
-        ] {
-            meta.remove(key);
-        }
-        match kind.as_str() {
-            "Namespace" | "Node" => prefixed(meta.get_mut("name")),
-            _ => prefixed(meta.get_mut("namespace")),
-        }
-        let labels = meta.entry("labels").or_insert_with(|| json!({}));
-        if let (Some(have), Value::Object(add)) = (labels.as_object_mut(), self::labels(prefix)) {
-            have.extend(add);
-        }
-    }
-    if kind == "Pod" {
-        prefixed(o.pointer_mut("/spec/nodeName"));
-        if let Some(o) = o.as_object_mut() {
-            o.remove("status");
-        }
-    }
-    if let Some(endpoints) = o.get_mut("endpoints").and_then(Value::as_array_mut) {
-        for e in endpoints {
-            prefixed(e.get_mut("nodeName"));
-            if let Some(r) = e.get_mut("targetRef").and_then(Value::as_object_mut) {
-                prefixed(r.get_mut("namespace"));
-                r.remove("uid");
-                r.remove("resourceVersion");
-            }
         }
     }
 }
@@ -1047,30 +705,6 @@ struct SideRun {
     herd: Phase,
 }
 
-/// The apiserver's CPU seconds and resident bytes so far, from its `/metrics`.
-async fn apiserver_use(target: &Target, path: &str) -> Result<(f64, f64), String> {
-    let (status, body) = load::fetch_from(target, path, Duration::from_secs(30)).await?;
-    if status != 200 {
-        return Err(format!("the apiserver's /metrics answered {status}"));
-    }
-    let text = String::from_utf8_lossy(&body);
-    let value = |name: &str| {
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(name)?
-                    .strip_prefix(' ')?
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-            })
-            .ok_or(format!("the apiserver's /metrics has no {name}"))
-    };
-    Ok((
-        value("process_cpu_seconds_total")?,
-        value("process_resident_memory_bytes")?,
-    ))
-}
-
 /// What kcache asked of the upstream, by its own count.
 #[derive(Debug, Clone, Copy)]
 struct KcacheCost {
@@ -1098,70 +732,9 @@ impl KcacheCost {
     }
 }
 
-/// The apiserver's CPU over an interval and its peak memory, read from its `/metrics` once a
-/// second.
-struct ApiserverSampler {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<(f64, f64, u64)>,
-    start: Instant,
-}
-
-struct ApiserverUse {
-    cores: f64,
-    rss_peak: u64,
-}
-
-impl ApiserverSampler {
-    fn start(fleet: &Fleet<'_>) -> ApiserverSampler {
-        let cluster_target = fleet.cluster.target.clone();
-        let path = fleet.cluster.path("/metrics");
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let read = || apiserver_use(&cluster_target, &path);
-            let first = read().await.ok();
-            let mut last = first;
-            let mut peak = first.map_or(0.0, |f| f.1);
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                        if let Ok(s) = read().await {
-                            peak = peak.max(s.1);
-                            last = Some(s);
-                        }
-                    }
-                }
-            }
-            if let Ok(s) = read().await {
-                peak = peak.max(s.1);
-                last = Some(s);
-            }
-            (
-                first.map_or(0.0, |f| f.0),
-                last.map_or(0.0, |l| l.0),
-                peak as u64,
-            )
-        });
-        ApiserverSampler {
-            stop,
-            task,
-            start: Instant::now(),
-        }
-    }
-
-    async fn finish(self) -> ApiserverUse {
-        let _ = self.stop.send(());
-        let wall = self.start.elapsed().as_secs_f64();
-        let (first, last, rss_peak) = self.task.await.unwrap_or((0.0, 0.0, 0));
-        ApiserverUse {
-            cores: if wall > 0.0 {
-                (last - first) / wall
-            } else {
-                0.0
-            },
-            rss_peak,
-        }
-    }
+/// The query of a watch from `rv`, as client-go's reflector opens one.
+fn watch_from(rv: &str) -> String {
+    format!("watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1800")
 }
 
 /// A list as client-go sends it: answered 429 (the apiserver's in-flight limit, or its
@@ -1229,59 +802,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_fleet_object_is_made_the_benchs_own() {
-        let objects = seed::fleet(&FleetSpec { nodes: 2, seed: 1 });
-        let find = |resource: &str| {
-            let o = objects.iter().find(|o| o.resource == resource).unwrap();
-            let mut body = o.object.clone();
-            own("kf", &mut body);
-            body
-        };
-        let node = find("nodes");
-        assert!(node["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .starts_with("kf-node-"));
-        let pod = objects
-            .iter()
-            .find(|o| o.resource == "pods" && o.object["spec"]["nodeName"].is_string())
-            .map(|o| {
-                let mut body = o.object.clone();
-                own("kf", &mut body);
-                body
-            })
-            .unwrap();
-        assert!(pod["metadata"]["namespace"]
-            .as_str()
-            .unwrap()
-            .starts_with("kf-"));
-        assert!(pod["spec"]["nodeName"]
-            .as_str()
-            .unwrap()
-            .starts_with("kf-node-"));
-        for gone in ["uid", "resourceVersion", "managedFields", "ownerReferences"] {
-            assert!(pod["metadata"].get(gone).is_none(), "{gone} kept");
-        }
-        assert!(pod.get("status").is_none());
-        assert_eq!(pod["metadata"]["labels"]["bench.kcache.dev/fleet"], "kf");
-        assert_eq!(pod["metadata"]["labels"][CREATED_BY], "kcache-bench");
-        let slice = find("endpointslices");
-        for e in slice["endpoints"].as_array().unwrap() {
-            assert!(e["targetRef"]["namespace"]
-                .as_str()
-                .unwrap()
-                .starts_with("kf-"));
-            assert!(e["targetRef"].get("uid").is_none());
-            if let Some(n) = e.get("nodeName") {
-                assert!(n.as_str().unwrap().starts_with("kf-node-"));
-            }
-        }
-        let ns = find("namespaces");
-        assert!(ns["metadata"]["name"].as_str().unwrap().starts_with("kf-"));
-        assert!(ns["metadata"].get("namespace").is_none());
-    }
 
     /// A write slower than the interval between writes does not hold the next ones back:
     /// 10 writes at 100 a second, each answered after 200 ms, are all sent within 0.1 s.
