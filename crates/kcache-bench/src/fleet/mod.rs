@@ -12,11 +12,13 @@
 //!   when deleted);
 //! - the kubelets' watches of their own Node (`fieldSelector=metadata.name=<node>`), while
 //!   every Node's status is updated once a minute, as its kubelet does;
+//! - 20 controllers with full informers (`controllers`): every Pod, Node, EndpointSlice and
+//!   Service listed, then Pods, Nodes and slices watched while they change;
 //! - the kube-proxies: one watch per node of every EndpointSlice, while each Pod's readiness
 //!   change updates its Service's slice (100 a second).
 //!
 //! Per class: delivery delay (write acknowledged → event received), events lost, kcache's CPU
-//! and memory against the JSON it holds.
+//! and memory against what it holds (`Held`: JSON and protobuf).
 //!
 //! Then the herd (`herd`): every kubelet and kube-proxy away for two seconds while the cluster
 //! changes, then all back at once: to the same kcache, and to one killed and started again over
@@ -26,7 +28,7 @@
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
 //! kubelet and kube-proxy with a token of its own (`Access`). During the Node watches, 20 people
-//! read the cluster with kubectl (`users`). Then 20 controllers' informers (`controllers`).
+//! read the cluster with kubectl (`users`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
