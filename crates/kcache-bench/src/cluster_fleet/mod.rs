@@ -1,6 +1,6 @@
-//! `kcache bench --kubeconfig PATH --scenarios fleet [--nodes N]`: the `fleet` scenario's
-//! node clients against a real cluster, directly and through a kcache the bench starts in
-//! front of it, one after the other, with what each costs the apiserver.
+//! `kcache bench --kubeconfig PATH --scenarios fleet [--nodes N] [--churn N]`: the `fleet`
+//! scenario's node clients against a real cluster, directly and through a kcache the bench
+//! starts in front of it, one after the other, with what each costs the apiserver.
 //!
 //! The bench writes into the cluster the fleet the simulated scenario starts from (its
 //! objects from `seed::fleet`, 500 nodes by default: namespaces, Nodes, Services without
@@ -29,8 +29,8 @@
 //!    the last resourceVersion it saw, all at once.
 //!
 //! The apiserver's CPU and memory come from its own `/metrics` (`process_cpu_seconds_total`,
-//! `process_resident_memory_bytes`), read with the kubeconfig's credentials: one replica's
-//! when the cluster has several (the one the connections land on), etcd's not at all.
+//! `process_resident_memory_bytes`), read with the kubeconfig's credentials: on a cluster of
+//! several replicas, that of whichever replica answers the bench's read; etcd's not at all.
 
 mod apiserver;
 mod objects;
