@@ -26,7 +26,10 @@
 //!    slices in turn: delivery delay from each write's sending to its event's arrival, per
 //!    class;
 //! 3. **herd**: every client's connection dropped at once, and every watch opened again from
-//!    the last resourceVersion it saw, all at once.
+//!    the last resourceVersion it saw, all at once;
+//! 4. through kcache only, the herd against a kcache killed (SIGKILL) and started again over
+//!    its `persistDir`: how long until ready and every client synced, and what the restart
+//!    and the herd cost the apiserver.
 //!
 //! The apiserver's CPU and memory come from its own `/metrics` (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`), read with the kubeconfig's credentials: on a cluster of
@@ -67,6 +70,7 @@ const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 const START: &str =
     "fleet (cluster): every node client listing (RV=0) and watching at once, HTTP/2, protobuf";
 const HERD: &str = "fleet (cluster): the herd, every node client re-watching at once from its last resourceVersion, HTTP/2, protobuf";
+const RESTARTED: &str = "fleet (cluster): the herd against a kcache restarted over its persistDir (SIGKILL, started again), HTTP/2, protobuf";
 const CHURN: &str =
     "fleet (cluster): node clients under the load test's Pod churn, HTTP/2, protobuf";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
@@ -199,6 +203,9 @@ impl<'a> Fleet<'a> {
         // kcache's own identity is the kubeconfig's.
         config.delegated_with_token = Some(String::new());
         config.tls = Some((files.cert.clone(), files.key.clone()));
+        // Its state on disk, for the restarted herd.
+        let store = super::TempDir::new("persist")?;
+        config.persist_dir = Some(store.path().to_owned());
         let k = KcacheChild::start_with_kubeconfig(
             &opts.exe,
             &opts.kubeconfig,
@@ -222,9 +229,101 @@ impl<'a> Fleet<'a> {
             }
             self.side(opts, &through, &seeded).await?
         };
-        drop(k);
+        let restarted = self
+            .restarted_herd(opts, &clients, &files, &config, k)
+            .await?;
         self.report(opts, report, &direct_run, &kcache_run);
+        restarted.report(report, self.nodes, &direct_run.herd);
         Ok(())
+    }
+
+    /// The herd against a kcache restarted over its persistDir, as a rollout or a crash
+    /// restarts it: `k`'s state committed to disk (both types and their protobuf mirrors), the
+    /// clients' last resourceVersion noted, `k` killed (SIGKILL), started again over the same
+    /// directory, and every node client back at once as soon as it is ready.
+    async fn restarted_herd(
+        &self,
+        opts: &FleetOptions,
+        clients: &Clients,
+        files: &super::https::HttpsFiles,
+        config: &ChildConfig,
+        mut k: KcacheChild,
+    ) -> Result<Restarted, String> {
+        progress("fleet: kcache restarted: waiting for its state on disk");
+        let deadline = Instant::now() + Duration::from_secs(600);
+        for (_, _, resource) in TYPES {
+            let of = format!("resource=\"{resource}\"");
+            for parts in [
+                ["kcache_persist_flushes_total", &of, "outcome=\"ok\""].as_slice(),
+                ["kcache_persist_protobuf_objects", &of].as_slice(),
+            ] {
+                while k.metric(parts).await? < 1.0 {
+                    if Instant::now() > deadline {
+                        return Err(format!("{resource}: not on disk within 600 s ({parts:?})"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        let json = Target {
+            accept: None,
+            ..clients.kubelets(files.target(k.addr, None))
+        };
+        let rv = super::list_rv_on(&json, PODS)
+            .await?
+            .parse::<u64>()
+            .map_err(|e| format!("the list's resourceVersion: {e}"))?;
+        let before = self.apiserver_cpu().await?;
+        progress("fleet: kcache restarted: killed, started again over its persistDir");
+        k.kill_9();
+        drop(k);
+        let exec = Instant::now();
+        let k = KcacheChild::start_with_kubeconfig(
+            &opts.exe,
+            &opts.kubeconfig,
+            opts.context.as_deref(),
+            config,
+            Duration::from_secs(600),
+        )
+        .await?;
+        let ready = exec.elapsed();
+        let side = Side {
+            label: KCACHE,
+            kubelets: clients.kubelets(files.target(k.addr, None)),
+            proxies: clients.proxies(files.target(k.addr, None)),
+            base: String::new(),
+            kcache: Some(&k),
+        };
+        progress("fleet: kcache restarted: every node client back at once");
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (herd, kubelets, proxies) = self.connect_all(&side, Some(rv), stop_rx).await?;
+        let synced = exec.elapsed();
+        let apiserver_cpu = self.apiserver_cpu().await? - before;
+        let _ = stop_tx.send(true);
+        kubelets.finish().await;
+        proxies.finish().await;
+        // A fresh process: its counts are the restart's and the herd's.
+        let sent = |purpose: &'static str| {
+            let k = &k;
+            async move {
+                k.metric(&["kcache_upstream_requests_total", purpose])
+                    .await
+                    .unwrap_or(0.0) as u64
+            }
+        };
+        let lists =
+            sent("purpose=\"reflector_list\"").await + sent("purpose=\"protobuf_list\"").await;
+        let watches =
+            sent("purpose=\"reflector_watch\"").await + sent("purpose=\"protobuf_watch\"").await;
+        Ok(Restarted {
+            ready,
+            synced,
+            apiserver_cpu,
+            cost: KcacheCost::of(&k).await,
+            lists,
+            watches,
+            herd,
+        })
     }
 
     async fn call(
@@ -703,6 +802,61 @@ struct SideRun {
     start: Phase,
     churn: Churned,
     herd: Phase,
+}
+
+/// The herd against a restarted kcache.
+struct Restarted {
+    /// From the exec to ready.
+    ready: Duration,
+    /// From the exec to every watch open again.
+    synced: Duration,
+    /// The apiserver's CPU from the kill to every watch open again.
+    apiserver_cpu: f64,
+    /// Everything the new kcache asked of the upstream.
+    cost: KcacheCost,
+    lists: u64,
+    watches: u64,
+    herd: Phase,
+}
+
+impl Restarted {
+    /// Its row, beside the direct herd's apiserver CPU, and its Targets.
+    fn report(&self, report: &mut Report, nodes: usize, direct: &Phase) {
+        let mut row = Row::new(
+            RESTARTED,
+            &format!("{nodes} nodes, {} clients", 2 * nodes),
+            KCACHE,
+        );
+        row.set("restart to ready s", self.ready.as_secs_f64())
+            .set("synced s", self.synced.as_secs_f64())
+            .set("apiserver CPU s", self.apiserver_cpu)
+            .set("direct herd's apiserver CPU s", direct.apiserver_cpu)
+            .set("kcache upstream requests", self.cost.requests)
+            .set("lists", self.lists)
+            .set("watches", self.watches)
+            .set("TokenReviews", self.cost.token_reviews)
+            .set("SubjectAccessReviews", self.cost.access_reviews);
+        if self.herd.failed > 0 {
+            row.note(format!(
+                "{} clients failed: {}",
+                self.herd.failed,
+                self.herd.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+        report.push(row);
+        report.check(
+            "fleet (cluster): the herd against a restarted kcache: upstream lists",
+            "≤ one per type",
+            format!("{} lists, {} watches", self.lists, self.watches),
+            Some(self.lists <= TYPES.len() as u64),
+        );
+        report.check(
+            "fleet (cluster): the herd against a restarted kcache: every client synced",
+            "≤ 30 s",
+            format!("{:.2} s from the exec", self.synced.as_secs_f64()),
+            Some(self.synced <= Duration::from_secs(30) && self.herd.failed == 0),
+        );
+    }
 }
 
 /// What kcache asked of the upstream, by its own count.
