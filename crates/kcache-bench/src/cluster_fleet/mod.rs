@@ -227,6 +227,8 @@ impl<'a> Fleet<'a> {
             for c in [PODS, SLICES] {
                 super::fleet::warm_protobuf(&k, &through.kubelets_or_proxies(c), c).await?;
             }
+            // And its state is on disk: what it writes from here on are the changes.
+            committed(&k).await?;
             self.side(opts, &through, &seeded).await?
         };
         let restarted = self
@@ -249,22 +251,7 @@ impl<'a> Fleet<'a> {
         config: &ChildConfig,
         mut k: KcacheChild,
     ) -> Result<Restarted, String> {
-        progress("fleet: kcache restarted: waiting for its state on disk");
-        let deadline = Instant::now() + Duration::from_secs(600);
-        for (_, _, resource) in TYPES {
-            let of = format!("resource=\"{resource}\"");
-            for parts in [
-                ["kcache_persist_flushes_total", &of, "outcome=\"ok\""].as_slice(),
-                ["kcache_persist_protobuf_objects", &of].as_slice(),
-            ] {
-                while k.metric(parts).await? < 1.0 {
-                    if Instant::now() > deadline {
-                        return Err(format!("{resource}: not on disk within 600 s ({parts:?})"));
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
+        committed(&k).await?;
         let json = Target {
             accept: None,
             ..clients.kubelets(files.target(k.addr, None))
@@ -884,6 +871,27 @@ impl KcacheCost {
             access_reviews: self.access_reviews.saturating_sub(before.access_reviews),
         }
     }
+}
+
+/// Wait until `k` has committed both types, and their protobuf mirrors, to its persistDir.
+async fn committed(k: &KcacheChild) -> Result<(), String> {
+    progress("fleet: waiting for kcache's state on disk");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    for (_, _, resource) in TYPES {
+        let of = format!("resource=\"{resource}\"");
+        for parts in [
+            ["kcache_persist_flushes_total", &of, "outcome=\"ok\""].as_slice(),
+            ["kcache_persist_protobuf_objects", &of].as_slice(),
+        ] {
+            while k.metric(parts).await? < 1.0 {
+                if Instant::now() > deadline {
+                    return Err(format!("{resource}: not on disk within 600 s ({parts:?})"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The query of a watch from `rv`, as client-go's reflector opens one.
