@@ -457,7 +457,7 @@ async fn main() -> ExitCode {
                     bench_cluster_fleet(opts, json).await
                 }
                 _ => Err(CliError::from(
-                    "with --kubeconfig, --scenarios takes only `fleet` (and --nodes only with it)"
+                    "with --kubeconfig, --scenarios takes only `fleet` (and --nodes and --churn only with it)"
                         .to_string(),
                 )),
             }

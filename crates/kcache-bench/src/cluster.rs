@@ -387,13 +387,7 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterRun, String> {
 
 /// Run, print the tables, write the JSON: `kcache bench --kubeconfig`.
 pub async fn run_and_print(opts: &ClusterOptions, json: Option<&Path>) -> Result<(), String> {
-    let run = run(opts).await?;
-    println!("{}", super::render(&run.report));
-    if let Some(path) = json {
-        std::fs::write(path, run.report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
-        progress(format!("JSON written to {}", path.display()));
-    }
-    Ok(())
+    super::publish(&run(opts).await?.report, json)
 }
 
 fn notes(cluster: &Cluster, opts: &ClusterOptions) -> Vec<String> {

@@ -309,8 +309,21 @@ impl KcacheChild {
         timeout: Duration,
         what: &str,
     ) -> Result<(), String> {
+        self.wait_metric_until(parts, |v| v == want, timeout, what)
+            .await
+    }
+
+    /// Wait until the metric matching `parts` satisfies `done` (an unreadable metric never
+    /// does), at most `timeout`; the error says `what` did not happen.
+    async fn wait_metric_until(
+        &self,
+        parts: &[&str],
+        done: impl Fn(f64) -> bool,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
-        while self.metric(parts).await.unwrap_or(f64::NAN) != want {
+        while !done(self.metric(parts).await.unwrap_or(f64::NAN)) {
             if Instant::now() >= deadline {
                 return Err(format!(
                     "{what}: not within {timeout:?}\n{}",
@@ -318,6 +331,34 @@ impl KcacheChild {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Wait until every one of `resources` has been committed to the persistDir, and the
+    /// protobuf mirror of each of `mirrored` with it, as in a kcache that has run for a while
+    /// (one killed before its first commit of a type starts that type afresh).
+    pub async fn wait_committed(
+        &self,
+        resources: &[&str],
+        mirrored: &[&str],
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        for resource in resources {
+            let of = format!("resource=\"{resource}\"");
+            let parts = ["kcache_persist_flushes_total", &of, "outcome=\"ok\""];
+            let what = format!("{resource} written to the persistDir");
+            self.wait_metric_until(&parts, |n| n >= 1.0, left(), &what)
+                .await?;
+        }
+        for resource in mirrored {
+            let of = format!("resource=\"{resource}\"");
+            let parts = ["kcache_persist_protobuf_objects", &of];
+            let what = format!("{resource}'s protobuf mirror written to the persistDir");
+            self.wait_metric_until(&parts, |n| n >= 1.0, left(), &what)
+                .await?;
         }
         Ok(())
     }

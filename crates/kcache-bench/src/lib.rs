@@ -641,12 +641,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         "total time {:.0} s",
         started.elapsed().as_secs_f64()
     ));
-    let report = bench.report;
-    println!("{}", render(&report));
-    if let Some(path) = &opts.json {
-        std::fs::write(path, report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
-        progress(format!("JSON written to {}", path.display()));
-    }
+    publish(&bench.report, opts.json.as_deref())?;
     match interrupted {
         Some(signal) => Err(format!("interrupted by {signal}")),
         None => Ok(()),
@@ -707,6 +702,16 @@ impl Bench {
 }
 
 /// The whole report as Markdown: machine, notes, tables, targets.
+/// Print a report's tables, and write it as JSON to `json` if given.
+fn publish(report: &Report, json: Option<&std::path::Path>) -> Result<(), String> {
+    println!("{}", render(report));
+    if let Some(path) = json {
+        std::fs::write(path, report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
+        progress(format!("JSON written to {}", path.display()));
+    }
+    Ok(())
+}
+
 pub fn render(report: &Report) -> String {
     let mut out = String::from("## kcache benchmark\n\n");
     for (k, v) in &report.machine {

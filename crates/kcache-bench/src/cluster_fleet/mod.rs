@@ -117,13 +117,7 @@ pub async fn run_and_print(
     opts: &FleetOptions,
     json: Option<&std::path::Path>,
 ) -> Result<(), String> {
-    let report = run(opts).await?;
-    println!("{}", super::render(&report));
-    if let Some(path) = json {
-        std::fs::write(path, report.json()).map_err(|e| format!("{}: {e}", path.display()))?;
-        progress(format!("JSON written to {}", path.display()));
-    }
-    Ok(())
+    super::publish(&run(opts).await?, json)
 }
 
 /// Run the scenario and return its report (not printed). Whatever happens, what the bench
@@ -215,13 +209,7 @@ impl<'a> Fleet<'a> {
         )
         .await?;
         let kcache_run = {
-            let through = Side {
-                label: KCACHE,
-                kubelets: clients.kubelets(files.target(k.addr, None)),
-                proxies: clients.proxies(files.target(k.addr, None)),
-                base: String::new(),
-                kcache: Some(&k),
-            };
+            let through = Side::through(&clients, &files, &k);
             // The clients have been reading through kcache for a while: its protobuf copies of
             // the two types are up.
             for c in [PODS, SLICES] {
@@ -274,13 +262,7 @@ impl<'a> Fleet<'a> {
         )
         .await?;
         let ready = exec.elapsed();
-        let side = Side {
-            label: KCACHE,
-            kubelets: clients.kubelets(files.target(k.addr, None)),
-            proxies: clients.proxies(files.target(k.addr, None)),
-            base: String::new(),
-            kcache: Some(&k),
-        };
+        let side = Side::through(clients, files, &k);
         progress("fleet: kcache restarted: every node client back at once");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (herd, kubelets, proxies) = self.connect_all(&side, Some(rv), stop_rx).await?;
@@ -753,7 +735,22 @@ struct Side<'k> {
     kcache: Option<&'k KcacheChild>,
 }
 
-impl Side<'_> {
+impl<'k> Side<'k> {
+    /// The node clients through `k` (HTTPS with the bench's certificate), each with its token.
+    fn through(
+        clients: &Clients,
+        files: &super::https::HttpsFiles,
+        k: &'k KcacheChild,
+    ) -> Side<'k> {
+        Side {
+            label: KCACHE,
+            kubelets: clients.kubelets(files.target(k.addr, None)),
+            proxies: clients.proxies(files.target(k.addr, None)),
+            base: String::new(),
+            kcache: Some(k),
+        }
+    }
+
     fn kubelets_or_proxies(&self, collection: &str) -> Target {
         if collection == SLICES {
             self.proxies.clone()
@@ -876,22 +873,9 @@ impl KcacheCost {
 /// Wait until `k` has committed both types, and their protobuf mirrors, to its persistDir.
 async fn committed(k: &KcacheChild) -> Result<(), String> {
     progress("fleet: waiting for kcache's state on disk");
-    let deadline = Instant::now() + Duration::from_secs(600);
-    for (_, _, resource) in TYPES {
-        let of = format!("resource=\"{resource}\"");
-        for parts in [
-            ["kcache_persist_flushes_total", &of, "outcome=\"ok\""].as_slice(),
-            ["kcache_persist_protobuf_objects", &of].as_slice(),
-        ] {
-            while k.metric(parts).await? < 1.0 {
-                if Instant::now() > deadline {
-                    return Err(format!("{resource}: not on disk within 600 s ({parts:?})"));
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-    Ok(())
+    let types = TYPES.map(|(_, _, resource)| resource);
+    k.wait_committed(&types, &types, Duration::from_secs(600))
+        .await
 }
 
 /// The query of a watch from `rv`, as client-go's reflector opens one.

@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 
 use kcache_sim::rbac::{Rbac, Subject};
 
-use super::super::fanout::{Class, FanRun};
+use super::super::fanout::FanRun;
 use super::super::kcache::KcacheChild;
 use super::super::watchers::Proto;
 use super::super::{count_label, fmt_num, load, mb, progress, Bench, Row, Sim};
 use super::{
-    rv_on, Access, Churn, PodChurn, NODE_UPDATES_PER_NODE_PER_SEC, POD_WRITES_PER_SEC,
-    SLICE_UPDATES_PER_SEC,
+    rv_on, Access, Churn, NODE_UPDATES_PER_NODE_PER_SEC, POD_WRITES_PER_SEC, SLICE_UPDATES_PER_SEC,
 };
 
 /// Controllers with full informers: sig-scalability's load test runs the controller manager,
@@ -146,34 +145,17 @@ impl Bench {
         let proto = Proto::H2 {
             connections: CONTROLLERS,
         };
-        // The writers share the bench while it runs them; the report is written after.
-        let this: &Bench = self;
-        let classes = vec![
-            Class {
-                target: &target,
-                proto,
-                watches: watches(COLLECTIONS[0], rvs[0]),
-                rate: POD_WRITES_PER_SEC,
-                write: {
-                    let mut pods = PodChurn::new(churn.pods, nodes, "churn-controllers-");
-                    Box::new(move |i| pods.write(this, sim, i))
-                },
-            },
-            Class {
-                target: &target,
-                proto,
-                watches: watches(COLLECTIONS[1], rvs[1]),
-                rate: node_rate,
-                write: Box::new(|i| this.write_node(sim, churn.nodes, i)),
-            },
-            Class {
-                target: &target,
-                proto,
-                watches: watches(COLLECTIONS[2], rvs[2]),
-                rate: SLICE_UPDATES_PER_SEC,
-                write: Box::new(|i| this.write_slice(sim, churn.slices, i)),
-            },
-        ];
+        let classes = self.churn_classes(
+            sim,
+            churn,
+            nodes,
+            "churn-controllers-",
+            [
+                (&target, proto, watches(COLLECTIONS[0], rvs[0])),
+                (&target, proto, watches(COLLECTIONS[1], rvs[1])),
+                (&target, proto, watches(COLLECTIONS[2], rvs[2])),
+            ],
+        );
         progress(format!("fleet: {case}: watching while the cluster changes"));
         let (runs, ()) = self
             .fan_runs(k, classes, self.scale.fleet_secs, async {})

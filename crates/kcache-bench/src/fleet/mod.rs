@@ -420,6 +420,48 @@ struct Churn<'a> {
     slices: &'a [Value],
 }
 
+/// One class's watchers of a churned type: where, how, and their watches.
+type Watchers<'a> = (&'a load::Target, Proto, Vec<(Option<usize>, String)>);
+
+impl Bench {
+    /// The classes a churn drives, each watched by its `watchers`: Pods at the load test's
+    /// pace (`PodChurn`, names from `prefix`), every Node once a minute, and the slices.
+    fn churn_classes<'a>(
+        &'a self,
+        sim: &'a Sim,
+        churn: &'a Churn<'a>,
+        nodes: usize,
+        prefix: &'static str,
+        [pods, node, slices]: [Watchers<'a>; 3],
+    ) -> Vec<Class<'a>> {
+        let class = |(target, proto, watches): Watchers<'a>, rate, write| Class {
+            target,
+            proto,
+            watches,
+            rate,
+            write,
+        };
+        let mut churned = PodChurn::new(churn.pods, nodes, prefix);
+        vec![
+            class(
+                pods,
+                POD_WRITES_PER_SEC,
+                Box::new(move |i| churned.write(self, sim, i)),
+            ),
+            class(
+                node,
+                NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64,
+                Box::new(move |i| self.write_node(sim, churn.nodes, i)),
+            ),
+            class(
+                slices,
+                SLICE_UPDATES_PER_SEC,
+                Box::new(move |i| self.write_slice(sim, churn.slices, i)),
+            ),
+        ]
+    }
+}
+
 /// The kubelets' watches of their own Node from `rv`, node i's keyed i.
 fn node_watches(nodes: usize, rv: u64) -> Vec<(Option<usize>, String)> {
     (1..=nodes)
@@ -737,34 +779,22 @@ impl Bench {
         let nodes_rv = rv_on(&kubelets, "/api/v1/nodes").await?;
         let slices_rv = rv_on(&proxies, SLICES).await?;
         let node_rate = NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64;
-        // The writers share the bench while it runs them; the report is written after.
-        let this: &Bench = self;
-        let classes = vec![
-            Class {
-                target: &kubelets,
-                proto: Proto::H2 { connections: nodes },
-                watches: node_pod_watches(nodes, pods_rv, "&allowWatchBookmarks=true"),
-                rate: POD_WRITES_PER_SEC,
-                write: {
-                    let mut pods = PodChurn::new(churn.pods, nodes, "churn-at-once-");
-                    Box::new(move |i| pods.write(this, sim, i))
-                },
-            },
-            Class {
-                target: &kubelets,
-                proto: Proto::H2 { connections: nodes },
-                watches: node_watches(nodes, nodes_rv),
-                rate: node_rate,
-                write: Box::new(|i| this.write_node(sim, churn.nodes, i)),
-            },
-            Class {
-                target: &proxies,
-                proto: Proto::H2 { connections: nodes },
-                watches: vec![(None, proxy_watch(slices_rv)); nodes],
-                rate: SLICE_UPDATES_PER_SEC,
-                write: Box::new(|i| this.write_slice(sim, churn.slices, i)),
-            },
-        ];
+        let proto = Proto::H2 { connections: nodes };
+        let classes = self.churn_classes(
+            sim,
+            churn,
+            nodes,
+            "churn-at-once-",
+            [
+                (
+                    &kubelets,
+                    proto,
+                    node_pod_watches(nodes, pods_rv, "&allowWatchBookmarks=true"),
+                ),
+                (&kubelets, proto, node_watches(nodes, nodes_rv)),
+                (&proxies, proto, vec![(None, proxy_watch(slices_rv)); nodes]),
+            ],
+        );
         progress(format!(
             "fleet: every class at once: {nodes} kubelets (Pods and Node), {nodes} kube-proxies, {} users",
             users::USERS
@@ -863,51 +893,26 @@ impl Bench {
         config.persist_dir = Some(store.path().to_owned());
         progress("fleet: the restarted herd: a kcache with a persistDir");
         let mut first = self.kcache(sim, &config).await?;
-        // Every type committed to disk, as in a kcache that has run for a while (a kcache
-        // killed before its first commit of a type starts that type afresh).
-        let committed = Instant::now();
-        for (_, _, resource) in FLEET_TYPES {
-            let flushed = format!("resource=\"{resource}\"");
-            while first
-                .metric(&["kcache_persist_flushes_total", &flushed, "outcome=\"ok\""])
-                .await?
-                < 1.0
-            {
-                if committed.elapsed() > Duration::from_secs(600) {
-                    return Err(format!(
-                        "fleet: {resource} not written to the persistDir within 600 s"
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        // The protobuf mirrors up and committed too, as in a kcache its clients have read
-        // through for a while.
+        // The protobuf mirrors up, as in a kcache its clients have read through for a while,
+        // and every type and mirror committed to disk.
         let (kubelets, proxies) = (access.kubelets(first.addr), access.proxies(first.addr));
         warm_protobuf(&first, &kubelets, "/api/v1/pods").await?;
         warm_protobuf(&first, &kubelets, "/api/v1/nodes").await?;
         warm_protobuf(&first, &proxies, SLICES).await?;
-        for resource in ["pods", "nodes", "endpointslices"] {
-            let stored = format!("resource=\"{resource}\"");
-            while first
-                .metric(&["kcache_persist_protobuf_objects", &stored])
-                .await?
-                < 1.0
-            {
-                if committed.elapsed() > Duration::from_secs(600) {
-                    return Err(format!(
-                        "fleet: {resource}'s protobuf mirror not written to the persistDir within 600 s"
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+        let all: Vec<&str> = FLEET_TYPES.iter().map(|(_, _, r)| *r).collect();
+        first
+            .wait_committed(
+                &all,
+                &["pods", "nodes", "endpointslices"],
+                Duration::from_secs(600),
+            )
+            .await?;
         let clients = herd::Clients {
             nodes,
-            pods_rv: rv_on(&access.kubelets(first.addr), "/api/v1/pods").await?,
-            slices_rv: rv_on(&access.proxies(first.addr), SLICES).await?,
-            kubelets: access.kubelets(first.addr),
-            proxies: access.proxies(first.addr),
+            pods_rv: rv_on(&kubelets, "/api/v1/pods").await?,
+            slices_rv: rv_on(&proxies, SLICES).await?,
+            kubelets,
+            proxies,
         };
         // From here on, whatever the upstream is asked is the restart's and the herd's.
         let baseline = herd::upstream(sim);
