@@ -246,6 +246,69 @@ async fn tokens_of_one_service_account_share_its_access_reviews() {
     );
 }
 
+/// What RBAC allowed is remembered until RBAC changes, not for `allowedCacheSeconds`: a herd
+/// of clients coming back after the short lifetime costs the upstream no access review, and a
+/// revoked binding still takes effect as soon as kcache hears of it (the sim serves its rule
+/// table as RBAC objects, as an apiserver's authorizer reads them).
+#[tokio::test]
+async fn allowances_rbac_gave_last_until_rbac_changes() {
+    let mut b = EnvBuilder::fixtures();
+    b.rbac = Some((table(), "kcache-token".into()));
+    b.config.auth.mode = AuthMode::Delegated;
+    // Without the RBAC objects, every read would be reviewed again.
+    b.config.auth.allowed_cache_seconds = 0;
+    b.config.auth.denied_cache_seconds = 0;
+    let env = b.start().await;
+    env.metric_reaching(&["kcache_auth_rbac_followed"], 1.0)
+        .await;
+    env.sim.keep_journal();
+    let url = env.url();
+    let app = bearer("app-token");
+    let read = || {
+        let (url, app) = (url.clone(), app.clone());
+        async move {
+            get_with(
+                &url,
+                "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion=0",
+                &[("Authorization", app.as_str())],
+            )
+            .await
+            .status
+        }
+    };
+    let reviews = || {
+        env.sim
+            .journal()
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.ends_with("/subjectaccessreviews"))
+            .count()
+    };
+    for _ in 0..5 {
+        assert_eq!(read().await, 200);
+    }
+    assert_eq!(reviews(), 1, "one review while RBAC stays as it was");
+
+    // The app's RoleBinding goes: kcache hears of it and asks again, and the upstream refuses.
+    let revoked = Rbac::new()
+        .proxy("kcache-token", KCACHE)
+        .token("app-token", APP, &["system:serviceaccounts"])
+        .allow_masters();
+    env.sim.set_rbac(Some(revoked));
+    common::wait_until("the revocation to reach kcache", || async {
+        read().await == 403
+    })
+    .await;
+    let asked = reviews();
+    assert!(asked >= 2, "asked again after the change");
+    // The refusal is not kept either (denials keep their own short lifetime): granted again,
+    // the app reads again.
+    env.sim.set_rbac(Some(table()));
+    common::wait_until("the grant to reach kcache", || async {
+        read().await == 200
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn pass_through_carries_the_callers_identity() {
     let env = env(AuthMode::Delegated, table()).await;

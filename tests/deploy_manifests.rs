@@ -1255,6 +1255,23 @@ fn every_kcache_pod_may_list_and_watch_what_its_configuration_caches() {
                     "{origin}: --auth {mode} needs create on {resource}"
                 );
             }
+            // Allowances RBAC gave are remembered until RBAC changes, which kcache
+            // watches for.
+            if pod.config().auth.rbac_allowed_cache_seconds > 0 {
+                for resource in [
+                    "clusterroles",
+                    "clusterrolebindings",
+                    "roles",
+                    "rolebindings",
+                ] {
+                    for verb in ["list", "watch"] {
+                        assert!(
+                            grants(&rules, "rbac.authorization.k8s.io", resource, verb),
+                            "{origin}: --auth {mode} needs {verb} on {resource}"
+                        );
+                    }
+                }
+            }
         }
         // Client-certificate callers are passed on impersonated.
         if pod.tls_file("--client-ca-file").is_some() {
@@ -1760,6 +1777,7 @@ fn the_helm_chart_parses_and_its_references_resolve() {
     for needle in [
         "- apiGroups: [authentication.k8s.io]\n    resources: [tokenreviews]\n    verbs: [create]",
         "- apiGroups: [authorization.k8s.io]\n    resources: [subjectaccessreviews]\n    verbs: [create]",
+        "- apiGroups: [rbac.authorization.k8s.io]\n    resources: [clusterroles, clusterrolebindings, roles, rolebindings]\n    verbs: [list, watch]",
         // Impersonation only where client certificates are verified.
         "{{- if include \"kcache.clientCA\" . }}",
         "- apiGroups: [\"\"]\n    resources: [users, groups]\n    verbs: [impersonate]",

@@ -337,10 +337,77 @@ impl Sim {
     }
 
     /// Turn on token authentication and RBAC with this table (None: everything allowed, as
-    /// by default).
+    /// by default). The table's rules are also served as RBAC objects
+    /// ([`rbac::Rbac::objects`]), created, updated and deleted as the table changes, before
+    /// the new table takes effect: a real apiserver's authorizer follows those objects, so a
+    /// watcher of them hears of a change no later than the authorizer applies it. Turning
+    /// RBAC off leaves the last table's objects in place.
     pub fn set_rbac(&self, rbac: Option<rbac::Rbac>) {
+        if let Some(table) = &rbac {
+            self.serve_rbac_objects(table);
+        }
         if let Ok(mut r) = self.inner.ctx.rbac.write() {
             *r = rbac.map(Arc::new);
+        }
+    }
+
+    /// Make the served RBAC objects those of `table`: a write only for what changed.
+    fn serve_rbac_objects(&self, table: &rbac::Rbac) {
+        const TYPES: [(&str, &str, &str, bool); 4] = [
+            ("clusterroles", "clusterrole", "ClusterRole", false),
+            (
+                "clusterrolebindings",
+                "clusterrolebinding",
+                "ClusterRoleBinding",
+                false,
+            ),
+            ("roles", "role", "Role", true),
+            ("rolebindings", "rolebinding", "RoleBinding", true),
+        ];
+        let group = rbac::RBAC_GROUP;
+        for (resource, singular, kind, namespaced) in TYPES {
+            if self.resource_type(group, resource).is_none() {
+                let rt = types::builtin(group, resource, singular, kind, namespaced, &[]);
+                self.store().register(rt);
+            }
+        }
+        let wanted = table.objects();
+        let key = |o: &Value| {
+            let m = &o["metadata"];
+            (
+                m["namespace"].as_str().map(str::to_string),
+                m["name"].as_str().unwrap_or_default().to_string(),
+            )
+        };
+        for (resource, ..) in TYPES {
+            let served = self.list(group, resource);
+            let mine: Vec<&Value> = wanted
+                .iter()
+                .filter(|(r, _)| *r == resource)
+                .map(|(_, o)| o)
+                .collect();
+            for old in &served {
+                let (ns, name) = key(old);
+                if !mine.iter().any(|o| key(o) == (ns.clone(), name.clone())) {
+                    let _ = self.delete(group, resource, ns.as_deref(), &name);
+                }
+            }
+            for obj in mine {
+                let (ns, name) = key(obj);
+                let same = |old: &Value| {
+                    ["rules", "roleRef", "subjects"]
+                        .iter()
+                        .all(|f| old.get(*f) == obj.get(*f))
+                };
+                let result = match served.iter().find(|o| key(o) == (ns.clone(), name.clone())) {
+                    Some(old) if same(old) => Ok(Value::Null),
+                    Some(_) => self.update(group, resource, obj.clone()),
+                    None => self.create(group, resource, obj.clone()),
+                };
+                if let Err(e) = result {
+                    tracing::warn!(error = ?e, resource, name, "sim: RBAC object not written");
+                }
+            }
         }
     }
 

@@ -180,6 +180,75 @@ impl Rbac {
     }
 }
 
+/// The RBAC API group the table's objects are served under.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+impl Rbac {
+    /// The table as the RBAC objects an apiserver's authorizer would read it from: per rule a
+    /// ClusterRole and ClusterRoleBinding (a rule for every namespace) or a Role and
+    /// RoleBinding (one namespace's), named after the rule's binding. A real cluster changes
+    /// what its authorizer allows by changing these objects, and whoever watches them sees
+    /// it; the sim keeps them in step with the table ([`super::Sim::set_rbac`]) so that a
+    /// watcher of RBAC sees every change of what the sim allows.
+    ///
+    /// Returns `(resource, object)` pairs; two rules under one binding name get names of
+    /// their own (`name`, `name-2`, …).
+    pub fn objects(&self) -> Vec<(&'static str, Value)> {
+        let mut seen: HashMap<(Option<&str>, &str), usize> = HashMap::new();
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            let n = seen
+                .entry((rule.namespace.as_deref(), rule.binding.as_str()))
+                .or_insert(0);
+            *n += 1;
+            let name = match *n {
+                1 => rule.binding.clone(),
+                n => format!("{}-{n}", rule.binding),
+            };
+            let (role_kind, binding_kind) = match rule.namespace {
+                None => ("ClusterRole", "ClusterRoleBinding"),
+                Some(_) => ("Role", "RoleBinding"),
+            };
+            let mut metadata = json!({ "name": name });
+            if let Some(ns) = &rule.namespace {
+                metadata["namespace"] = json!(ns);
+            }
+            let (subject_kind, subject_name) = match &rule.subject {
+                Subject::User(u) => ("User", u),
+                Subject::Group(g) => ("Group", g),
+            };
+            let role = json!({
+                "apiVersion": format!("{RBAC_GROUP}/v1"),
+                "kind": role_kind,
+                "metadata": metadata,
+                "rules": [{
+                    "apiGroups": rule.groups,
+                    "resources": rule.resources,
+                    "verbs": rule.verbs,
+                }],
+            });
+            let binding = json!({
+                "apiVersion": format!("{RBAC_GROUP}/v1"),
+                "kind": binding_kind,
+                "metadata": metadata,
+                "roleRef": { "apiGroup": RBAC_GROUP, "kind": role_kind, "name": name },
+                "subjects": [{
+                    "apiGroup": RBAC_GROUP,
+                    "kind": subject_kind,
+                    "name": subject_name,
+                }],
+            });
+            let (roles, bindings) = match rule.namespace {
+                None => ("clusterroles", "clusterrolebindings"),
+                Some(_) => ("roles", "rolebindings"),
+            };
+            out.push((roles, role));
+            out.push((bindings, binding));
+        }
+        out
+    }
+}
+
 /// A resource request in the authorizer's terms.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {

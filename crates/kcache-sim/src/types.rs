@@ -304,7 +304,8 @@ pub struct FieldPath {
     pub default: &'static str,
 }
 
-fn builtin(
+/// A built-in type served as `v1` of its group.
+pub(crate) fn builtin(
     group: &str,
     resource: &str,
     singular: &str,

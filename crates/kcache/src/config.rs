@@ -92,6 +92,10 @@ pub struct AuthSettings {
     pub allowed_cache_seconds: u64,
     /// Seconds a denied one is remembered.
     pub denied_cache_seconds: u64,
+    /// Seconds an allowed SubjectAccessReview whose reason says RBAC allowed it is remembered,
+    /// while kcache watches the upstream's RBAC objects and none changes (any change forgets
+    /// every remembered verdict); 0: RBAC objects are not watched.
+    pub rbac_allowed_cache_seconds: u64,
     /// Seconds past those TTLs a verdict may still be used while the upstream is unreachable.
     pub stale_if_error_seconds: u64,
 }
@@ -105,6 +109,7 @@ impl Default for AuthSettings {
             token_failure_cache_seconds: d.token_failure_ttl.as_secs(),
             allowed_cache_seconds: d.allowed_ttl.as_secs(),
             denied_cache_seconds: d.denied_ttl.as_secs(),
+            rbac_allowed_cache_seconds: d.rbac_allowed_ttl.as_secs(),
             stale_if_error_seconds: d.stale_if_error.as_secs(),
         }
     }
@@ -636,6 +641,7 @@ impl Config {
             token_failure_ttl: Duration::from_secs(a.token_failure_cache_seconds),
             allowed_ttl: Duration::from_secs(a.allowed_cache_seconds),
             denied_ttl: Duration::from_secs(a.denied_cache_seconds),
+            rbac_allowed_ttl: Duration::from_secs(a.rbac_allowed_cache_seconds),
             stale_if_error: Duration::from_secs(a.stale_if_error_seconds),
         }
     }

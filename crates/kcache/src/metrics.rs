@@ -181,6 +181,9 @@ pub struct Metrics {
     pub cache_served: Family<ResourceLabels, Gauge>,
     pub authentications: Family<AuthnLabels, Counter>,
     pub authorizations: Family<AuthzLabels, Counter>,
+    /// 1 while kcache watches every RBAC type of the upstream (allowances RBAC gave are then
+    /// remembered until RBAC changes), else 0.
+    pub auth_rbac_followed: Gauge,
     /// The audit trail's events by backend and fate, brought up to date from the auditor's
     /// own counters at each scrape ([`Metrics::audit`]).
     pub audit_events: Family<AuditLabels, Counter>,
@@ -246,6 +249,7 @@ impl Metrics {
             cache_served: Family::default(),
             authentications: Family::default(),
             authorizations: Family::default(),
+            auth_rbac_followed: Gauge::default(),
             audit_events: Family::default(),
             limited: Family::default(),
             limits: Family::default(),
@@ -356,7 +360,7 @@ impl Metrics {
             "upstream_requests",
             "Requests kcache sent to the upstream, by purpose (reflector_list, reflector_watch, \
              probe, token_review, access_review, pass_through, setup, protobuf_list, \
-             protobuf_watch, proof)",
+             protobuf_watch, proof, rbac)",
             m.upstream_requests.clone(),
         );
         r.register(
@@ -428,6 +432,13 @@ impl Metrics {
             "Authorization decisions on cached reads, by decision and where it came from \
              (cache, upstream SubjectAccessReview, stale while the upstream is unreachable)",
             m.authorizations.clone(),
+        );
+        r.register(
+            "auth_rbac_followed",
+            "1 while kcache watches the upstream's RBAC objects (every type), so that allowances \
+             RBAC gave are remembered until RBAC changes (auth.rbacAllowedCacheSeconds); 0 with \
+             auth none, before the watches are open, or while one is down",
+            m.auth_rbac_followed.clone(),
         );
         r.register(
             "audit_events",

@@ -288,6 +288,12 @@ pub async fn start(
         );
         reflectors.push(crate::auto::spawn(app.clone(), config, wanted));
     }
+    // With delegated auth: the upstream's RBAC objects, so that what RBAC allowed is
+    // remembered until RBAC changes (see `auth::rbac`). Kept with the reflectors: it runs
+    // as long as they do and stops with them.
+    if let Some(follow) = app.auth.follow_rbac() {
+        reflectors.push(tokio::spawn(follow));
+    }
     log_when_synced(app.clone());
     let addr = listener.local_addr()?;
     let router = api::router(app.clone());

@@ -93,14 +93,23 @@ impl Auth {
             return Ok(());
         };
         let key = review_key(user, attrs);
+        // Read before asking: a change of RBAC while the upstream answers leaves the answer
+        // stale (see `rbac`).
+        let epoch = self.rbac.epoch();
+        let rbac_ttl = if self.rbac.settled(std::time::Instant::now()) {
+            self.config.rbac_allowed_ttl
+        } else {
+            std::time::Duration::ZERO
+        };
         let (allowed_ttl, denied_ttl) = (self.config.allowed_ttl, self.config.denied_ttl);
+        let ttl = move |d: &Decision| match d.allowed {
+            true if d.reason.starts_with(super::rbac::RBAC_ALLOWED) => allowed_ttl.max(rbac_ttl),
+            true => allowed_ttl,
+            false => denied_ttl,
+        };
         let got = self
             .reviews
-            .get(
-                &key,
-                move |d: &Decision| if d.allowed { allowed_ttl } else { denied_ttl },
-                || self.review(user, attrs),
-            )
+            .get_in(epoch, &key, ttl, || self.review(user, attrs))
             .await;
         let count = |decision: &'static str, source: &'static str| {
             self.metrics

@@ -4,6 +4,10 @@
 //! and while the upstream cannot be asked an expired answer may still be used for a while
 //! (stale-if-error), so that a cache that keeps serving through an upstream outage keeps
 //! recognising its callers.
+//!
+//! Answers may also be asked in an *epoch* ([`Memo::get_in`]): an answer is fresh only in the
+//! epoch it was asked in, so that moving to the next epoch makes every remembered answer
+//! stale at once (access reviews, when the upstream's RBAC objects change).
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -34,6 +38,8 @@ impl Source {
 
 struct Entry<V> {
     value: V,
+    /// The epoch the answer was asked in: fresh in that epoch only.
+    epoch: u64,
     fresh_until: Instant,
     usable_until: Instant,
 }
@@ -74,6 +80,25 @@ impl<V: Clone> Memo<V> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
+        self.get_in(0, key, ttl, ask).await
+    }
+
+    /// [`Memo::get`] in `epoch`: a remembered answer asked in another epoch is not fresh, and
+    /// a new one is kept as asked in `epoch`. The caller reads the epoch before asking, so an
+    /// epoch that moves on while the upstream answers leaves that answer stale. An answer of
+    /// an earlier epoch is still used while the upstream cannot be asked (stale-if-error): it
+    /// is the last answer there is.
+    pub async fn get_in<E, F, Fut>(
+        &self,
+        epoch: u64,
+        key: &str,
+        ttl: impl Fn(&V) -> Duration,
+        ask: F,
+    ) -> Result<(V, Source), E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
         let now = Instant::now();
         let slot = match self.slots.get(key) {
             Some(s) => s.clone(),
@@ -95,12 +120,12 @@ impl<V: Clone> Memo<V> {
                     .clone()
             }
         };
-        if let Some(v) = fresh(&slot, now) {
+        if let Some(v) = fresh(&slot, now, epoch) {
             return Ok((v, Source::Cached));
         }
         let _asking = slot.asking.lock().await;
         // Someone else may have asked while this caller queued.
-        if let Some(v) = fresh(&slot, Instant::now()) {
+        if let Some(v) = fresh(&slot, Instant::now(), epoch) {
             return Ok((v, Source::Upstream));
         }
         match ask().await {
@@ -109,6 +134,7 @@ impl<V: Clone> Memo<V> {
                 let fresh_until = now + ttl(&v);
                 *slot.entry.write().unwrap_or_else(|e| e.into_inner()) = Some(Entry {
                     value: v.clone(),
+                    epoch,
                     fresh_until,
                     usable_until: fresh_until + self.stale_if_error,
                 });
@@ -148,12 +174,12 @@ impl<V: Clone> Memo<V> {
     }
 }
 
-fn fresh<V: Clone>(slot: &Slot<V>, now: Instant) -> Option<V> {
+fn fresh<V: Clone>(slot: &Slot<V>, now: Instant, epoch: u64) -> Option<V> {
     slot.entry
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .filter(|e| e.fresh_until > now)
+        .filter(|e| e.fresh_until > now && e.epoch == epoch)
         .map(|e| e.value.clone())
 }
 
@@ -228,6 +254,36 @@ mod tests {
             .get("new", |_| Duration::ZERO, || async { Err::<bool, _>(()) })
             .await
             .is_err());
+    }
+
+    #[tokio::test]
+    async fn a_new_epoch_makes_every_answer_stale_but_usable_while_the_upstream_is_down() {
+        let memo: Memo<u8> = Memo::new(100, Duration::from_secs(60));
+        let hour = |_: &u8| Duration::from_secs(3600);
+        let ask = |v| move || async move { Ok::<_, ()>(v) };
+        assert_eq!(
+            memo.get_in(1, "k", hour, ask(1)).await,
+            Ok((1, Source::Upstream))
+        );
+        assert_eq!(
+            memo.get_in(1, "k", hour, ask(2)).await,
+            Ok((1, Source::Cached))
+        );
+        // The next epoch asks again, and keeps the new answer.
+        assert_eq!(
+            memo.get_in(2, "k", hour, ask(2)).await,
+            Ok((2, Source::Upstream))
+        );
+        assert_eq!(
+            memo.get_in(2, "k", hour, ask(3)).await,
+            Ok((2, Source::Cached))
+        );
+        // An answer of an earlier epoch is the last there is while the upstream is down.
+        let down = || async { Err::<u8, ()>(()) };
+        assert_eq!(
+            memo.get_in(3, "k", hour, down).await,
+            Ok((2, Source::Stale))
+        );
     }
 
     #[tokio::test]

@@ -5,11 +5,13 @@
 //! TokenReview against the upstream, x509 client certificates against the configured client
 //! CA) and asks the upstream's authorizer ([`Auth::authorize`]: a SubjectAccessReview)
 //! before each cached read. Requests it passes through carry the caller's identity, never
-//! kcache's ([`Forward`]). Verdicts are remembered briefly ([`memo`]).
+//! kcache's ([`Forward`]). Verdicts are remembered briefly ([`memo`]); those RBAC gave, for
+//! as long as the upstream's RBAC objects do not change ([`rbac`]).
 
 mod authn;
 mod authz;
 pub mod memo;
+pub mod rbac;
 
 pub use authz::{Attributes, Verdict};
 
@@ -208,6 +210,10 @@ pub struct AuthConfig {
     pub allowed_ttl: Duration,
     /// A denied one (short: a RoleBinding just created must take effect soon).
     pub denied_ttl: Duration,
+    /// An allowed one whose reason says RBAC allowed it, while kcache follows the upstream's
+    /// RBAC objects and none has changed ([`rbac`]); zero: RBAC is not followed, and such
+    /// verdicts are remembered for `allowed_ttl` as the rest.
+    pub rbac_allowed_ttl: Duration,
     /// How long past their TTL verdicts may still be used while the upstream cannot be asked.
     pub stale_if_error: Duration,
 }
@@ -220,6 +226,9 @@ impl Default for AuthConfig {
             token_failure_ttl: Duration::from_secs(5),
             allowed_ttl: Duration::from_secs(20),
             denied_ttl: Duration::from_secs(5),
+            // kube-apiserver's own default for a webhook authorizer's allowances
+            // (`--authorization-webhook-cache-authorized-ttl`).
+            rbac_allowed_ttl: Duration::from_secs(300),
             stale_if_error: Duration::from_secs(300),
         }
     }
@@ -236,6 +245,8 @@ pub struct Auth {
     /// lookup and a few reference counts per request.
     tokens: memo::Memo<Option<Caller>>,
     reviews: memo::Memo<authz::Decision>,
+    /// What kcache knows of the upstream's RBAC objects: the epoch `reviews` are asked in.
+    rbac: Arc<rbac::RbacChanges>,
     /// `system:anonymous`, shared by every anonymous request.
     anonymous: Arc<UserInfo>,
     metrics: Arc<Metrics>,
@@ -250,12 +261,24 @@ impl Auth {
             metrics,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
             reviews: memo::Memo::new(MEMO_CAPACITY, stale),
+            rbac: Arc::default(),
             anonymous: Arc::new(anonymous_user()),
         }
     }
 
     pub fn mode(&self) -> AuthMode {
         self.config.mode
+    }
+
+    /// The task that follows the upstream's RBAC objects, to run for as long as kcache does;
+    /// None when callers are not authorized by kcache (auth `none`) or RBAC is not to be
+    /// followed (`rbac_allowed_ttl` zero).
+    pub fn follow_rbac(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        if self.config.mode == AuthMode::None || self.config.rbac_allowed_ttl.is_zero() {
+            return None;
+        }
+        let followed = self.metrics.auth_rbac_followed.clone();
+        Some(self.rbac.clone().follow(self.upstream.clone(), followed))
     }
 }
 

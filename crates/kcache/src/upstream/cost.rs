@@ -40,12 +40,16 @@ pub enum Purpose {
     /// A consistent metadata-only list proving a cache current (see
     /// [`Upstream::metadata_list`](super::Upstream::metadata_list)).
     Proof,
+    /// Following the upstream's RBAC objects (with delegated auth): a one-item list and a
+    /// watch of each RBAC type, so that access reviews RBAC allowed can be remembered for
+    /// as long as RBAC does not change.
+    Rbac,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order (so `ALL[p as usize] == p`), for series that exist
     /// at zero from the start.
-    pub const ALL: [Purpose; 10] = [
+    pub const ALL: [Purpose; 11] = [
         Purpose::ReflectorList,
         Purpose::ReflectorWatch,
         Purpose::Probe,
@@ -56,6 +60,7 @@ impl Purpose {
         Purpose::ProtobufList,
         Purpose::ProtobufWatch,
         Purpose::Proof,
+        Purpose::Rbac,
     ];
 
     /// The `purpose` label value.
@@ -71,6 +76,7 @@ impl Purpose {
             Purpose::ProtobufList => "protobuf_list",
             Purpose::ProtobufWatch => "protobuf_watch",
             Purpose::Proof => "proof",
+            Purpose::Rbac => "rbac",
         }
     }
 }

@@ -17,6 +17,7 @@ pub use mirror::MirrorReflector;
 
 pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Ended, Reflector, ReflectorConfig, StreamingList};
+pub(crate) use stream::MetaOnly;
 pub use stream::{LineStream, WatchLine};
 pub use version::{TokenForm, UpstreamVersion};
 

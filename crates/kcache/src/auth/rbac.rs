@@ -1,0 +1,294 @@
+//! Following the upstream's RBAC objects, so that access reviews RBAC allowed can be
+//! remembered for as long as RBAC does not change.
+//!
+//! Why: every cached read is authorized by a SubjectAccessReview, remembered for
+//! `auth.allowedCacheSeconds` (20 s). When thousands of clients reconnect at once (a network
+//! blip, an upstream restart, a rollout of their own) more than that after their last
+//! request, each identity costs the upstream a review again, about a millisecond of its CPU
+//! each (docs/scaling.md). The RBAC authorizer decides from four kinds of objects only
+//! (ClusterRoles, ClusterRoleBindings, Roles, RoleBindings); while none of them changes, a
+//! verdict it gave stays what it would give. So kcache watches them, and keeps an allowance
+//! whose reason says RBAC gave it (`RBAC: allowed by …`) for `auth.rbacAllowedCacheSeconds`
+//! (5 minutes, the apiserver's own `--authorization-webhook-cache-authorized-ttl`), and forgets
+//! every remembered verdict the moment any RBAC object changes: a revoked binding takes effect
+//! through kcache as soon as kcache hears of it, not 20 s later.
+//!
+//! The changes are an epoch ([`RbacChanges::epoch`]) that the access-review memo asks in: any
+//! event moves it on. The long lifetime is given only while it is safe
+//! ([`RbacChanges::settled`]):
+//! - every RBAC type is being watched: while a watch is down changes go unseen, and the epoch
+//!   moves when it goes down, so the verdicts given before are asked again;
+//! - no change in the last [`SETTLE`] (the watches' first opening is not one): kcache may
+//!   hear of a change before the apiserver's authorizer (or another replica's) has applied
+//!   it, and a review answered in that gap would be kept with the old rules; verdicts asked
+//!   then get the short lifetime.
+//!
+//! Verdicts other authorizers give (the Node authorizer, a webhook) and every denial keep the
+//! short lifetimes: kcache cannot see what they decide from.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::error::Report;
+use crate::upstream::{LineStream, MetaOnly, Purpose, Upstream, UpstreamError, WatchLine};
+
+/// The RBAC authorizer's reason starts so for everything it allows (e.g. `RBAC: allowed by
+/// ClusterRoleBinding "x" of ClusterRole "y" to User "z"`, in tests/fixtures/audit).
+pub(super) const RBAC_ALLOWED: &str = "RBAC: allowed by ";
+
+/// How long after an RBAC change verdicts keep the short lifetime (see the module docs).
+pub const SETTLE: Duration = Duration::from_secs(10);
+
+/// The collections the RBAC authorizer reads.
+const RBAC_TYPES: [&str; 4] = [
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "/apis/rbac.authorization.k8s.io/v1/roles",
+    "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+];
+
+/// `changed_ms` before any change.
+const NEVER: u64 = u64::MAX;
+
+/// Every RBAC type watched: one bit per entry of [`RBAC_TYPES`].
+const ALL_WATCHED: u8 = (1 << RBAC_TYPES.len()) - 1;
+
+/// What kcache knows of the upstream's RBAC objects: an epoch that moves on at each change,
+/// and whether every type is being watched.
+#[derive(Debug)]
+pub struct RbacChanges {
+    epoch: AtomicU64,
+    /// A bit per RBAC type, set while its watch is open.
+    watched: AtomicU8,
+    /// When the epoch last moved, in milliseconds since `origin` ([`NEVER`] before it first
+    /// does: the watches' first opening is not a change).
+    changed_ms: AtomicU64,
+    origin: Instant,
+}
+
+impl Default for RbacChanges {
+    fn default() -> Self {
+        RbacChanges {
+            epoch: AtomicU64::new(0),
+            watched: AtomicU8::new(0),
+            changed_ms: AtomicU64::new(NEVER),
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl RbacChanges {
+    /// The current epoch: read it before asking for a verdict.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether a verdict RBAC gives now may be kept for the long lifetime: every RBAC type is
+    /// watched and none changed in the last [`SETTLE`].
+    pub fn settled(&self, now: Instant) -> bool {
+        let changed_ms = self.changed_ms.load(Ordering::Acquire);
+        let since_change = now
+            .saturating_duration_since(self.origin)
+            .saturating_sub(Duration::from_millis(changed_ms));
+        self.followed() && (changed_ms == NEVER || since_change >= SETTLE)
+    }
+
+    /// Whether every RBAC type is being watched (the `kcache_auth_rbac_followed` gauge).
+    pub fn followed(&self) -> bool {
+        self.watched.load(Ordering::Acquire) == ALL_WATCHED
+    }
+
+    /// An RBAC object changed, or changes may have gone unseen: every verdict remembered so
+    /// far is stale.
+    fn changed(&self) {
+        let ms = self.origin.elapsed().as_millis() as u64;
+        self.changed_ms.store(ms, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn watching(&self, i: usize) {
+        self.watched.fetch_or(1 << i, Ordering::AcqRel);
+    }
+
+    /// The watch of type `i` is down: what changes meanwhile goes unseen.
+    fn lost(&self, i: usize) {
+        self.watched.fetch_and(!(1 << i), Ordering::AcqRel);
+        self.changed();
+    }
+
+    /// Follow every RBAC type until the task is dropped; `followed` is set to 1 while every
+    /// type is watched.
+    pub async fn follow(self: Arc<Self>, upstream: Upstream, followed: Gauge) {
+        let each = (0..RBAC_TYPES.len()).map(|i| follow_type(&self, &upstream, i, &followed));
+        futures::future::join_all(each).await;
+    }
+}
+
+/// Why one RBAC watch stopped.
+enum Stop {
+    /// The watch ended as watches do (the upstream's timeout): watch again from where it was.
+    Ended,
+    /// The resourceVersion is too old (410): list again. What changed meanwhile is unknown.
+    Expired,
+    /// The upstream could not be asked, or refused.
+    Failed(UpstreamError),
+}
+
+/// List one RBAC type (one item: only its resourceVersion is wanted) and watch it from
+/// there, for ever; each event moves the epoch on.
+async fn follow_type(changes: &RbacChanges, upstream: &Upstream, i: usize, followed: &Gauge) {
+    let collection = RBAC_TYPES[i];
+    let mut from: Option<String> = None;
+    let mut failures: u32 = 0;
+    loop {
+        let opened = Instant::now();
+        let stop = match &from {
+            None => match list_version(upstream, collection).await {
+                Ok(rv) => {
+                    from = Some(rv);
+                    continue;
+                }
+                Err(e) => Stop::Failed(e),
+            },
+            Some(rv) => {
+                let rv = rv.clone();
+                let watching = || {
+                    changes.watching(i);
+                    followed.set(i64::from(changes.followed()));
+                    failures = 0;
+                };
+                watch(changes, upstream, i, &rv, &mut from, watching).await
+            }
+        };
+        if !matches!(stop, Stop::Ended) {
+            changes.lost(i);
+            followed.set(0);
+        }
+        match stop {
+            Stop::Ended => {
+                // An upstream (or a proxy before it) that ends watches at once is not
+                // asked again in a tight loop.
+                if opened.elapsed() < Duration::from_secs(1) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            Stop::Expired => from = None,
+            Stop::Failed(e) => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(
+                        collection,
+                        error = %Report(&e),
+                        "RBAC objects cannot be followed: allowed access reviews are \
+                         remembered for auth.allowedCacheSeconds only until they can"
+                    );
+                }
+                tokio::time::sleep(backoff(failures)).await;
+            }
+        }
+    }
+}
+
+/// 1 s doubling to 60 s.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+/// The collection's resourceVersion, from a list of one item.
+async fn list_version(upstream: &Upstream, collection: &str) -> Result<String, UpstreamError> {
+    let body = upstream
+        .get(&format!("{collection}?limit=1"), Purpose::Rbac)
+        .await?;
+    let list: MetaOnly =
+        serde_json::from_slice(&body).map_err(UpstreamError::decode("RBAC list"))?;
+    list.metadata
+        .resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or_else(|| UpstreamError::Malformed(format!("{collection}: no resourceVersion")))
+}
+
+/// Watch one type from `rv`, keeping `from` at the last version seen; `watching` is called
+/// once the watch is open.
+async fn watch(
+    changes: &RbacChanges,
+    upstream: &Upstream,
+    i: usize,
+    rv: &str,
+    from: &mut Option<String>,
+    watching: impl FnOnce(),
+) -> Stop {
+    let path = format!(
+        "{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}",
+        RBAC_TYPES[i]
+    );
+    let body = match upstream.open(&path, Purpose::Rbac).await {
+        Ok(resp) => resp.into_body(),
+        Err(e) if e.code() == Some(410) => return Stop::Expired,
+        Err(e) => return Stop::Failed(e),
+    };
+    watching();
+    let mut lines = LineStream::new(body);
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Stop::Ended,
+            Err(e) => return Stop::Failed(e),
+        };
+        let event = match WatchLine::parse(&line) {
+            Ok(event) => event,
+            Err(e) => return Stop::Failed(e),
+        };
+        let object: MetaOnly = serde_json::from_slice(&event.object).unwrap_or_default();
+        match event.ty.as_str() {
+            "ERROR" if object.code == Some(410) => return Stop::Expired,
+            "ERROR" => {
+                let message = object.message.unwrap_or_default();
+                return Stop::Failed(UpstreamError::Malformed(format!(
+                    "{}: watch error: {message}",
+                    RBAC_TYPES[i]
+                )));
+            }
+            "BOOKMARK" => {}
+            _ => changes.changed(),
+        }
+        if let Some(rv) = object.metadata.resource_version.filter(|v| !v.is_empty()) {
+            *from = Some(rv);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settled_only_with_every_type_watched_and_no_recent_change() {
+        let changes = RbacChanges::default();
+        let later = Instant::now() + SETTLE * 2;
+        assert!(!changes.settled(later), "nothing watched yet");
+        for i in 0..RBAC_TYPES.len() {
+            changes.watching(i);
+        }
+        assert!(
+            changes.settled(Instant::now()),
+            "no change yet: settled at once"
+        );
+        let before = changes.epoch();
+        changes.lost(2);
+        assert!(changes.epoch() > before, "a lost watch may hide changes");
+        assert!(!changes.settled(later));
+        changes.watching(2);
+        assert!(!changes.settled(Instant::now()), "just changed");
+        assert!(changes.settled(Instant::now() + SETTLE * 2));
+    }
+
+    #[test]
+    fn backoff_grows_to_a_minute() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(30), Duration::from_secs(60));
+    }
+}
