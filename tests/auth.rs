@@ -309,6 +309,99 @@ async fn allowances_rbac_gave_last_until_rbac_changes() {
     .await;
 }
 
+/// ServiceAccount tokens (what `kubectl create token` and every Pod's projected token are) are
+/// checked by kcache itself once the upstream's review of one like it confirmed the issuer,
+/// audience and the user's form: the upstream sees one TokenReview, not one per token. Only
+/// while kcache's cache holds the account: a deleted account's new tokens are reviewed, and
+/// refused.
+async fn service_account_tokens_cost_one_review(profile: kcache_sim::Profile) {
+    common::set_profile(profile);
+    let mut b = EnvBuilder::fixtures();
+    b.config
+        .resources
+        .push(common::resource("", "v1", "serviceaccounts"));
+    b.rbac = Some((table(), "kcache-token".into()));
+    b.config.auth.mode = AuthMode::Delegated;
+    let env = b.start().await;
+    let url = env.url();
+    let admin = bearer("admin-token");
+    let account = "/api/v1/namespaces/team-a/serviceaccounts/app";
+    env.sim
+        .create(
+            "",
+            "serviceaccounts",
+            serde_json::json!({"metadata": {"name": "app", "namespace": "team-a"}}),
+        )
+        .unwrap();
+    let held = |want: u16| {
+        let (url, admin) = (url.clone(), admin.clone());
+        async move {
+            let h = [("Authorization", admin.as_str())];
+            let path = format!("{account}?resourceVersion=0");
+            get_with(&url, &path, &h).await.status == want
+        }
+    };
+    common::wait_until("kcache to hold the account", || held(200)).await;
+    env.sim.keep_journal();
+    let read = |token: String| {
+        let url = url.clone();
+        async move {
+            let auth = bearer(&token);
+            let r = get_with(
+                &url,
+                "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion=0",
+                &[("Authorization", auth.as_str())],
+            )
+            .await;
+            (r.status, r.text())
+        }
+    };
+    let token = || env.sim.token_request("team-a", "app", None, 3600).unwrap();
+    // All at once, as a fleet starts: the first token's review confirms what the others
+    // need, and they wait for it rather than each being reviewed.
+    let reads = (0..8).map(|_| read(token()));
+    for (status, text) in futures::future::join_all(reads).await {
+        assert_eq!(status, 200, "{text}");
+    }
+    let reviews = || {
+        env.sim
+            .journal()
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.ends_with("/tokenreviews"))
+            .count()
+    };
+    assert_eq!(
+        reviews(),
+        1,
+        "the first token reviewed, the others verified"
+    );
+    let verified = env
+        .metric(&["kcache_authentications_total", "result=\"verified\""])
+        .await;
+    assert_eq!(verified, Some(7.0));
+
+    // The account goes: once kcache's cache has seen it go, a new token is reviewed, and the
+    // upstream refuses it.
+    let unused = token();
+    env.sim
+        .delete("", "serviceaccounts", Some("team-a"), "app")
+        .unwrap();
+    common::wait_until("kcache to see the account go", || held(404)).await;
+    let (status, text) = read(unused).await;
+    assert_eq!(status, 401, "{text}");
+    assert_eq!(reviews(), 2);
+}
+
+#[tokio::test]
+async fn service_account_tokens_cost_one_review_v1_34() {
+    service_account_tokens_cost_one_review(kcache_sim::Profile::V1_34).await;
+}
+
+#[tokio::test]
+async fn service_account_tokens_cost_one_review_v1_28() {
+    service_account_tokens_cost_one_review(kcache_sim::Profile::V1_28).await;
+}
+
 #[tokio::test]
 async fn pass_through_carries_the_callers_identity() {
     let env = env(AuthMode::Delegated, table()).await;

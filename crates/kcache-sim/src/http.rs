@@ -53,6 +53,8 @@ pub struct Ctx {
     pub replicas: Replicas,
     /// When each of `SimConfig::storage_reads`' slots is next free (empty: no cost model).
     pub storage: std::sync::Mutex<Vec<std::time::Instant>>,
+    /// The key ServiceAccount tokens are signed with (`Sim::token_request`).
+    pub issuer: super::tokens::Issuer,
 }
 
 impl Ctx {
@@ -269,7 +271,10 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
                     _ => None,
                 };
                 if let Some(token) = review {
-                    return match reviews::answer(&rbac, &who, token, ctx.cfg.profile, req).await {
+                    let service_account = |token: &str| service_account_user(&ctx, token);
+                    let answer =
+                        reviews::answer(&rbac, &who, token, ctx.cfg.profile, service_account, req);
+                    return match answer.await {
                         Ok(body) => json(&ctx, StatusCode::CREATED, body, f),
                         Err(e) => error_response(&ctx, &e, f),
                     };
@@ -282,6 +287,19 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
         Ok(resp) => resp,
         Err(err) => error_response(&ctx, &err, f),
     }
+}
+
+/// The TokenReview user of a ServiceAccount token this sim issued, if it is still valid.
+fn service_account_user(ctx: &Ctx, token: &str) -> Option<serde_json::Value> {
+    let claims = ctx
+        .issuer
+        .check(token, jiff::Timestamp::now().as_second())?;
+    super::tokens::user(&claims, ctx.cfg.profile, |resource, ns, name| {
+        ctx.store
+            .get("", resource, Some(ns), name)
+            .ok()
+            .map(|o| o.value.clone())
+    })
 }
 
 fn base(ctx: &Ctx, code: StatusCode, content_type: &'static str) -> http::response::Builder {
@@ -481,6 +499,18 @@ async fn route(
             Body::from(discovery::version(ctx.cfg.profile)),
         )),
         ["api"] => ok(discovery::api_versions(ctx.addr)),
+        // The service-account issuer's discovery: its keys, for whoever verifies its tokens.
+        ["openid", "v1", "jwks"] => Ok(finish(
+            base(ctx, StatusCode::OK, "application/jwk-set+json"),
+            Body::from(ctx.issuer.jwks()),
+        )),
+        [".well-known", "openid-configuration"] => Ok(finish(
+            base(ctx, StatusCode::OK, "application/json"),
+            Body::from(
+                ctx.issuer
+                    .openid_configuration(&format!("https://{}", ctx.addr)),
+            ),
+        )),
         ["api", "v1"] => {
             ok(discovery::resource_list(&types, "", "v1").ok_or(SimError::NoSuchResource)?)
         }

@@ -76,6 +76,7 @@ mod selector;
 mod status;
 mod store;
 pub mod table_columns;
+pub mod tokens;
 mod types;
 mod watch;
 
@@ -269,6 +270,7 @@ impl Sim {
             table_columns: Default::default(),
             rbac: Default::default(),
             journal: Default::default(),
+            issuer: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(http::handle)
@@ -409,6 +411,45 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// A token for ServiceAccount `namespace/name`, bound to Pod `pod` of that namespace if
+    /// given, valid for `seconds`: what a TokenRequest (`kubectl create token`) returns, signed
+    /// by this sim's key (its public half at `/openid/v1/jwks`). Its TokenReview accepts it
+    /// while the ServiceAccount (and the Pod) exist with the UIDs it names. RBAC must be on
+    /// ([`Sim::set_rbac`]) for the sim to authenticate anything.
+    pub fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        pod: Option<&str>,
+        seconds: i64,
+    ) -> Result<String, SimError> {
+        let sa = self
+            .get("", "serviceaccounts", Some(namespace), name)
+            .ok_or(SimError::NotFound(Target {
+                group: String::new(),
+                resource: "serviceaccounts".into(),
+                name: name.into(),
+            }))?;
+        let pod = match pod {
+            Some(p) => Some(
+                self.get("", "pods", Some(namespace), p)
+                    .ok_or(SimError::NotFound(Target {
+                        group: String::new(),
+                        resource: "pods".into(),
+                        name: p.into(),
+                    }))?,
+            ),
+            None => None,
+        };
+        let now = jiff::Timestamp::now().as_second();
+        let profile = self.profile();
+        Ok(self
+            .inner
+            .ctx
+            .issuer
+            .mint(profile, &sa, pod.as_ref(), now, seconds))
     }
 
     /// From now on, keep every API request made while RBAC is on, with the identity that made

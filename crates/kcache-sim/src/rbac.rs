@@ -466,6 +466,7 @@ pub async fn answer(
     who: &Identity,
     token: bool,
     profile: crate::Profile,
+    service_account: impl Fn(&str) -> Option<Value>,
     req: axum::extract::Request,
 ) -> Result<Vec<u8>, SimError> {
     let (group, resource) = if token {
@@ -493,8 +494,13 @@ pub async fn answer(
     let spec = &review["spec"];
     let status = if token {
         let token = spec["token"].as_str().unwrap_or_default();
-        match rbac.user_of(token) {
-            Some(u) => {
+        // A ServiceAccount token the sim issued (`Sim::token_request`) first.
+        let issued = service_account(token);
+        match (issued, rbac.user_of(token)) {
+            (Some(user), _) => {
+                json!({"authenticated": true, "user": user, "audiences": [crate::tokens::ISSUER]})
+            }
+            (None, Some(u)) => {
                 let mut groups = u.groups.clone();
                 groups.push("system:authenticated".into());
                 let mut user = json!({"username": u.name, "uid": u.uid, "groups": groups});
@@ -507,7 +513,9 @@ pub async fn answer(
                 }
                 json!({"authenticated": true, "user": user, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
             }
-            None => json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"}),
+            (None, None) => {
+                json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"})
+            }
         }
     } else {
         let attrs = &spec["resourceAttributes"];

@@ -98,6 +98,10 @@ pub struct AuthSettings {
     pub rbac_allowed_cache_seconds: u64,
     /// Seconds past those TTLs a verdict may still be used while the upstream is unreachable.
     pub stale_if_error_seconds: u64,
+    /// Whether kcache verifies ServiceAccount tokens itself (signature, issuer, audience,
+    /// lifetime, and the objects they name, from its caches) where it can, instead of a
+    /// TokenReview each; what it cannot check is still reviewed.
+    pub verify_service_account_tokens: bool,
 }
 
 impl Default for AuthSettings {
@@ -111,6 +115,7 @@ impl Default for AuthSettings {
             denied_cache_seconds: d.denied_ttl.as_secs(),
             rbac_allowed_cache_seconds: d.rbac_allowed_ttl.as_secs(),
             stale_if_error_seconds: d.stale_if_error.as_secs(),
+            verify_service_account_tokens: d.verify_service_account_tokens,
         }
     }
 }
@@ -643,6 +648,7 @@ impl Config {
             denied_ttl: Duration::from_secs(a.denied_cache_seconds),
             rbac_allowed_ttl: Duration::from_secs(a.rbac_allowed_cache_seconds),
             stale_if_error: Duration::from_secs(a.stale_if_error_seconds),
+            verify_service_account_tokens: a.verify_service_account_tokens,
         }
     }
 

@@ -11,6 +11,7 @@ use axum::response::Response;
 use http::{header, Extensions, HeaderMap};
 
 use super::{response, App};
+use crate::auth::service_account::{Bound, BoundObjects};
 use crate::auth::{Caller, ConnInfo};
 use crate::status::ApiError;
 
@@ -31,7 +32,11 @@ pub async fn admit(
     extensions: &Extensions,
 ) -> Result<Caller, Refused> {
     let conn = extensions.get::<ConnInfo>();
-    let caller = match app.auth.authenticate(headers, conn).await {
+    let caller = match app
+        .auth
+        .authenticate(headers, conn, &Cached(app.registry()))
+        .await
+    {
         Ok(c) => c,
         Err(e) => {
             return Err(Refused {
@@ -67,4 +72,48 @@ pub fn impersonates(headers: &HeaderMap) -> bool {
     headers
         .keys()
         .any(|k| k.as_str().starts_with("impersonate-"))
+}
+
+/// kcache's caches, as ServiceAccount token verification looks objects up in them
+/// (`auth::service_account`): an object counts only from a cache of the whole type that is
+/// synced and current (in contact with the upstream, not a state restored from disk the
+/// upstream has not confirmed yet); anything else sends the token to a TokenReview.
+struct Cached<'a>(&'a crate::cache::Registry);
+
+impl BoundObjects for Cached<'_> {
+    fn holds(&self, kind: Bound, namespace: &str, name: &str, uid: &str) -> bool {
+        let (resource, key) = match kind {
+            Bound::ServiceAccount => ("serviceaccounts", format!("{namespace}/{name}")),
+            Bound::Pod => ("pods", format!("{namespace}/{name}")),
+            Bound::Node => ("nodes", name.to_string()),
+        };
+        let Some(cache) = self.0.get("", "v1", resource) else {
+            return false;
+        };
+        let scope = &cache.scope;
+        let whole = scope.namespace.is_none() && scope.label.is_empty() && scope.field.is_empty();
+        let current =
+            cache.is_synced() && cache.contact().confirmed() && cache.contact().reachable();
+        if !whole || !current {
+            return false;
+        }
+        let snapshot = cache.snapshot();
+        let Some(object) = snapshot.objects.get(key.as_str()) else {
+            return false;
+        };
+        #[derive(serde::Deserialize)]
+        struct Meta<'a> {
+            #[serde(borrow)]
+            metadata: Fields<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Fields<'a> {
+            #[serde(borrow, default)]
+            uid: &'a str,
+            #[serde(default, rename = "deletionTimestamp")]
+            deletion: Option<serde::de::IgnoredAny>,
+        }
+        serde_json::from_slice::<Meta<'_>>(object.raw())
+            .is_ok_and(|m| m.metadata.uid == uid && m.metadata.deletion.is_none())
+    }
 }

@@ -6,6 +6,7 @@ use http::{header, HeaderMap};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::service_account::{BoundObjects, NotVerified};
 use super::{Auth, AuthError, AuthMode, Caller, ConnInfo, Forward, UserInfo};
 use crate::error::Report;
 use crate::metrics;
@@ -25,6 +26,9 @@ struct TokenReviewStatus {
     authenticated: bool,
     #[serde(default)]
     user: UserInfo,
+    /// The audiences the token is valid for, of the upstream's own (its `--api-audiences`).
+    #[serde(default)]
+    audiences: Vec<String>,
 }
 
 impl Auth {
@@ -32,10 +36,14 @@ impl Auth {
     /// neither (anonymous, or kcache itself for `none` and trusted local callers).
     /// A token the upstream does not accept is a 401, as the apiserver answers; a token that
     /// cannot be checked (upstream unreachable, nothing remembered) a 503.
+    ///
+    /// `objects` are kcache's caches of the objects a ServiceAccount token names, with which
+    /// such tokens are verified without a review ([`super::service_account`]).
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         conn: Option<&ConnInfo>,
+        objects: &dyn BoundObjects,
     ) -> Result<Caller, AuthError> {
         let peer = conn.map(|c| c.peer);
         let counted = |how: &'static str| {
@@ -60,12 +68,12 @@ impl Auth {
                 counted("rejected");
                 return Err(AuthError::Unauthenticated);
             };
-            return match self.review_token(token).await {
-                Ok(Some(caller)) => {
-                    counted("token");
+            return match self.review_token(token, objects).await {
+                Ok((Some(caller), verified)) => {
+                    counted(if verified { "verified" } else { "token" });
                     Ok(caller)
                 }
-                Ok(None) => {
+                Ok((None, _)) => {
                     counted("rejected");
                     Err(AuthError::Unauthenticated)
                 }
@@ -95,8 +103,15 @@ impl Auth {
         })
     }
 
-    /// The caller a token belongs to (None: not a valid token), remembered briefly.
-    async fn review_token(&self, token: &str) -> Result<Option<Caller>, AuthError> {
+    /// The caller a token belongs to (None: not a valid token), remembered briefly, and
+    /// whether kcache verified it itself just now (a ServiceAccount token, see
+    /// [`super::service_account`]) rather than the upstream or the memo.
+    async fn review_token(
+        &self,
+        token: &str,
+        objects: &dyn BoundObjects,
+    ) -> Result<(Option<Caller>, bool), AuthError> {
+        let verified = std::sync::atomic::AtomicBool::new(false);
         let (ok_ttl, no_ttl) = (self.config.token_ttl, self.config.token_failure_ttl);
         let ttl = move |v: &Option<Caller>| -> Duration {
             if v.is_some() {
@@ -108,6 +123,13 @@ impl Auth {
         let (user, _) = self
             .tokens
             .get(token, ttl, || async {
+                let mut learning = None;
+                if self.config.verify_service_account_tokens {
+                    if let Some(user) = self.verify_locally(token, objects, &mut learning).await {
+                        verified.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(Some(Caller::token(user)));
+                    }
+                }
                 let body = json!({
                     "apiVersion": "authentication.k8s.io/v1",
                     "kind": "TokenReview",
@@ -123,15 +145,52 @@ impl Auth {
                     .await?;
                 let review: TokenReview = serde_json::from_slice(&answer)
                     .map_err(crate::upstream::UpstreamError::decode("TokenReview"))?;
-                Ok::<_, crate::upstream::UpstreamError>(
-                    review
-                        .status
-                        .authenticated
-                        .then(|| Caller::token(review.status.user)),
-                )
+                let status = review.status;
+                if !status.authenticated {
+                    return Ok(None);
+                }
+                if self.config.verify_service_account_tokens {
+                    self.service_accounts
+                        .confirm(token, &status.user, &status.audiences, &self.upstream)
+                        .await;
+                }
+                // Tokens like this one waited for its review to confirm what they need.
+                drop(learning);
+                Ok::<_, crate::upstream::UpstreamError>(Some(Caller::token(status.user)))
             })
             .await
             .map_err(AuthError::TokenReview)?;
-        Ok(user)
+        Ok((user, verified.into_inner()))
+    }
+
+    /// The user of a ServiceAccount token kcache can verify itself (see
+    /// [`super::service_account`]); None: it is to be reviewed. The first token kcache sees
+    /// makes it fetch the upstream's keys. A token whose review would confirm what kcache
+    /// lacks waits for any such review in flight (`learning` then holds the gate until its own
+    /// review is confirmed), so a fleet starting at once costs one review, not one each.
+    async fn verify_locally<'a>(
+        &'a self,
+        token: &str,
+        objects: &dyn BoundObjects,
+        learning: &mut Option<tokio::sync::MutexGuard<'a, ()>>,
+    ) -> Option<UserInfo> {
+        let accounts = &self.service_accounts;
+        let verify = || accounts.verify(token, objects, jiff::Timestamp::now().as_second());
+        let mut why = match verify() {
+            Ok(user) => return Some(user),
+            Err(why) => why,
+        };
+        if why == NotVerified::UnknownKey {
+            accounts.fetch_keys(&self.upstream).await;
+            why = match verify() {
+                Ok(user) => return Some(user),
+                Err(why) => why,
+            };
+        }
+        if !why.worth_learning() {
+            return None;
+        }
+        *learning = accounts.learning().await;
+        verify().ok()
     }
 }

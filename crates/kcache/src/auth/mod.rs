@@ -5,13 +5,15 @@
 //! TokenReview against the upstream, x509 client certificates against the configured client
 //! CA) and asks the upstream's authorizer ([`Auth::authorize`]: a SubjectAccessReview)
 //! before each cached read. Requests it passes through carry the caller's identity, never
-//! kcache's ([`Forward`]). Verdicts are remembered briefly ([`memo`]); those RBAC gave, for
+//! kcache's ([`Forward`]). ServiceAccount tokens it can check itself, as the apiserver does,
+//! it does ([`service_account`]). Verdicts are remembered briefly ([`memo`]); those RBAC gave, for
 //! as long as the upstream's RBAC objects do not change ([`rbac`]).
 
 mod authn;
 mod authz;
 pub mod memo;
 pub mod rbac;
+pub mod service_account;
 
 pub use authz::{Attributes, Verdict};
 
@@ -216,6 +218,9 @@ pub struct AuthConfig {
     pub rbac_allowed_ttl: Duration,
     /// How long past their TTL verdicts may still be used while the upstream cannot be asked.
     pub stale_if_error: Duration,
+    /// Whether ServiceAccount tokens are verified by kcache itself where it can
+    /// ([`service_account`]) rather than each reviewed by the upstream.
+    pub verify_service_account_tokens: bool,
 }
 
 impl Default for AuthConfig {
@@ -230,6 +235,7 @@ impl Default for AuthConfig {
             // (`--authorization-webhook-cache-authorized-ttl`).
             rbac_allowed_ttl: Duration::from_secs(300),
             stale_if_error: Duration::from_secs(300),
+            verify_service_account_tokens: true,
         }
     }
 }
@@ -244,6 +250,8 @@ pub struct Auth {
     /// Callers by token (None: not a valid token), whole, so a remembered token costs a
     /// lookup and a few reference counts per request.
     tokens: memo::Memo<Option<Caller>>,
+    /// The upstream's ServiceAccount token keys, and what its reviews confirmed.
+    service_accounts: service_account::ServiceAccountTokens,
     reviews: memo::Memo<authz::Decision>,
     /// What kcache knows of the upstream's RBAC objects: the epoch `reviews` are asked in.
     rbac: Arc<rbac::RbacChanges>,
@@ -260,6 +268,7 @@ impl Auth {
             upstream,
             metrics,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
+            service_accounts: Default::default(),
             reviews: memo::Memo::new(MEMO_CAPACITY, stale),
             rbac: Arc::default(),
             anonymous: Arc::new(anonymous_user()),
