@@ -9,7 +9,8 @@
 //! (published at `/openid/v1/jwks`), its issuer, audience and lifetime, and that the
 //! ServiceAccount (and the Pod or Node it is bound to) still exists with the UID it names
 //! (tests/fixtures/service-account-tokens has two such tokens and their reviews, recorded
-//! from v1.34.9). kcache can make the same checks, with the objects from its own caches.
+//! from v1.34.9; the checks are those of Kubernetes' `pkg/serviceaccount/claims.go`). kcache
+//! can make the same checks, with the objects from its own caches.
 //!
 //! **kcache only ever accepts a token here, never refuses one.** Whatever it cannot check
 //! exactly goes to a TokenReview as before: a token that is not a ServiceAccount JWT (an OIDC
@@ -170,6 +171,8 @@ struct Claims {
     #[serde(default)]
     nbf: Option<i64>,
     #[serde(default)]
+    iat: Option<i64>,
+    #[serde(default)]
     jti: Option<String>,
     #[serde(rename = "kubernetes.io")]
     kubernetes: Kubernetes,
@@ -316,13 +319,21 @@ struct Confirmed {
 /// Why a token was not verified here (for tests; the caller reviews it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotVerified {
+    /// Not a JWT with the apiserver's ServiceAccount claims (another kind of token).
     NotServiceAccountToken,
+    /// Signed with a key the upstream does not publish (or not yet fetched).
     UnknownKey,
+    /// The signature does not verify with the key it names.
     BadSignature,
+    /// No review has confirmed the token's issuer yet.
     UnconfirmedIssuer,
+    /// No review has confirmed any of the token's audiences as the upstream's own.
     UnconfirmedAudience,
+    /// Expired or about to be, or not valid yet.
     Expired,
+    /// Bound to a Secret, which kcache does not cache.
     BoundToSecret,
+    /// An object the token names is not held, current, with the token's UID.
     ObjectNotHeld(Bound),
     /// No token of this shape has been reviewed yet.
     UnconfirmedShape,
@@ -397,7 +408,8 @@ impl ServiceAccountTokens {
             confirmed.forms.get(&t.shape()).copied()
         };
         let c = &t.claims;
-        if now + EXPIRY_MARGIN >= c.exp || c.nbf.is_some_and(|nbf| nbf > now) {
+        let early = |at: Option<i64>| at.is_some_and(|at| at > now);
+        if now + EXPIRY_MARGIN >= c.exp || early(c.nbf) || early(c.iat) {
             return Err(NotVerified::Expired);
         }
         let k = &c.kubernetes;
@@ -405,10 +417,12 @@ impl ServiceAccountTokens {
             return Err(NotVerified::BoundToSecret);
         }
         let ns = k.namespace.as_str();
+        // A Pod's token names the Pod's Node too (v1.30+), which the apiserver does not look
+        // up then: only a token bound to the Node itself needs it.
         let bound = [
             (Bound::ServiceAccount, Some(&k.serviceaccount)),
             (Bound::Pod, k.pod.as_ref()),
-            (Bound::Node, k.node.as_ref()),
+            (Bound::Node, k.node.as_ref().filter(|_| k.pod.is_none())),
         ];
         for (kind, named) in bound {
             if let Some(named) = named {
