@@ -500,10 +500,25 @@ async fn route(
         )),
         ["api"] => ok(discovery::api_versions(ctx.addr)),
         // The service-account issuer's discovery: its keys, for whoever verifies its tokens.
-        ["openid", "v1", "jwks"] => Ok(finish(
-            base(ctx, StatusCode::OK, "application/jwk-set+json"),
-            Body::from(ctx.issuer.jwks()),
-        )),
+        // Served as `application/jwk-set+json` only: asked for JSON alone, the apiserver
+        // answers 406 (tests/fixtures/service-account-tokens/jwks-accept-json-406.json).
+        ["openid", "v1", "jwks"] => {
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("*/*");
+            if !accept.contains("application/jwk-set+json") && !accept.contains("*/*") {
+                return Ok(finish(
+                    base(ctx, StatusCode::NOT_ACCEPTABLE, "application/json"),
+                    Body::from(super::tokens::JWKS_NOT_ACCEPTABLE),
+                ));
+            }
+            Ok(finish(
+                base(ctx, StatusCode::OK, "application/jwk-set+json"),
+                Body::from(ctx.issuer.jwks()),
+            ))
+        }
         [".well-known", "openid-configuration"] => Ok(finish(
             base(ctx, StatusCode::OK, "application/json"),
             Body::from(

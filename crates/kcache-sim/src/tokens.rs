@@ -17,6 +17,10 @@ use crate::Profile;
 /// tokens carry.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
+/// The apiserver's answer to a request for its keys that accepts only JSON.
+pub const JWKS_NOT_ACCEPTABLE: &str =
+    include_str!("../../../tests/fixtures/service-account-tokens/jwks-accept-json-406.json");
+
 /// The extra a TokenReview names a token's own ID under (v1.30+).
 pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 

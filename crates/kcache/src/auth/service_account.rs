@@ -44,6 +44,10 @@ use crate::upstream::{Purpose, Upstream};
 /// Where the upstream publishes its service-account signing keys (as JWKS).
 const JWKS: &str = "/openid/v1/jwks";
 
+/// The media type the keys are served as
+/// (tests/fixtures/service-account-tokens/jwks-accept-json-406.json).
+const JWKS_TYPE: &str = "application/jwk-set+json";
+
 /// The least time between two fetches of the keys (an unknown key ID makes kcache fetch them).
 const REFETCH: Duration = Duration::from_secs(60);
 
@@ -499,7 +503,11 @@ impl ServiceAccountTokens {
             return;
         }
         *fetched = Some(Instant::now());
-        match upstream.get(JWKS, Purpose::Setup).await {
+        // Served as this type only: an Accept of JSON alone is answered 406.
+        match upstream
+            .get_accepting(JWKS, JWKS_TYPE, Purpose::Setup)
+            .await
+        {
             Ok(body) => {
                 let keys = parse_jwks(&body);
                 tracing::debug!(
