@@ -279,6 +279,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_table_is_served_as_the_rbac_objects_it_stands_for() {
+        let rbac = Rbac::new()
+            .allow(Subject::User("u".into()), &["get"], &[""], &["pods"], None)
+            .named("readers")
+            .allow(
+                Subject::Group("g".into()),
+                &["list"],
+                &[""],
+                &["pods"],
+                Some("a"),
+            )
+            .named("readers")
+            .allow(Subject::User("v".into()), &["get"], &[""], &["nodes"], None)
+            .named("readers");
+        let objects = rbac.objects();
+        let named = |resource: &str| -> Vec<(String, String)> {
+            objects
+                .iter()
+                .filter(|(r, _)| *r == resource)
+                .map(|(_, o)| {
+                    let m = &o["metadata"];
+                    (
+                        m["namespace"].as_str().unwrap_or("").to_string(),
+                        m["name"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        };
+        // A rule per (Cluster)Role and binding; one name used twice in one scope made unique.
+        let cluster = vec![
+            (String::new(), "readers".to_string()),
+            (String::new(), "readers-2".to_string()),
+        ];
+        assert_eq!(named("clusterroles"), cluster);
+        assert_eq!(named("clusterrolebindings"), cluster);
+        assert_eq!(
+            named("roles"),
+            vec![("a".to_string(), "readers".to_string())]
+        );
+        let binding = &objects
+            .iter()
+            .find(|(r, _)| *r == "rolebindings")
+            .unwrap()
+            .1;
+        assert_eq!(binding["subjects"][0]["kind"], "Group");
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+        let role = &objects.iter().find(|(r, _)| *r == "roles").unwrap().1;
+        assert_eq!(role["rules"][0]["verbs"], json!(["list"]));
+    }
+
+    #[test]
     fn an_allowed_request_names_the_binding_as_rbac_does() {
         let rbac = Rbac::new()
             .allow(

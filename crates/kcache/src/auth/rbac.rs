@@ -113,10 +113,14 @@ impl RbacChanges {
         self.watched.fetch_or(1 << i, Ordering::AcqRel);
     }
 
-    /// The watch of type `i` is down: what changes meanwhile goes unseen.
+    /// The watch of type `i` is down: what changes meanwhile goes unseen, so the verdicts
+    /// given while it was open are forgotten. A type never watched (kcache's identity may not
+    /// list it) gave no verdict a long life: failing again forgets nothing.
     fn lost(&self, i: usize) {
-        self.watched.fetch_and(!(1 << i), Ordering::AcqRel);
-        self.changed();
+        let was = self.watched.fetch_and(!(1 << i), Ordering::AcqRel);
+        if was & (1 << i) != 0 {
+            self.changed();
+        }
     }
 
     /// Follow every RBAC type until the task is dropped; `followed` is set to 1 while every
@@ -279,6 +283,13 @@ mod tests {
         let before = changes.epoch();
         changes.lost(2);
         assert!(changes.epoch() > before, "a lost watch may hide changes");
+        let lost = changes.epoch();
+        changes.lost(2);
+        assert_eq!(
+            changes.epoch(),
+            lost,
+            "failing again while down changes nothing"
+        );
         assert!(!changes.settled(later));
         changes.watching(2);
         assert!(!changes.settled(Instant::now()), "just changed");
