@@ -309,6 +309,89 @@ async fn allowances_rbac_gave_last_until_rbac_changes() {
     .await;
 }
 
+/// A kcache restarted over its persistDir takes back the access verdicts RBAC gave, so the
+/// clients coming back cost the upstream no SubjectAccessReview, unless RBAC changed while it
+/// was stopped: then none is taken back, and a revoked binding is honoured at once.
+#[tokio::test]
+async fn a_restarted_kcache_keeps_what_rbac_allowed_unless_rbac_changed() {
+    let dir = std::env::temp_dir().join(format!("kcache-verdicts-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut b = EnvBuilder::fixtures();
+    b.rbac = Some((table(), "kcache-token".into()));
+    b.config.auth.mode = AuthMode::Delegated;
+    b.config.cache.persist_dir = Some(dir.clone());
+    let config = b.config.clone();
+    let common::Env { sim, kcache } = b.start().await;
+    sim.keep_journal();
+    let app = bearer("app-token");
+    let read = |url: String| {
+        let app = app.clone();
+        async move {
+            let h = [("Authorization", app.as_str())];
+            let path = "/api/v1/namespaces/fixtures-a/configmaps?resourceVersion=0";
+            get_with(&url, path, &h).await.status
+        }
+    };
+    let reviews = || {
+        sim.journal()
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.ends_with("/subjectaccessreviews"))
+            .count()
+    };
+    let restart = || async {
+        let upstream = kcache::upstream::Upstream::from_url_with_token(&sim.url(), "kcache-token")
+            .expect("upstream");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let k = kcache::server::start(&config, upstream, listener, admin)
+            .await
+            .expect("kcache starts");
+        assert!(k.wait_synced(Duration::from_secs(20)).await);
+        k
+    };
+    assert_eq!(read(kcache.url()).await, 200);
+    assert_eq!(reviews(), 1);
+    // Written down within its period.
+    let file = dir.join("access-verdicts.json");
+    common::wait_until("the verdicts written down", || async {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("fixtures-a"))
+    })
+    .await;
+    kcache.shutdown().await;
+
+    let kcache = restart().await;
+    let restored = ["kcache_auth_verdicts_restored_total"];
+    let metric = |k: &kcache::server::Running| {
+        let url = k.admin_url();
+        async move { common::sample(&common::get(&url, "/metrics").await.text(), &restored) }
+    };
+    common::wait_until("the verdicts taken back", || async {
+        metric(&kcache).await.is_some_and(|n| n >= 1.0)
+    })
+    .await;
+    assert_eq!(read(kcache.url()).await, 200);
+    assert_eq!(reviews(), 1, "no review after the restart");
+    kcache.shutdown().await;
+
+    // RBAC changes while kcache is stopped: the app's binding goes.
+    sim.set_rbac(Some(
+        Rbac::new()
+            .proxy("kcache-token", KCACHE)
+            .token("app-token", APP, &["system:serviceaccounts"])
+            .allow_masters(),
+    ));
+    let kcache = restart().await;
+    assert_eq!(
+        read(kcache.url()).await,
+        403,
+        "the revocation is honoured at once"
+    );
+    assert_eq!(reviews(), 2);
+    assert_eq!(metric(&kcache).await, Some(0.0));
+    kcache.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// ServiceAccount tokens (what `kubectl create token` and every Pod's projected token are) are
 /// checked by kcache itself once the upstream's review of one like it confirmed the issuer,
 /// audience and the user's form: the upstream sees one TokenReview, not one per token. Only

@@ -649,6 +649,7 @@ impl Config {
             rbac_allowed_ttl: Duration::from_secs(a.rbac_allowed_cache_seconds),
             stale_if_error: Duration::from_secs(a.stale_if_error_seconds),
             verify_service_account_tokens: a.verify_service_account_tokens,
+            keep_dir: self.cache.persist_dir.clone(),
         }
     }
 

@@ -184,6 +184,8 @@ pub struct Metrics {
     /// 1 while kcache watches every RBAC type of the upstream (allowances RBAC gave are then
     /// remembered until RBAC changes), else 0.
     pub auth_rbac_followed: Gauge,
+    /// Access verdicts taken back from `cache.persistDir` at start.
+    pub auth_verdicts_restored: Counter,
     /// The audit trail's events by backend and fate, brought up to date from the auditor's
     /// own counters at each scrape ([`Metrics::audit`]).
     pub audit_events: Family<AuditLabels, Counter>,
@@ -250,6 +252,7 @@ impl Metrics {
             authentications: Family::default(),
             authorizations: Family::default(),
             auth_rbac_followed: Gauge::default(),
+            auth_verdicts_restored: Counter::default(),
             audit_events: Family::default(),
             limited: Family::default(),
             limits: Family::default(),
@@ -439,6 +442,12 @@ impl Metrics {
              RBAC gave are remembered until RBAC changes (auth.rbacAllowedCacheSeconds); 0 with \
              auth none, before the watches are open, or while one is down",
             m.auth_rbac_followed.clone(),
+        );
+        r.register(
+            "auth_verdicts_restored",
+            "Access verdicts RBAC gave taken back from cache.persistDir at start (RBAC unchanged \
+             since they were written)",
+            m.auth_verdicts_restored.clone(),
         );
         r.register(
             "audit_events",

@@ -46,9 +46,19 @@ pub struct Attributes<'a> {
 
 #[derive(Debug, Clone)]
 pub(super) struct Decision {
-    allowed: bool,
+    pub(super) allowed: bool,
     /// Shared: every remembered answer hands it to the audit trail of the request it allows.
-    reason: Arc<str>,
+    pub(super) reason: Arc<str>,
+}
+
+impl Decision {
+    /// An allowance, with the authorizer's reason.
+    pub(super) fn allowed(reason: Arc<str>) -> Decision {
+        Decision {
+            allowed: true,
+            reason,
+        }
+    }
 }
 
 /// The authorizer's answer to one request, for its audit events

@@ -164,6 +164,43 @@ impl<V: Clone> Memo<V> {
         });
     }
 
+    /// Every answer fresh in `epoch` that `keep` accepts, with how long it stays fresh: what
+    /// may be written down to be restored after a restart ([`Memo::restore`]).
+    pub fn fresh_in(&self, epoch: u64, keep: impl Fn(&V) -> bool) -> Vec<(String, V, Duration)> {
+        let now = Instant::now();
+        self.slots
+            .iter()
+            .filter_map(|slot| {
+                let entry = slot.entry.read().unwrap_or_else(|e| e.into_inner());
+                let e = entry.as_ref()?;
+                let fresh = e.epoch == epoch && e.fresh_until > now && keep(&e.value);
+                fresh.then(|| (slot.key().clone(), e.value.clone(), e.fresh_until - now))
+            })
+            .collect()
+    }
+
+    /// Remember `value` as the answer to `key`, asked in `epoch`, fresh for `ttl`: an answer
+    /// written down before a restart. An answer already there is kept.
+    pub fn restore(&self, epoch: u64, key: String, value: V, ttl: Duration) {
+        if self.slots.len() >= self.capacity || self.slots.contains_key(&key) {
+            return;
+        }
+        let fresh_until = Instant::now() + ttl;
+        let entry = Entry {
+            value,
+            epoch,
+            fresh_until,
+            usable_until: fresh_until + self.stale_if_error,
+        };
+        self.slots.insert(
+            key,
+            Arc::new(Slot {
+                entry: RwLock::new(Some(entry)),
+                asking: tokio::sync::Mutex::new(()),
+            }),
+        );
+    }
+
     /// Questions remembered (for tests).
     pub fn len(&self) -> usize {
         self.slots.len()

@@ -11,6 +11,7 @@
 
 mod authn;
 mod authz;
+mod kept;
 pub mod memo;
 pub mod rbac;
 pub mod service_account;
@@ -221,6 +222,9 @@ pub struct AuthConfig {
     /// Whether ServiceAccount tokens are verified by kcache itself where it can
     /// ([`service_account`]) rather than each reviewed by the upstream.
     pub verify_service_account_tokens: bool,
+    /// Where the access verdicts RBAC gave are kept across restarts (`cache.persistDir`);
+    /// None: they are not.
+    pub keep_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for AuthConfig {
@@ -236,6 +240,7 @@ impl Default for AuthConfig {
             rbac_allowed_ttl: Duration::from_secs(300),
             stale_if_error: Duration::from_secs(300),
             verify_service_account_tokens: true,
+            keep_dir: None,
         }
     }
 }
@@ -252,7 +257,7 @@ pub struct Auth {
     tokens: memo::Memo<Option<Caller>>,
     /// The upstream's ServiceAccount token keys, and what its reviews confirmed.
     service_accounts: service_account::ServiceAccountTokens,
-    reviews: memo::Memo<authz::Decision>,
+    reviews: Arc<memo::Memo<authz::Decision>>,
     /// What kcache knows of the upstream's RBAC objects: the epoch `reviews` are asked in.
     rbac: Arc<rbac::RbacChanges>,
     /// `system:anonymous`, shared by every anonymous request.
@@ -269,7 +274,7 @@ impl Auth {
             metrics,
             tokens: memo::Memo::new(MEMO_CAPACITY, stale),
             service_accounts: Default::default(),
-            reviews: memo::Memo::new(MEMO_CAPACITY, stale),
+            reviews: Arc::new(memo::Memo::new(MEMO_CAPACITY, stale)),
             rbac: Arc::default(),
             anonymous: Arc::new(anonymous_user()),
         }
@@ -279,15 +284,29 @@ impl Auth {
         self.config.mode
     }
 
-    /// The task that follows the upstream's RBAC objects, to run for as long as kcache does;
-    /// None when callers are not authorized by kcache (auth `none`) or RBAC is not to be
-    /// followed (`rbac_allowed_ttl` zero).
+    /// The task that follows the upstream's RBAC objects (and, with a persist directory,
+    /// keeps the verdicts RBAC gave across restarts), to run for as long as kcache does; None
+    /// when callers are not authorized by kcache (auth `none`) or RBAC is not to be followed
+    /// (`rbac_allowed_ttl` zero).
     pub fn follow_rbac(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
         if self.config.mode == AuthMode::None || self.config.rbac_allowed_ttl.is_zero() {
             return None;
         }
         let followed = self.metrics.auth_rbac_followed.clone();
-        Some(self.rbac.clone().follow(self.upstream.clone(), followed))
+        let follow = self.rbac.clone().follow(self.upstream.clone(), followed);
+        let keep = self.config.keep_dir.clone().map(|dir| {
+            let ttl = self.config.rbac_allowed_ttl;
+            let restored = self.metrics.auth_verdicts_restored.clone();
+            kept::keep(dir, self.rbac.clone(), self.reviews.clone(), ttl, restored)
+        });
+        Some(async move {
+            match keep {
+                Some(keep) => {
+                    futures::future::join(follow, keep).await;
+                }
+                None => follow.await,
+            }
+        })
     }
 }
 

@@ -26,11 +26,13 @@
 //! Verdicts other authorizers give (the Node authorizer, a webhook) and every denial keep the
 //! short lifetimes: kcache cannot see what they decide from.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
+use serde::Deserialize;
 
 use crate::error::Report;
 use crate::upstream::{LineStream, MetaOnly, Purpose, Upstream, UpstreamError, WatchLine};
@@ -67,6 +69,11 @@ pub struct RbacChanges {
     /// does: the watches' first opening is not a change).
     changed_ms: AtomicU64,
     origin: Instant,
+    /// Every RBAC object's key (`namespace/name`) and resourceVersion, per type: what
+    /// [`RbacChanges::digest`] sums up.
+    objects: Mutex<[BTreeMap<String, String>; RBAC_TYPES.len()]>,
+    /// Told each time a watch opens (see [`RbacChanges::wait_followed`]).
+    opened: tokio::sync::Notify,
 }
 
 impl Default for RbacChanges {
@@ -76,6 +83,8 @@ impl Default for RbacChanges {
             watched: AtomicU8::new(0),
             changed_ms: AtomicU64::new(NEVER),
             origin: Instant::now(),
+            objects: Mutex::default(),
+            opened: tokio::sync::Notify::new(),
         }
     }
 }
@@ -111,6 +120,46 @@ impl RbacChanges {
 
     fn watching(&self, i: usize) {
         self.watched.fetch_or(1 << i, Ordering::AcqRel);
+        self.opened.notify_waiters();
+    }
+
+    /// Wait until every RBAC type is watched (at most `within`); whether it is.
+    pub async fn wait_followed(&self, within: Duration) -> bool {
+        let wait = async {
+            loop {
+                let opened = self.opened.notified();
+                if self.followed() {
+                    return;
+                }
+                opened.await;
+            }
+        };
+        tokio::time::timeout(within, wait).await.is_ok()
+    }
+
+    /// A digest of every RBAC object kcache follows (each one's key and resourceVersion), while
+    /// every type is watched: equal digests mean RBAC is as it was (any change of an object
+    /// changes its resourceVersion). None while a type is not watched.
+    pub fn digest(&self) -> Option<String> {
+        if !self.followed() {
+            return None;
+        }
+        let objects = self.objects();
+        let mut sum = ring::digest::Context::new(&ring::digest::SHA256);
+        for (collection, of_type) in RBAC_TYPES.iter().zip(objects.iter()) {
+            for (key, rv) in of_type {
+                for part in [*collection, key.as_str(), rv.as_str()] {
+                    sum.update(part.as_bytes());
+                    sum.update(b"\0");
+                }
+            }
+        }
+        let digest = sum.finish();
+        Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    fn objects(&self) -> std::sync::MutexGuard<'_, [BTreeMap<String, String>; RBAC_TYPES.len()]> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The watch of type `i` is down: what changes meanwhile goes unseen, so the verdicts
@@ -141,8 +190,7 @@ enum Stop {
     Failed(UpstreamError),
 }
 
-/// List one RBAC type (one item: only its resourceVersion is wanted) and watch it from
-/// there, for ever; each event moves the epoch on.
+/// List one RBAC type and watch it from there, for ever; each event moves the epoch on.
 async fn follow_type(changes: &RbacChanges, upstream: &Upstream, i: usize, followed: &Gauge) {
     let collection = RBAC_TYPES[i];
     let mut from: Option<String> = None;
@@ -150,8 +198,9 @@ async fn follow_type(changes: &RbacChanges, upstream: &Upstream, i: usize, follo
     loop {
         let opened = Instant::now();
         let stop = match &from {
-            None => match list_version(upstream, collection).await {
-                Ok(rv) => {
+            None => match list_all(upstream, collection).await {
+                Ok((rv, objects)) => {
+                    changes.objects()[i] = objects;
                     from = Some(rv);
                     continue;
                 }
@@ -201,17 +250,82 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
 }
 
-/// The collection's resourceVersion, from a list of one item.
-async fn list_version(upstream: &Upstream, collection: &str) -> Result<String, UpstreamError> {
-    let body = upstream
-        .get(&format!("{collection}?limit=1"), Purpose::Rbac)
-        .await?;
-    let list: MetaOnly =
-        serde_json::from_slice(&body).map_err(UpstreamError::decode("RBAC list"))?;
-    list.metadata
-        .resource_version
-        .filter(|rv| !rv.is_empty())
-        .ok_or_else(|| UpstreamError::Malformed(format!("{collection}: no resourceVersion")))
+/// A list of RBAC objects, or a watch event's object: only what the digest needs.
+#[derive(Debug, Default, Deserialize)]
+struct Listed {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Item>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    next: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Item {
+    #[serde(default)]
+    metadata: ItemMeta,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ItemMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+}
+
+impl ItemMeta {
+    fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// Every object of one RBAC type (key → resourceVersion) and the list's resourceVersion, in
+/// pages of 500 (one consistent snapshot).
+async fn list_all(
+    upstream: &Upstream,
+    collection: &str,
+) -> Result<(String, BTreeMap<String, String>), UpstreamError> {
+    let mut objects = BTreeMap::new();
+    let mut next = String::new();
+    loop {
+        let mut path = format!("{collection}?limit=500");
+        if !next.is_empty() {
+            path.push_str("&continue=");
+            path.push_str(
+                &percent_encoding::utf8_percent_encode(&next, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            );
+        }
+        let body = upstream.get(&path, Purpose::Rbac).await?;
+        let list: Listed =
+            serde_json::from_slice(&body).map_err(UpstreamError::decode("RBAC list"))?;
+        for item in list.items {
+            objects.insert(item.metadata.key(), item.metadata.resource_version);
+        }
+        if list.metadata.next.is_empty() {
+            if list.metadata.resource_version.is_empty() {
+                return Err(UpstreamError::Malformed(format!(
+                    "{collection}: no resourceVersion"
+                )));
+            }
+            return Ok((list.metadata.resource_version, objects));
+        }
+        next = list.metadata.next;
+    }
 }
 
 /// Watch one type from `rv`, keeping `from` at the last version seen; `watching` is called
@@ -246,7 +360,17 @@ async fn watch(
             Err(e) => return Stop::Failed(e),
         };
         let object: MetaOnly = serde_json::from_slice(&event.object).unwrap_or_default();
+        let item: Item = serde_json::from_slice(&event.object).unwrap_or_default();
         match event.ty.as_str() {
+            "ADDED" | "MODIFIED" => {
+                let rv = item.metadata.resource_version.clone();
+                changes.objects()[i].insert(item.metadata.key(), rv);
+                changes.changed();
+            }
+            "DELETED" => {
+                changes.objects()[i].remove(&item.metadata.key());
+                changes.changed();
+            }
             "ERROR" if object.code == Some(410) => return Stop::Expired,
             "ERROR" => {
                 let message = object.message.unwrap_or_default();
@@ -255,8 +379,7 @@ async fn watch(
                     RBAC_TYPES[i]
                 )));
             }
-            "BOOKMARK" => {}
-            _ => changes.changed(),
+            _ => {}
         }
         if let Some(rv) = object.metadata.resource_version.filter(|v| !v.is_empty()) {
             *from = Some(rv);

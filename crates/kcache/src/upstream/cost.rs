@@ -40,8 +40,8 @@ pub enum Purpose {
     /// A consistent metadata-only list proving a cache current (see
     /// [`Upstream::metadata_list`](super::Upstream::metadata_list)).
     Proof,
-    /// Following the upstream's RBAC objects (with delegated auth): a one-item list and a
-    /// watch of each RBAC type, so that access reviews RBAC allowed can be remembered for
+    /// Following the upstream's RBAC objects (with delegated auth): a list and a watch of
+    /// each RBAC type, so that access reviews RBAC allowed can be remembered for
     /// as long as RBAC does not change.
     Rbac,
 }
