@@ -7,7 +7,7 @@
 //! request, each identity costs the upstream a review again, about a millisecond of its CPU
 //! each (docs/scaling.md). The RBAC authorizer decides from four kinds of objects only
 //! (ClusterRoles, ClusterRoleBindings, Roles, RoleBindings); while none of them changes, a
-//! verdict it gave stays what it would give. So kcache watches them, and keeps an allowance
+//! verdict it gave stays what it would give. So kcache lists and watches them, and keeps an allowance
 //! whose reason says RBAC gave it (`RBAC: allowed by …`) for `auth.rbacAllowedCacheSeconds`
 //! (5 minutes, the apiserver's own `--authorization-webhook-cache-authorized-ttl`), and forgets
 //! every remembered verdict the moment any RBAC object changes: a revoked binding takes effect
@@ -25,6 +25,10 @@
 //!
 //! Verdicts other authorizers give (the Node authorizer, a webhook) and every denial keep the
 //! short lifetimes: kcache cannot see what they decide from.
+//!
+//! The objects' keys and resourceVersions are kept too, summed up in a digest
+//! ([`RbacChanges::digest`]): equal digests at two moments mean RBAC did not change between
+//! them, which lets a restarted kcache take back the verdicts it wrote down (`kept`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
