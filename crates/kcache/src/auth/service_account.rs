@@ -377,7 +377,7 @@ pub struct ServiceAccountTokens {
 const LEARNING_WAIT: Duration = Duration::from_secs(1);
 
 impl ServiceAccountTokens {
-    /// Wait (at most [`LEARNING_WAIT`]) for any review of a token worth learning from to end;
+    /// Wait (at most a second) for any review of a token worth learning from to end;
     /// hold the guard while reviewing one.
     pub async fn learning(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(LEARNING_WAIT, self.learning.lock())
@@ -495,7 +495,7 @@ impl ServiceAccountTokens {
         }
     }
 
-    /// Fetch the upstream's keys, unless they were fetched less than [`REFETCH`] ago (a token
+    /// Fetch the upstream's keys, unless they were fetched less than a minute ago (a token
     /// signed with a key kcache does not know, or the first token).
     pub async fn fetch_keys(&self, upstream: &Upstream) {
         let mut fetched = self.fetched.lock().await;
