@@ -241,7 +241,7 @@ impl Bench {
             return Err("no scheduled pods in the fleet".into());
         }
         seed_sim(&sim, objects)?;
-        let access = Access::new(nodes)?;
+        let access = Access::new(&sim, nodes)?;
         sim.set_rbac(Some(access.rbac(nodes)));
         progress(format!(
             "fleet: {} scheduled Pods; starting kcache",
@@ -495,9 +495,20 @@ const KCACHE_TOKEN: &str = "kcache-token";
 const KUBE_PROXY: &str = "system:serviceaccount:kube-system:kube-proxy";
 
 impl Access {
-    fn new(nodes: usize) -> Result<Access, String> {
+    /// The clients' credentials: the kube-proxies' are tokens of their ServiceAccount, made
+    /// by `sim` as a TokenRequest makes them (one per node, as each kube-proxy Pod has its
+    /// own), which kcache checks itself once the first has been reviewed.
+    fn new(sim: &Sim, nodes: usize) -> Result<Access, String> {
         let bearer = |t: String| {
             http::HeaderValue::from_str(&format!("Bearer {t}")).map_err(|e| e.to_string())
+        };
+        let account =
+            serde_json::json!({"metadata": {"name": "kube-proxy", "namespace": "kube-system"}});
+        sim.create("", "serviceaccounts", account)
+            .map_err(|e| format!("the kube-proxies' ServiceAccount: {e}"))?;
+        let proxy_token = |_| {
+            sim.token_request("kube-system", "kube-proxy", None, 24 * 3600)
+                .map_err(|e| format!("a kube-proxy's token: {e}"))
         };
         Ok(Access {
             files: HttpsFiles::new()?,
@@ -505,7 +516,7 @@ impl Access {
                 .map(|i| bearer(kubelet_token(i)))
                 .collect::<Result<_, _>>()?,
             proxies: (1..=nodes)
-                .map(|i| bearer(proxy_token(i)))
+                .map(|i| proxy_token(i).and_then(bearer))
                 .collect::<Result<_, _>>()?,
             users: (1..=users::USERS)
                 .map(|i| bearer(user_token(i)))
@@ -525,20 +536,11 @@ impl Access {
         }
         rbac = controllers::rbac(rbac);
         for i in 1..=nodes {
-            rbac = rbac
-                .token(
-                    &kubelet_token(i),
-                    &format!("system:node:node-{i}"),
-                    &["system:nodes"],
-                )
-                .token(
-                    &proxy_token(i),
-                    KUBE_PROXY,
-                    &[
-                        "system:serviceaccounts",
-                        "system:serviceaccounts:kube-system",
-                    ],
-                );
+            rbac = rbac.token(
+                &kubelet_token(i),
+                &format!("system:node:node-{i}"),
+                &["system:nodes"],
+            );
         }
         rbac.allow(
             Subject::Group("system:nodes".into()),
@@ -558,7 +560,14 @@ impl Access {
 
     /// kcache serving HTTPS, authenticating and authorizing its callers through the sim.
     fn kcache_config(&self) -> ChildConfig {
-        let mut config = ChildConfig::caching(&FLEET_TYPES);
+        // With the ServiceAccounts: kcache checks the kube-proxies' tokens itself.
+        let mut config = ChildConfig::caching(&[
+            FLEET_TYPES[0],
+            FLEET_TYPES[1],
+            FLEET_TYPES[2],
+            FLEET_TYPES[3],
+            ("", "v1", "serviceaccounts"),
+        ]);
         config.tls = Some((self.files.cert.clone(), self.files.key.clone()));
         config.delegated_with_token = Some(KCACHE_TOKEN.into());
         config
@@ -605,10 +614,6 @@ fn kubelet_token(node: usize) -> String {
 
 fn user_token(user: usize) -> String {
     format!("user-{user}")
-}
-
-fn proxy_token(node: usize) -> String {
-    format!("kube-proxy-node-{node}")
 }
 
 /// The resourceVersion of a list of `collection` through `target` (read as JSON).
@@ -937,7 +942,10 @@ impl Bench {
         let mut row = h.row(R, &herd_case(nodes, &pod_log, &slice_log));
         row.set("restart to ready s", ready.as_secs_f64());
         self.report.push(row);
-        self.herd_checks("kcache restarted", nodes, &h, FLEET_TYPES.len() as u64);
+        // One list per type kcache follows: the fleet's, the ServiceAccounts and the four RBAC
+        // types (docs/security.md).
+        let followed = FLEET_TYPES.len() + 1 + 4;
+        self.herd_checks("kcache restarted", nodes, &h, followed as u64);
         Ok(())
     }
 
