@@ -335,6 +335,29 @@ impl KcacheChild {
         Ok(())
     }
 
+    /// Wait until the access verdicts RBAC gave are written down in `persist_dir` (kcache does
+    /// it every 10 s; docs/security.md, "Remembered verdicts"), as in a kcache that has run
+    /// for a while: one killed before that restarts without them.
+    pub async fn wait_verdicts_kept(
+        &self,
+        persist_dir: &Path,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let file = persist_dir.join("access-verdicts.json");
+        let deadline = Instant::now() + timeout;
+        while !std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\"key\"")) {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "access verdicts not written to {} within {timeout:?}\n{}",
+                    file.display(),
+                    self.log_tail()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
     /// Wait until every one of `resources` has been committed to the persistDir, and the
     /// protobuf mirror of each of `mirrored` with it, as in a kcache that has run for a while
     /// (one killed before its first commit of a type starts that type afresh).

@@ -912,6 +912,9 @@ impl Bench {
                 Duration::from_secs(600),
             )
             .await?;
+        first
+            .wait_verdicts_kept(store.path(), Duration::from_secs(60))
+            .await?;
         let clients = herd::Clients {
             nodes,
             pods_rv: rv_on(&kubelets, "/api/v1/pods").await?,

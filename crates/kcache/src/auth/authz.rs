@@ -102,6 +102,13 @@ impl Auth {
             *verdict = Some(Verdict::Own);
             return Ok(());
         };
+        if !*self.restored.borrow() {
+            // Just started over a persist directory: the verdicts kept there may be about to
+            // be taken back.
+            let mut restored = self.restored.clone();
+            let wait = restored.wait_for(|done| *done);
+            let _ = tokio::time::timeout(super::kept::RESTORE_WAIT, wait).await;
+        }
         let key = review_key(user, attrs);
         // Read before asking: a change of RBAC while the upstream answers leaves the answer
         // stale (see `rbac`).

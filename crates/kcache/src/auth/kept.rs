@@ -37,6 +37,10 @@ pub const FILE: &str = "access-verdicts.json";
 /// How long kcache waits at start for its RBAC watches before giving up on the file.
 const WAIT_FOR_RBAC: Duration = Duration::from_secs(30);
 
+/// How long an access review waits at start for the kept verdicts to be taken back (the RBAC
+/// lists: usually well under a second) before asking the upstream anyway.
+pub const RESTORE_WAIT: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct Kept {
     /// [`RbacChanges::digest`] when the verdicts were written.
@@ -61,15 +65,20 @@ fn unix_ms(t: SystemTime) -> u64 {
 
 /// Take the kept verdicts back if RBAC is as it was, then write them down every [`EVERY`],
 /// for as long as kcache runs.
+///
+/// `done` is set once the kept verdicts are taken back, or found not to be takeable: access
+/// reviews wait for it (briefly, see [`RESTORE_WAIT`]) so that clients coming back the moment
+/// kcache is ready find them.
 pub async fn keep(
     dir: PathBuf,
     rbac: Arc<RbacChanges>,
     memo: Arc<Memo<Decision>>,
     cap: Duration,
     restored: Counter,
+    done: tokio::sync::watch::Sender<bool>,
 ) {
     let path = dir.join(FILE);
-    if rbac.wait_followed(WAIT_FOR_RBAC).await {
+    if path.exists() && rbac.wait_followed(WAIT_FOR_RBAC).await {
         let n = restore(&path, &rbac, &memo, cap);
         if n > 0 {
             tracing::info!(
@@ -79,6 +88,7 @@ pub async fn keep(
         }
         restored.inc_by(n as u64);
     }
+    done.send_replace(true);
     let mut last = None;
     loop {
         tokio::time::sleep(EVERY).await;

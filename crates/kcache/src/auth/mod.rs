@@ -260,6 +260,11 @@ pub struct Auth {
     reviews: Arc<memo::Memo<authz::Decision>>,
     /// What kcache knows of the upstream's RBAC objects: the epoch `reviews` are asked in.
     rbac: Arc<rbac::RbacChanges>,
+    /// False until the verdicts kept in the persist directory are taken back (or cannot be):
+    /// access reviews wait for it at start (`kept`). True from the start without one.
+    restored: tokio::sync::watch::Receiver<bool>,
+    /// What sets `restored`, until the task that keeps the verdicts takes it.
+    restoring: std::sync::Mutex<Option<tokio::sync::watch::Sender<bool>>>,
     /// `system:anonymous`, shared by every anonymous request.
     anonymous: Arc<UserInfo>,
     metrics: Arc<Metrics>,
@@ -268,6 +273,11 @@ pub struct Auth {
 impl Auth {
     pub fn new(config: AuthConfig, upstream: Upstream, metrics: Arc<Metrics>) -> Auth {
         let stale = config.stale_if_error;
+        let keeps = config.keep_dir.is_some()
+            && config.mode != AuthMode::None
+            && !config.rbac_allowed_ttl.is_zero();
+        let (done, restored) = tokio::sync::watch::channel(!keeps);
+        let restoring = keeps.then_some(done);
         Auth {
             config,
             upstream,
@@ -276,6 +286,8 @@ impl Auth {
             service_accounts: Default::default(),
             reviews: Arc::new(memo::Memo::new(MEMO_CAPACITY, stale)),
             rbac: Arc::default(),
+            restored,
+            restoring: std::sync::Mutex::new(restoring),
             anonymous: Arc::new(anonymous_user()),
         }
     }
@@ -294,10 +306,22 @@ impl Auth {
         }
         let followed = self.metrics.auth_rbac_followed.clone();
         let follow = self.rbac.clone().follow(self.upstream.clone(), followed);
-        let keep = self.config.keep_dir.clone().map(|dir| {
+        let done = self
+            .restoring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let keep = self.config.keep_dir.clone().zip(done).map(|(dir, done)| {
             let ttl = self.config.rbac_allowed_ttl;
             let restored = self.metrics.auth_verdicts_restored.clone();
-            kept::keep(dir, self.rbac.clone(), self.reviews.clone(), ttl, restored)
+            kept::keep(
+                dir,
+                self.rbac.clone(),
+                self.reviews.clone(),
+                ttl,
+                restored,
+                done,
+            )
         });
         Some(async move {
             match keep {
