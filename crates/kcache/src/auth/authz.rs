@@ -15,6 +15,11 @@ use crate::upstream::UpstreamError;
 
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
+/// How long an access review waits at start for the verdicts kept in the persist directory to
+/// be taken back (after the RBAC lists: usually well under a second) before asking the
+/// upstream anyway.
+const RESTORE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The one `extra` of a user that names the credential rather than the user: since v1.30 a
 /// ServiceAccount token's own ID (`JTI=…`), different for every token of an account. It is
 /// for tracing a request to its token (the audit trail keeps it); an authorizer's verdict is
@@ -107,7 +112,7 @@ impl Auth {
             // be taken back.
             let mut restored = self.restored.clone();
             let wait = restored.wait_for(|done| *done);
-            let _ = tokio::time::timeout(super::kept::RESTORE_WAIT, wait).await;
+            let _ = tokio::time::timeout(RESTORE_WAIT, wait).await;
         }
         let key = review_key(user, attrs);
         // Read before asking: a change of RBAC while the upstream answers leaves the answer

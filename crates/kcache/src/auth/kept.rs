@@ -37,10 +37,6 @@ pub const FILE: &str = "access-verdicts.json";
 /// How long kcache waits at start for its RBAC watches before giving up on the file.
 const WAIT_FOR_RBAC: Duration = Duration::from_secs(30);
 
-/// How long an access review waits at start for the kept verdicts to be taken back (the RBAC
-/// lists: usually well under a second) before asking the upstream anyway.
-pub const RESTORE_WAIT: Duration = Duration::from_secs(2);
-
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct Kept {
     /// [`RbacChanges::digest`] when the verdicts were written.
@@ -67,8 +63,8 @@ fn unix_ms(t: SystemTime) -> u64 {
 /// for as long as kcache runs.
 ///
 /// `done` is set once the kept verdicts are taken back, or found not to be takeable: access
-/// reviews wait for it (briefly, see [`RESTORE_WAIT`]) so that clients coming back the moment
-/// kcache is ready find them.
+/// reviews wait for it (briefly) so that clients coming back the moment kcache is ready find
+/// them.
 pub async fn keep(
     dir: PathBuf,
     rbac: Arc<RbacChanges>,
