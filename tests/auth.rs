@@ -37,6 +37,15 @@ async fn env(mode: AuthMode, rbac: Rbac) -> common::Env {
     b.start().await
 }
 
+/// How many `review` requests (a path ending, `/tokenreviews` or `/subjectaccessreviews`) the
+/// sim's journal holds.
+fn posted(sim: &kcache_sim::Sim, review: &str) -> usize {
+    sim.journal()
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with(review))
+        .count()
+}
+
 fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
@@ -231,13 +240,7 @@ async fn tokens_of_one_service_account_share_its_access_reviews() {
         .await;
         assert_eq!(r.status, 200, "{token}: {}", r.text());
     }
-    let journal = env.sim.journal();
-    let posted = |review: &str| {
-        journal
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.ends_with(review))
-            .count()
-    };
+    let posted = |review: &str| posted(&env.sim, review);
     assert_eq!(posted("/tokenreviews"), 3, "a TokenReview per token");
     assert_eq!(
         posted("/subjectaccessreviews"),
@@ -276,13 +279,7 @@ async fn allowances_rbac_gave_last_until_rbac_changes() {
             .status
         }
     };
-    let reviews = || {
-        env.sim
-            .journal()
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.ends_with("/subjectaccessreviews"))
-            .count()
-    };
+    let reviews = || posted(&env.sim, "/subjectaccessreviews");
     for _ in 0..5 {
         assert_eq!(read().await, 200);
     }
@@ -332,12 +329,7 @@ async fn a_restarted_kcache_keeps_what_rbac_allowed_unless_rbac_changed() {
             get_with(&url, path, &h).await.status
         }
     };
-    let reviews = || {
-        sim.journal()
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.ends_with("/subjectaccessreviews"))
-            .count()
-    };
+    let reviews = || posted(&sim, "/subjectaccessreviews");
     let restart = || async {
         let upstream = kcache::upstream::Upstream::from_url_with_token(&sim.url(), "kcache-token")
             .expect("upstream");
@@ -445,13 +437,7 @@ async fn service_account_tokens_cost_one_review(profile: kcache_sim::Profile) {
     for (status, text) in futures::future::join_all(reads).await {
         assert_eq!(status, 200, "{text}");
     }
-    let reviews = || {
-        env.sim
-            .journal()
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.ends_with("/tokenreviews"))
-            .count()
-    };
+    let reviews = || posted(&env.sim, "/tokenreviews");
     assert_eq!(
         reviews(),
         1,

@@ -39,7 +39,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use serde::Deserialize;
 
 use crate::error::Report;
-use crate::upstream::{LineStream, MetaOnly, Purpose, Upstream, UpstreamError, WatchLine};
+use crate::upstream::{
+    enc, LineStream, Purpose, ReflectorConfig, Upstream, UpstreamError, WatchLine,
+};
 
 /// The RBAC authorizer's reason starts so for everything it allows (e.g. `RBAC: allowed by
 /// ClusterRoleBinding "x" of ClusterRole "y" to User "z"`, in tests/fixtures/audit).
@@ -243,15 +245,12 @@ async fn follow_type(changes: &RbacChanges, upstream: &Upstream, i: usize, follo
                          remembered for auth.allowedCacheSeconds only until they can"
                     );
                 }
-                tokio::time::sleep(backoff(failures)).await;
+                // The reflectors' backoff: exponential with jitter, so that kcache's replicas do
+                // not retry together.
+                tokio::time::sleep(ReflectorConfig::default().backoff(failures)).await;
             }
         }
     }
-}
-
-/// 1 s doubling to 60 s.
-fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
 }
 
 /// A list of RBAC objects, or a watch event's object: only what the digest needs.
@@ -271,10 +270,15 @@ struct ListMeta {
     next: String,
 }
 
+/// An object of a list or a watch event (a Status for an ERROR event: its code and message).
 #[derive(Debug, Default, Deserialize)]
 struct Item {
     #[serde(default)]
     metadata: ItemMeta,
+    #[serde(default)]
+    code: Option<u16>,
+    #[serde(default)]
+    message: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -309,10 +313,7 @@ async fn list_all(
         let mut path = format!("{collection}?limit=500");
         if !next.is_empty() {
             path.push_str("&continue=");
-            path.push_str(
-                &percent_encoding::utf8_percent_encode(&next, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string(),
-            );
+            path.push_str(&enc(&next));
         }
         let body = upstream.get(&path, Purpose::Rbac).await?;
         let list: Listed =
@@ -363,7 +364,6 @@ async fn watch(
             Ok(event) => event,
             Err(e) => return Stop::Failed(e),
         };
-        let object: MetaOnly = serde_json::from_slice(&event.object).unwrap_or_default();
         let item: Item = serde_json::from_slice(&event.object).unwrap_or_default();
         match event.ty.as_str() {
             "ADDED" | "MODIFIED" => {
@@ -375,9 +375,9 @@ async fn watch(
                 changes.objects()[i].remove(&item.metadata.key());
                 changes.changed();
             }
-            "ERROR" if object.code == Some(410) => return Stop::Expired,
+            "ERROR" if item.code == Some(410) => return Stop::Expired,
             "ERROR" => {
-                let message = object.message.unwrap_or_default();
+                let message = item.message.unwrap_or_default();
                 return Stop::Failed(UpstreamError::Malformed(format!(
                     "{}: watch error: {message}",
                     RBAC_TYPES[i]
@@ -385,8 +385,8 @@ async fn watch(
             }
             _ => {}
         }
-        if let Some(rv) = object.metadata.resource_version.filter(|v| !v.is_empty()) {
-            *from = Some(rv);
+        if !item.metadata.resource_version.is_empty() {
+            *from = Some(item.metadata.resource_version);
         }
     }
 }
@@ -421,12 +421,5 @@ mod tests {
         changes.watching(2);
         assert!(!changes.settled(Instant::now()), "just changed");
         assert!(changes.settled(Instant::now() + SETTLE * 2));
-    }
-
-    #[test]
-    fn backoff_grows_to_a_minute() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(30), Duration::from_secs(60));
     }
 }

@@ -17,7 +17,6 @@ pub use mirror::MirrorReflector;
 
 pub use probe::{ProbeError, RevisionProbe};
 pub use reflector::{Ended, Reflector, ReflectorConfig, StreamingList};
-pub(crate) use stream::MetaOnly;
 pub use stream::{LineStream, WatchLine};
 pub use version::{TokenForm, UpstreamVersion};
 
@@ -56,7 +55,7 @@ fn scope_query(cache: &ResourceCache) -> String {
 }
 
 /// A query parameter value, percent-encoded.
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
