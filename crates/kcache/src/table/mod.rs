@@ -371,10 +371,7 @@ impl Printer {
             Source::Builtin { kind, .. } => Some(kind),
             _ => None,
         };
-        let RowObject {
-            obj,
-            managed_fields,
-        } = RowObject::parse(raw, kind);
+        let RowObject { obj, metadata } = RowObject::parse(raw, kind);
         let (cells, conditions) = self.row(&obj, now);
         out.extend_from_slice(b"{\"cells\":[");
         for (i, cell) in cells.iter().enumerate() {
@@ -392,7 +389,14 @@ impl Printer {
         match include {
             IncludeObject::None => out.extend_from_slice(b"null"),
             IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
-            IncludeObject::Metadata => write_partial_with(out, &obj, managed_fields),
+            IncludeObject::Metadata => match metadata {
+                Some(stored) => {
+                    out.extend_from_slice(PARTIAL_PREFIX);
+                    out.extend_from_slice(stored.get().as_bytes());
+                    out.push(b'}');
+                }
+                None => write_partial(out, &obj),
+            },
         }
         out.push(b'}');
     }
@@ -403,8 +407,9 @@ struct RowObject<'a> {
     /// Its JSON; for a built-in type, only what the kind's cells read (`project`), and
     /// without `metadata.managedFields`.
     obj: Value,
-    /// A built-in type's `metadata.managedFields`, as stored.
-    managed_fields: Option<&'a RawValue>,
+    /// A built-in type's `metadata` as stored, when it is a JSON object: its
+    /// PartialObjectMetadata's.
+    metadata: Option<&'a RawValue>,
 }
 
 impl<'a> RowObject<'a> {
@@ -412,20 +417,21 @@ impl<'a> RowObject<'a> {
     /// whole object made a Pod's row cost about 260 µs, then, without its managedFields, about
     /// 31 µs (BENCHMARKS.md, the fleet's interactive users); no cell reads most of a Pod's
     /// spec and status. A built-in type's stored bytes are the apiserver's own Go encoding,
-    /// so its PartialObjectMetadata takes `managedFields` as they are; a custom resource's is
-    /// written from the parsed object in Go's field order.
+    /// so its PartialObjectMetadata is its `metadata` as stored (`project`'s docs); a custom
+    /// resource's stored metadata has its keys sorted, as unstructured objects are written,
+    /// so its PartialObjectMetadata is written from the parsed object in Go's field order.
     fn parse(raw: &'a [u8], kind: Option<Builtin>) -> RowObject<'a> {
         let whole = || RowObject {
             obj: serde_json::from_slice(raw).unwrap_or(Value::Null),
-            managed_fields: None,
+            metadata: None,
         };
         let Some(kind) = kind else {
             return whole();
         };
         match project::parse(raw, project::for_kind(kind)) {
-            Some((obj, managed_fields)) => RowObject {
+            Some((obj, metadata)) => RowObject {
                 obj,
-                managed_fields,
+                metadata: metadata.filter(|m| m.get().starts_with('{')),
             },
             None => whole(),
         }
@@ -671,19 +677,10 @@ pub fn partial_object_metadata_list(
     Bytes::from(out)
 }
 
+/// The PartialObjectMetadata of a parsed object, its metadata written in Go's field order.
 fn write_partial(out: &mut Vec<u8>, obj: &Value) {
-    write_partial_with(out, obj, None);
-}
-
-/// [`write_partial`], with the metadata's `managedFields` as stored where they were kept apart
-/// (`RowObject`).
-fn write_partial_with(out: &mut Vec<u8>, obj: &Value, managed_fields: Option<&RawValue>) {
     out.extend_from_slice(PARTIAL_PREFIX);
-    write_object_meta(
-        out,
-        obj.get("metadata").unwrap_or(&Value::Null),
-        managed_fields,
-    );
+    write_object_meta(out, obj.get("metadata").unwrap_or(&Value::Null));
     out.push(b'}');
 }
 
@@ -757,7 +754,7 @@ impl FieldWriter<'_> {
 
 /// `ObjectMeta` in Go struct order and with its omitempty rules (so also for unstructured
 /// objects, whose keys are sorted).
-fn write_object_meta(out: &mut Vec<u8>, m: &Value, managed_fields: Option<&RawValue>) {
+fn write_object_meta(out: &mut Vec<u8>, m: &Value) {
     out.push(b'{');
     let mut w = FieldWriter { out, first: true };
     for k in [
@@ -802,26 +799,15 @@ fn write_object_meta(out: &mut Vec<u8>, m: &Value, managed_fields: Option<&RawVa
         w.key("finalizers");
         write_value(w.out, fin, false);
     }
-    match managed_fields {
-        // Written by Go already: the same bytes its fields would be written as below.
-        // `omitempty`: none for an empty list.
-        Some(raw) => {
-            let raw = raw.get().trim();
-            if raw != "[]" && raw != "null" {
-                w.key("managedFields");
-                w.out.extend_from_slice(raw.as_bytes());
-            }
+    w.structs(m, "managedFields", |f, e| {
+        for k in ["manager", "operation", "apiVersion"] {
+            f.str_omitempty(e, k);
         }
-        None => w.structs(m, "managedFields", |f, e| {
-            for k in ["manager", "operation", "apiVersion"] {
-                f.str_omitempty(e, k);
-            }
-            f.ptr(e, "time");
-            f.str_omitempty(e, "fieldsType");
-            f.ptr(e, "fieldsV1");
-            f.str_omitempty(e, "subresource");
-        }),
-    }
+        f.ptr(e, "time");
+        f.str_omitempty(e, "fieldsType");
+        f.ptr(e, "fieldsV1");
+        f.str_omitempty(e, "subresource");
+    });
     w.out.push(b'}');
 }
 

@@ -3,9 +3,14 @@
 //! A row is printed from a `serde_json::Value` of the object, and building that `Value` was
 //! most of a row's cost (a Pod's spec and status are most of its bytes, and its cells read a
 //! handful of their fields). A [`Keep`] tree names the fields a kind's cells read; the parse
-//! builds those and skips the rest without allocating. `metadata` is parsed whole but for
-//! `managedFields`, which no cell reads and which the row's PartialObjectMetadata takes as
-//! stored (a built-in type's stored bytes are the apiserver's own Go encoding).
+//! builds those and skips the rest without allocating.
+//!
+//! `metadata` is also returned as stored: the row's PartialObjectMetadata is those bytes. A
+//! built-in type's stored bytes are the apiserver's own Go encoding of its typed object, and
+//! `ObjectMeta` is written the same way inside a Pod as inside a PartialObjectMetadata, so
+//! the copy is what the apiserver would write, without building and writing labels,
+//! annotations and managedFields again. Of the metadata, a kind with a tree builds only what
+//! its tree names; the others build it whole but for `managedFields`, which no cell reads.
 //!
 //! The trees are checked against the full parse (`tests.rs`: every recorded and seeded object
 //! of each kind prints the same row either way).
@@ -28,9 +33,44 @@ pub(super) enum Keep {
     Fields(&'static [(&'static str, Keep)]),
 }
 
+/// What a container's status contributes to a Pod's row (`cells::pod_summary`).
+const CONTAINER_STATUS: Keep = Keep::Fields(&[
+    ("name", Keep::All),
+    ("restartCount", Keep::All),
+    ("ready", Keep::All),
+    ("started", Keep::All),
+    (
+        "state",
+        Keep::Fields(&[
+            ("waiting", Keep::Fields(&[("reason", Keep::All)])),
+            ("running", Keep::Fields(&[])),
+            (
+                "terminated",
+                Keep::Fields(&[
+                    ("reason", Keep::All),
+                    ("signal", Keep::All),
+                    ("exitCode", Keep::All),
+                ]),
+            ),
+        ]),
+    ),
+    (
+        "lastState",
+        Keep::Fields(&[("terminated", Keep::Fields(&[("finishedAt", Keep::All)]))]),
+    ),
+]);
+
 /// The fields a Pod's row reads (`cells::pod`, `cells::pod_summary`): the containers only
 /// counted, the init containers by name and restart policy.
 const POD: Keep = Keep::Fields(&[
+    (
+        "metadata",
+        Keep::Fields(&[
+            ("name", Keep::All),
+            ("creationTimestamp", Keep::All),
+            ("deletionTimestamp", Keep::All),
+        ]),
+    ),
     (
         "spec",
         Keep::Fields(&[
@@ -48,11 +88,18 @@ const POD: Keep = Keep::Fields(&[
         Keep::Fields(&[
             ("phase", Keep::All),
             ("reason", Keep::All),
-            ("conditions", Keep::All),
-            ("initContainerStatuses", Keep::All),
-            ("containerStatuses", Keep::All),
+            (
+                "conditions",
+                Keep::Fields(&[
+                    ("type", Keep::All),
+                    ("status", Keep::All),
+                    ("reason", Keep::All),
+                ]),
+            ),
+            ("initContainerStatuses", CONTAINER_STATUS),
+            ("containerStatuses", CONTAINER_STATUS),
             ("podIP", Keep::All),
-            ("podIPs", Keep::All),
+            ("podIPs", Keep::Fields(&[("ip", Keep::All)])),
             ("nominatedNodeName", Keep::All),
         ]),
     ),
@@ -60,6 +107,15 @@ const POD: Keep = Keep::Fields(&[
 
 /// The fields a Node's row reads (`cells::node`): not its images, most of its bytes.
 const NODE: Keep = Keep::Fields(&[
+    (
+        "metadata",
+        Keep::Fields(&[
+            ("name", Keep::All),
+            ("creationTimestamp", Keep::All),
+            ("deletionTimestamp", Keep::All),
+            ("labels", Keep::All),
+        ]),
+    ),
     ("spec", Keep::Fields(&[("unschedulable", Keep::All)])),
     (
         "status",
@@ -82,28 +138,28 @@ pub(super) fn for_kind(kind: super::cells::Builtin) -> Option<&'static Keep> {
     }
 }
 
-/// `raw` parsed for a row by `keep` (None: every field). `metadata` is always built whole
-/// but for its `managedFields`, returned as stored. None when `raw` is not a JSON object.
+/// `raw` parsed for a row by `keep` (None: every field, `metadata` but for its
+/// `managedFields`), and its `metadata` as stored. None when `raw` is not a JSON object.
 pub(super) fn parse<'a>(
     raw: &'a [u8],
     keep: Option<&'static Keep>,
 ) -> Option<(Value, Option<&'a RawValue>)> {
-    let managed_fields = Cell::new(None);
+    let metadata = Cell::new(None);
     let mut de = serde_json::Deserializer::from_slice(raw);
     let obj = Top {
         keep,
-        managed_fields: &managed_fields,
+        metadata: &metadata,
     }
     .deserialize(&mut de)
     .ok()?;
     de.end().ok()?;
-    Some((obj, managed_fields.get()))
+    Some((obj, metadata.get()))
 }
 
 /// The object's top level.
 struct Top<'s, 'a> {
     keep: Option<&'static Keep>,
-    managed_fields: &'s Cell<Option<&'a RawValue>>,
+    metadata: &'s Cell<Option<&'a RawValue>>,
 }
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for Top<'_, 'a> {
@@ -129,7 +185,17 @@ impl<'de: 'a, 'a> Visitor<'de> for Top<'_, 'a> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if key == "metadata" {
-                let meta = map.next_value_seed(Metadata(self.managed_fields))?;
+                // Taken as stored, then built from those bytes: scanning them twice costs
+                // less than writing them again (see the module's docs).
+                let raw: &'de RawValue = map.next_value()?;
+                self.metadata.set(Some(raw));
+                let keep = fields.and_then(|f| f.iter().find(|(k, _)| *k == "metadata"));
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                let meta = match keep {
+                    Some((_, keep)) => Part(keep).deserialize(&mut de),
+                    None => Metadata.deserialize(&mut de),
+                }
+                .map_err(serde::de::Error::custom)?;
                 out.insert(key, meta);
                 continue;
             }
@@ -149,10 +215,10 @@ impl<'de: 'a, 'a> Visitor<'de> for Top<'_, 'a> {
     }
 }
 
-/// `metadata`: every field built, but `managedFields`, kept as stored.
-struct Metadata<'s, 'a>(&'s Cell<Option<&'a RawValue>>);
+/// `metadata`: every field built, but `managedFields`.
+struct Metadata;
 
-impl<'de: 'a, 'a> DeserializeSeed<'de> for Metadata<'_, 'a> {
+impl<'de> DeserializeSeed<'de> for Metadata {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
@@ -160,7 +226,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for Metadata<'_, 'a> {
     }
 }
 
-impl<'de: 'a, 'a> Visitor<'de> for Metadata<'_, 'a> {
+impl<'de> Visitor<'de> for Metadata {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -171,7 +237,7 @@ impl<'de: 'a, 'a> Visitor<'de> for Metadata<'_, 'a> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if key == "managedFields" {
-                self.0.set(Some(map.next_value::<&'de RawValue>()?));
+                map.next_value::<IgnoredAny>()?;
             } else {
                 out.insert(key, map.next_value()?);
             }
@@ -288,7 +354,7 @@ impl<'de> Visitor<'de> for FieldName {
 #[cfg(test)]
 pub(super) fn assert_same_row(kind: super::cells::Builtin, obj: &Value, now: i128) {
     let raw = serde_json::to_vec(obj).unwrap();
-    let (projected, managed_fields) = parse(&raw, for_kind(kind)).expect("an object");
+    let (projected, metadata) = parse(&raw, for_kind(kind)).expect("an object");
     let full = super::cells::row(kind, obj, now);
     let row = super::cells::row(kind, &projected, now);
     assert_eq!(
@@ -296,13 +362,8 @@ pub(super) fn assert_same_row(kind: super::cells::Builtin, obj: &Value, now: i12
         (&full.cells, &full.conditions),
         "{kind:?}: {obj}"
     );
-    let mut meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
-    let stored = meta.as_object_mut().and_then(|m| m.remove("managedFields"));
-    assert_eq!(projected.get("metadata").unwrap_or(&Value::Null), &meta);
-    assert_eq!(
-        managed_fields.map(|m| serde_json::from_str::<Value>(m.get()).unwrap()),
-        stored
-    );
+    let stored = metadata.map(|m| serde_json::from_str::<Value>(m.get()).unwrap());
+    assert_eq!(stored.as_ref(), obj.get("metadata"));
 }
 
 #[cfg(test)]
@@ -345,7 +406,7 @@ mod tests {
             "status": {"phase": "Running", "hostIP": "10.0.0.1"},
         });
         let raw = serde_json::to_vec(&pod).unwrap();
-        let (obj, managed) = parse(&raw, for_kind(Builtin::Pod)).unwrap();
+        let (obj, metadata) = parse(&raw, for_kind(Builtin::Pod)).unwrap();
         assert_eq!(
             obj,
             serde_json::json!({
@@ -354,7 +415,10 @@ mod tests {
                 "status": {"phase": "Running"},
             })
         );
-        assert_eq!(managed.unwrap().get(), r#"[{"manager":"m"}]"#);
+        assert_eq!(
+            metadata.unwrap().get(),
+            r#"{"name":"p","managedFields":[{"manager":"m"}]}"#
+        );
         assert!(parse(b"[1]", for_kind(Builtin::Pod)).is_none());
     }
 }
