@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kcache::table::{
-    partial_object_metadata, partial_object_metadata_list, IncludeObject, Printer,
+    partial_object_metadata, partial_object_metadata_list, IncludeObject, Printer, RowSlot,
 };
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -207,16 +207,24 @@ fn check_list(name: &str, group: &str, resource: &str, crd: Option<&Value>, obje
         "{name}: {:?}",
         printer.unsupported_reason()
     );
-    let refs: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
-    let got = printer.list_table(
-        &refs,
-        &parts.metadata.resource_version,
-        parts.metadata.r#continue.as_deref(),
-        parts.metadata.remaining_item_count,
-        include_of(name),
-        date_header(name),
-    );
-    assert_same(name, &got, &body);
+    // Printed, then again from the rows remembered beside each object: both as recorded.
+    let slots: Vec<RowSlot> = objects.iter().map(|_| RowSlot::default()).collect();
+    let rows: Vec<(&[u8], Option<&RowSlot>)> = objects
+        .iter()
+        .zip(&slots)
+        .map(|(o, slot)| (o.as_slice(), Some(slot)))
+        .collect();
+    for _ in 0..2 {
+        let got = printer.list_table(
+            &rows,
+            &parts.metadata.resource_version,
+            parts.metadata.r#continue.as_deref(),
+            parts.metadata.remaining_item_count,
+            include_of(name),
+            date_header(name),
+        );
+        assert_same(name, &got, &body);
+    }
 }
 
 /// Rebuilds a one-row GET Table fixture from `object` and compares it.

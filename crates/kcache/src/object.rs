@@ -34,6 +34,7 @@ use crate::index::{IndexSet, Indexed};
 use crate::json_view::{self, Members};
 use crate::resource::ResourceInfo;
 use crate::selector;
+use crate::table::RowSlot;
 
 /// Why an object from the upstream could not be taken into the cache.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +86,8 @@ pub struct Object {
     item_at: u16,
     /// Length of the store key, which ends where the head table starts.
     key_len: u16,
+    /// Its Table row, once printed (see `table::RowSlot`): empty in a copy.
+    row: RowSlot,
 }
 
 /// An object's store key as the cache's map and posting sets hold it: the object itself (one
@@ -463,7 +466,13 @@ impl Object {
             word_width,
             item_at,
             key_len,
+            row: RowSlot::default(),
         })
+    }
+
+    /// Where this object's Table row is remembered between reads.
+    pub fn row_slot(&self) -> &RowSlot {
+        &self.row
     }
 
     /// Full JSON with `kind`/`apiVersion`, as sent in watch events.
@@ -729,6 +738,7 @@ impl Object {
             word_width,
             item_at: self.item_at,
             key_len: self.key_len,
+            row: RowSlot::default(),
         }
     }
 

@@ -391,7 +391,10 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
             }
         }
         Form::Table { printer, include } => vec![printer.list_table(
-            &raws(),
+            &p.objects
+                .iter()
+                .map(|o| (o.raw(), Some(o.row_slot())))
+                .collect::<Vec<_>>(),
             &rv,
             token,
             p.remaining.map(|r| r as u64),

@@ -769,7 +769,7 @@ fn job(obj: &Value, now: i128) -> Row {
     let completion = time_at(status, &["completionTime"]);
     let duration = match (start, completion) {
         (None, _) => String::new(),
-        (Some(s), None) => human_duration(sub(now, s)),
+        (Some(s), None) => since(Some(s), now),
         (Some(s), Some(c)) => human_duration(sub(c, s)),
     };
     // The Status column of newer apiservers (the v1.28 printer has no such column).

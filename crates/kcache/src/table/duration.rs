@@ -1,6 +1,7 @@
 //! Ages and durations as the apiserver prints them: Kubernetes' `HumanDuration`, RFC 3339
 //! timestamps (`metav1.Time`, `metav1.MicroTime`) and "time since" with a given `now`.
 
+use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const NANOS_PER_SEC: i128 = 1_000_000_000;
@@ -72,12 +73,53 @@ pub(crate) fn sub(t: i128, u: i128) -> i64 {
 }
 
 /// `translateTimestampSince`: `<unknown>` for a zero (absent) time, else the human duration
-/// from `ts` to `now`.
+/// from `ts` to `now`. Inside [`unchanged_until`], also notes when that text changes.
 pub(crate) fn since(ts: Option<i128>, now: i128) -> String {
     match ts {
         None => "<unknown>".to_string(),
-        Some(t) => human_duration(sub(now, t)),
+        Some(t) => {
+            let d = sub(now, t);
+            UNTIL.with(|u| {
+                if let Some(until) = u.get() {
+                    u.set(Some(until.min(now + i128::from(next_change(d)))));
+                }
+            });
+            human_duration(d)
+        }
     }
+}
+
+thread_local! {
+    /// Inside [`unchanged_until`]: the earliest time a [`since`] called so far would print
+    /// otherwise. A row is printed on one thread without awaiting, so the calls of one row are
+    /// exactly those made on this thread meanwhile.
+    static UNTIL: Cell<Option<i128>> = const { Cell::new(None) };
+}
+
+/// Run `f` (printing at `now`), and tell until when everything it printed with [`since`]
+/// stays the same: `i128::MAX` when it printed no age.
+pub(crate) fn unchanged_until<T>(f: impl FnOnce() -> T) -> (T, i128) {
+    let outer = UNTIL.with(|u| u.replace(Some(i128::MAX)));
+    let out = f();
+    let until = UNTIL.with(|u| u.replace(outer)).unwrap_or(i128::MAX);
+    (out, until)
+}
+
+/// Nanoseconds from an age of `d` until its [`human_duration`] may read otherwise: the next
+/// multiple of the smallest unit it prints at that age. Each band's unit divides the bounds
+/// of the bands after it, so a change of band also falls on such a multiple. A time in the
+/// future (a clock ahead of kcache's) is printed again each time.
+fn next_change(d: i64) -> i64 {
+    const DAY: i64 = 24 * HOUR;
+    let unit = match d {
+        _ if d < 0 => return 1,
+        _ if d < 10 * MINUTE => SECOND,
+        _ if d < 8 * HOUR => MINUTE,
+        _ if d < 8 * DAY => HOUR,
+        _ if d < 8 * 365 * DAY => DAY,
+        _ => 365 * DAY,
+    };
+    unit - d.rem_euclid(unit)
 }
 
 /// Parses an RFC 3339 timestamp (`2026-11-22T09:58:07Z`, optional fraction, `Z` or `±hh:mm`)
@@ -239,6 +281,40 @@ mod tests {
             format_rfc3339(parse_time("2000-02-29T23:59:59Z").unwrap()),
             "2000-02-29T23:59:59Z"
         );
+    }
+
+    /// Within the time [`next_change`] gives, an age prints the same; at its end it may not.
+    #[test]
+    fn an_age_prints_the_same_until_its_next_change() {
+        let mut ages: Vec<i64> = vec![-3 * SECOND, -SECOND - 1, -1, 0, 1];
+        for secs in [
+            59, 119, 120, 121, 599, 600, 601, 3599, 10_799, 10_800, 28_799, 28_800,
+        ] {
+            ages.extend([secs * SECOND - 1, secs * SECOND, secs * SECOND + 7]);
+        }
+        for days in [1, 2, 7, 8, 364, 730, 2919, 2920, 4000] {
+            ages.extend([
+                days * 86_400 * SECOND - 1,
+                days * 86_400 * SECOND + 5 * HOUR,
+            ]);
+        }
+        for d in ages {
+            let n = next_change(d);
+            assert!(n > 0, "{d}");
+            let printed = human_duration(d);
+            for step in [0, n / 3, n / 2, n - 1] {
+                assert_eq!(human_duration(d + step), printed, "{d} + {step} of {n}");
+            }
+        }
+        // And the rows' clock: ages printed inside `unchanged_until` bound it.
+        let created = parse_time("2026-11-22T09:58:07Z");
+        let now = parse_time("2026-11-22T10:30:50Z").unwrap();
+        let ((), until) = unchanged_until(|| {
+            assert_eq!(since(created, now), "32m");
+            assert_eq!(since(None, now), "<unknown>");
+        });
+        assert_eq!(until, parse_time("2026-11-22T10:31:07Z").unwrap());
+        assert_eq!(unchanged_until(|| ()).1, i128::MAX);
     }
 
     #[test]

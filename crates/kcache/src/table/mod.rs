@@ -18,6 +18,8 @@ mod duration;
 mod jsonpath;
 mod project;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -102,6 +104,10 @@ enum Source {
 /// A printer for one resource type.
 #[derive(Debug, Clone)]
 pub struct Printer {
+    /// Which printer a [`RowSlot`]'s row was printed by: a type's printer is built again
+    /// when its columns change (a CRD's new version), and rows of the old one must not be
+    /// taken for the new one's.
+    id: u64,
     column_definitions: Bytes,
     source: Source,
     /// Number of columns the upstream defines.
@@ -195,6 +201,7 @@ impl Printer {
             }
         }
         Printer {
+            id: next_printer_id(),
             column_definitions,
             source,
             width,
@@ -205,6 +212,7 @@ impl Printer {
 
     fn unsupported(column_definitions: Bytes, width: usize, reason: String) -> Printer {
         Printer {
+            id: next_printer_id(),
             column_definitions,
             source: Source::Default,
             width,
@@ -280,10 +288,11 @@ impl Printer {
     }
 
     /// The Table body for a list (compact JSON and a newline, as the apiserver sends it).
-    /// `objects` are the raw objects (full, with `kind`/`apiVersion`), in list order.
+    /// `objects` are the raw objects (full, with `kind`/`apiVersion`), in list order, each
+    /// with the slot its row is remembered in, if it has one (see [`RowSlot`]).
     pub fn list_table(
         &self,
-        objects: &[&[u8]],
+        objects: &[(&[u8], Option<&RowSlot>)],
         rv: &str,
         continue_token: Option<&str>,
         remaining: Option<u64>,
@@ -291,14 +300,14 @@ impl Printer {
         now: SystemTime,
     ) -> Bytes {
         let now = unix_nanos(now);
-        let mut out = Vec::with_capacity(256 + objects.iter().map(|o| o.len()).sum::<usize>());
+        let mut out = Vec::with_capacity(256 + objects.iter().map(|(o, _)| o.len()).sum::<usize>());
         self.table_head(&mut out, rv, continue_token, remaining, true);
         out.extend_from_slice(b",\"rows\":[");
-        for (i, raw) in objects.iter().enumerate() {
+        for (i, (raw, slot)) in objects.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            self.write_row(&mut out, raw, include, now);
+            self.write_row(&mut out, raw, *slot, include, now);
         }
         out.extend_from_slice(b"]}\n");
         Bytes::from(out)
@@ -342,7 +351,7 @@ impl Printer {
         let mut out = Vec::with_capacity(512 + object.len());
         self.table_head(&mut out, &rv, None, None, with_columns);
         out.extend_from_slice(b",\"rows\":[");
-        self.write_row(&mut out, object, include, now);
+        self.write_row(&mut out, object, None, include, now);
         out.extend_from_slice(b"]}");
         out
     }
@@ -366,13 +375,61 @@ impl Printer {
         }
     }
 
-    fn write_row(&self, out: &mut Vec<u8>, raw: &[u8], include: IncludeObject, now: i128) {
+    /// One row of `raw` at `now`. With a `slot`, a built-in kind's row is taken from it
+    /// while its cells still read the same, and remembered in it otherwise.
+    fn write_row(
+        &self,
+        out: &mut Vec<u8>,
+        raw: &[u8],
+        slot: Option<&RowSlot>,
+        include: IncludeObject,
+        now: i128,
+    ) {
         let kind = match self.source {
             Source::Builtin { kind, .. } => Some(kind),
             _ => None,
         };
+        // Only a built-in kind's: its PartialObjectMetadata is a part of its bytes.
+        let slot = slot.filter(|_| kind.is_some() && self.supported);
+        if let Some(slot) = slot {
+            if slot.write(out, self.id, raw, include, now) {
+                return;
+            }
+        }
         let RowObject { obj, metadata } = RowObject::parse(raw, kind);
-        let (cells, conditions) = self.row(&obj, now);
+        let start = out.len();
+        let ((), until) = duration::unchanged_until(|| self.write_cells(out, &obj, now));
+        let cells = start..out.len();
+        out.extend_from_slice(b",\"object\":");
+        match include {
+            IncludeObject::None => out.extend_from_slice(b"null"),
+            IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
+            IncludeObject::Metadata => match metadata {
+                Some(stored) => write_partial_stored(out, stored.get().as_bytes()),
+                None => write_partial(out, &obj),
+            },
+        }
+        out.push(b'}');
+        // Where the stored metadata is in `raw`: it was parsed from `raw` without copying.
+        let span = metadata.and_then(|m| {
+            let at = (m.get().as_ptr() as usize).checked_sub(raw.as_ptr() as usize)?;
+            let span = at..at + m.get().len();
+            (raw.get(span.clone()) == Some(m.get().as_bytes())).then_some(span)
+        });
+        if let (Some(slot), Some(metadata)) = (slot, span) {
+            slot.keep(Memo {
+                printer: self.id,
+                from: now,
+                until,
+                cells: out[cells].into(),
+                metadata,
+            });
+        }
+    }
+
+    /// `{"cells":[…]` and the row's `,"conditions":…` if it has any: the row up to its object.
+    fn write_cells(&self, out: &mut Vec<u8>, obj: &Value, now: i128) {
+        let (cells, conditions) = self.row(obj, now);
         out.extend_from_slice(b"{\"cells\":[");
         for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
@@ -385,21 +442,84 @@ impl Printer {
             out.extend_from_slice(b",\"conditions\":");
             write_value(out, &conditions, false);
         }
+    }
+}
+
+/// Where an object's Table row is remembered between reads: kept beside the object in the
+/// cache, so that it lives exactly as long as the object it was printed from, and a list
+/// read by many clients (`kubectl get pods -A` from every dashboard) parses and prints
+/// each object once rather than once per client. A row is taken again only by the printer
+/// that printed it, and only while its ages print the same (`duration::unchanged_until`):
+/// a Pod created an hour ago reads `60m` for a minute. What is kept is the row up to its
+/// object (a few hundred bytes) and where its metadata is in the object's bytes.
+#[derive(Debug, Default)]
+pub struct RowSlot(Mutex<Option<Box<Memo>>>);
+
+/// A copy of an object starts without a row: what is remembered is cheap to print again.
+impl Clone for RowSlot {
+    fn clone(&self) -> RowSlot {
+        RowSlot::default()
+    }
+}
+
+/// A remembered row (see [`RowSlot`]).
+#[derive(Debug)]
+struct Memo {
+    printer: u64,
+    /// From and until when (Unix nanoseconds) the cells print the same.
+    from: i128,
+    until: i128,
+    /// The row up to its object ([`Printer::write_cells`]).
+    cells: Box<[u8]>,
+    /// Where the object's stored `metadata` is in its bytes.
+    metadata: std::ops::Range<usize>,
+}
+
+impl RowSlot {
+    /// Write the row remembered for `printer` if it still reads the same at `now`; whether
+    /// there was one.
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        printer: u64,
+        raw: &[u8],
+        include: IncludeObject,
+        now: i128,
+    ) -> bool {
+        let Ok(memo) = self.0.lock() else {
+            return false;
+        };
+        let Some(m) = memo
+            .as_deref()
+            .filter(|m| m.printer == printer && m.from <= now && now < m.until)
+        else {
+            return false;
+        };
+        let Some(metadata) = raw.get(m.metadata.clone()) else {
+            return false;
+        };
+        out.extend_from_slice(&m.cells);
         out.extend_from_slice(b",\"object\":");
         match include {
             IncludeObject::None => out.extend_from_slice(b"null"),
             IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
-            IncludeObject::Metadata => match metadata {
-                Some(stored) => {
-                    out.extend_from_slice(PARTIAL_PREFIX);
-                    out.extend_from_slice(stored.get().as_bytes());
-                    out.push(b'}');
-                }
-                None => write_partial(out, &obj),
-            },
+            IncludeObject::Metadata => write_partial_stored(out, metadata),
         }
         out.push(b'}');
+        true
     }
+
+    fn keep(&self, memo: Memo) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(Box::new(memo));
+        }
+    }
+}
+
+/// A process-wide number for each printer built ([`Printer`]'s `id`).
+fn next_printer_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// An object as its row is printed from.
@@ -675,6 +795,13 @@ pub fn partial_object_metadata_list(
     }
     out.extend_from_slice(b"]}\n");
     Bytes::from(out)
+}
+
+/// The PartialObjectMetadata of a built-in object from its `metadata` as stored (`RowObject`).
+fn write_partial_stored(out: &mut Vec<u8>, metadata: &[u8]) {
+    out.extend_from_slice(PARTIAL_PREFIX);
+    out.extend_from_slice(metadata);
+    out.push(b'}');
 }
 
 /// The PartialObjectMetadata of a parsed object, its metadata written in Go's field order.

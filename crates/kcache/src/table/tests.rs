@@ -239,3 +239,58 @@ fn metadata_kept_as_stored_gives_the_same_row() {
         .metadata
         .is_none());
 }
+
+/// A row remembered beside its object is written as a fresh print would be, whatever the
+/// printer, `includeObject` or clock: taken again only while its ages read the same.
+#[test]
+fn remembered_rows_print_as_fresh_rows_do() {
+    let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","uid":"u","resourceVersion":"9","creationTimestamp":"2026-11-28T10:00:00Z","labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"i"}],"nodeName":"node-1"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}],"podIP":"10.0.0.1","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"state":{"running":{"startedAt":"2026-11-28T10:05:00Z"}},"lastState":{"terminated":{"exitCode":1,"finishedAt":"2026-11-28T10:04:30Z"}}}]}}"#;
+    let defs = Bytes::from_static(
+        br#"[{"name":"Name"},{"name":"Ready"},{"name":"Status"},{"name":"Restarts"},{"name":"Age"}]"#,
+    );
+    let printer = Printer::new("", "pods", defs, None);
+    let slot = RowSlot::default();
+    let print = |p: &Printer, slot: Option<&RowSlot>, include, now: &str| {
+        let body = p.list_table(&[(pod, slot)], "9", None, None, include, at(now));
+        String::from_utf8(body.to_vec()).unwrap()
+    };
+    // In order: remembered at 10:30:10 (ages in minutes: good until 10:31:00), taken again,
+    // then printed afresh as the minute turns and when the clock goes back.
+    for now in [
+        "2026-11-28T10:30:10Z",
+        "2026-11-28T10:30:59Z",
+        "2026-11-28T10:31:00Z",
+        "2026-11-28T10:20:00Z",
+        "2026-11-28T10:20:00Z",
+    ] {
+        for include in [
+            IncludeObject::Metadata,
+            IncludeObject::None,
+            IncludeObject::Object,
+        ] {
+            assert_eq!(
+                print(&printer, Some(&slot), include, now),
+                print(&printer, None, include, now),
+                "{now} {include:?}"
+            );
+        }
+    }
+    let fresh = print(&printer, None, IncludeObject::None, "2026-11-28T10:31:00Z");
+    assert!(
+        fresh.contains(r#"["p","1/1","Running","2 (26m ago)","31m"]"#),
+        "{fresh}"
+    );
+    // Another printer of the type (its columns changed) prints its own row.
+    let fewer = Printer::new(
+        "",
+        "pods",
+        Bytes::from_static(br#"[{"name":"Name"},{"name":"Age"}]"#),
+        None,
+    );
+    let now = "2026-11-28T10:20:30Z";
+    print(&printer, Some(&slot), IncludeObject::None, now);
+    assert_eq!(
+        print(&fewer, Some(&slot), IncludeObject::None, now),
+        print(&fewer, None, IncludeObject::None, now)
+    );
+}
