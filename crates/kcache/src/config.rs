@@ -331,6 +331,11 @@ pub struct CacheSettings {
     /// watches instead of relisting (see `persist`). Absent: nothing is written to disk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub persist_dir: Option<PathBuf>,
+    /// Every this many seconds, ask the allocator to give the free pages of kcache's heap back
+    /// to the system (glibc's `malloc_trim`, see `kcache_heap`); 0: never. glibc keeps what
+    /// was freed among live allocations resident: the lists parsed at start, a herd's
+    /// buffers, objects replaced by churn.
+    pub release_memory_seconds: u64,
 }
 
 impl Default for CacheSettings {
@@ -341,6 +346,7 @@ impl Default for CacheSettings {
             history_max_events: d.history_max_events,
             protobuf: true,
             persist_dir: None,
+            release_memory_seconds: 10,
         }
     }
 }

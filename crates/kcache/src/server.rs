@@ -294,6 +294,10 @@ pub async fn start(
     if let Some(follow) = app.auth.follow_rbac() {
         reflectors.push(tokio::spawn(follow));
     }
+    if config.cache.release_memory_seconds > 0 {
+        let period = Duration::from_secs(config.cache.release_memory_seconds);
+        reflectors.push(tokio::spawn(follow::release_memory_every(period)));
+    }
     log_when_synced(app.clone());
     let addr = listener.local_addr()?;
     let router = api::router(app.clone());
