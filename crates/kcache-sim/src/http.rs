@@ -40,9 +40,10 @@ pub struct Ctx {
     pub pf_uids: (String, String),
     /// API requests served, by kind (for tests and the benchmark: what reached the upstream).
     pub counts: RequestCounts,
-    /// Table column definitions to answer `as=Table` lists with, by (group, resource). The sim
-    /// prints no rows: it serves only what kcache needs from an upstream's Table (the columns,
-    /// whose descriptions are the real apiserver's API documentation and come from outside).
+    /// Table column definitions to answer `as=Table` lists with, by (group, resource): the
+    /// columns come from outside (their descriptions are the real apiserver's API
+    /// documentation), the rows are the sim's own (`table_rows`). Without columns for a type,
+    /// its Table lists are answered in the objects' own form.
     pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
     /// Token authentication and RBAC, when a test turned them on.
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
@@ -450,29 +451,84 @@ fn object_response(
     json(ctx, code, body, f)
 }
 
-/// A Table with the configured columns and no rows, when the client asks for a Table first
-/// and columns were configured for the resource.
-fn table_columns_only(ctx: &Ctx, req: &Request, rt: &ResourceType, f: Fmt) -> Option<Response> {
+/// The columns served for `rt` when the client asks for a Table first (`table_columns`); None
+/// otherwise, and the request is answered in the objects' own form.
+fn table_asked(ctx: &Ctx, req: &Request, rt: &ResourceType) -> Option<bytes::Bytes> {
     let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
     let first = accept.split(',').next()?;
     if !(first.contains("as=Table") && first.contains("g=meta.k8s.io") && first.contains("v=v1")) {
         return None;
     }
-    let columns = ctx
-        .table_columns
+    ctx.table_columns
         .lock()
         .ok()?
-        .get(&(rt.group.clone(), rt.resource.clone()))?
-        .clone();
-    let mut body = format!(
-        "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"columnDefinitions\":",
-        ctx.store.current_rv()
+        .get(&(rt.group.clone(), rt.resource.clone()))
+        .cloned()
+}
+
+/// A list as a Table: the page the list would answer (limit, continue, resourceVersion and
+/// selectors as for any list), each object printed as the apiserver prints it (`table_rows`).
+async fn table_list(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+    columns: &[u8],
+    f: Fmt,
+) -> Result<Response, SimError> {
+    let include =
+        super::table_rows::Include::parse(query.get("includeObject")).ok_or_else(|| {
+            SimError::BadRequest(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: \"{}\": \
+             must be 'Metadata', 'Object', 'None', or empty",
+                query.get("includeObject").unwrap_or_default()
+            ))
+        })?;
+    let opts = list_options(query, &a.rt, false, ctx.cfg.watchlist)?;
+    let scope = Scope {
+        rt: &a.rt,
+        ns: a.ns.as_deref(),
+    };
+    if query.get("resourceVersion").is_none_or(str::is_empty) {
+        ctx.storage_read().await;
+    }
+    let output = list::Output {
+        media: Media::Json,
+        form: Form::Object,
+        profile: ctx.cfg.profile,
+    };
+    let (body, _, items) = list::list(
+        &ctx.store,
+        &scope,
+        &opts,
+        ctx.cfg.too_large_rv_wait,
+        a.lag,
+        output,
     )
-    .into_bytes();
-    body.extend_from_slice(&columns);
-    body.extend_from_slice(b",\"rows\":[]}\n");
-    let f = Fmt { pretty: false, ..f };
-    Some(json(ctx, StatusCode::OK, body, f))
+    .await?;
+    ctx.list_written(items, Form::Object).await;
+    #[derive(serde::Deserialize)]
+    struct Page {
+        metadata: serde_json::Value,
+        #[serde(default)]
+        items: Option<Vec<serde_json::Value>>,
+    }
+    let page: Page = serde_json::from_slice(&body)
+        .map_err(|e| SimError::Internal(format!("a list the sim wrote: {e}")))?;
+    let body = super::table_rows::table(
+        ctx.cfg.profile,
+        &a.rt.resource,
+        columns,
+        page.metadata,
+        &page.items.unwrap_or_default(),
+        include,
+        std::time::SystemTime::now(),
+    );
+    let f = Fmt {
+        pretty: false,
+        media: Media::Json,
+        ..f
+    };
+    Ok(json(ctx, StatusCode::OK, body, f))
 }
 
 async fn route(
@@ -718,9 +774,9 @@ async fn resource(
     if a.exec {
         return exec(ctx, &a, req).await;
     }
-    if a.name.is_none() && req.method() == Method::GET && !query.flag("watch") {
-        if let Some(resp) = table_columns_only(ctx, &req, &a.rt, f) {
-            return Ok(resp);
+    if a.name.is_none() && req.method() == Method::GET && !a.watch_path && !query.flag("watch") {
+        if let Some(columns) = table_asked(ctx, &req, &a.rt) {
+            return table_list(ctx, &a, query, &columns, f).await;
         }
     }
     let accept = req

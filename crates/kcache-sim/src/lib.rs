@@ -76,6 +76,7 @@ mod selector;
 mod status;
 mod store;
 pub mod table_columns;
+mod table_rows;
 pub mod tokens;
 mod types;
 mod watch;

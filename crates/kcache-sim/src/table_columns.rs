@@ -1,12 +1,15 @@
 //! Table column definitions for the built-in kinds of the demo cluster, so that `kubectl get`
 //! through kcache prints the apiserver's columns (kcache takes the columns from its upstream
-//! and computes the cells from its cache).
+//! and computes the cells from its cache). The sim prints lists of these kinds with them
+//! (`table_rows`).
 //!
 //! Where the recordings hold a Table of the kind, its `columnDefinitions` are used byte for
 //! byte, from the sim's profile's recordings (v1.34 changed the Pod `Node` column's
-//! description; the other recorded columns are the same in both). The recordings have no Deployment or Node Table; for those two the sim writes the
-//! columns the apiserver's printers declare (names, types, formats and priorities), with short
-//! descriptions of its own: kubectl prints names and honours priorities, not descriptions.
+//! description; the other recorded columns are the same in both). For the kinds the recordings
+//! have no Table of, the sim writes the columns the apiserver's printers declare (names, types,
+//! formats and priorities, from `pkg/printers/internalversion` of each version: a Job's
+//! `Status` is v1.34's only), with short descriptions of its own: kubectl prints names and
+//! honours priorities, not descriptions.
 
 use crate::Profile;
 use bytes::Bytes;
@@ -136,6 +139,163 @@ const NODES: &[Column] = &[
     ),
 ];
 
+const REPLICASETS: &[Column] = &[
+    ("Desired", "integer", 0, "Desired replicas."),
+    ("Current", "integer", 0, "Replicas the set has."),
+    ("Ready", "integer", 0, "Ready replicas."),
+    ("Age", "string", 0, "Time since the object was created."),
+    (
+        "Containers",
+        "string",
+        1,
+        "Names of each container in the template.",
+    ),
+    (
+        "Images",
+        "string",
+        1,
+        "Images referenced by each container in the template.",
+    ),
+    ("Selector", "string", 1, "Label selector of the set's pods."),
+];
+
+const DAEMONSETS: &[Column] = &[
+    (
+        "Desired",
+        "integer",
+        0,
+        "Nodes that should run the daemon pod.",
+    ),
+    (
+        "Current",
+        "integer",
+        0,
+        "Nodes that run at least one daemon pod.",
+    ),
+    ("Ready", "integer", 0, "Nodes whose daemon pod is ready."),
+    (
+        "Up-to-date",
+        "integer",
+        0,
+        "Nodes that run the updated daemon pod.",
+    ),
+    (
+        "Available",
+        "integer",
+        0,
+        "Nodes whose daemon pod is available.",
+    ),
+    (
+        "Node Selector",
+        "string",
+        0,
+        "The pod template's node selector.",
+    ),
+    ("Age", "string", 0, "Time since the object was created."),
+    (
+        "Containers",
+        "string",
+        1,
+        "Names of each container in the template.",
+    ),
+    (
+        "Images",
+        "string",
+        1,
+        "Images referenced by each container in the template.",
+    ),
+    (
+        "Selector",
+        "string",
+        1,
+        "Label selector of the daemon set's pods.",
+    ),
+];
+
+const STATEFULSETS: &[Column] = &[
+    ("Ready", "string", 0, "Number of the pod with ready state"),
+    ("Age", "string", 0, "Time since the object was created."),
+    (
+        "Containers",
+        "string",
+        1,
+        "Names of each container in the template.",
+    ),
+    (
+        "Images",
+        "string",
+        1,
+        "Images referenced by each container in the template.",
+    ),
+];
+
+/// A Job's columns after its `Status` (v1.34 has it, v1.28 does not).
+const JOBS: &[Column] = &[
+    ("Completions", "string", 0, "Pods that succeeded."),
+    (
+        "Duration",
+        "string",
+        0,
+        "Time required to complete the job.",
+    ),
+    ("Age", "string", 0, "Time since the object was created."),
+    (
+        "Containers",
+        "string",
+        1,
+        "Names of each container in the template.",
+    ),
+    (
+        "Images",
+        "string",
+        1,
+        "Images referenced by each container in the template.",
+    ),
+    ("Selector", "string", 1, "Label selector of the job's pods."),
+];
+
+const JOB_STATUS: Column = ("Status", "string", 0, "Status of the job.");
+
+const ENDPOINTSLICES: &[Column] = &[
+    ("AddressType", "string", 0, "Type of the slice's addresses."),
+    ("Ports", "string", 0, "The slice's ports."),
+    (
+        "Endpoints",
+        "string",
+        0,
+        "The slice's endpoints' addresses.",
+    ),
+    ("Age", "string", 0, "Time since the object was created."),
+];
+
+const SERVICEACCOUNTS: &[Column] = &[
+    ("Secrets", "string", 0, "Secrets the account may use."),
+    ("Age", "string", 0, "Time since the object was created."),
+];
+
+/// An Event's columns: the only printer without `Name` first (it is last, and wide).
+const EVENTS: &[Column] = &[
+    ("Last Seen", "string", 0, "When the event was last seen."),
+    ("Type", "string", 0, "Type of the event."),
+    ("Reason", "string", 0, "Why the action was taken."),
+    ("Object", "string", 0, "The object the event is about."),
+    (
+        "Subobject",
+        "string",
+        1,
+        "The part of the object the event is about.",
+    ),
+    (
+        "Source",
+        "string",
+        1,
+        "The component that reported the event.",
+    ),
+    ("Message", "string", 0, "A description of the event."),
+    ("First Seen", "string", 1, "When the event was first seen."),
+    ("Count", "string", 1, "How many times the event occurred."),
+];
+
 /// The columns of every built-in kind the demo holds that kcache prints, as
 /// (group, resource, `columnDefinitions` JSON array), as v1.28 declares them.
 pub fn builtin() -> Vec<(&'static str, &'static str, Bytes)> {
@@ -168,23 +328,52 @@ pub fn builtin_for(profile: Profile) -> Vec<(&'static str, &'static str, Bytes)>
         .collect();
     out.push(("apps", "deployments", written(DEPLOYMENTS)));
     out.push(("", "nodes", written(NODES)));
+    out.push(("apps", "replicasets", written(REPLICASETS)));
+    out.push(("apps", "daemonsets", written(DAEMONSETS)));
+    out.push(("apps", "statefulsets", written(STATEFULSETS)));
+    let jobs: Vec<Column> = match profile {
+        Profile::V1_34 => std::iter::once(JOB_STATUS)
+            .chain(JOBS.iter().copied())
+            .collect(),
+        Profile::V1_28 => JOBS.to_vec(),
+    };
+    out.push(("batch", "jobs", written(&jobs)));
+    out.push((
+        "discovery.k8s.io",
+        "endpointslices",
+        written(ENDPOINTSLICES),
+    ));
+    out.push(("", "serviceaccounts", written(SERVICEACCOUNTS)));
+    let events: Vec<_> = EVENTS.iter().map(column).chain([name_column(1)]).collect();
+    out.push(("", "events", array(events)));
     out
 }
 
-/// A `columnDefinitions` array: the Name column first, as every printer has it.
+/// A `columnDefinitions` array: the Name column first, as every printer but the Event's has it.
 fn written(columns: &[Column]) -> Bytes {
-    let name = serde_json::json!({
+    array(
+        std::iter::once(name_column(0))
+            .chain(columns.iter().map(column))
+            .collect(),
+    )
+}
+
+fn name_column(priority: u8) -> serde_json::Value {
+    serde_json::json!({
         "name": "Name", "type": "string", "format": "name",
-        "description": "Name of the object, unique within its namespace.", "priority": 0,
-    });
-    let rest = columns.iter().map(|(name, ty, priority, description)| {
-        serde_json::json!({
-            "name": name, "type": ty, "format": "",
-            "description": description, "priority": priority,
-        })
-    });
-    let all: Vec<_> = std::iter::once(name).chain(rest).collect();
-    Bytes::from(serde_json::to_vec(&all).unwrap_or_default())
+        "description": "Name of the object, unique within its namespace.", "priority": priority,
+    })
+}
+
+fn column((name, ty, priority, description): &Column) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "type": ty, "format": "",
+        "description": description, "priority": priority,
+    })
+}
+
+fn array(columns: Vec<serde_json::Value>) -> Bytes {
+    Bytes::from(serde_json::to_vec(&columns).unwrap_or_default())
 }
 
 /// Let `sim` hand out the Table columns of the built-in kinds, so `kubectl get` through kcache
@@ -202,8 +391,8 @@ mod tests {
     #[test]
     fn recorded_columns_are_taken_verbatim_and_every_kind_has_name_first() {
         let all = builtin();
-        assert_eq!(all.len(), RECORDED.len() + 2);
-        for (group, resource, columns) in &all {
+        assert_eq!(all.len(), RECORDED.len() + 9);
+        for (group, resource, columns) in all.iter().filter(|(_, r, _)| *r != "events") {
             let v: serde_json::Value = serde_json::from_slice(columns).unwrap();
             let names: Vec<&str> = v
                 .as_array()
