@@ -263,8 +263,8 @@ async fn served(
 }
 
 /// Where a configured type the upstream does not serve yet will be listed (what
-/// [`collection_path`] will say of its cache): a type restricted to a namespace is taken to be
-/// namespaced.
+/// [`collection_path`](crate::upstream::collection_path) will say of its cache): a type
+/// restricted to a namespace is taken to be namespaced.
 pub(crate) fn configured_collection(r: &crate::config::ResourceConfig) -> String {
     collection_url(
         &crate::resource::api_path(&r.group, &r.version),

@@ -2,7 +2,7 @@
 //! the policy for consistent reads that cannot be confirmed current, and the readiness detail.
 //!
 //! A cache's age is the time since its reflector last had confirmed contact with the upstream:
-//! an event, a bookmark, a list page or a watch opened ([`ResourceCache::age`]). On a healthy
+//! an event, a bookmark, a list page or a watch opened ([`Contact::age`](crate::cache::Contact::age)). On a healthy
 //! upstream it stays below the bookmark interval; it grows while the upstream is unreachable.
 
 use std::time::Duration;
