@@ -271,3 +271,34 @@ async fn sigterm_ends_watches_cleanly_within_grace() {
     assert!(exit.success(), "exit status {exit:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that gives up on a request (its stream reset while kcache waits for the upstream)
+/// leaves `kcache_inflight_requests` as it found it: the request is no longer in flight.
+#[tokio::test]
+async fn a_request_its_client_gave_up_on_is_no_longer_in_flight() {
+    let env = EnvBuilder::fixtures().start().await;
+    let in_flight = |text: String| sample(&text, &["kcache_inflight_requests", "verb=\"list\""]);
+    let before = in_flight(env.metrics().await).unwrap_or(0.0);
+    // Every upstream answer now takes a minute: a forwarded list waits for it.
+    env.sim.faults().set_latency(Duration::from_secs(60));
+    let base = env.url();
+    let client = tokio::spawn(async move {
+        common::send_h2(&base, "/api/v1/nodes", &[]).await;
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_flight(env.metrics().await) != Some(before + 1.0) {
+        assert!(Instant::now() < deadline, "the list never was in flight");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_flight(env.metrics().await) != Some(before) {
+        assert!(
+            Instant::now() < deadline,
+            "still in flight after its client left: {:?}",
+            in_flight(env.metrics().await)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.sim.faults().set_latency(Duration::ZERO);
+}

@@ -421,8 +421,14 @@ async fn send(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Respon
         .expect("request")
 }
 
-/// [`send`] over an HTTP/2 connection of its own (h2c, prior knowledge).
-async fn send_h2(base: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Response<Incoming> {
+/// [`send`] over an HTTP/2 connection of its own (h2c, prior knowledge). Dropping the
+/// returned future before it is ready cancels the request (RST_STREAM) and closes the
+/// connection, as a client that gives up does.
+pub async fn send_h2(
+    base: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> hyper::Response<Incoming> {
     let addr = base.trim_start_matches("http://").to_string();
     let stream = TcpStream::connect(&addr).await.expect("connect");
     let (mut sender, conn) = hyper::client::conn::http2::handshake(

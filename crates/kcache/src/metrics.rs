@@ -153,6 +153,25 @@ pub const CONSISTENT_READ_OUTCOMES: [&str; 11] = [
     "too_stale",
 ];
 
+/// One request counted in `kcache_inflight_requests` for as long as this lives: dropped with
+/// the request's handler however it ends, a client's cancellation included.
+#[derive(Debug)]
+pub struct InFlight(Gauge);
+
+impl InFlight {
+    /// Count one more request in `gauge` until the guard is dropped.
+    pub fn enter(gauge: Gauge) -> InFlight {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Every metric kcache exports.
 pub struct Metrics {
     registry: Registry,

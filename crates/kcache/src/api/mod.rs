@@ -288,10 +288,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .map_or("other", |c| c.info.resource.as_str())
         .to_string();
     let m = &app.metrics;
-    let inflight = m.inflight.get_or_create_owned(&metrics::VerbLabels {
+    // Counted until `handle` returns or is dropped (its client gone): a guard, so that no
+    // way out of here, a cancelled request's included, leaves the count behind.
+    let inflight = metrics::InFlight::enter(m.inflight.get_or_create_owned(&metrics::VerbLabels {
         verb: verb.as_str(),
-    });
-    inflight.inc();
+    }));
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
     let gzip = response::accepts_gzip(
         parts
@@ -303,10 +304,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let slot = if verb == Verb::Watch {
         match app.limits.watch(&caller.limit_key) {
             Ok(s) => Some(s),
-            Err(e) => {
-                inflight.dec();
-                return response::error(&e);
-            }
+            Err(e) => return response::error(&e),
         }
     } else {
         None
@@ -388,7 +386,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
     };
-    inflight.dec();
+    drop(inflight);
     let resp = match (&app.audit, audited) {
         (Some(audit), Some(pending)) => {
             let answered = answered_by(&resp, source);
