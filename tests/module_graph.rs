@@ -49,6 +49,35 @@ fn modules_of_the_library_depend_on_each_other_one_way() {
     );
 }
 
+/// What a request starts and leaves running is tracked (`App::tasks`), so that shutdown waits
+/// for it: the HTTP layer (`api`) spawns no task of its own, but for the protobuf mirrors'
+/// reflectors, which are kept by their handles and end with their type.
+#[test]
+fn the_http_layer_leaves_no_untracked_task() {
+    let mut files = Vec::new();
+    collect_files(&Path::new(SRC).join("api"), &mut files);
+    assert!(files.len() > 10, "the api module's files are not found");
+    let mut found = Vec::new();
+    for file in files {
+        let code = without_tests(&std::fs::read_to_string(&file).unwrap());
+        for (i, line) in code.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("//") || !line.contains("tokio::spawn(") {
+                continue;
+            }
+            if file.ends_with("api/protobuf.rs") && line.contains(".abort_handle()") {
+                continue;
+            }
+            found.push(format!("{}:{}: {line}", file.display(), i + 1));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tasks spawned outside App::tasks:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn paths_are_read_through_groups_and_relative_to_the_file() {
     let code = "use super::{go_format::go_quote, SelectorError};\n\

@@ -73,6 +73,8 @@ pub struct Running {
     tls: bool,
     /// Writes the caches to disk (`cache.persistDir`).
     persister: Option<crate::persist::PersisterHandle>,
+    /// How long shutdown waits for requests, and the tasks they left, to finish.
+    grace: Duration,
 }
 
 impl Running {
@@ -116,8 +118,22 @@ impl Running {
     /// finish within the grace period, then stop the reflectors.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        let started = tokio::time::Instant::now();
         let _ = self.server.await;
         let _ = self.admin.await;
+        // What requests left running (see `App::tasks`), within what is left of the grace
+        // period; an exec session still open then ends with the process.
+        self.app.tasks.close();
+        let left = self.grace.saturating_sub(started.elapsed());
+        if tokio::time::timeout(left, self.app.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                tasks = self.app.tasks.len(),
+                "grace period over; tasks left by requests end with kcache"
+            );
+        }
         for r in &self.reflectors {
             r.abort();
         }
@@ -332,6 +348,7 @@ pub async fn start(
         stop,
         tls: tls_enabled,
         persister,
+        grace,
     })
 }
 

@@ -294,7 +294,7 @@ impl App {
             return;
         }
         let (cache, bound) = (cache.clone(), self.learn_within());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let _end = BackgroundWait(cache.clone());
             let remaining = bound.saturating_sub(probed.elapsed());
             learn(&cache, target, probed, remaining).await;
@@ -309,7 +309,7 @@ impl App {
             return;
         }
         let (cache, probe, bound) = (cache.clone(), probe.clone(), self.learn_within());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let _end = BackgroundWait(cache.clone());
             let Ok(target) = probe.target().await else {
                 return;

@@ -102,6 +102,10 @@ pub struct App {
     shared_reads: shared_read::SharedReads,
     /// The audit trail of what kcache answers (`audit` in the configuration), if kept.
     pub(crate) audit: Option<audit::Audit>,
+    /// The tasks requests leave running after their answer (a consistent read's wait for its
+    /// type to catch up, an upgraded connection's copy): shutdown waits for them, within its
+    /// grace period, as it waits for the requests themselves.
+    pub(crate) tasks: tokio_util::task::TaskTracker,
 }
 
 /// What an [`App`] takes from the configuration.
@@ -154,6 +158,7 @@ impl App {
             started: std::time::Instant::now(),
             shared_reads: Default::default(),
             audit: settings.audit,
+            tasks: Default::default(),
         }
     }
 
@@ -362,21 +367,16 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             let sent = |resp| forwarded.timed(resp, started);
             let resp = if shared {
                 app.shared_reads
-                    .forward(&app.upstream, req, &caller.forward, &app.limits, sent)
+                    .forward(&app, req, &caller.forward, sent)
                     .await
             } else {
-                sent(proxy::forward(&app.upstream, req, &caller.forward, &app.limits).await)
+                sent(proxy::forward(&app, req, &caller.forward).await)
             };
             (resp, "upstream")
         }
         Ok(Answer::Upstream) => {
-            let resp = proxy::forward(
-                &app.upstream,
-                Request::from_parts(parts, body),
-                &caller.forward,
-                &app.limits,
-            )
-            .await;
+            let resp =
+                proxy::forward(&app, Request::from_parts(parts, body), &caller.forward).await;
             // On-demand caching counts the lists and watches of an uncached type the upstream
             // answered: a caller the upstream refuses must not make kcache cache anything.
             if cache.is_none() && resp.status().is_success() {

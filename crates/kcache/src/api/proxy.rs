@@ -10,11 +10,11 @@ use http::{header, HeaderMap, HeaderName, StatusCode};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
+use super::App;
 use crate::auth::{Forward, UserInfo};
 use crate::error::Report;
-use crate::limits::Limits;
 use crate::status::ApiError;
-use crate::upstream::{Purpose, Upstream};
+use crate::upstream::Purpose;
 
 /// Headers that describe one hop, not the request or answer (RFC 9110 §7.6.1), and `host`.
 /// `authorization` is handled per [`Forward`] mode; a request's `content-length` is the
@@ -88,14 +88,11 @@ fn impersonate(headers: &mut HeaderMap, user: &UserInfo) {
     }
 }
 
-/// Forward a request to the upstream as `how` says and stream its answer back.
-pub async fn forward(
-    upstream: &Upstream,
-    mut req: Request,
-    how: &Forward,
-    limits: &Limits,
-) -> Response {
-    let max_body = limits.max_request_bytes();
+/// Forward a request to the upstream as `how` says and stream its answer back. An upgraded
+/// connection (exec, attach, port-forward) is copied both ways in a task of `app.tasks`.
+pub(crate) async fn forward(app: &App, mut req: Request, how: &Forward) -> Response {
+    let upstream = &app.upstream;
+    let max_body = app.limits.max_request_bytes();
     let upgrade = req.headers().contains_key(header::UPGRADE);
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -114,7 +111,7 @@ pub async fn forward(
         Err(_) => {
             // A body without Content-Length is caught here, while being read; count it with
             // the ones refused up front.
-            limits.count_limited("request_size");
+            app.limits.count_limited("request_size");
             return ApiError::TooLarge(format!("the request body is larger than {max_body} bytes"))
                 .into_response();
         }
@@ -155,7 +152,7 @@ pub async fn forward(
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         if let Some(down) = downstream_upgrade {
             let up = hyper::upgrade::on(&mut resp);
-            tokio::spawn(async move {
+            app.tasks.spawn(async move {
                 if let (Ok(down), Ok(up)) = (down.await, up.await) {
                     let mut down = TokioIo::new(down);
                     let mut up = TokioIo::new(up);

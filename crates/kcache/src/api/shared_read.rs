@@ -36,12 +36,10 @@ use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 
-use super::{proxy, response, AnsweredBy};
+use super::{proxy, response, AnsweredBy, App};
 use crate::auth::Forward;
 use crate::cache::ResourceCache;
-use crate::limits::Limits;
 use crate::shared_call::{SharedCalls, Turn};
-use crate::upstream::Upstream;
 
 /// The largest answer shared; a larger one streams to its own reader only.
 const SHARED_BYTES: usize = 1 << 20;
@@ -79,26 +77,24 @@ impl SharedReads {
     /// reader sent (the forwarded LIST's timing), not to an answer shared with it.
     pub(super) async fn forward(
         &self,
-        upstream: &Upstream,
+        app: &App,
         req: Request,
         how: &Forward,
-        limits: &Limits,
         sent: impl FnOnce(Response) -> Response,
     ) -> Response {
         let key: Arc<str> = key(&req).into();
         let calls = self.calls.entry(key.clone()).or_default().clone();
         let resp = match calls.turn().await {
             Turn::Answer(Some(shared)) => shared.response(),
-            Turn::Answer(None) => sent(proxy::forward(upstream, req, how, limits).await),
+            Turn::Answer(None) => sent(proxy::forward(app, req, how).await),
             Turn::Lead(leader) if !leader.shares() => {
-                let resp = proxy::forward(upstream, req, how, limits).await;
+                let resp = proxy::forward(app, req, how).await;
                 // The answer's head is in: the slot goes to the readers that queued meanwhile.
                 drop(leader);
                 sent(resp)
             }
             Turn::Lead(leader) => {
-                let (shared, resp) =
-                    read_whole(proxy::forward(upstream, req, how, limits).await).await;
+                let (shared, resp) = read_whole(proxy::forward(app, req, how).await).await;
                 leader.finish(&shared);
                 sent(resp)
             }
