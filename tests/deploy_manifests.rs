@@ -1445,6 +1445,35 @@ fn the_image_is_built_with_the_readme_command_and_runs_kcache_as_non_root() {
         !ins.iter().any(|(i, _)| i == "HEALTHCHECK"),
         "no HEALTHCHECK: Kubernetes probes do it"
     );
+    // The dependency layer loads the whole workspace: every member's manifest is copied
+    // and given a placeholder source, or cargo cannot read the workspace at all.
+    let manifest = read(&root().join("Cargo.toml"));
+    let members: Vec<&str> = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("members = ["))
+        .expect("the workspace's members")
+        .trim_end_matches(']')
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(members.len() > 3, "{members:?}");
+    let placeholders = ins
+        .iter()
+        .find(|(i, r)| i == "RUN" && r.contains("fn main() {}"))
+        .map(|(_, r)| r.clone())
+        .expect("the dependency layer's placeholders");
+    for member in members {
+        let copy = format!("{member}/Cargo.toml {member}/");
+        assert!(
+            ins.iter().any(|(i, r)| i == "COPY" && r == &copy),
+            "COPY {copy}: a workspace member's manifest missing from the dependency layer"
+        );
+        assert!(
+            placeholders.contains(&format!("{member}/src/lib.rs")),
+            "{member}/src/lib.rs: no placeholder in the dependency layer"
+        );
+    }
     // Every file copied from the build context exists and is not excluded by .dockerignore.
     let ignore = read(&root().join(".dockerignore"));
     let ignored: Vec<&str> = ignore
