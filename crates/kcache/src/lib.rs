@@ -17,6 +17,9 @@
 // `fuzz/` use. The other modules are the library's own.
 pub mod api;
 pub mod auth;
+// Of crates of their own (no part of kcache in them), used here as kcache's modules.
+use kcache_json::{gojson, json_view};
+pub use kcache_selector as selector;
 mod auto;
 mod background;
 pub mod cache;
@@ -28,9 +31,7 @@ mod continue_token;
 mod demand;
 pub mod error;
 mod follow;
-mod gojson;
 pub mod index;
-mod json_view;
 mod latency;
 pub mod limits;
 pub mod metrics;
@@ -38,7 +39,6 @@ pub mod object;
 pub mod persist;
 mod protobuf;
 pub mod resource;
-pub mod selector;
 pub mod server;
 mod shared_call;
 pub mod status;

@@ -24,7 +24,9 @@
 //! - `field_support`: which fields each resource type accepts in v1.28;
 //! - `object_fields`: an object's selectable field values.
 //!
-//! Everything public is re-exported here, so callers use `crate::selector::{...}` paths only.
+//! Everything public is re-exported here, so callers use the crate's root paths only.
+#![forbid(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 mod field;
 mod field_support;
@@ -42,7 +44,7 @@ pub use field::{
 pub use field_support::{
     convert_fields, field_spec, known_field, validate_fields, FieldSpec, UnsupportedField,
 };
-pub(crate) use go_format::go_quote;
+pub use go_format::go_quote;
 pub use label::{LabelOp, LabelRequirement, LabelSelector};
 pub use object_fields::{extract_fields, field_name, field_name_index, object_fields};
 

@@ -3,14 +3,14 @@
 //! from `status.podIP` or `status.podIPs`, the shared event field set).
 //!
 //! Separate because it reads objects, not selectors: it runs once per cached object (see
-//! `crate::object`) and its output is what field selectors are matched against.
+//! kcache's `object` module) and its output is what field selectors are matched against.
 
 use std::borrow::Cow;
 
-use crate::json_view::{self, Members};
+use kcache_json::json_view::{self, Members};
 
 /// Every name [`extract_fields`] can give, so that a cached object can keep a field's name as
-/// a one-byte position in this list (see `crate::object`).
+/// a one-byte position in this list (see kcache's `object` module).
 const FIELD_NAMES: &[&str] = &[
     "metadata.name",
     "metadata.namespace",
@@ -279,7 +279,7 @@ fn integer<'a>(obj: &Members<'a>, key: &str) -> Cow<'a, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::{convert_fields, FieldSelector};
+    use crate::{convert_fields, FieldSelector};
     use serde_json::json;
 
     #[test]

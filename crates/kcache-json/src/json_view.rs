@@ -2,7 +2,7 @@
 //! unparsed text it is in the document (a `&RawValue`). Reading an object's head this way
 //! allocates nothing per value and no `serde_json::Value` tree: only the members that are read
 //! are parsed further, and strings without escapes are slices of the document itself, so the
-//! cache can keep them as positions in the object's bytes (see `crate::object`).
+//! cache can keep them as positions in the object's bytes (kcache's `object` module).
 //!
 //! Lookups follow `serde_json::Value`'s rules, which the cache used before: the last of
 //! duplicate keys wins, and reading a member of something that is not an object gives nothing.

@@ -158,8 +158,8 @@ pub(super) fn label_value_errors(value: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::selector::tests::{label_err, LABEL_VALUE_REGEX, NAME_PART_REGEX};
-    use crate::selector::LabelSelector;
+    use crate::tests::{label_err, LABEL_VALUE_REGEX, NAME_PART_REGEX};
+    use crate::LabelSelector;
 
     #[test]
     fn label_key_validation_messages() {

@@ -146,7 +146,7 @@ impl LabelSelector {
     }
 
     /// [`LabelSelector::matches`] reading the labels through a lookup, for objects that keep
-    /// their labels in their own bytes rather than in a map (see `crate::object`).
+    /// their labels in their own bytes rather than in a map (see kcache's `object` module).
     pub fn matches_with<'v>(&self, label: &dyn Fn(&str) -> Option<&'v str>) -> bool {
         self.requirements
             .iter()
@@ -187,7 +187,7 @@ pub(super) fn parse_go_int64(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::tests::labels;
+    use crate::tests::labels;
     use proptest::prelude::*;
 
     #[test]

@@ -482,8 +482,8 @@ fn aggregate(errs: Vec<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::tests::{label_err, LABEL_VALUE_REGEX};
-    use crate::selector::LabelSelector;
+    use crate::tests::{label_err, LABEL_VALUE_REGEX};
+    use crate::LabelSelector;
 
     #[test]
     fn fixture_err_list_cm_malformed_label_selector() {

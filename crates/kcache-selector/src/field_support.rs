@@ -224,7 +224,7 @@ pub fn validate_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::tests::fields_err;
+    use crate::tests::fields_err;
 
     #[test]
     fn fixture_err_list_cm_unsupported_field_selector() {

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 /// Go's `%q` (`strconv.Quote`) for a string.
-pub(crate) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

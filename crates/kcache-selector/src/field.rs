@@ -261,7 +261,7 @@ fn split_term(term: &str) -> Option<(&str, FieldOp, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::tests::{field_err, labels};
+    use crate::tests::{field_err, labels};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
