@@ -20,6 +20,7 @@ pub mod auth;
 // Of crates of their own (no part of kcache in them), used here as kcache's modules.
 use kcache_json::{gojson, json_view};
 pub use kcache_selector as selector;
+pub use kcache_table as table;
 mod auto;
 mod background;
 pub mod cache;
@@ -42,6 +43,5 @@ pub mod resource;
 pub mod server;
 mod shared_call;
 pub mod status;
-pub mod table;
 pub mod tls;
 pub mod upstream;

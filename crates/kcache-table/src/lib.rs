@@ -4,7 +4,7 @@
 //!
 //! The column definitions are not produced here: kcache takes each type's `columnDefinitions`
 //! from the upstream (one Table request per type) and hands them to [`Printer::new`] verbatim.
-//! This module computes the cells: the built-in printers of `cells`, CRD
+//! This crate computes the cells: the built-in printers of `cells`, CRD
 //! `additionalPrinterColumns` through `jsonpath`, and the default `Name`/`Created At` columns
 //! of every other kind. A printer whose column definitions it cannot fill says so
 //! ([`Printer::supported`]), and the caller then asks the upstream instead.
@@ -12,6 +12,11 @@
 //! Why one file of this length: the Table and the PartialObjectMetadata renderings share the
 //! object-metadata writer at the end; the per-kind cells are in `cells`, CRD columns in
 //! `jsonpath`, the tests in `tests.rs`.
+//!
+//! A crate of its own: it depends on nothing of kcache's but the JSON writer and Go's quoting
+//! (`kcache-json`, `kcache-selector`); kcache re-exports it as `kcache::table`.
+#![forbid(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 mod cells;
 mod duration;
@@ -28,10 +33,10 @@ use serde_json::Value;
 
 pub use duration::human_duration;
 
-use crate::gojson::{go_fmt_v, go_json_float, write_str, write_value};
 use cells::Builtin;
 use duration::{format_rfc3339, parse_rfc3339, parse_time, since, unix_nanos};
 use jsonpath::JsonPath;
+use kcache_json::gojson::{go_fmt_v, go_json_float, write_str, write_value};
 
 /// How rows carry their object (`includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,7 +69,7 @@ impl IncludeObject {
 #[error(
     "Unable to convert to Table as requested: includeObject: Invalid value: {}: \
      must be 'Metadata', 'Object', 'None', or empty",
-    crate::selector::go_quote(.0)
+    kcache_selector::go_quote(.0)
 )]
 pub struct InvalidIncludeObject(pub String);
 
@@ -154,7 +159,11 @@ impl Printer {
             match crd_source(cols) {
                 Ok(s) => s,
                 Err(e) => {
-                    let reason = crate::error::Report(&e).to_string();
+                    // The error and its cause on one line, as kcache's logs write errors.
+                    let reason = match std::error::Error::source(&e) {
+                        Some(cause) => format!("{e}: {cause}"),
+                        None => e.to_string(),
+                    };
                     return Printer::unsupported(column_definitions, width, reason);
                 }
             }
