@@ -14,16 +14,18 @@ COPY crates/kcache/Cargo.toml crates/kcache/
 COPY crates/kcache-json/Cargo.toml crates/kcache-json/
 COPY crates/kcache-selector/Cargo.toml crates/kcache-selector/
 COPY crates/kcache-table/Cargo.toml crates/kcache-table/
+COPY crates/kcache-protobuf/Cargo.toml crates/kcache-protobuf/
 COPY crates/kcache-heap/Cargo.toml crates/kcache-heap/
 COPY crates/kcache-http1/Cargo.toml crates/kcache-http1/
 COPY crates/kcache-sim/Cargo.toml crates/kcache-sim/
 COPY crates/kcache-bench/Cargo.toml crates/kcache-bench/
 COPY crates/kcache-audit/Cargo.toml crates/kcache-audit/
-RUN mkdir -p src crates/kcache/src crates/kcache-json/src crates/kcache-selector/src crates/kcache-table/src \
+RUN mkdir -p src crates/kcache/src crates/kcache-json/src crates/kcache-selector/src crates/kcache-table/src crates/kcache-protobuf/src \
         crates/kcache-heap/src crates/kcache-http1/src crates/kcache-sim/src \
         crates/kcache-bench/src crates/kcache-audit/src \
     && echo 'fn main() {}' > src/main.rs \
     && touch crates/kcache/src/lib.rs crates/kcache-json/src/lib.rs crates/kcache-selector/src/lib.rs crates/kcache-table/src/lib.rs \
+        crates/kcache-protobuf/src/lib.rs \
         crates/kcache-heap/src/lib.rs crates/kcache-http1/src/lib.rs \
         crates/kcache-sim/src/lib.rs crates/kcache-bench/src/lib.rs crates/kcache-audit/src/lib.rs \
     && cargo build --release --locked --no-default-features -p kcache-cli \

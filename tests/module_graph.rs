@@ -28,11 +28,12 @@ const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/kcache/src");
 
 /// Each library crate of the workspace, with arrows it is known to have (the reading finds
 /// the arrows there are: without them this test would pass on anything).
-const CRATES: [(&str, &[(&str, &str)]); 4] = [
+const CRATES: [(&str, &[(&str, &str)]); 5] = [
     ("crates/kcache/src", &[("upstream", "metrics")]),
     ("crates/kcache-selector/src", &[("label_parser", "label")]),
     ("crates/kcache-json/src", &[]),
     ("crates/kcache-table/src", &[("project", "cells")]),
+    ("crates/kcache-protobuf/src", &[("status", "wire")]),
 ];
 
 #[test]

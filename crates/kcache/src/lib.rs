@@ -19,6 +19,7 @@ pub mod api;
 pub mod auth;
 // Of crates of their own (no part of kcache in them), used here as kcache's modules.
 use kcache_json::{gojson, json_view};
+use kcache_protobuf as protobuf;
 pub use kcache_selector as selector;
 pub use kcache_table as table;
 mod auto;
@@ -38,7 +39,6 @@ pub mod limits;
 pub mod metrics;
 pub mod object;
 pub mod persist;
-mod protobuf;
 pub mod resource;
 pub mod server;
 mod shared_call;

@@ -1,6 +1,6 @@
 //! Status objects as protobuf (rule E9: errors to a protobuf client are protobuf too), from
-//! the JSON form [`ApiError::to_status`](crate::status::ApiError::to_status) builds, so that
-//! the messages and details are decided in one place for both encodings.
+//! the JSON form kcache's `ApiError::to_status` builds, so that the messages and details are
+//! decided in one place for both encodings.
 //!
 //! `Status { metadata ListMeta(1), status(2), message(3), reason(4), details(5),
 //! code(6) int32 }`; `details` is a pointer (written only when the JSON has it, even `{}`):
@@ -120,9 +120,9 @@ fn type_meta(status: &Value) -> (&str, &str) {
     (api_version, kind)
 }
 
-/// A Status (the JSON value of [`ApiError::to_status`](crate::status::ApiError::to_status))
-/// as a protobuf body, envelope included, byte for byte as the apiserver sends its errors to
-/// protobuf clients (the 404 and 406 recordings).
+/// A Status (the JSON value of kcache's `ApiError::to_status`) as a protobuf body, envelope
+/// included, byte for byte as the apiserver sends its errors to protobuf clients (the 404 and
+/// 406 recordings).
 pub fn status_envelope(status: &Value) -> Vec<u8> {
     let (api_version, kind) = type_meta(status);
     let raw_len = status_len(status);

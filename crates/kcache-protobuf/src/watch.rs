@@ -53,7 +53,7 @@ pub(super) fn put_event_head(event_type: &str, envelope_len: usize, out: &mut im
 
 /// Writes one frame of a protobuf watch stream: the length prefix, then a WatchEvent of type
 /// `event_type` whose object is `obj` (a bare object message, as kcache keeps it) in its
-/// envelope: [`watch_event_len`] bytes.
+/// envelope: `watch_event_len` bytes.
 ///
 /// # Panics
 ///

@@ -165,7 +165,7 @@ pub fn write_list_tail(out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protobuf::parse_envelope;
+    use crate::parse_envelope;
 
     fn build(meta: &ListMeta<'_>, items: &[&[u8]]) -> BytesMut {
         let items_len = items.iter().map(|i| list_item_len(i.len())).sum();

@@ -21,6 +21,11 @@
 //!
 //! Custom resources have no protobuf form: the apiserver answers them in JSON (or 406), and
 //! so must kcache.
+//!
+//! A crate of its own: it depends on nothing of kcache's (a Status is written from its JSON
+//! form); kcache uses it as its `protobuf` module.
+#![forbid(unsafe_code)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 mod envelope;
 mod error;
