@@ -45,11 +45,11 @@ const SWEEP_MIN: Duration = Duration::from_millis(200);
 const SWEEP_MAX: Duration = Duration::from_secs(5);
 
 /// How long a refused type stays refused before clients' reads of it are considered again.
-pub const RECONSIDER_AFTER: Duration = Duration::from_secs(300);
+pub(crate) const RECONSIDER_AFTER: Duration = Duration::from_secs(300);
 
 /// The task that takes types up and drops them, for as long as kcache runs (stopping kcache
 /// aborts it, which stops the tasks of the types it took up).
-pub fn spawn(
+pub(crate) fn spawn(
     app: Arc<App>,
     config: &Config,
     wanted: mpsc::UnboundedReceiver<TypeName>,

@@ -20,7 +20,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 /// How much nicer than the process the pool's threads are: see the module docs.
-pub const NICE: i32 = 10;
+pub(crate) const NICE: i32 = 10;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 

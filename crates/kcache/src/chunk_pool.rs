@@ -31,13 +31,13 @@ const KEPT_LEN: usize = 128 * 1024;
 static SHARED: ChunkPool = ChunkPool::new();
 
 /// An empty buffer with room for at least `capacity` bytes, from the process's pool.
-pub fn take(capacity: usize) -> BytesMut {
+pub(crate) fn take(capacity: usize) -> BytesMut {
     SHARED.take(capacity)
 }
 
 /// The written part of `buf` as the bytes to send; the emptied handle goes back to the
 /// process's pool.
-pub fn finish(buf: BytesMut) -> Bytes {
+pub(crate) fn finish(buf: BytesMut) -> Bytes {
     SHARED.finish(buf)
 }
 

@@ -54,7 +54,7 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 /// A connection's transport that gathers HTTP/2 writes (see the module docs).
 #[derive(Debug)]
-pub struct Coalescing<T> {
+pub(crate) struct Coalescing<T> {
     inner: T,
     mode: Mode,
     buf: Vec<u8>,
@@ -63,7 +63,7 @@ pub struct Coalescing<T> {
 }
 
 impl<T> Coalescing<T> {
-    pub fn new(inner: T) -> Coalescing<T> {
+    pub(crate) fn new(inner: T) -> Coalescing<T> {
         Coalescing {
             inner,
             mode: Mode::Undecided(0),

@@ -45,7 +45,7 @@ tokio::task_local! {
 
 /// Ask to move the stream being served into its connection's task (see the module docs). Does
 /// nothing outside a stream of an HTTP/2 connection served by kcache, or once moved.
-pub fn join_connection() {
+pub(crate) fn join_connection() {
     let _ = JOIN.try_with(|join| join.set(true));
 }
 
@@ -82,7 +82,7 @@ impl Shared {
 
 /// The executor hyper gets for one connection's streams.
 #[derive(Clone)]
-pub struct StreamExecutor {
+pub(crate) struct StreamExecutor {
     shared: Arc<Shared>,
 }
 
@@ -136,7 +136,7 @@ impl Future for Started {
 }
 
 /// An executor for one connection's streams, and what runs the streams that join it.
-pub fn executor() -> (StreamExecutor, Joining) {
+pub(crate) fn executor() -> (StreamExecutor, Joining) {
     let shared = Arc::new(Shared::default());
     (
         StreamExecutor {
@@ -147,13 +147,13 @@ pub fn executor() -> (StreamExecutor, Joining) {
 }
 
 /// The connection's end of a [`StreamExecutor`].
-pub struct Joining {
+pub(crate) struct Joining {
     shared: Arc<Shared>,
 }
 
 impl Joining {
     /// The connection's future, with the streams that join run inside it.
-    pub fn with<C: Future>(self, connection: C) -> Connection<C> {
+    pub(crate) fn with<C: Future>(self, connection: C) -> Connection<C> {
         Connection {
             connection: Box::pin(connection),
             shared: self.shared,
@@ -165,7 +165,7 @@ impl Joining {
 }
 
 /// A connection future with the streams that joined it (see the module docs).
-pub struct Connection<C> {
+pub(crate) struct Connection<C> {
     connection: Pin<Box<C>>,
     shared: Arc<Shared>,
     /// The joined streams by slot; a slot is reused once its stream ends.

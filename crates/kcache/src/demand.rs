@@ -21,7 +21,7 @@ const MAX_REFUSED: usize = 256;
 
 /// Why a type clients read is not cached on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Named by `auto.deny`, or not by a non-empty `auto.allow`.
     Denied,
     /// kcache's identity may not list it (the upstream answered 403).
@@ -37,7 +37,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The word on `/status` and in `kcache_auto_refused`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Refusal::Denied => "denied",
             Refusal::Forbidden => "forbidden",
@@ -50,7 +50,7 @@ impl Refusal {
 
 /// A type refused, as `/status` shows it.
 #[derive(Debug, Clone)]
-pub struct Refused {
+pub(crate) struct Refused {
     pub name: TypeName,
     pub reason: Refusal,
     pub since: Instant,
@@ -58,7 +58,7 @@ pub struct Refused {
 
 /// The count of lists and watches per uncached type in the current window, and the types
 /// refused.
-pub struct Demand {
+pub(crate) struct Demand {
     min_requests: u32,
     window: Duration,
     counts: Mutex<Window>,
@@ -74,7 +74,10 @@ struct Window {
 impl Demand {
     /// A counter sending each type read `min_requests` times within `window` to the
     /// returned receiver.
-    pub fn new(min_requests: u32, window: Duration) -> (Demand, mpsc::UnboundedReceiver<TypeName>) {
+    pub(crate) fn new(
+        min_requests: u32,
+        window: Duration,
+    ) -> (Demand, mpsc::UnboundedReceiver<TypeName>) {
         let (wanted, rx) = mpsc::unbounded_channel();
         let demand = Demand {
             min_requests: min_requests.max(1),
@@ -90,7 +93,7 @@ impl Demand {
     }
 
     /// Record that `name` is not cached, and why; the reason it had before, if any.
-    pub fn refuse(&self, name: TypeName, reason: Refusal) -> Option<Refusal> {
+    pub(crate) fn refuse(&self, name: TypeName, reason: Refusal) -> Option<Refusal> {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         if refused.len() >= MAX_REFUSED && !refused.contains_key(&name) {
             return None;
@@ -109,7 +112,7 @@ impl Demand {
     }
 
     /// Forget a refusal (the type is cached now); the reason it had.
-    pub fn unrefuse(&self, name: &TypeName) -> Option<Refusal> {
+    pub(crate) fn unrefuse(&self, name: &TypeName) -> Option<Refusal> {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         refused.remove(name).map(|r| r.reason)
     }
@@ -117,7 +120,7 @@ impl Demand {
     /// Whether `name` was refused within `lately`, for a reason that holds that long (one
     /// refused for want of room is considered again at once: room may have been made; one
     /// over its budget never, until kcache restarts).
-    pub fn refused_lately(&self, name: &TypeName, lately: Duration) -> bool {
+    pub(crate) fn refused_lately(&self, name: &TypeName, lately: Duration) -> bool {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         refused.get(name).is_some_and(|r| match r.reason {
             Refusal::MaxTypes => false,
@@ -129,7 +132,7 @@ impl Demand {
     /// Forget the refusals made more than `after` ago (clients no longer read those types
     /// often enough to ask again), but for types over their budget, which stay refused;
     /// what was forgotten.
-    pub fn expire_refusals(&self, after: Duration) -> Vec<(TypeName, Refusal)> {
+    pub(crate) fn expire_refusals(&self, after: Duration) -> Vec<(TypeName, Refusal)> {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         let old: Vec<TypeName> = refused
             .values()
@@ -142,7 +145,7 @@ impl Demand {
     }
 
     /// The types refused now, by name.
-    pub fn refused(&self) -> Vec<Refused> {
+    pub(crate) fn refused(&self) -> Vec<Refused> {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<Refused> = refused.values().cloned().collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -150,7 +153,7 @@ impl Demand {
     }
 
     /// Count one list or watch of `group/version/resource`, a type kcache does not cache.
-    pub fn note(&self, group: &str, version: &str, resource: &str) {
+    pub(crate) fn note(&self, group: &str, version: &str, resource: &str) {
         let name = TypeName::new(group, version, resource);
         let reached = {
             let mut w = self.counts.lock().unwrap_or_else(|e| e.into_inner());

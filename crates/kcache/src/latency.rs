@@ -20,7 +20,7 @@ const UNKNOWN: u64 = u64::MAX;
 /// concurrent readers may overwrite each other; an estimate loses a sample then, never its
 /// meaning.
 #[derive(Debug)]
-pub struct LatencyEstimate {
+pub(crate) struct LatencyEstimate {
     micros: AtomicU64,
 }
 
@@ -34,7 +34,7 @@ impl Default for LatencyEstimate {
 
 impl LatencyEstimate {
     /// The estimate; None before the first sample.
-    pub fn get(&self) -> Option<Duration> {
+    pub(crate) fn get(&self) -> Option<Duration> {
         match self.micros.load(Ordering::Relaxed) {
             UNKNOWN => None,
             us => Some(Duration::from_micros(us)),
@@ -42,7 +42,7 @@ impl LatencyEstimate {
     }
 
     /// Take one more sample into the estimate (the first one is taken as it is).
-    pub fn record(&self, sample: Duration) {
+    pub(crate) fn record(&self, sample: Duration) {
         // Saturating: a sample of ~584,000 years is still below UNKNOWN.
         let sample = u64::try_from(sample.as_micros())
             .unwrap_or(UNKNOWN - 1)

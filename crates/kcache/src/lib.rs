@@ -9,6 +9,9 @@
 //! real kube-apiserver that shows it (`tests/fixtures/kube-apiserver-v1.28/`). The crates and
 //! the path of one event and one request through them are in `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
+// What no path from the crate's root reaches is `pub(crate)`, not `pub`: the public surface is
+// what the binary, the bench and the tests use, and nothing else reads as if it were.
+#![deny(unreachable_pub)]
 // A code name in the docs that no longer exists fails `cargo doc`, not only CI's
 // `-D warnings` run.
 #![deny(rustdoc::broken_intra_doc_links)]

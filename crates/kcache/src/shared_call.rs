@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 /// Calls of one kind out at once (see the module docs).
-pub const IN_FLIGHT: usize = 2;
+pub(crate) const IN_FLIGHT: usize = 2;
 
 /// Readers waiting for the next call of one kind, and the calls out.
 pub struct SharedCalls<T> {

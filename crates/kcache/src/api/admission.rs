@@ -16,7 +16,7 @@ use crate::auth::{Caller, ConnInfo};
 use crate::status::ApiError;
 
 /// A request admission refused.
-pub struct Refused {
+pub(super) struct Refused {
     /// The caller, when authentication accepted them (a rate or size limit refused them): the
     /// audit trail names them, as the apiserver's names the user its flow control refuses.
     pub caller: Option<Caller>,
@@ -26,7 +26,7 @@ pub struct Refused {
 
 /// Authenticate, then apply the per-caller rate and the request-size limit: the caller, or
 /// the refusal.
-pub async fn admit(
+pub(super) async fn admit(
     app: &App,
     headers: &HeaderMap,
     extensions: &Extensions,
@@ -68,7 +68,7 @@ pub async fn admit(
 /// Whether a request asks to act as someone else (`Impersonate-User`, `-Group`, `-Uid`,
 /// `-Extra-*`). Such requests are never answered from the cache: the upstream checks the
 /// caller's right to impersonate and answers as the impersonated user.
-pub fn impersonates(headers: &HeaderMap) -> bool {
+pub(super) fn impersonates(headers: &HeaderMap) -> bool {
     headers
         .keys()
         .any(|k| k.as_str().starts_with("impersonate-"))

@@ -14,7 +14,7 @@ use crate::table;
 
 /// Answer a GET of `key` (`ns/name` or `name`) with the state `want` names (as the policy
 /// decided it), or say it must go upstream.
-pub async fn get(
+pub(super) async fn get(
     cache: &Arc<ResourceCache>,
     key: &str,
     name: &str,

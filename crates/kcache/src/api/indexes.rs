@@ -87,7 +87,7 @@ where
 }
 
 /// `GET /apis/kcache.dev/v1/indexes`: every cached resource with its indexes.
-pub async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response {
+pub(super) async fn list_indexes(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
     // Definitions only, no objects: any authenticated (or anonymous) caller may see them.
     audited(&app, &parts, "get", None, |_| async {
@@ -207,7 +207,7 @@ fn read(
 }
 
 /// `GET …/indexes/{group}/{version}/{resource}/{index}?values=a,b&limit=&continue=`.
-pub async fn query(
+pub(super) async fn query(
     State(app): State<Arc<App>>,
     Path(path): Path<IndexPath>,
     req: Request,
@@ -261,7 +261,7 @@ pub async fn query(
 }
 
 /// `GET …/indexes/{group}/{version}/{resource}/{index}/counts`: objects per value.
-pub async fn counts(
+pub(super) async fn counts(
     State(app): State<Arc<App>>,
     Path(path): Path<IndexPath>,
     req: Request,

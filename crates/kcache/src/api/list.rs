@@ -28,7 +28,7 @@ use std::time::SystemTime;
 const CHUNK: usize = 64 * 1024;
 
 /// What a LIST from the cache is bounded by.
-pub struct ListSettings<'a> {
+pub(super) struct ListSettings<'a> {
     /// How long a read waits for the cache to reach a resourceVersion it asks for.
     pub rv_wait: std::time::Duration,
     /// The list-size limit, which turns larger answers into pages.
@@ -39,7 +39,7 @@ pub struct ListSettings<'a> {
 
 /// Answer a LIST of `filter` from `cache` with the state `want` names (as the policy decided
 /// it), or say it must go upstream.
-pub async fn list(
+pub(super) async fn list(
     cache: &Arc<ResourceCache>,
     want: &Want,
     filter: &Filter,
@@ -332,7 +332,7 @@ async fn page(
 
 /// A page of the objects whose index `index` has one of `values` (the index query endpoint):
 /// the same envelope and continue tokens as a LIST.
-pub fn index_page(
+pub(super) fn index_page(
     cache: &ResourceCache,
     snap: &Snapshot,
     index: usize,

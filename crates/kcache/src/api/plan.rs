@@ -18,18 +18,18 @@ use crate::selector::{FieldOp, LabelOp};
 
 /// The keys an indexed list visits: the union of a few posting sets.
 #[derive(Default)]
-pub struct Candidates<'a> {
+pub(super) struct Candidates<'a> {
     sets: Vec<&'a KeySet<Key>>,
 }
 
 impl<'a> Candidates<'a> {
     /// How many keys (an upper bound when the sets overlap).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.sets.iter().map(|s| s.len()).sum()
     }
 
     /// The candidate keys within `range`, in key order, each once.
-    pub fn keys(
+    pub(super) fn keys(
         &self,
         range: (Bound<Arc<str>>, Bound<Arc<str>>),
     ) -> impl Iterator<Item = &'a Key> + 'a {
@@ -66,7 +66,11 @@ impl<'a> Iterator for Union<'a> {
 }
 
 /// The keys with any of `values` for index `index`.
-pub fn candidates<'a>(postings: &'a Postings, index: usize, values: &[&str]) -> Candidates<'a> {
+pub(super) fn candidates<'a>(
+    postings: &'a Postings,
+    index: usize,
+    values: &[&str],
+) -> Candidates<'a> {
     Candidates {
         sets: values
             .iter()
@@ -76,7 +80,7 @@ pub fn candidates<'a>(postings: &'a Postings, index: usize, values: &[&str]) -> 
 }
 
 /// The most selective index lookup for `filter`, or None when no requirement is indexed.
-pub fn plan<'a>(
+pub(super) fn plan<'a>(
     filter: &Filter,
     indexes: &IndexSet,
     postings: &'a Postings,

@@ -54,7 +54,7 @@ use crate::table::IncludeObject;
 
 /// What a Table read can be printed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Printable {
+pub(super) enum Printable {
     /// kcache has no printer for the type: the upstream prints it.
     No,
     /// Its columns read fields beyond the object's metadata.
@@ -65,7 +65,7 @@ pub enum Printable {
 
 /// What the cache of the type holds, as far as where a read is answered depends on it.
 #[derive(Debug, Clone, Copy)]
-pub struct Held {
+pub(super) struct Held {
     pub namespaced: bool,
     pub synced: bool,
     /// Objects are cached as their metadata only.
@@ -81,7 +81,7 @@ pub struct Held {
 
 /// Where a read of a cached type is answered.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(super) enum Decision {
     /// From the cache, with the state `Want` names.
     Cache(Want),
     /// A consistent read: from the cache once it is shown current, else upstream (see
@@ -95,7 +95,7 @@ pub enum Decision {
 
 /// Which state of the type the cache answers a read with.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Want {
+pub(super) enum Want {
     /// The current state (RV=0, or a consistent read the cache answers); `limit` a page (a
     /// LIST at RV=0 ignores its limit, as the apiserver's watch cache does: L2).
     Latest { limit: i64 },
@@ -124,7 +124,7 @@ pub enum Want {
 /// What a read gets when the cache finds it does not hold the state the read wants (a state
 /// it has not reached in time, or no longer holds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Otherwise {
+pub(super) enum Otherwise {
     /// The upstream answers it.
     Forward,
     /// The apiserver's error for it (a read only the cache can answer, or a GET's wait).
@@ -133,7 +133,7 @@ pub enum Otherwise {
 
 impl Otherwise {
     /// What the read gets, `error` being the apiserver's for it.
-    pub fn answer(self, error: ApiError) -> Result<super::Answer, ApiError> {
+    pub(super) fn answer(self, error: ApiError) -> Result<super::Answer, ApiError> {
         match self {
             Otherwise::Forward => Ok(super::Answer::Upstream),
             Otherwise::Refuse => Err(error),
@@ -151,7 +151,7 @@ impl Otherwise {
 }
 
 /// Decide where a read is answered (see the module docs for the rules).
-pub fn decide(read: &ReadRequest<'_>, held: &Held) -> Decision {
+pub(super) fn decide(read: &ReadRequest<'_>, held: &Held) -> Decision {
     let local = read.local;
     // 1. The upstream's own 404 for a path outside the type's scope (G2).
     let in_namespace = read.path.namespace.is_some();
@@ -218,7 +218,7 @@ pub fn decide(read: &ReadRequest<'_>, held: &Held) -> Decision {
 /// when it is current, or answers unconfirmed while the upstream cannot be reached; else the
 /// upstream, except for a read only the cache can answer, which gets what the cache has (or,
 /// before its first sync, the apiserver's 429).
-pub fn consistent(limit: i64, found: Consistency, local: bool, synced: bool) -> Decision {
+pub(super) fn consistent(limit: i64, found: Consistency, local: bool, synced: bool) -> Decision {
     match found {
         Consistency::Cache | Consistency::Unconfirmed => Decision::Cache(Want::Latest { limit }),
         Consistency::Upstream if local && synced => Decision::Cache(Want::Latest { limit }),
@@ -333,7 +333,7 @@ fn include_object_refused(read: &ReadRequest<'_>) -> Option<Decision> {
 
 /// Where a read the cache cannot answer goes, for the reason `why`: upstream, unless it selects
 /// on a kcache index field (`local`), which only the cache knows; then it is refused.
-pub fn elsewhere(local: bool, why: &'static str) -> Decision {
+pub(super) fn elsewhere(local: bool, why: &'static str) -> Decision {
     if local {
         Decision::Refuse(ApiError::BadRequest(format!(
             "field selectors on kcache indexes are answered from the cache only, and {why}"

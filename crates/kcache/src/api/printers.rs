@@ -21,12 +21,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Printers by (group, resource).
 #[derive(Default)]
-pub struct Printers {
+pub(crate) struct Printers {
     entries: dashmap::DashMap<(String, String), Entry>,
 }
 
 /// What [`Printers::known`] finds.
-pub enum Known {
+pub(crate) enum Known {
     /// A printer that prints the type.
     Printer(Arc<Printer>),
     /// kcache cannot print the type (its columns are not all supported, or could not be had
@@ -49,7 +49,7 @@ enum Entry {
 
 impl Printers {
     /// What is known of the type's printer without asking the upstream.
-    pub fn known(&self, cache: &ResourceCache) -> Known {
+    pub(crate) fn known(&self, cache: &ResourceCache) -> Known {
         match self.entries.get(&key(cache)).map(|e| e.clone()) {
             Some(Entry::Built(p)) if p.supported() => Known::Printer(p),
             Some(Entry::Built(_)) => Known::Unprintable,
@@ -60,7 +60,11 @@ impl Printers {
 
     /// The type's printer, fetching its columns from the upstream when they are not known (and
     /// a failed fetch is not being remembered); None when kcache cannot print the type.
-    pub async fn get(&self, upstream: &Upstream, cache: &ResourceCache) -> Option<Arc<Printer>> {
+    pub(crate) async fn get(
+        &self,
+        upstream: &Upstream,
+        cache: &ResourceCache,
+    ) -> Option<Arc<Printer>> {
         match self.known(cache) {
             Known::Printer(p) => return Some(p),
             Known::Unprintable => return None,
@@ -89,7 +93,7 @@ impl Printers {
     }
 
     /// Forget the type's printer (its CRD was re-created, perhaps with other columns).
-    pub fn forget(&self, cache: &ResourceCache) {
+    pub(crate) fn forget(&self, cache: &ResourceCache) {
         self.entries.remove(&key(cache));
     }
 }

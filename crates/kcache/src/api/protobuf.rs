@@ -23,12 +23,12 @@ use crate::upstream::{MirrorReflector, ReflectorConfig, Upstream};
 
 /// How long a protobuf read waits for the mirror's watch to deliver a version the JSON cache
 /// already has (normally milliseconds: both watch the same upstream) before going upstream.
-pub const MIRROR_WAIT: Duration = Duration::from_secs(3);
+pub(super) const MIRROR_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a protobuf watch waits for a version the mirror's watch may still bring (see
 /// `Mirror::wait_all`): a 410 makes every such client relist at once, which
 /// costs them and kcache more than a late event.
-pub const MIRROR_WATCH_WAIT: Duration = Duration::from_secs(30);
+pub(super) const MIRROR_WATCH_WAIT: Duration = Duration::from_secs(30);
 
 /// Chunk size of streamed protobuf lists (as the JSON ones).
 const CHUNK: usize = 64 * 1024;
@@ -133,12 +133,12 @@ impl Mirrors {
 }
 
 /// The versions (resourceVersions) of `objects`, for the mirror.
-pub fn versions(objects: &[Arc<Object>]) -> Vec<u64> {
+pub(super) fn versions(objects: &[Arc<Object>]) -> Vec<u64> {
     objects.iter().map(|o| o.rv).collect()
 }
 
 /// A GET's body: the object's envelope.
-pub fn object(info: &ResourceInfo, obj: &[u8]) -> Response {
+pub(super) fn object(info: &ResourceInfo, obj: &[u8]) -> Response {
     let api_version = info.api_version();
     let mut out = BytesMut::with_capacity(pb::envelope_len(&api_version, &info.kind, obj.len()));
     pb::write_envelope(&api_version, &info.kind, obj, &mut out);
@@ -146,7 +146,7 @@ pub fn object(info: &ResourceInfo, obj: &[u8]) -> Response {
 }
 
 /// A list's body from its items' object messages, streamed in chunks when large.
-pub fn list(
+pub(super) fn list(
     info: &ResourceInfo,
     rv: u64,
     token: Option<&str>,
@@ -244,7 +244,7 @@ fn frame_source(ev: &Event, kind: LineKind, exact: bool) -> FrameSource {
 /// The protobuf watch frame of an event, built once per event and shared by every protobuf
 /// watcher (like the JSON lines); waits for the mirror to receive the version if it has not
 /// yet. `None`: the mirror did not get it in time; the watcher must end with a 410.
-pub async fn watch_frame(
+pub(super) async fn watch_frame(
     info: &ResourceInfo,
     mirror: &Mirror,
     ev: &Event,
@@ -282,14 +282,19 @@ fn frame(info: &ResourceInfo, ty: &str, obj: &[u8], at: Option<u64>) -> Option<B
 }
 
 /// The ADDED frame of an initial object (`obj`, its object message), appended to `out`.
-pub fn write_added(info: &ResourceInfo, api_version: &str, obj: &[u8], out: &mut BytesMut) {
+pub(super) fn write_added(info: &ResourceInfo, api_version: &str, obj: &[u8], out: &mut BytesMut) {
     pb::write_watch_event("ADDED", api_version, &info.kind, obj, out);
 }
 
 /// A BOOKMARK frame at `rv` (with the initial-events-end annotation when `initial_end`), made
 /// from the kind's empty object as the upstream encodes it; `None` until an upstream bookmark
 /// has shown that (the mirror's watch asks for bookmarks).
-pub fn bookmark(info: &ResourceInfo, mirror: &Mirror, rv: u64, initial_end: bool) -> Option<Bytes> {
+pub(super) fn bookmark(
+    info: &ResourceInfo,
+    mirror: &Mirror,
+    rv: u64,
+    initial_end: bool,
+) -> Option<Bytes> {
     let empty = mirror.bookmark_object()?;
     let mut obj = pb::with_resource_version(&empty, &rv.to_string()).ok()?;
     if initial_end {

@@ -251,7 +251,7 @@ fn listing(
 
 /// Whether the request's field selector names a configured field-path index of `cache` (a CRD
 /// selectable field of the same name is the upstream's, not kcache's own).
-pub fn names_index_field(sel: Option<&FieldSelector>, cache: &ResourceCache) -> bool {
+pub(super) fn names_index_field(sel: Option<&FieldSelector>, cache: &ResourceCache) -> bool {
     sel.is_some_and(|s| {
         s.requirements().iter().any(|r| {
             cache.indexes.by_selectable_field(&r.field).is_none()

@@ -14,7 +14,7 @@ use crate::status::ApiError;
 const SMALL_BODY: usize = 2048;
 
 /// A fresh `Audit-Id` value, as the apiserver gives every answer (E6).
-pub fn audit_id() -> HeaderValue {
+pub(super) fn audit_id() -> HeaderValue {
     let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
     HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("0"))
@@ -29,12 +29,12 @@ fn base(status: StatusCode, content_type: &'static str) -> http::response::Build
 }
 
 /// A JSON response from body chunks.
-pub fn json(status: StatusCode, chunks: Vec<Bytes>) -> Response {
+pub(super) fn json(status: StatusCode, chunks: Vec<Bytes>) -> Response {
     body(status, "application/json", chunks)
 }
 
 /// A protobuf response from body chunks (E9).
-pub fn protobuf(status: StatusCode, chunks: Vec<Bytes>) -> Response {
+pub(super) fn protobuf(status: StatusCode, chunks: Vec<Bytes>) -> Response {
     body(status, crate::protobuf::MEDIA_TYPE, chunks)
 }
 
@@ -57,25 +57,25 @@ fn body(status: StatusCode, content_type: &'static str, chunks: Vec<Bytes>) -> R
 }
 
 /// A streaming JSON response (watches): headers go out at once, chunks as they come.
-pub fn stream(body: Body) -> Response {
+pub(super) fn stream(body: Body) -> Response {
     stream_as(body, "application/json")
 }
 
 /// A streaming response of another media type (protobuf lists and watches).
-pub fn stream_as(body: Body, content_type: &'static str) -> Response {
+pub(super) fn stream_as(body: Body, content_type: &'static str) -> Response {
     base(StatusCode::OK, content_type)
         .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// The Status response for an error.
-pub fn error(e: &ApiError) -> Response {
+pub(super) fn error(e: &ApiError) -> Response {
     error_as(e, false)
 }
 
 /// The Status response for an error, in protobuf when the client asked for protobuf first
 /// (the apiserver encodes its Status as it would have encoded the answer: E9).
-pub fn error_as(e: &ApiError, protobuf: bool) -> Response {
+pub(super) fn error_as(e: &ApiError, protobuf: bool) -> Response {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     // The Status as JSON: the body of a JSON answer, and what kcache's audit events say of
     // the answer (`audit::Refusal`) whatever its encoding.
@@ -116,7 +116,7 @@ impl IntoResponse for ApiError {
 
 /// Whether the apiserver would pretty-print for this request: `?pretty=true`, or a User-Agent
 /// of curl, Wget or a browser (E-rules, `list-cm-ns-b-curl-useragent-pretty`).
-pub fn wants_pretty(pretty_param: bool, user_agent: Option<&str>) -> bool {
+pub(super) fn wants_pretty(pretty_param: bool, user_agent: Option<&str>) -> bool {
     pretty_param
         || user_agent.is_some_and(|ua| {
             ua.starts_with("curl") || ua.starts_with("Wget") || ua.starts_with("Mozilla/5.0")
@@ -125,7 +125,7 @@ pub fn wants_pretty(pretty_param: bool, user_agent: Option<&str>) -> bool {
 
 /// Re-render a compact JSON body indented by two spaces without the trailing newline, as the
 /// apiserver's pretty printer does. Only for humans; machine clients never take this path.
-pub fn prettify(chunks: Vec<Bytes>) -> Vec<Bytes> {
+pub(super) fn prettify(chunks: Vec<Bytes>) -> Vec<Bytes> {
     let mut all = Vec::new();
     for c in &chunks {
         all.extend_from_slice(c);
@@ -144,7 +144,7 @@ pub fn prettify(chunks: Vec<Bytes>) -> Vec<Bytes> {
 const GZIP_THRESHOLD: usize = 128 * 1024;
 
 /// Whether the client's Accept-Encoding allows gzip.
-pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
+pub(super) fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
     accept_encoding.is_some_and(|v| {
         v.split(',').any(|e| {
             let mut parts = e.split(';');
@@ -158,7 +158,7 @@ pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
 /// Gzip a 200 answer whose body exceeds 128 KiB. The body is read up to the threshold to
 /// decide (small bodies keep their framing); above it the rest is compressed as it streams, so
 /// a large list never sits in memory whole. Never used for watches (E8: streams stay plain).
-pub async fn gzip_if_large(resp: Response) -> Response {
+pub(super) async fn gzip_if_large(resp: Response) -> Response {
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use http_body_util::BodyExt;

@@ -67,7 +67,11 @@ fn age_value(cache: &ResourceCache) -> HeaderValue {
 /// A cache handler's outcome as the answer to send, its age stamped on it (an error the cache
 /// decided on is an answer from the cache too, in protobuf when `protobuf`); a forwarded one
 /// stays as it is.
-pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: bool) -> Answer {
+pub(super) fn stamp(
+    answer: Result<Answer, ApiError>,
+    cache: &ResourceCache,
+    protobuf: bool,
+) -> Answer {
     match answer {
         Ok(Answer::Ready(resp)) => Answer::Ready(with_age(resp, cache)),
         Ok(answer @ (Answer::Upstream | Answer::Consistent(_))) => answer,
@@ -76,7 +80,7 @@ pub fn stamp(answer: Result<Answer, ApiError>, cache: &ResourceCache, protobuf: 
 }
 
 /// Mark a response as served from `cache`, with its age.
-pub fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
+pub(super) fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
     resp.headers_mut()
         .insert(CACHE_AGE_HEADER, age_value(cache));
     resp
@@ -85,7 +89,7 @@ pub fn with_age(mut resp: Response, cache: &ResourceCache) -> Response {
 /// How long a reachable upstream may send a synced cache no event or bookmark before the
 /// cache is called stale (in `/readyz?verbose` and the admin `/status`): well above the
 /// apiserver's bookmark interval of about a minute.
-pub const QUIET_AFTER: Duration = Duration::from_secs(120);
+pub(super) const QUIET_AFTER: Duration = Duration::from_secs(120);
 
 /// The `/readyz?verbose` detail of a cache. A synced cache stays ready while stale: every
 /// replica fronts the same upstream, so failing readiness would take all of them out of the
@@ -94,7 +98,7 @@ pub const QUIET_AFTER: Duration = Duration::from_secs(120);
 ///
 /// A type over its memory budget is ready too, with a warning: every read of it is answered
 /// correctly, by the upstream.
-pub fn ready_detail(cache: &ResourceCache) -> String {
+pub(super) fn ready_detail(cache: &ResourceCache) -> String {
     if let Some(over) = cache.budget().overage() {
         return format!(
             "ok (warning: over memoryBudget of {} bytes at {} bytes; not cached, reads passed \

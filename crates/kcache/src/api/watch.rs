@@ -151,7 +151,7 @@ impl Fanout {
 /// Open a watch on `cache`. A watch whose initial events must be consistent (resourceVersion
 /// unset with the end bookmark asked for: W6b) comes here only once the cache has reached the
 /// upstream's current revision (see `App::consistent`), so its bookmark is never below it.
-pub async fn watch(
+pub(super) async fn watch(
     cache: Arc<ResourceCache>,
     filter: Filter,
     opts: &ListOptions,
@@ -310,7 +310,7 @@ impl Drop for Registration {
 }
 
 /// How a watch's events are written (from the request's Accept header).
-pub enum Encoding {
+pub(super) enum Encoding {
     /// Watch events with the objects as JSON: the shared, pre-built lines.
     Json,
     /// Each object as a one-row Table (`kubectl get -w`).
@@ -1029,7 +1029,7 @@ struct Lost;
 
 /// A BOOKMARK line in the built-in or CR form (W5, W6); built-in kinds' objects carry
 /// `"creationTimestamp":null` when `null_timestamp` (apiservers before v1.34).
-pub fn bookmark_line(
+pub(super) fn bookmark_line(
     info: &ResourceInfo,
     rv: u64,
     initial_end: bool,

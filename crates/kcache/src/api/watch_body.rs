@@ -23,14 +23,14 @@ use futures::task::AtomicWaker;
 use futures::Stream;
 
 /// The watcher's end: where its loop puts the next chunk.
-pub struct Outlet {
+pub(super) struct Outlet {
     slot: Arc<Mutex<Option<Bytes>>>,
 }
 
 impl Outlet {
     /// Hand one chunk to the body and pause until the body is polled again (that is, until
     /// the connection has taken the chunk and asks for more).
-    pub async fn send(&self, chunk: Bytes) {
+    pub(super) async fn send(&self, chunk: Bytes) {
         *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(chunk);
         Paused(false).await
     }
@@ -54,7 +54,7 @@ impl Future for Paused {
 }
 
 /// The body: the watcher's loop and the chunk it last handed out.
-pub struct WatchBody {
+pub(super) struct WatchBody {
     run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     slot: Arc<Mutex<Option<Bytes>>>,
     /// The waker the loop is polled with, and whether it was woken (see [`Woken`]).
@@ -90,7 +90,7 @@ impl Wake for Woken {
 impl WatchBody {
     /// A body that runs the loop `make` builds around an [`Outlet`]; the stream ends when the
     /// loop returns.
-    pub fn new<F, Fut>(make: F) -> WatchBody
+    pub(super) fn new<F, Fut>(make: F) -> WatchBody
     where
         F: FnOnce(Outlet) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,

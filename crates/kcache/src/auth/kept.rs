@@ -29,10 +29,10 @@ use super::memo::Memo;
 use super::rbac::{RbacChanges, RBAC_ALLOWED};
 
 /// How often the verdicts are written down (a restart loses at most this much of them).
-pub const EVERY: Duration = Duration::from_secs(10);
+pub(super) const EVERY: Duration = Duration::from_secs(10);
 
 /// The file's name in the persist directory.
-pub const FILE: &str = "access-verdicts.json";
+pub(super) const FILE: &str = "access-verdicts.json";
 
 /// How long kcache waits at start for its RBAC watches before giving up on the file.
 const WAIT_FOR_RBAC: Duration = Duration::from_secs(30);
@@ -65,7 +65,7 @@ fn unix_ms(t: SystemTime) -> u64 {
 /// `done` is set once the kept verdicts are taken back, or found not to be takeable: access
 /// reviews wait for it (briefly) so that clients coming back the moment kcache is ready find
 /// them.
-pub async fn keep(
+pub(super) async fn keep(
     dir: PathBuf,
     rbac: Arc<RbacChanges>,
     memo: Arc<Memo<Decision>>,

@@ -99,14 +99,14 @@ type ByValue = HashMap<Box<str>, Vec<Arc<Subscriber>>>;
 
 /// Registered watchers by index and value.
 #[derive(Default)]
-pub struct Dispatch {
+pub(super) struct Dispatch {
     table: RwLock<HashMap<usize, ByValue>>,
     /// Watchers registered, read without the table's lock.
     registered: AtomicUsize,
 }
 
 impl Dispatch {
-    pub fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
+    pub(super) fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
         let sub = Arc::new(Subscriber::default());
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         t.entry(index)
@@ -119,11 +119,11 @@ impl Dispatch {
     }
 
     /// How many watchers are registered.
-    pub fn registered(&self) -> usize {
+    pub(super) fn registered(&self) -> usize {
         self.registered.load(Ordering::Relaxed)
     }
 
-    pub fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
+    pub(super) fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let Some(by_value) = t.get_mut(&index) else {
             return;
@@ -143,7 +143,7 @@ impl Dispatch {
     }
 
     /// Hand `ev` to the watchers registered under a value its old or new object has.
-    pub fn dispatch(&self, indexes: &IndexSet, ev: &Arc<Event>) {
+    pub(super) fn dispatch(&self, indexes: &IndexSet, ev: &Arc<Event>) {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         for (&i, by_value) in t.iter() {
             let mut values: Vec<&str> = Vec::with_capacity(2);
@@ -168,7 +168,7 @@ impl Dispatch {
     }
 
     /// Every registered watcher must re-read history (it was reset: they will get their 410).
-    pub fn overflow_all(&self) {
+    pub(super) fn overflow_all(&self) {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         for s in t.values().flat_map(|m| m.values()).flatten() {
             s.overflow();
