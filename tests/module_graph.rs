@@ -57,6 +57,43 @@ fn modules_of_the_library_depend_on_each_other_one_way() {
     }
 }
 
+/// `cargo test` in the root (the README's test command) runs every crate's own tests: each
+/// workspace member, once, is a default member too.
+#[test]
+fn the_test_command_runs_every_crate() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("the workspace's manifest");
+    let list = |key: &str| -> Vec<String> {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key}"))
+            .trim_end_matches(']')
+            .split(',')
+            .map(|m| m.trim().trim_matches('"').to_string())
+            .filter(|m| !m.is_empty())
+            .collect()
+    };
+    let members = list("members = [");
+    let defaults: BTreeSet<String> = list("default-members = [").into_iter().collect();
+    let unique: BTreeSet<&String> = members.iter().collect();
+    assert_eq!(
+        unique.len(),
+        members.len(),
+        "a member named twice: {members:?}"
+    );
+    for m in &members {
+        assert!(
+            defaults.contains(m),
+            "{m}: not a default member, so `cargo test` skips it"
+        );
+    }
+    for (src, _) in CRATES {
+        let krate = src.trim_end_matches("/src");
+        assert!(members.iter().any(|m| m == krate), "{krate}: not a member");
+    }
+}
+
 /// What a request starts and leaves running is tracked (`App::tasks`), so that shutdown waits
 /// for it: the HTTP layer (`api`) spawns no task of its own, but for the protobuf mirrors'
 /// reflectors, which are kept by their handles and end with their type.

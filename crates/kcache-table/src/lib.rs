@@ -409,16 +409,8 @@ impl Printer {
         let start = out.len();
         let ((), until) = duration::unchanged_until(|| self.write_cells(out, &obj, now));
         let cells = start..out.len();
-        out.extend_from_slice(b",\"object\":");
-        match include {
-            IncludeObject::None => out.extend_from_slice(b"null"),
-            IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
-            IncludeObject::Metadata => match metadata {
-                Some(stored) => write_partial_stored(out, stored.get().as_bytes()),
-                None => write_partial(out, &obj),
-            },
-        }
-        out.push(b'}');
+        let stored = metadata.map(|m| m.get().as_bytes());
+        write_row_object(out, raw, include, stored, &obj);
         // Where the stored metadata is in `raw`: it was parsed from `raw` without copying.
         let span = metadata.and_then(|m| {
             let at = (m.get().as_ptr() as usize).checked_sub(raw.as_ptr() as usize)?;
@@ -508,13 +500,7 @@ impl RowSlot {
             return false;
         };
         out.extend_from_slice(&m.cells);
-        out.extend_from_slice(b",\"object\":");
-        match include {
-            IncludeObject::None => out.extend_from_slice(b"null"),
-            IncludeObject::Object => out.extend_from_slice(trim_ascii(raw)),
-            IncludeObject::Metadata => write_partial_stored(out, metadata),
-        }
-        out.push(b'}');
+        write_row_object(out, raw, include, Some(metadata), &Value::Null);
         true
     }
 
@@ -523,6 +509,25 @@ impl RowSlot {
             *slot = Some(Box::new(memo));
         }
     }
+}
+
+/// A row's `"object"` and its closing brace: `raw`'s PartialObjectMetadata from its `stored`
+/// metadata where there is one, else from the parsed `obj`.
+fn write_row_object(
+    out: &mut Vec<u8>,
+    raw: &[u8],
+    include: IncludeObject,
+    stored: Option<&[u8]>,
+    obj: &Value,
+) {
+    out.extend_from_slice(b",\"object\":");
+    match (include, stored) {
+        (IncludeObject::None, _) => out.extend_from_slice(b"null"),
+        (IncludeObject::Object, _) => out.extend_from_slice(trim_ascii(raw)),
+        (IncludeObject::Metadata, Some(stored)) => write_partial_stored(out, stored),
+        (IncludeObject::Metadata, None) => write_partial(out, obj),
+    }
+    out.push(b'}');
 }
 
 /// A process-wide number for each printer built ([`Printer`]'s `id`).
