@@ -142,6 +142,40 @@ pub(super) struct Clients {
     pub(super) proxies: load::Target,
 }
 
+/// Open every client's watch once and close it again, as clients that have been served by a
+/// kcache for a while: their access verdicts are then the kcache's. How many failed to open.
+pub(super) async fn watch_once(clients: &Clients) -> usize {
+    let nodes = clients.nodes;
+    let until = Instant::now() + PATIENCE;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
+    let proxy_path = super::fleet::proxy_watch(clients.slices_rv);
+    let h2 = Proto::H2 { connections: nodes };
+    let (kubelets, proxies) = tokio::join!(
+        watchers::open_to(
+            &clients.kubelets,
+            h2,
+            kubelet_watches,
+            stop_rx.clone(),
+            until,
+            OPEN_PARALLEL
+        ),
+        watchers::open_to(
+            &clients.proxies,
+            h2,
+            vec![(None, proxy_path); nodes],
+            stop_rx,
+            until,
+            OPEN_PARALLEL
+        ),
+    );
+    let _ = stop_tx.send(true);
+    let failed = kubelets.failed + proxies.failed;
+    kubelets.finish().await;
+    proxies.finish().await;
+    failed
+}
+
 /// Open every client's watch at once on `k` (they find the changes `pods` and `slices` made
 /// during the gap), wait until each has them, and measure; the upstream's lists and watches
 /// are counted from `since` (its [`upstream`] when the herd's cause began).

@@ -335,17 +335,23 @@ impl KcacheChild {
         Ok(())
     }
 
-    /// Wait until the access verdicts RBAC gave are written down in `persist_dir` (kcache does
-    /// it every 10 s; docs/security.md, "Remembered verdicts"), as in a kcache that has run
-    /// for a while: one killed before that restarts without them.
+    /// Wait until the access verdicts RBAC gave are written down in `persist_dir`, at least
+    /// `watches` of them for watches (kcache does it every 10 s; docs/security.md,
+    /// "Remembered verdicts"), as in a kcache that has run for a while: one killed before that
+    /// restarts without them.
     pub async fn wait_verdicts_kept(
         &self,
         persist_dir: &Path,
+        watches: usize,
         timeout: Duration,
     ) -> Result<(), String> {
         let file = persist_dir.join("access-verdicts.json");
         let deadline = Instant::now() + timeout;
-        while !std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\"key\"")) {
+        // A verdict's key holds its verb between NULs (kcache's `auth::authz`), written as
+        // JSON escapes.
+        let kept =
+            |t: &str| t.contains("\"key\"") && t.matches("\\u0000watch\\u0000").count() >= watches;
+        while !std::fs::read_to_string(&file).is_ok_and(|t| kept(&t)) {
             if Instant::now() >= deadline {
                 return Err(format!(
                     "access verdicts not written to {} within {timeout:?}\n{}",

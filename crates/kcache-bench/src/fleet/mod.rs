@@ -912,9 +912,6 @@ impl Bench {
                 Duration::from_secs(600),
             )
             .await?;
-        first
-            .wait_verdicts_kept(store.path(), Duration::from_secs(60))
-            .await?;
         let clients = herd::Clients {
             nodes,
             pods_rv: rv_on(&kubelets, "/api/v1/pods").await?,
@@ -922,6 +919,18 @@ impl Bench {
             kubelets,
             proxies,
         };
+        // Its clients' watches served once, as by a kcache its cluster has used: their access
+        // verdicts are written down with the rest (one per kubelet, one for the kube-proxies'
+        // account), as in front of the real apiserver.
+        let failed = herd::watch_once(&clients).await;
+        if failed > 0 {
+            return Err(format!(
+                "{failed} watches failed to open on the first kcache"
+            ));
+        }
+        first
+            .wait_verdicts_kept(store.path(), nodes + 1, Duration::from_secs(60))
+            .await?;
         // From here on, whatever the upstream is asked is the restart's and the herd's.
         let baseline = herd::upstream(sim);
         first.kill_9();
