@@ -145,18 +145,32 @@ pub(super) struct Clients {
 /// Open every client's watch once and close it again, as clients that have been served by a
 /// kcache for a while: their access verdicts are then the kcache's. How many failed to open.
 pub(super) async fn watch_once(clients: &Clients) -> usize {
-    let nodes = clients.nodes;
-    let until = Instant::now() + PATIENCE;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (kubelets, proxies) = open_all(clients, stop_rx, Instant::now() + PATIENCE).await;
+    let _ = stop_tx.send(true);
+    let failed = kubelets.failed + proxies.failed;
+    kubelets.finish().await;
+    proxies.finish().await;
+    failed
+}
+
+/// Every kubelet's Pod watch and every kube-proxy's slice watch, from the versions they had
+/// seen, each class on a connection per node, all opening at once.
+async fn open_all(
+    clients: &Clients,
+    stop: tokio::sync::watch::Receiver<bool>,
+    until: Instant,
+) -> (FanOut, FanOut) {
+    let nodes = clients.nodes;
     let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
     let proxy_path = super::fleet::proxy_watch(clients.slices_rv);
     let h2 = Proto::H2 { connections: nodes };
-    let (kubelets, proxies) = tokio::join!(
+    tokio::join!(
         watchers::open_to(
             &clients.kubelets,
             h2,
             kubelet_watches,
-            stop_rx.clone(),
+            stop.clone(),
             until,
             OPEN_PARALLEL
         ),
@@ -164,16 +178,11 @@ pub(super) async fn watch_once(clients: &Clients) -> usize {
             &clients.proxies,
             h2,
             vec![(None, proxy_path); nodes],
-            stop_rx,
+            stop,
             until,
             OPEN_PARALLEL
         ),
-    );
-    let _ = stop_tx.send(true);
-    let failed = kubelets.failed + proxies.failed;
-    kubelets.finish().await;
-    proxies.finish().await;
-    failed
+    )
 }
 
 /// Open every client's watch at once on `k` (they find the changes `pods` and `slices` made
@@ -187,7 +196,6 @@ pub(super) async fn run(
     slices: &WriteLog,
     since: (u64, u64),
 ) -> HerdRun {
-    let nodes = clients.nodes;
     let pid = k.pid();
     let sampler = RssSampler::start(pid);
     let reviews_before = reviews(k).await;
@@ -195,27 +203,7 @@ pub(super) async fn run(
     let t = Instant::now();
     let until = t + PATIENCE + Duration::from_secs(30);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let kubelet_watches = node_pod_watches(nodes, clients.pods_rv, "&allowWatchBookmarks=true");
-    let proxy_path = super::fleet::proxy_watch(clients.slices_rv);
-    let h2 = Proto::H2 { connections: nodes };
-    let (kubelets, proxies) = tokio::join!(
-        watchers::open_to(
-            &clients.kubelets,
-            h2,
-            kubelet_watches,
-            stop_rx.clone(),
-            until,
-            OPEN_PARALLEL
-        ),
-        watchers::open_to(
-            &clients.proxies,
-            h2,
-            vec![(None, proxy_path); nodes],
-            stop_rx,
-            until,
-            OPEN_PARALLEL
-        ),
-    );
+    let (kubelets, proxies) = open_all(clients, stop_rx, until).await;
     let open = t.elapsed();
     let (kubelets_synced, proxies_synced) =
         tokio::join!(synced(&kubelets, pods, t), synced(&proxies, slices, t));
