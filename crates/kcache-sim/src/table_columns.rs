@@ -52,6 +52,21 @@ const RECORDED_1_34_PODS: &str =
 /// (name, type, priority, description) of the columns of kinds without a recording.
 type Column = (&'static str, &'static str, u8, &'static str);
 
+/// The columns most printers share, as the apiserver declares them.
+const AGE: Column = ("Age", "string", 0, "Time since the object was created.");
+const CONTAINERS: Column = (
+    "Containers",
+    "string",
+    1,
+    "Names of each container in the template.",
+);
+const IMAGES: Column = (
+    "Images",
+    "string",
+    1,
+    "Images referenced by each container in the template.",
+);
+
 const DEPLOYMENTS: &[Column] = &[
     (
         "Ready",
@@ -66,7 +81,7 @@ const DEPLOYMENTS: &[Column] = &[
         "Replicas that run the latest pod template.",
     ),
     ("Available", "integer", 0, "Replicas available to serve."),
-    ("Age", "string", 0, "Time since the object was created."),
+    AGE,
     (
         "Containers",
         "string",
@@ -100,7 +115,7 @@ const NODES: &[Column] = &[
         0,
         "Roles from the node-role.kubernetes.io labels.",
     ),
-    ("Age", "string", 0, "Time since the object was created."),
+    AGE,
     (
         "Version",
         "string",
@@ -143,19 +158,9 @@ const REPLICASETS: &[Column] = &[
     ("Desired", "integer", 0, "Desired replicas."),
     ("Current", "integer", 0, "Replicas the set has."),
     ("Ready", "integer", 0, "Ready replicas."),
-    ("Age", "string", 0, "Time since the object was created."),
-    (
-        "Containers",
-        "string",
-        1,
-        "Names of each container in the template.",
-    ),
-    (
-        "Images",
-        "string",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
     ("Selector", "string", 1, "Label selector of the set's pods."),
 ];
 
@@ -191,19 +196,9 @@ const DAEMONSETS: &[Column] = &[
         0,
         "The pod template's node selector.",
     ),
-    ("Age", "string", 0, "Time since the object was created."),
-    (
-        "Containers",
-        "string",
-        1,
-        "Names of each container in the template.",
-    ),
-    (
-        "Images",
-        "string",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
     (
         "Selector",
         "string",
@@ -214,19 +209,9 @@ const DAEMONSETS: &[Column] = &[
 
 const STATEFULSETS: &[Column] = &[
     ("Ready", "string", 0, "Number of the pod with ready state"),
-    ("Age", "string", 0, "Time since the object was created."),
-    (
-        "Containers",
-        "string",
-        1,
-        "Names of each container in the template.",
-    ),
-    (
-        "Images",
-        "string",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
 ];
 
 /// A Job's columns after its `Status` (v1.34 has it, v1.28 does not).
@@ -238,19 +223,9 @@ const JOBS: &[Column] = &[
         0,
         "Time required to complete the job.",
     ),
-    ("Age", "string", 0, "Time since the object was created."),
-    (
-        "Containers",
-        "string",
-        1,
-        "Names of each container in the template.",
-    ),
-    (
-        "Images",
-        "string",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
     ("Selector", "string", 1, "Label selector of the job's pods."),
 ];
 
@@ -265,12 +240,12 @@ const ENDPOINTSLICES: &[Column] = &[
         0,
         "The slice's endpoints' addresses.",
     ),
-    ("Age", "string", 0, "Time since the object was created."),
+    AGE,
 ];
 
 const SERVICEACCOUNTS: &[Column] = &[
     ("Secrets", "string", 0, "Secrets the account may use."),
-    ("Age", "string", 0, "Time since the object was created."),
+    AGE,
 ];
 
 /// An Event's columns: the only printer without `Name` first (it is last, and wide).

@@ -431,14 +431,8 @@ impl Printer {
     /// `{"cells":[…]` and the row's `,"conditions":…` if it has any: the row up to its object.
     fn write_cells(&self, out: &mut Vec<u8>, obj: &Value, now: i128) {
         let (cells, conditions) = self.row(obj, now);
-        out.extend_from_slice(b"{\"cells\":[");
-        for (i, cell) in cells.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_value(out, cell, false);
-        }
-        out.push(b']');
+        out.extend_from_slice(b"{\"cells\":");
+        write_value(out, &Value::Array(cells), false);
         if let Some(conditions) = conditions {
             out.extend_from_slice(b",\"conditions\":");
             write_value(out, &conditions, false);
