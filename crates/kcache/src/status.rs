@@ -149,7 +149,7 @@ impl ApiError {
     }
 
     /// Seconds for a `Retry-After` header, for the errors the apiserver sends one with.
-    pub fn retry_after(&self) -> Option<u32> {
+    pub(crate) fn retry_after(&self) -> Option<u32> {
         match self {
             ApiError::NotReady
             | ApiError::TooLargeResourceVersion { .. }
@@ -282,7 +282,7 @@ impl ApiError {
     }
 
     /// A watch `ERROR` event line carrying this Status (errors after the 200 of a watch).
-    pub fn watch_event(&self) -> Bytes {
+    pub(crate) fn watch_event(&self) -> Bytes {
         let ev = json!({"type": "ERROR", "object": self.to_status()});
         let mut v = go_json(&ev);
         v.push(b'\n');

@@ -37,7 +37,7 @@ pub enum Verb {
 
 impl Verb {
     /// The verb's name in metrics and authorization attributes.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
             Verb::List => "list",
