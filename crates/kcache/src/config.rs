@@ -70,7 +70,7 @@ pub struct Config {
     pub auth: AuthSettings,
     /// kcache's own limits; 0 means no limit.
     pub limits: LimitConfig,
-    /// On-demand caching of types that are not configured (see [`AutoSettings`]).
+    /// On-demand caching of types that are not configured (see `AutoSettings`).
     pub auto: AutoSettings,
     /// The audit trail of the requests kcache answers itself (absent: none is kept), named as
     /// the apiserver's audit flags are (see `kcache_audit::AuditConfig`).

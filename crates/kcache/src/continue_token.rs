@@ -35,7 +35,7 @@ pub struct ContinueToken {
     /// latest state (what an expired token's replacement carries).
     pub rv: i64,
     /// Key to start at (inclusive) as the token writes it: relative to the namespace for
-    /// namespaced lists, with or without a leading `/` (see [`ContinueToken::key`]).
+    /// namespaced lists, with or without a leading `/` (see `ContinueToken::key`).
     pub start: String,
 }
 

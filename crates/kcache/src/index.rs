@@ -7,7 +7,7 @@
 //!
 //! Dependencies point one way, `object` → `index`: an `Object` is built by extracting the
 //! values of an [`IndexSet`], so this module does not name `Object`; it reads objects through
-//! the small [`Indexed`] trait, which `object` implements.
+//! the small `Indexed` trait, which `object` implements.
 //!
 //! Why one file of this length: index definitions, value extraction and posting sets change
 //! together whenever an index kind is added (a new `Source` is defined, extracted and posted).

@@ -1,7 +1,7 @@
 //! Prometheus metrics (`/metrics` on the admin listener), with the `prometheus-client` crate:
 //! its metric handles are plain `Arc`ed atomics that a watcher can keep and bump per event
 //! without a lookup. The crate encodes OpenMetrics only; scrapers that do not ask for it get
-//! the Prometheus text format 0.0.4, derived from that encoding by [`to_prometheus_text`].
+//! the Prometheus text format 0.0.4, derived from that encoding by `to_prometheus_text`.
 //!
 //! Each running kcache ([`crate::server::start`]) owns one [`Metrics`] registry, shared as an
 //! `Arc` with what records into it (the reflectors, the API, auth, the limits) and rendered by
@@ -206,7 +206,7 @@ pub struct Metrics {
     /// Access verdicts taken back from `cache.persistDir` at start.
     pub auth_verdicts_restored: Counter,
     /// The audit trail's events by backend and fate, brought up to date from the auditor's
-    /// own counters at each scrape ([`Metrics::audit`]).
+    /// own counters at each scrape (`Metrics::audit`).
     pub audit_events: Family<AuditLabels, Counter>,
     pub limited: Family<LimitLabels, Counter>,
     pub limits: Family<LimitLabels, Gauge>,

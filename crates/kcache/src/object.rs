@@ -92,7 +92,7 @@ pub struct Object {
 
 /// An object's store key as the cache's map and posting sets hold it: the object itself (one
 /// pointer, no key text of its own), ordered and compared as its key text
-/// ([`Object::key`]), so it can be looked up by a `&str` or an `Arc<str>`.
+/// (`Object::key`), so it can be looked up by a `&str` or an `Arc<str>`.
 ///
 /// A posting set keeps the `Key` it was given until the object's entry is replaced: the
 /// posting sets replace the entries of every changed object (see `index::Postings::update`),
@@ -271,7 +271,7 @@ impl Object {
         Self::from_upstream_indexed(info, &IndexSet::default(), raw, drop_managed_fields)
     }
 
-    /// [`Object::from_upstream`], extracting the values of the configured field-path indexes.
+    /// `Object::from_upstream`, extracting the values of the configured field-path indexes.
     pub(crate) fn from_upstream_indexed(
         info: &ResourceInfo,
         indexes: &IndexSet,
@@ -307,7 +307,7 @@ impl Object {
         )
     }
 
-    /// [`Object::from_upstream_event`] (with `line`) or [`Object::from_upstream_indexed`]
+    /// `Object::from_upstream_event` (with `line`) or [`Object::from_upstream_indexed`]
     /// (without), leaving out what `strip` names.
     pub(crate) fn from_upstream_stripped(
         info: &ResourceInfo,
@@ -499,7 +499,7 @@ impl Object {
     }
 
     /// The watch line `{"type":"TY","object":RAW}\n`, if this object's bytes were laid out as
-    /// that line (built by [`Object::from_upstream_event`] with `ty`): a slice of the same
+    /// that line (built by `Object::from_upstream_event` with `ty`): a slice of the same
     /// allocation as [`Object::raw`], so an event holds no copy of its object.
     pub(crate) fn line(&self, ty: &str) -> Option<Bytes> {
         let start = self.buf.get(..usize::from(self.line_start))?;

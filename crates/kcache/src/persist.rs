@@ -20,7 +20,7 @@
 //! holds them.
 //!
 //! **Writes are off the event path.** The reflector and the cache never wait on the disk: a
-//! [`Persister`] task takes the cache's [`Snapshot`](crate::cache::Snapshot) (objects and RV
+//! `Persister` task takes the cache's [`Snapshot`](crate::cache::Snapshot) (objects and RV
 //! at one instant, O(1)) about once a second, diffs its map against the one it last committed, and commits the
 //! difference and the snapshot's RV in one transaction (on a blocking thread). The diff skips
 //! the subtrees the two maps share, so a flush costs in proportion to what changed. The stored
@@ -28,7 +28,7 @@
 //! unset none of this exists, and the cache pays nothing.
 //!
 //! **Loading.** At start, a resource whose record matches its configuration is loaded into its
-//! cache before its reflector starts ([`restore_from`], which reads each object's head on one
+//! cache before its reflector starts (`restore_from`, which reads each object's head on one
 //! thread per core while the file is read); the reflector then checks that the upstream
 //! has reached the stored RV and resumes its watch from there (a 410 makes it relist, as any
 //! expired watch does; an upstream behind the stored RV, another cluster or a restore, too). Anything that cannot be
@@ -388,7 +388,7 @@ impl Store {
     }
 
     /// The stored state of resource `key`, if any. Err when what is stored cannot be used
-    /// (the caller discards it); the objects are checked further by [`restore`].
+    /// (the caller discards it); the objects are checked further by `restore`.
     pub fn load(&self, key: &str, config: &str) -> Result<Option<Stored>, PersistError> {
         let Some(record) = self.record(key, config)? else {
             return Ok(None);
@@ -685,9 +685,9 @@ fn parse(
 type Parsed = (usize, Vec<Arc<Object>>);
 
 /// Install resource `key` of `store` (its [`Store::record`] is `record`) in its (new, empty)
-/// cache, as [`restore`] does, reading the file and the objects' heads at the same time: this
+/// cache, as `restore` does, reading the file and the objects' heads at the same time: this
 /// thread reads the objects in batches while one thread per core reads their heads. Err, with
-/// the cache left empty, as [`restore`], or when the objects cannot be read.
+/// the cache left empty, as `restore`, or when the objects cannot be read.
 pub(crate) fn restore_from(
     store: &Store,
     writer: &Writer,

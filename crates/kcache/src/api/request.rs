@@ -51,7 +51,7 @@ impl Verb {
     }
 }
 
-/// What [`super::handle`] reads of every request, once.
+/// What `super::handle` reads of every request, once.
 pub struct Parsed {
     pub verb: Verb,
     /// The resource path; None for anything else (discovery, `/version`, …).

@@ -1,13 +1,13 @@
 //! Who is calling and what they may read.
 //!
 //! kcache answers reads from one cache filled with its own privileges, so it must check
-//! every caller itself: it authenticates them ([`Auth::authenticate`]: bearer tokens by
+//! every caller itself: it authenticates them (`Auth::authenticate`: bearer tokens by
 //! TokenReview against the upstream, x509 client certificates against the configured client
-//! CA) and asks the upstream's authorizer ([`Auth::authorize`]: a SubjectAccessReview)
+//! CA) and asks the upstream's authorizer (`Auth::authorize`: a SubjectAccessReview)
 //! before each cached read. Requests it passes through carry the caller's identity, never
-//! kcache's ([`Forward`]). ServiceAccount tokens it can check itself, as the apiserver does,
-//! it does ([`service_account`]). Verdicts are remembered briefly ([`memo`]); those RBAC gave, for
-//! as long as the upstream's RBAC objects do not change ([`rbac`]).
+//! kcache's (`Forward`). ServiceAccount tokens it can check itself, as the apiserver does,
+//! it does (`service_account`). Verdicts are remembered briefly (`memo`); those RBAC gave, for
+//! as long as the upstream's RBAC objects do not change (`rbac`).
 
 mod authn;
 mod authz;

@@ -8,7 +8,7 @@
 //!
 //! One writer (the reflector) and many readers, by type: the cache is shared read-only as
 //! `Arc<ResourceCache>`, and its objects and resourceVersion change only through its one
-//! [`Writer`] (see the `writer` module), made once by [`ResourceCache::split`]. The lock is
+//! `Writer` (see the `writer` module), made once by `ResourceCache::split`. The lock is
 //! held only for O(log n) updates, O(1) clones and, for a relist, the swap of the new state and the append of its events:
 //! the O(n) work of a relist (the diff, the sort, the posting sets, freeing the old state) is
 //! done outside it (see `relist`), and nothing holds it while bytes are written to a client.
@@ -17,7 +17,7 @@
 //! - `state`: the versioned state the lock protects (objects, posting sets, history, relists,
 //!   snapshots, the sequence positions watchers read from);
 //! - [`Contact`]: when the reflector last heard from the upstream, and so the cache's age;
-//! - [`Freshness`]: what consistent reads learnt about proving this cache current;
+//! - `Freshness`: what consistent reads learnt about proving this cache current;
 //! - [`Budget`]: the memory budget and whether the type went over it;
 //! - [`LastList`]: when the reflector last listed the type, and why;
 //! - the protobuf [`Mirror`], once a protobuf read started one;
@@ -289,7 +289,7 @@ impl ResourceCache {
         &self.last_list
     }
 
-    /// What the last wait for this cache found (see [`Freshness::verdict`]).
+    /// What the last wait for this cache found (see `Freshness::verdict`).
     pub fn verdict(&self) -> Verdict {
         self.freshness.verdict(self.object_events())
     }

@@ -34,7 +34,7 @@ const LIST_API_VERSION: &str = "meta.k8s.io/v1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemVersion {
     /// The object's cache key (`namespace/name`, or `name` for a cluster-scoped object), as
-    /// [`crate::object::Object::key`] spells it, so that the two compare as they are.
+    /// `crate::object::Object::key` spells it, so that the two compare as they are.
     pub key: Box<str>,
     /// Its `metadata.resourceVersion`: the revision of its last change.
     pub rv: u64,

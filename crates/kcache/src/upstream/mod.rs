@@ -361,7 +361,7 @@ impl Upstream {
             .await
     }
 
-    /// [`Upstream::get`] asking for another media type (the protobuf mirror's lists).
+    /// `Upstream::get` asking for another media type (the protobuf mirror's lists).
     pub async fn get_accepting(
         &self,
         path_and_query: &str,

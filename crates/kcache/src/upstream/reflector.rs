@@ -129,7 +129,7 @@ pub struct ReflectorConfig {
     /// the type's next write, which for a quiet type may be never). Measured from the last line,
     /// not the start, so a large collection's initial events are never cut short.
     pub initial_events_idle: Duration,
-    /// End the loop on a 403 from the type's list or watch ([`Ended::Forbidden`]) instead of
+    /// End the loop on a 403 from the type's list or watch (`Ended::Forbidden`) instead of
     /// retrying it: for a type cached on demand, which kcache's identity may lack the RBAC to
     /// follow (a configured type is retried: its RBAC is an operator's mistake to fix).
     pub stop_when_forbidden: bool,

@@ -1,9 +1,9 @@
 //! `/status` on the admin listener: every cached type's figures at a glance, for people on a
 //! node (an HTML page for a browser, a plain-text table for a terminal) and for tools (JSON).
 //!
-//! One function, [`collect`], reads the figures where they are kept (each cache, its
+//! One function, `collect`, reads the figures where they are kept (each cache, its
 //! reflector's record of its last list, the metrics registry, the upstream handle) into a
-//! [`StatusReport`]; the JSON is that struct, and [`html`] and [`text`] render it, as does
+//! [`StatusReport`]; the JSON is that struct, and `html` and [`text`] render it, as does
 //! `kcache status` from the JSON. Like `/metrics` it holds no object data: type names and
 //! figures only. The memory estimate walks every cached object, so the report is collected on
 //! the background threads, as `/metrics` is rendered.
