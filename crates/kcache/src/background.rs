@@ -26,13 +26,13 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// A handle to the pool; cheap to clone.
 #[derive(Clone)]
-pub struct Background {
+pub(crate) struct Background {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Background {
     /// A pool of `threads` threads (at least one) named `kcache-background`.
-    pub fn start(threads: usize) -> std::io::Result<Background> {
+    pub(crate) fn start(threads: usize) -> std::io::Result<Background> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         for _ in 0..threads.max(1) {
@@ -59,13 +59,13 @@ impl Background {
     }
 
     /// A pool as large as the machine: every core can help when the workers leave it idle.
-    pub fn for_this_machine() -> std::io::Result<Background> {
+    pub(crate) fn for_this_machine() -> std::io::Result<Background> {
         Self::start(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// Runs `f` on the pool and waits for its answer. A panic in `f` is resumed here, in
     /// the caller, as if `f` had run in it.
-    pub async fn run<T, F>(&self, f: F) -> T
+    pub(crate) async fn run<T, F>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,

@@ -19,7 +19,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::upstream::{ReflectorConfig, StreamingList};
 
 mod auto;
-pub use auto::AutoSettings;
+pub(crate) use auto::AutoSettings;
 
 /// Why a config file was rejected. The file's read and YAML errors are kept as the source
 /// (see [`crate::error::Report`]).
@@ -70,7 +70,7 @@ pub struct Config {
     pub auth: AuthSettings,
     /// kcache's own limits; 0 means no limit.
     pub limits: LimitConfig,
-    /// On-demand caching of types that are not configured (see [`AutoSettings`]).
+    /// On-demand caching of types that are not configured (see `AutoSettings`).
     pub auto: AutoSettings,
     /// The audit trail of the requests kcache answers itself (absent: none is kept), named as
     /// the apiserver's audit flags are (see `kcache_audit::AuditConfig`).
@@ -265,7 +265,7 @@ fn quantity_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String
 /// exponent (`e6`, `E6`) or nothing (bytes). The result must be a whole number of bytes above
 /// zero, so `1.5Gi` is fine and `0.5` or `100m` (milli) are not. Err is the message for the
 /// field.
-pub fn parse_quantity(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_quantity(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not a quantity of bytes like 512Mi, 2Gi, 500M or 1000000");
     let digits_end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -410,7 +410,7 @@ fn default_admin_listen() -> String {
 }
 
 /// The default resource set: what controllers, kubelets and dashboards read most.
-pub fn default_resources() -> Vec<ResourceConfig> {
+pub(crate) fn default_resources() -> Vec<ResourceConfig> {
     [
         ("", "v1", "pods"),
         ("", "v1", "nodes"),
@@ -644,7 +644,7 @@ impl Config {
         Ok(())
     }
 
-    pub fn auth_config(&self) -> AuthConfig {
+    pub(crate) fn auth_config(&self) -> AuthConfig {
         let a = &self.auth;
         AuthConfig {
             mode: a.mode,
@@ -659,7 +659,7 @@ impl Config {
         }
     }
 
-    pub fn cache_config(&self) -> CacheConfig {
+    pub(crate) fn cache_config(&self) -> CacheConfig {
         CacheConfig {
             history_window: Duration::from_secs(self.cache.history_window_seconds),
             history_max_events: self.cache.history_max_events,
@@ -669,7 +669,7 @@ impl Config {
     }
 
     /// [`Config::cache_config`] for one configured resource (what it is cached without).
-    pub fn cache_config_for(&self, r: &ResourceConfig) -> CacheConfig {
+    pub(crate) fn cache_config_for(&self, r: &ResourceConfig) -> CacheConfig {
         let mut cfg = self.cache_config();
         cfg.strip.annotations = r.drop_annotations.clone();
         cfg.strip.metadata_only = r.metadata_only;
@@ -681,7 +681,7 @@ impl Config {
 
     /// What the HTTP layer takes from the configuration (the upstream's version in `watch`
     /// is the server's to fill in, once it is known).
-    pub fn app_settings(&self) -> crate::api::AppSettings {
+    pub(crate) fn app_settings(&self) -> crate::api::AppSettings {
         crate::api::AppSettings {
             watch: self.watch_config(),
             consistent: self.consistent_reads(),
@@ -696,7 +696,7 @@ impl Config {
         }
     }
 
-    pub fn watch_config(&self) -> WatchConfig {
+    pub(crate) fn watch_config(&self) -> WatchConfig {
         WatchConfig {
             bookmark_interval: Duration::from_secs(self.watch.bookmark_interval_seconds),
             rv_wait: self.rv_wait(),
@@ -708,7 +708,7 @@ impl Config {
         }
     }
 
-    pub fn consistent_reads(&self) -> ConsistentReads {
+    pub(crate) fn consistent_reads(&self) -> ConsistentReads {
         ConsistentReads {
             from_cache: self.consistent_reads.source == ConsistentSource::Cache,
             wait: Duration::from_secs(self.consistent_reads.wait_seconds),
@@ -716,7 +716,7 @@ impl Config {
         }
     }
 
-    pub fn staleness(&self) -> crate::api::Staleness {
+    pub(crate) fn staleness(&self) -> crate::api::Staleness {
         let s = &self.staleness;
         crate::api::Staleness {
             max_consistent_read: (s.max_consistent_read_staleness_seconds > 0)
@@ -725,7 +725,7 @@ impl Config {
         }
     }
 
-    pub fn shutdown_grace(&self) -> Duration {
+    pub(crate) fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_seconds)
     }
 
@@ -734,11 +734,11 @@ impl Config {
     }
 
     /// Whether protobuf reads are answered from the cache (see [`CacheSettings::protobuf`]).
-    pub fn protobuf_enabled(&self) -> bool {
+    pub(crate) fn protobuf_enabled(&self) -> bool {
         self.cache.protobuf
     }
 
-    pub fn reflector_config(&self) -> ReflectorConfig {
+    pub(crate) fn reflector_config(&self) -> ReflectorConfig {
         ReflectorConfig {
             page_size: self.upstream.page_size,
             streaming_list: self.upstream.streaming_list,
@@ -783,12 +783,12 @@ impl Default for TlsSettings {
 
 impl TlsSettings {
     /// Whether kcache serves HTTPS.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.cert_file.is_some()
     }
 
     /// How often the files are checked for changes.
-    pub fn reload_interval(&self) -> Duration {
+    pub(crate) fn reload_interval(&self) -> Duration {
         Duration::from_secs(self.reload_interval_seconds)
     }
 }
@@ -855,7 +855,7 @@ impl ResourceConfig {
     }
 
     /// The part of the collection this resource caches. Selectors were validated on load.
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         Scope {
             namespace: self.namespace.clone(),
             label: self

@@ -21,7 +21,7 @@ pub struct InvalidToken(String);
 
 /// How a continue token writes its start key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenForm {
+pub(crate) enum TokenForm {
     /// `"start":"cm-10\u0000"` (v1.28).
     Relative,
     /// `"start":"/cm-10\u0000"` (v1.34).
@@ -35,7 +35,7 @@ pub struct ContinueToken {
     /// latest state (what an expired token's replacement carries).
     pub rv: i64,
     /// Key to start at (inclusive) as the token writes it: relative to the namespace for
-    /// namespaced lists, with or without a leading `/` (see [`ContinueToken::key`]).
+    /// namespaced lists, with or without a leading `/` (see `ContinueToken::key`).
     pub start: String,
 }
 
@@ -49,7 +49,7 @@ struct Wire {
 impl ContinueToken {
     /// Token for the page starting after `last_key` (relative to the list's prefix), written
     /// in `form`.
-    pub fn after(rv: i64, last_key: &str, form: TokenForm) -> ContinueToken {
+    pub(crate) fn after(rv: i64, last_key: &str, form: TokenForm) -> ContinueToken {
         let slash = match form {
             TokenForm::Relative => "",
             TokenForm::Rooted => "/",
@@ -61,12 +61,12 @@ impl ContinueToken {
     }
 
     /// The key to start at, relative to the list's prefix, whichever form the token has.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.start.strip_prefix('/').unwrap_or(&self.start)
     }
 
     /// The form the token's start key is written in.
-    pub fn form(&self) -> TokenForm {
+    pub(crate) fn form(&self) -> TokenForm {
         if self.start.starts_with('/') {
             TokenForm::Rooted
         } else {

@@ -7,7 +7,7 @@
 //!
 //! Dependencies point one way, `object` → `index`: an `Object` is built by extracting the
 //! values of an [`IndexSet`], so this module does not name `Object`; it reads objects through
-//! the small [`Indexed`] trait, which `object` implements.
+//! the small `Indexed` trait, which `object` implements.
 //!
 //! Why one file of this length: index definitions, value extraction and posting sets change
 //! together whenever an index kind is added (a new `Source` is defined, extracted and posted).
@@ -29,7 +29,7 @@ use crate::selector::{self, LabelSelector};
 /// values of the configured field-path indexes extracted when it was built (by
 /// [`IndexSet::extract`]). Implemented by `crate::object::Object`; keeping it here, rather than
 /// naming `Object`, is what keeps `index` free of a dependency back on `object`.
-pub trait Indexed {
+pub(crate) trait Indexed {
     /// Value of a built-in selectable field (see `crate::selector::extract_fields`).
     fn field(&self, name: &str) -> Option<&str>;
     /// Value of a label.
@@ -68,7 +68,7 @@ pub struct IndexConfig {
 
 impl IndexConfig {
     /// Check the definition; the error says what is wrong (the caller names the field).
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let name_ok = !self.name.is_empty()
             && self.name.len() <= 63
             && self
@@ -105,7 +105,7 @@ struct Step {
 
 /// A field path such as `spec.containers[*].image`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldPath {
+pub(crate) struct FieldPath {
     steps: Vec<Step>,
     /// The path as written in the config.
     text: String,
@@ -114,7 +114,7 @@ pub struct FieldPath {
 }
 
 impl FieldPath {
-    pub fn parse(s: &str) -> Result<FieldPath, String> {
+    pub(crate) fn parse(s: &str) -> Result<FieldPath, String> {
         let mut steps = Vec::new();
         for part in s.split('.') {
             let (key, each) = match part.strip_suffix("[*]") {
@@ -143,12 +143,12 @@ impl FieldPath {
         })
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The field-selector spelling (no `[*]`).
-    pub fn plain(&self) -> &str {
+    pub(crate) fn plain(&self) -> &str {
         &self.plain
     }
 
@@ -191,7 +191,7 @@ impl FieldPath {
 
 /// Where an index takes its values from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A built-in selectable field (one value, `""` when unset), read from the object's head.
     Field(&'static str),
     /// A label (one value, none when the label is absent).
@@ -206,7 +206,7 @@ pub enum Source {
 
 /// One index of a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexDef {
+pub(crate) struct IndexDef {
     pub name: String,
     pub source: Source,
 }
@@ -259,7 +259,7 @@ impl IndexSet {
     /// The same set plus a custom resource's `selectableFields` (jsonPaths as the CRD writes
     /// them, `.spec.color`). A path kcache cannot read (array notation, quoting) is left out:
     /// selectors on it then go to the upstream.
-    pub fn with_selectable_fields(mut self, json_paths: &[String]) -> IndexSet {
+    pub(crate) fn with_selectable_fields(mut self, json_paths: &[String]) -> IndexSet {
         let mut slot = self
             .defs
             .iter()
@@ -288,27 +288,28 @@ impl IndexSet {
         self
     }
 
-    pub fn defs(&self) -> &[IndexDef] {
+    pub(crate) fn defs(&self) -> &[IndexDef] {
         &self.defs
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.defs.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.defs.is_empty()
     }
 
     /// The index on a built-in selectable field.
-    pub fn by_field(&self, field: &str) -> Option<usize> {
+    pub(crate) fn by_field(&self, field: &str) -> Option<usize> {
         self.defs
             .iter()
             .position(|d| matches!(d.source, Source::Field(f) if f == field))
     }
 
     /// The index on a label key.
-    pub fn by_label(&self, key: &str) -> Option<usize> {
+    pub(crate) fn by_label(&self, key: &str) -> Option<usize> {
         self.defs
             .iter()
             .position(|d| matches!(&d.source, Source::Label(l) if l == key))
@@ -340,14 +341,14 @@ impl IndexSet {
     }
 
     /// The index called `name`.
-    pub fn by_name(&self, name: &str) -> Option<usize> {
+    pub(crate) fn by_name(&self, name: &str) -> Option<usize> {
         self.defs.iter().position(|d| d.name == name)
     }
 
     /// The configured field-path and selectable-field values of one object, as stored on it:
     /// (slot, value) sorted, without duplicates. Empty (no allocation) when the resource has
     /// no such index. Values are slices of the object's text where it has them unescaped.
-    pub fn extract<'a>(&self, obj: &Members<'a>) -> Vec<(u16, Cow<'a, str>)> {
+    pub(crate) fn extract<'a>(&self, obj: &Members<'a>) -> Vec<(u16, Cow<'a, str>)> {
         let mut out: Vec<(u16, Cow<'a, str>)> = Vec::new();
         let mut buf = Vec::new();
         for d in &self.defs {
@@ -376,14 +377,19 @@ impl IndexSet {
     }
 
     /// Whether any index reads configured paths (then objects are read for them).
-    pub fn has_paths(&self) -> bool {
+    pub(crate) fn has_paths(&self) -> bool {
         self.defs
             .iter()
             .any(|d| matches!(d.source, Source::Path { .. } | Source::Selectable { .. }))
     }
 
     /// Call `f` with every value object `o` has for index `i`.
-    pub fn for_each_value<'o, O: Indexed>(&self, i: usize, o: &'o O, mut f: impl FnMut(&'o str)) {
+    pub(crate) fn for_each_value<'o, O: Indexed>(
+        &self,
+        i: usize,
+        o: &'o O,
+        mut f: impl FnMut(&'o str),
+    ) {
         match &self.defs[i].source {
             Source::Field(name) => f(o.field(name).unwrap_or("")),
             Source::Label(key) => {
@@ -417,7 +423,7 @@ impl IndexSet {
 /// persistent B-tree node costs hundreds of bytes, so small sets are a shared sorted slice
 /// (an update copies at most `FEW_MAX` pointers) and only larger ones a persistent set.
 #[derive(Clone)]
-pub enum KeySet<K> {
+pub(crate) enum KeySet<K> {
     Few(Arc<[K]>),
     Many(imbl::OrdSet<K>),
 }
@@ -427,7 +433,7 @@ const FEW_MAX: usize = 16;
 
 impl<K: Clone + Ord + Borrow<str>> KeySet<K> {
     /// The set of `keys`, given sorted (they are sorted here should they not be).
-    pub fn from_sorted(mut keys: Vec<K>) -> KeySet<K> {
+    pub(crate) fn from_sorted(mut keys: Vec<K>) -> KeySet<K> {
         if !keys.is_sorted() {
             keys.sort();
         }
@@ -442,19 +448,19 @@ impl<K: Clone + Ord + Borrow<str>> KeySet<K> {
         KeySet::Many(set)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             KeySet::Few(k) => k.len(),
             KeySet::Many(k) => k.len(),
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The keys within `range`, in order.
-    pub fn range<'a>(
+    pub(crate) fn range<'a>(
         &'a self,
         range: (Bound<Arc<str>>, Bound<Arc<str>>),
     ) -> Box<dyn Iterator<Item = &'a K> + 'a> {
@@ -483,7 +489,8 @@ impl<K: Clone + Ord + Borrow<str>> KeySet<K> {
         }
     }
 
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
         self.range((Bound::Unbounded, Bound::Unbounded))
     }
 
@@ -542,7 +549,7 @@ impl<K: Clone + Ord + Borrow<str>> KeySet<K> {
 /// ~26 bytes more per object, each posting set ~18 bytes more per key). Inserting every
 /// other item first builds those half-full leaves with the gaps between their keys; the
 /// remaining items then fill each leaf's gaps exactly, without splitting it.
-pub fn dense_order<T>(sorted: &[T], mut insert: impl FnMut(&T)) {
+pub(crate) fn dense_order<T>(sorted: &[T], mut insert: impl FnMut(&T)) {
     sorted.iter().step_by(2).for_each(&mut insert);
     sorted.iter().skip(1).step_by(2).for_each(insert);
 }
@@ -550,12 +557,12 @@ pub fn dense_order<T>(sorted: &[T], mut insert: impl FnMut(&T)) {
 /// The posting sets of every index of a resource: value → keys, per index in [`IndexSet`]
 /// order.
 #[derive(Clone)]
-pub struct Postings<K> {
+pub(crate) struct Postings<K> {
     maps: Vec<imbl::HashMap<Arc<str>, KeySet<K>>>,
 }
 
 impl<K: Clone + Ord + Borrow<str>> Postings<K> {
-    pub fn new(set: &IndexSet) -> Postings<K> {
+    pub(crate) fn new(set: &IndexSet) -> Postings<K> {
         Postings {
             maps: vec![imbl::HashMap::new(); set.len()],
         }
@@ -566,7 +573,7 @@ impl<K: Clone + Ord + Borrow<str>> Postings<K> {
     /// Each value's keys are gathered first and its set made once from them (see
     /// [`KeySet::from_sorted`]), rather than growing it one insert at a time: no slice is
     /// copied per insert, and large sets get full tree nodes.
-    pub fn build<'a, O: Indexed + 'a>(
+    pub(crate) fn build<'a, O: Indexed + 'a>(
         set: &IndexSet,
         objects: impl Iterator<Item = (&'a K, &'a O)>,
     ) -> Postings<K>
@@ -600,17 +607,18 @@ impl<K: Clone + Ord + Borrow<str>> Postings<K> {
     }
 
     /// The keys with `value` for index `i`.
-    pub fn get(&self, i: usize, value: &str) -> Option<&KeySet<K>> {
+    pub(crate) fn get(&self, i: usize, value: &str) -> Option<&KeySet<K>> {
         self.maps.get(i)?.get(value)
     }
 
     /// Every value of index `i` with its keys.
-    pub fn values(&self, i: usize) -> impl Iterator<Item = (&Arc<str>, &KeySet<K>)> {
+    pub(crate) fn values(&self, i: usize) -> impl Iterator<Item = (&Arc<str>, &KeySet<K>)> {
         self.maps.get(i).into_iter().flat_map(|m| m.iter())
     }
 
     /// Every (index, value, keys) in a stable order, for comparisons in tests.
-    pub fn dump(&self) -> Vec<(usize, String, Vec<String>)> {
+    #[cfg(test)]
+    pub(crate) fn dump(&self) -> Vec<(usize, String, Vec<String>)> {
         let mut out: Vec<_> = self
             .maps
             .iter()
@@ -634,7 +642,7 @@ impl<K: Clone + Ord + Borrow<str>> Postings<K> {
     /// An estimate of the bytes the posting sets hold: per value its text and map entry, per
     /// key a pointer (small sets) or a persistent-set entry (nodes full after a build, half
     /// full where they were split by later inserts).
-    pub fn memory(&self) -> usize {
+    pub(crate) fn memory(&self) -> usize {
         let entry = std::mem::size_of::<(Arc<str>, KeySet<K>)>() + 16;
         let key = std::mem::size_of::<K>();
         self.maps
@@ -652,7 +660,7 @@ impl<K: Clone + Ord + Borrow<str>> Postings<K> {
 
     /// The object at `key` changed from `old` to `new` (None: absent). Every set holding the
     /// object afterwards holds the `key` given, even where its values did not change.
-    pub fn update<O: Indexed>(
+    pub(crate) fn update<O: Indexed>(
         &mut self,
         set: &IndexSet,
         key: &K,

@@ -8,16 +8,50 @@
 //! …): they are defined in the repository's `docs/semantics.md`, each with the recording of a
 //! real kube-apiserver that shows it (`tests/fixtures/kube-apiserver-v1.28/`). The crates and
 //! the path of one event and one request through them are in `docs/ARCHITECTURE.md`.
+//!
+//! # Public API
+//!
+//! What the `kcache` binary (`src/` of the root package) uses, and, beside it, what the
+//! integration tests in `tests/` read of a running kcache and the fuzz targets in `fuzz/`
+//! parse with. The bench, the sim and the audit crate do not link the library (the bench runs
+//! the binary). Everything else is `pub(crate)`.
+//!
+//! - [`config`]: [`Config`](config::Config), read from the YAML file or text, with its
+//!   settings. The binary; the tests build theirs.
+//! - [`server`]: [`start`](server::start) and [`bind_admin`](server::bind_admin), and the
+//!   [`Running`](server::Running) kcache they give: its URLs, a wait for its caches to sync,
+//!   shutdown, and each cache's read-only view for tests. The binary (`serve`, `demo`).
+//! - [`upstream`]: the kube-apiserver client, [`Upstream`](upstream::Upstream), from a
+//!   kubeconfig or a URL. The binary; the tests and the demo point it at the sim.
+//! - [`auth`]: the [`AuthMode`](auth::AuthMode) flag and
+//!   [`check_listen`](auth::check_listen), which refuses to serve unauthenticated beyond
+//!   loopback. The binary.
+//! - [`error`]: an error with its causes, for messages. The binary.
+//! - [`api`]: the admin listener's status report and its text form
+//!   ([`api::admin::status`], for `kcache status`), the headers kcache adds to its answers,
+//!   and the request parsers of the fuzz targets and the property tests
+//!   (`api::fuzzing`, hidden).
+//! - [`cache`]: the [`ResourceCache`](cache::ResourceCache) of one type: what a reader sees
+//!   (size, sync, verdict, snapshot; no mutator), and a cache built empty for the fuzz
+//!   targets.
+//! - [`metrics`]: what `/metrics` counts, read by the tests; [`persist`]: the warm-restart
+//!   store, opened by the tests of restarts; [`tls`]: the serving certificate and client
+//!   identities; [`limits`]: the request limits' settings.
+//! - [`index`], [`object`], [`resource`], [`status`]: the types the items above name (an
+//!   index's settings, how objects are stripped, a resource's identity, the apiserver's
+//!   errors).
+//! - [`selector`], [`table`]: the crates of label and field selectors and of Tables, as kcache
+//!   uses them.
 #![forbid(unsafe_code)]
 // What no path from the crate's root reaches is `pub(crate)`, not `pub`: the public surface is
-// what the binary, the bench and the tests use, and nothing else reads as if it were.
+// the list above, and nothing else reads as if it were.
 #![deny(unreachable_pub)]
 // A code name in the docs that no longer exists fails `cargo doc`, not only CI's
 // `-D warnings` run.
 #![deny(rustdoc::broken_intra_doc_links)]
 
-// Public: what the `kcache` binary, the integration tests in `tests/` and the fuzz targets in
-// `fuzz/` use. The other modules are the library's own.
+// Public: the modules of the list in the crate's docs; in each, only what those users name (and
+// the types that it names) is `pub`. The other modules are the library's own.
 pub mod api;
 pub mod auth;
 // Of crates of their own (no part of kcache in them), used here as kcache's modules.

@@ -53,7 +53,7 @@ struct Bucket {
 }
 
 /// The limits' live state.
-pub struct Limits {
+pub(crate) struct Limits {
     config: LimitConfig,
     watches: AtomicUsize,
     caller_watches: DashMap<Arc<str>, usize>,
@@ -62,7 +62,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(config: LimitConfig, metrics: Arc<Metrics>) -> Arc<Limits> {
+    pub(crate) fn new(config: LimitConfig, metrics: Arc<Metrics>) -> Arc<Limits> {
         let m = &metrics;
         for (limit, v) in [
             ("request_size", config.max_request_bytes as i64),
@@ -85,20 +85,20 @@ impl Limits {
     }
 
     /// Count a request refused or cut by `limit` in `kcache_limited_requests_total`.
-    pub fn count_limited(&self, limit: &'static str) {
+    pub(crate) fn count_limited(&self, limit: &'static str) {
         self.metrics
             .limited
             .get_or_create(&metrics::LimitLabels { limit })
             .inc();
     }
 
-    pub fn max_request_bytes(&self) -> usize {
+    pub(crate) fn max_request_bytes(&self) -> usize {
         self.config.max_request_bytes
     }
 
     /// The page size a cached list is answered with: the client's `limit` (0: all) capped by
     /// `maxListItems`.
-    pub fn list_limit(&self, requested: i64) -> i64 {
+    pub(crate) fn list_limit(&self, requested: i64) -> i64 {
         let max = self.config.max_list_items as i64;
         if max > 0 && (requested <= 0 || requested > max) {
             max
@@ -108,12 +108,12 @@ impl Limits {
     }
 
     /// Count a list answer that the list-size limit cut into pages.
-    pub fn note_paginated(&self) {
+    pub(crate) fn note_paginated(&self) {
         self.count_limited("list_size");
     }
 
     /// A declared body size over the limit is refused before the body is read.
-    pub fn check_request_size(&self, content_length: Option<u64>) -> Result<(), ApiError> {
+    pub(crate) fn check_request_size(&self, content_length: Option<u64>) -> Result<(), ApiError> {
         let max = self.config.max_request_bytes;
         match content_length {
             Some(n) if max > 0 && n > max as u64 => {
@@ -127,7 +127,7 @@ impl Limits {
     }
 
     /// Take one request from the caller's token bucket, or a 429 saying when to retry.
-    pub fn admit(&self, caller: &Arc<str>) -> Result<(), ApiError> {
+    pub(crate) fn admit(&self, caller: &Arc<str>) -> Result<(), ApiError> {
         let qps = self.config.per_caller_qps;
         if qps <= 0.0 {
             return Ok(());
@@ -162,7 +162,7 @@ impl Limits {
 
     /// Reserve a watch for `caller`; the slot is given back when dropped (when the watch's
     /// response body ends).
-    pub fn watch(self: &Arc<Self>, caller: &Arc<str>) -> Result<WatchSlot, ApiError> {
+    pub(crate) fn watch(self: &Arc<Self>, caller: &Arc<str>) -> Result<WatchSlot, ApiError> {
         let too_many = |limit: &'static str, what: String| {
             self.count_limited(limit);
             ApiError::TooManyRequests {
@@ -197,13 +197,14 @@ impl Limits {
     }
 
     /// Watches open now (overall).
-    pub fn open_watches(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open_watches(&self) -> usize {
         self.watches.load(Ordering::SeqCst)
     }
 }
 
 /// One open watch, counted until dropped.
-pub struct WatchSlot {
+pub(crate) struct WatchSlot {
     limits: Arc<Limits>,
     caller: Arc<str>,
 }

@@ -1,7 +1,7 @@
 //! Prometheus metrics (`/metrics` on the admin listener), with the `prometheus-client` crate:
 //! its metric handles are plain `Arc`ed atomics that a watcher can keep and bump per event
 //! without a lookup. The crate encodes OpenMetrics only; scrapers that do not ask for it get
-//! the Prometheus text format 0.0.4, derived from that encoding by [`to_prometheus_text`].
+//! the Prometheus text format 0.0.4, derived from that encoding by `to_prometheus_text`.
 //!
 //! Each running kcache ([`crate::server::start`]) owns one [`Metrics`] registry, shared as an
 //! `Arc` with what records into it (the reflectors, the API, auth, the limits) and rendered by
@@ -36,14 +36,14 @@ pub struct RequestLabels {
 
 /// A response's encoding and where it came from.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ContentTypeLabels {
+pub(crate) struct ContentTypeLabels {
     /// `json`, `protobuf` or `other` (Table and PartialObjectMetadata are JSON).
     pub content_type: &'static str,
     pub source: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DurationLabels {
+pub(crate) struct DurationLabels {
     pub verb: &'static str,
     pub resource: String,
     pub source: &'static str,
@@ -68,13 +68,13 @@ pub struct MemoryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
+pub(crate) struct ReasonLabels {
     pub resource: String,
     pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TypeLabels {
+pub(crate) struct TypeLabels {
     pub resource: String,
     pub r#type: &'static str,
 }
@@ -100,12 +100,12 @@ pub struct AutoLabels {
 
 /// Why a type cached on demand was dropped: idle, not_served.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DroppedLabels {
+pub(crate) struct DroppedLabels {
     pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AuthnLabels {
+pub(crate) struct AuthnLabels {
     /// token, certificate, anonymous, local, rejected, error
     pub result: &'static str,
 }
@@ -156,11 +156,11 @@ pub const CONSISTENT_READ_OUTCOMES: [&str; 11] = [
 /// One request counted in `kcache_inflight_requests` for as long as this lives: dropped with
 /// the request's handler however it ends, a client's cancellation included.
 #[derive(Debug)]
-pub struct InFlight(Gauge);
+pub(crate) struct InFlight(Gauge);
 
 impl InFlight {
     /// Count one more request in `gauge` until the guard is dropped.
-    pub fn enter(gauge: Gauge) -> InFlight {
+    pub(crate) fn enter(gauge: Gauge) -> InFlight {
         gauge.inc();
         InFlight(gauge)
     }
@@ -176,7 +176,7 @@ impl Drop for InFlight {
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
-    pub request_duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
+    pub(crate) request_duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
     pub inflight: Family<VerbLabels, Gauge>,
     pub cached_objects: Family<ResourceLabels, Gauge>,
     pub cached_bytes: Family<ResourceLabels, Gauge>,
@@ -185,20 +185,20 @@ pub struct Metrics {
     /// 1 once a resource with a budget went over it (and is passed through), else 0.
     pub cache_over_budget: Family<ResourceLabels, Gauge>,
     pub cache_memory: Family<MemoryLabels, Gauge>,
-    pub upstream_events: Family<TypeLabels, Counter>,
+    pub(crate) upstream_events: Family<TypeLabels, Counter>,
     pub watch_events_sent: Family<ResourceLabels, Counter>,
     pub watchers: Family<ResourceLabels, Gauge>,
-    pub watchers_closed: Family<ReasonLabels, Counter>,
+    pub(crate) watchers_closed: Family<ReasonLabels, Counter>,
     pub relists: Family<ResourceLabels, Counter>,
     pub upstream_expired: Family<ResourceLabels, Counter>,
-    pub upstream_errors: Family<ReasonLabels, Counter>,
+    pub(crate) upstream_errors: Family<ReasonLabels, Counter>,
     pub consistent_reads: Family<OutcomeLabels, Counter>,
     pub consistent_wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
     pub cache_lag: Family<ResourceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub cache_synced: Family<ResourceLabels, Gauge>,
     /// 1 while the upstream serves a configured resource (it has a cache), 0 while it does not.
     pub cache_served: Family<ResourceLabels, Gauge>,
-    pub authentications: Family<AuthnLabels, Counter>,
+    pub(crate) authentications: Family<AuthnLabels, Counter>,
     pub authorizations: Family<AuthzLabels, Counter>,
     /// 1 while kcache watches every RBAC type of the upstream (allowances RBAC gave are then
     /// remembered until RBAC changes), else 0.
@@ -206,7 +206,7 @@ pub struct Metrics {
     /// Access verdicts taken back from `cache.persistDir` at start.
     pub auth_verdicts_restored: Counter,
     /// The audit trail's events by backend and fate, brought up to date from the auditor's
-    /// own counters at each scrape ([`Metrics::audit`]).
+    /// own counters at each scrape (`Metrics::audit`).
     pub audit_events: Family<AuditLabels, Counter>,
     pub limited: Family<LimitLabels, Counter>,
     pub limits: Family<LimitLabels, Gauge>,
@@ -217,7 +217,7 @@ pub struct Metrics {
     pub upstream_requests: Family<PurposeLabels, Counter>,
     pub upstream_sent_bytes: Family<PurposeLabels, Counter>,
     pub upstream_received_bytes: Family<PurposeLabels, Counter>,
-    pub responses_by_content_type: Family<ContentTypeLabels, Counter>,
+    pub(crate) responses_by_content_type: Family<ContentTypeLabels, Counter>,
     /// Warm restart (`cache.persistDir`): commits of a cache's changes, by outcome.
     pub persist_flushes: Family<OutcomeLabels, Counter>,
     pub persist_flush_seconds: Family<ResourceLabels, Histogram, fn() -> Histogram>,
@@ -229,7 +229,7 @@ pub struct Metrics {
     pub auto_types: Gauge,
     /// Types taken up, and dropped (by reason: idle, not_served, forbidden).
     pub auto_cached: Counter,
-    pub auto_dropped: Family<DroppedLabels, Counter>,
+    pub(crate) auto_dropped: Family<DroppedLabels, Counter>,
     /// Bytes the dropped types' caches held when they were dropped.
     pub auto_released_bytes: Counter,
     /// 1 for each type clients read often enough that is not cached, by reason (denied,
@@ -652,13 +652,13 @@ impl Metrics {
     }
 
     /// A per-resource counter handle, to keep and bump without a lookup.
-    pub fn counter(family: &Family<ResourceLabels, Counter>, resource: &str) -> Counter {
+    pub(crate) fn counter(family: &Family<ResourceLabels, Counter>, resource: &str) -> Counter {
         family.get_or_create_owned(&ResourceLabels {
             resource: resource.to_string(),
         })
     }
 
-    pub fn gauge_add(family: &Family<ResourceLabels, Gauge>, resource: &str, delta: i64) {
+    pub(crate) fn gauge_add(family: &Family<ResourceLabels, Gauge>, resource: &str, delta: i64) {
         family
             .get_or_create(&ResourceLabels {
                 resource: resource.to_string(),
@@ -666,7 +666,11 @@ impl Metrics {
             .inc_by(delta);
     }
 
-    pub fn reason(family: &Family<ReasonLabels, Counter>, resource: &str, reason: &'static str) {
+    pub(crate) fn reason(
+        family: &Family<ReasonLabels, Counter>,
+        resource: &str,
+        reason: &'static str,
+    ) {
         family
             .get_or_create(&ReasonLabels {
                 resource: resource.to_string(),
@@ -679,7 +683,7 @@ impl Metrics {
     /// that its series end instead of holding the values of a cache that is gone. Its
     /// counters stay: they are totals of what happened; so does its watcher gauge, which a
     /// watch that ends after the type was dropped still counts down.
-    pub fn forget_resource(&self, resource: &str) {
+    pub(crate) fn forget_resource(&self, resource: &str) {
         let labels = ResourceLabels {
             resource: resource.to_string(),
         };
@@ -706,7 +710,11 @@ impl Metrics {
 
     /// Bring the audit counters up to the auditor's own (it counts on its backends' side; a
     /// counter here only ever moves up to them).
-    pub fn audit(&self, stats: &kcache_audit::AuditStats, backends: &[kcache_audit::Backend]) {
+    pub(crate) fn audit(
+        &self,
+        stats: &kcache_audit::AuditStats,
+        backends: &[kcache_audit::Backend],
+    ) {
         for &backend in backends {
             let c = stats.backend(backend).counts();
             for (result, n) in [
@@ -820,7 +828,7 @@ pub enum Format {
 impl Format {
     /// Choose from a scrape's `Accept` header: OpenMetrics when it is accepted (q > 0) and not
     /// ranked below `text/plain`; the text format otherwise, also for no header at all.
-    pub fn negotiate(accept: Option<&str>) -> Format {
+    pub(crate) fn negotiate(accept: Option<&str>) -> Format {
         let Some(accept) = accept else {
             return Format::Prometheus;
         };
@@ -846,7 +854,7 @@ impl Format {
     }
 
     /// The response's Content-Type.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -858,7 +866,7 @@ impl Format {
 /// same in both; the metadata differs: a counter family is named with its `_total` suffix, an
 /// `info` family becomes the gauge `NAME_info` (the text format has no info type, and its
 /// parser rejects one), `unknown` is `untyped`, and `# UNIT` and `# EOF` do not exist.
-pub fn to_prometheus_text(openmetrics: &str) -> String {
+pub(crate) fn to_prometheus_text(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     // OpenMetrics puts HELP before TYPE, and the name in HELP depends on the type.
     let mut help: Option<(&str, &str)> = None;

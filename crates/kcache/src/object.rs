@@ -92,7 +92,7 @@ pub struct Object {
 
 /// An object's store key as the cache's map and posting sets hold it: the object itself (one
 /// pointer, no key text of its own), ordered and compared as its key text
-/// ([`Object::key`]), so it can be looked up by a `&str` or an `Arc<str>`.
+/// (`Object::key`), so it can be looked up by a `&str` or an `Arc<str>`.
 ///
 /// A posting set keeps the `Key` it was given until the object's entry is replaced: the
 /// posting sets replace the entries of every changed object (see `index::Postings::update`),
@@ -101,11 +101,11 @@ pub struct Object {
 pub struct Key(Arc<Object>);
 
 impl Key {
-    pub fn of(object: &Arc<Object>) -> Key {
+    pub(crate) fn of(object: &Arc<Object>) -> Key {
         Key(object.clone())
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         self.0.key()
     }
 
@@ -117,7 +117,8 @@ impl Key {
     }
 
     /// The version of the object this key was taken from.
-    pub fn object(&self) -> &Arc<Object> {
+    #[cfg(test)]
+    pub(crate) fn object(&self) -> &Arc<Object> {
         &self.0
     }
 }
@@ -191,7 +192,7 @@ impl PartialEq for Object {
 
 /// Bytes an object costs, by part (estimates of what the allocator holds for it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ObjectMemory {
+pub(crate) struct ObjectMemory {
     /// The JSON as served (with `kind`/`apiVersion`).
     pub json: usize,
     /// Everything else: the struct and its reference count, the key, the head table and its
@@ -200,7 +201,7 @@ pub struct ObjectMemory {
 }
 
 impl ObjectMemory {
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.json + self.head
     }
 }
@@ -231,7 +232,7 @@ pub struct Strip {
 
 impl Strip {
     /// Nothing left out but, when `drop`, `metadata.managedFields`.
-    pub fn managed_fields(drop: bool) -> Strip {
+    pub(crate) fn managed_fields(drop: bool) -> Strip {
         Strip {
             managed_fields: drop,
             ..Strip::default()
@@ -239,7 +240,7 @@ impl Strip {
     }
 
     /// Whether anything is left out.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.managed_fields && self.annotations.is_empty() && !self.metadata_only
     }
 
@@ -261,7 +262,8 @@ impl Strip {
 impl Object {
     /// Take an object from an upstream list item or watch event. `raw` may carry `kind` and
     /// `apiVersion` (watch events) or not (typed list items).
-    pub fn from_upstream(
+    #[cfg(test)]
+    pub(crate) fn from_upstream(
         info: &ResourceInfo,
         raw: Bytes,
         drop_managed_fields: bool,
@@ -269,8 +271,8 @@ impl Object {
         Self::from_upstream_indexed(info, &IndexSet::default(), raw, drop_managed_fields)
     }
 
-    /// [`Object::from_upstream`], extracting the values of the configured field-path indexes.
-    pub fn from_upstream_indexed(
+    /// `Object::from_upstream`, extracting the values of the configured field-path indexes.
+    pub(crate) fn from_upstream_indexed(
         info: &ResourceInfo,
         indexes: &IndexSet,
         raw: Bytes,
@@ -288,7 +290,8 @@ impl Object {
     /// [`Object::from_upstream_indexed`] for an object that came in a watch event of type
     /// `ty`: its bytes are laid out as that event's line, which the cache's event then shares
     /// (see [`Object::line`]) instead of copying the object.
-    pub fn from_upstream_event(
+    #[cfg(test)]
+    pub(crate) fn from_upstream_event(
         info: &ResourceInfo,
         indexes: &IndexSet,
         ty: &str,
@@ -304,9 +307,9 @@ impl Object {
         )
     }
 
-    /// [`Object::from_upstream_event`] (with `line`) or [`Object::from_upstream_indexed`]
+    /// `Object::from_upstream_event` (with `line`) or [`Object::from_upstream_indexed`]
     /// (without), leaving out what `strip` names.
-    pub fn from_upstream_stripped(
+    pub(crate) fn from_upstream_stripped(
         info: &ResourceInfo,
         indexes: &IndexSet,
         raw: &[u8],
@@ -471,17 +474,17 @@ impl Object {
     }
 
     /// Where this object's Table row is remembered between reads.
-    pub fn row_slot(&self) -> &RowSlot {
+    pub(crate) fn row_slot(&self) -> &RowSlot {
         &self.row
     }
 
     /// Full JSON with `kind`/`apiVersion`, as sent in watch events.
-    pub fn raw(&self) -> &[u8] {
+    pub(crate) fn raw(&self) -> &[u8] {
         self.buf.get(self.raw_range()).unwrap_or_default()
     }
 
     /// [`Object::raw`] as shared bytes (no copy).
-    pub fn raw_bytes(&self) -> Bytes {
+    pub(crate) fn raw_bytes(&self) -> Bytes {
         self.buf.slice(self.raw_range())
     }
 
@@ -496,23 +499,23 @@ impl Object {
     }
 
     /// The watch line `{"type":"TY","object":RAW}\n`, if this object's bytes were laid out as
-    /// that line (built by [`Object::from_upstream_event`] with `ty`): a slice of the same
+    /// that line (built by `Object::from_upstream_event` with `ty`): a slice of the same
     /// allocation as [`Object::raw`], so an event holds no copy of its object.
-    pub fn line(&self, ty: &str) -> Option<Bytes> {
+    pub(crate) fn line(&self, ty: &str) -> Option<Bytes> {
         let start = self.buf.get(..usize::from(self.line_start))?;
         let expected = LINE_START.iter().chain(ty.as_bytes()).chain(LINE_MID);
         (!start.is_empty() && start.iter().eq(expected)).then(|| self.buf.slice(..self.key_at()))
     }
 
     /// Whether `bytes` lie in this object's own allocation (an event line sharing it).
-    pub fn holds(&self, bytes: &[u8]) -> bool {
+    pub(crate) fn holds(&self, bytes: &[u8]) -> bool {
         let start = self.buf.as_ptr() as usize;
         let at = bytes.as_ptr() as usize;
         at >= start && at + bytes.len() <= start + self.buf.len()
     }
 
     /// What this object costs in memory, by part.
-    pub fn memory(&self) -> ObjectMemory {
+    pub(crate) fn memory(&self) -> ObjectMemory {
         // The struct inside its `Arc` (two counters).
         let header = std::mem::size_of::<Object>() + 16;
         let json = self.raw().len();
@@ -527,7 +530,7 @@ impl Object {
     }
 
     /// Store key: `namespace/name`, or `name` for cluster-scoped objects; sorts like etcd keys.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.text(self.key_at(), usize::from(self.key_len))
     }
 
@@ -589,7 +592,7 @@ impl Object {
     }
 
     /// The value of label `key`.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         // Labels are sorted by key.
         let (mut lo, mut hi) = (0, self.label_count());
         while lo < hi {
@@ -610,7 +613,8 @@ impl Object {
     }
 
     /// Every label, sorted by key.
-    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+    #[cfg(test)]
+    pub(crate) fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
         (0..self.label_count()).map(|i| {
             let e = self.label_entry(i);
             (
@@ -621,7 +625,7 @@ impl Object {
     }
 
     /// Value of a selectable field, for field selectors.
-    pub fn field(&self, name: &str) -> Option<&str> {
+    pub(crate) fn field(&self, name: &str) -> Option<&str> {
         match name {
             "metadata.name" => Some(self.name()),
             "metadata.namespace" => Some(self.namespace()),
@@ -635,7 +639,7 @@ impl Object {
     }
 
     /// Values of the configured field-path index in `slot`.
-    pub fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
+    pub(crate) fn index_values(&self, slot: u16) -> impl Iterator<Item = &str> {
         self.index_entries()
             .filter(move |e| self.word(*e) == usize::from(slot))
             .map(|e| self.text(self.word(e + 1), self.word(e + 2)))
@@ -652,13 +656,13 @@ impl Object {
     }
 
     /// How many bytes [`Object::write_item`] writes.
-    pub fn item_len(&self) -> usize {
+    pub(crate) fn item_len(&self) -> usize {
         let (brace, rest) = self.item_parts();
         usize::from(brace) + rest.len()
     }
 
     /// Append the list-item form of this object to `out`.
-    pub fn write_item(&self, out: &mut BytesMut) {
+    pub(crate) fn write_item(&self, out: &mut BytesMut) {
         let (brace, rest) = self.item_parts();
         if brace {
             out.extend_from_slice(b"{");
@@ -669,7 +673,7 @@ impl Object {
     /// The same object at another resourceVersion (a delete the cache learnt of by relisting
     /// carries the relist's RV, since the real deletion RV is unknown). Its bytes hold no
     /// watch line.
-    pub fn with_rv(&self, rv: u64) -> Object {
+    pub(crate) fn with_rv(&self, rv: u64) -> Object {
         let digits = rv.to_string();
         let raw_range = self.raw_range();
         let (rv_at, rv_end) = (
@@ -744,7 +748,7 @@ impl Object {
 
     /// The object bytes with its resourceVersion replaced: a watcher whose selector the object
     /// leaves receives the previous state with the new RV (rule W2).
-    pub fn raw_with_rv(&self, rv: u64) -> Bytes {
+    pub(crate) fn raw_with_rv(&self, rv: u64) -> Bytes {
         let raw_range = self.raw_range();
         let (rv_at, rv_end) = (
             self.rv_at as usize,

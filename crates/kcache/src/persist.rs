@@ -20,7 +20,7 @@
 //! holds them.
 //!
 //! **Writes are off the event path.** The reflector and the cache never wait on the disk: a
-//! [`Persister`] task takes the cache's [`Snapshot`](crate::cache::Snapshot) (objects and RV
+//! `Persister` task takes the cache's [`Snapshot`](crate::cache::Snapshot) (objects and RV
 //! at one instant, O(1)) about once a second, diffs its map against the one it last committed, and commits the
 //! difference and the snapshot's RV in one transaction (on a blocking thread). The diff skips
 //! the subtrees the two maps share, so a flush costs in proportion to what changed. The stored
@@ -28,7 +28,7 @@
 //! unset none of this exists, and the cache pays nothing.
 //!
 //! **Loading.** At start, a resource whose record matches its configuration is loaded into its
-//! cache before its reflector starts ([`restore_from`], which reads each object's head on one
+//! cache before its reflector starts (`restore_from`, which reads each object's head on one
 //! thread per core while the file is read); the reflector then checks that the upstream
 //! has reached the stored RV and resumes its watch from there (a 410 makes it relist, as any
 //! expired watch does; an upstream behind the stored RV, another cluster or a restore, too). Anything that cannot be
@@ -81,13 +81,13 @@ use crate::resource::ResourceInfo;
 pub const FILE: &str = "kcache.redb";
 
 /// Bumped whenever what is stored changes meaning; a file of another version is discarded.
-pub const SCHEMA: u64 = 1;
+pub(crate) const SCHEMA: u64 = 1;
 
 /// How many objects a warm start's load hands to a parsing thread at a time.
 const BATCH: usize = 1024;
 
 /// How often changes are committed.
-pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// A quiet resource's record is rewritten this often all the same, so that the stored
 /// "confirmed at" time (the age a restart starts from) stays close to the truth.
@@ -188,7 +188,7 @@ pub struct Record {
 
 /// A protobuf mirror as loaded from the store: per key, the version's RV and its bytes.
 #[derive(Debug)]
-pub struct StoredMirror {
+pub(crate) struct StoredMirror {
     pub rv: u64,
     pub objects: Vec<(Box<str>, u64, Bytes)>,
     /// The keys of the stored objects whose version it lacks ([`Record::mirror_pending`]).
@@ -197,7 +197,7 @@ pub struct StoredMirror {
 
 /// What one flush writes of a type's protobuf mirror.
 #[derive(Debug)]
-pub struct MirrorWrite {
+pub(crate) struct MirrorWrite {
     /// Replace what is stored (the first write of a mirror).
     pub whole: bool,
     /// Key → the version's RV and its bytes. The objects deleted are deleted from it too.
@@ -214,7 +214,7 @@ pub struct Stored {
 
 impl Record {
     /// The discovery facts of the resource as they were when it was stored.
-    pub fn info(&self, r: &ResourceConfig) -> ResourceInfo {
+    pub(crate) fn info(&self, r: &ResourceConfig) -> ResourceInfo {
         ResourceInfo {
             group: r.group.clone(),
             version: r.version.clone(),
@@ -226,19 +226,15 @@ impl Record {
     }
 
     /// How long before now the stored state was last confirmed current.
-    pub fn age(&self) -> Duration {
+    pub(crate) fn age(&self) -> Duration {
         Duration::from_millis(now_ms().saturating_sub(self.confirmed_ms))
     }
 }
 
 impl Stored {
-    /// The discovery facts of the resource as they were when it was stored.
-    pub fn info(&self, r: &ResourceConfig) -> ResourceInfo {
-        self.record.info(r)
-    }
-
     /// How long before now the stored state was last confirmed current.
-    pub fn age(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn age(&self) -> Duration {
         self.record.age()
     }
 }
@@ -379,7 +375,7 @@ impl Store {
     }
 
     /// Give the file's free pages back to the file system.
-    pub fn compact(&mut self) -> Result<(), PersistError> {
+    pub(crate) fn compact(&mut self) -> Result<(), PersistError> {
         self.db
             .compact()
             .map_err(|e| PersistError::Db(Box::new(e.into())))?;
@@ -387,12 +383,12 @@ impl Store {
     }
 
     /// The database file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The stored state of resource `key`, if any. Err when what is stored cannot be used
-    /// (the caller discards it); the objects are checked further by [`restore`].
+    /// (the caller discards it); the objects are checked further by `restore`.
     pub fn load(&self, key: &str, config: &str) -> Result<Option<Stored>, PersistError> {
         let Some(record) = self.record(key, config)? else {
             return Ok(None);
@@ -404,7 +400,7 @@ impl Store {
 
     /// The record of resource `key`, if any; Err when it cannot be used (the caller discards
     /// the resource): unreadable, or stored for another configuration.
-    pub fn record(&self, key: &str, config: &str) -> Result<Option<Record>, PersistError> {
+    pub(crate) fn record(&self, key: &str, config: &str) -> Result<Option<Record>, PersistError> {
         let txn = self.db.begin_read()?;
         let meta = txn.open_table(META)?;
         let Some(raw) = meta.get(format!("{RECORD_PREFIX}{key}").as_str())? else {
@@ -462,7 +458,7 @@ impl Store {
     /// The protobuf mirror stored with resource `key` (whose record is `record`), if any.
     /// Err when it cannot be read; the caller then lets the mirror list as it would without
     /// a store.
-    pub fn read_mirror(
+    pub(crate) fn read_mirror(
         &self,
         key: &str,
         record: &Record,
@@ -498,7 +494,7 @@ impl Store {
     }
 
     /// Forget resource `key` (its record, objects and protobuf mirror).
-    pub fn discard(&self, key: &str) -> Result<(), PersistError> {
+    pub(crate) fn discard(&self, key: &str) -> Result<(), PersistError> {
         let txn = self.db.begin_write()?;
         {
             let mut meta = txn.open_table(META)?;
@@ -512,7 +508,7 @@ impl Store {
     }
 
     /// Forget every resource whose key is not in `keep` (no longer configured).
-    pub fn retain(&self, keep: &HashSet<String>) -> Result<Vec<String>, PersistError> {
+    pub(crate) fn retain(&self, keep: &HashSet<String>) -> Result<Vec<String>, PersistError> {
         let mut gone = Vec::new();
         {
             let txn = self.db.begin_read()?;
@@ -547,7 +543,7 @@ impl Store {
     /// one (with `whole`, `upserts` is every object and replaces what is stored), what
     /// changed of its protobuf mirror (the objects deleted leave it too), and the record of
     /// the state they make. One transaction: all of it or none.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         key: &str,
         record: &Record,
@@ -621,7 +617,8 @@ fn split_version(value: &[u8]) -> Option<(u64, &[u8])> {
 /// taken as confirmed current by consistent reads until the reflector has reached the
 /// upstream. Err, with the cache left empty, when an object does not parse or is not stored
 /// under its own key.
-pub fn restore(writer: &Writer, stored: &Stored) -> Result<(), PersistError> {
+#[cfg(test)]
+pub(crate) fn restore(writer: &Writer, stored: &Stored) -> Result<(), PersistError> {
     let cache: &ResourceCache = writer;
     // Reading each object's head is most of a warm start (BENCHMARKS.md, warm restart), and
     // each object is read on its own: the objects are split over the machine's cores.
@@ -688,10 +685,10 @@ fn parse(
 type Parsed = (usize, Vec<Arc<Object>>);
 
 /// Install resource `key` of `store` (its [`Store::record`] is `record`) in its (new, empty)
-/// cache, as [`restore`] does, reading the file and the objects' heads at the same time: this
+/// cache, as `restore` does, reading the file and the objects' heads at the same time: this
 /// thread reads the objects in batches while one thread per core reads their heads. Err, with
-/// the cache left empty, as [`restore`], or when the objects cannot be read.
-pub fn restore_from(
+/// the cache left empty, as `restore`, or when the objects cannot be read.
+pub(crate) fn restore_from(
     store: &Store,
     writer: &Writer,
     key: &str,
@@ -752,7 +749,7 @@ pub fn restore_from(
 }
 
 /// One resource the persister keeps on disk.
-pub struct Tracked {
+pub(crate) struct Tracked {
     pub cache: Arc<ResourceCache>,
     pub key: String,
     /// The record's fixed part (configuration and discovery facts); the RV, time and count
@@ -784,7 +781,12 @@ struct MirrorCommitted {
 impl Tracked {
     /// Track `cache`; `restored` says whether its current state is what the store holds (it
     /// was just loaded), else the store holds nothing of it.
-    pub fn new(cache: Arc<ResourceCache>, key: String, record: Record, restored: bool) -> Tracked {
+    pub(crate) fn new(
+        cache: Arc<ResourceCache>,
+        key: String,
+        record: Record,
+        restored: bool,
+    ) -> Tracked {
         let committed = restored.then(|| {
             let snap = cache.snapshot();
             (snap.objects, snap.rv)
@@ -804,7 +806,7 @@ impl Tracked {
     /// The cache's protobuf mirror was restored from the store (`stored`, installed by
     /// `Mirrors::resume`): what the store holds of it is the mirror's committed state, so the
     /// flushes from here on write what changes, not the whole mirror again.
-    pub fn mirror_restored(mut self, stored: &StoredMirror) -> Tracked {
+    pub(crate) fn mirror_restored(mut self, stored: &StoredMirror) -> Tracked {
         self.mirror = MirrorCommitted {
             stored: true,
             pending: stored.pending.iter().cloned().collect(),
@@ -814,7 +816,7 @@ impl Tracked {
 }
 
 /// The task that commits what changed in the caches, about once a second and at shutdown.
-pub struct Persister {
+pub(crate) struct Persister {
     store: Arc<Store>,
     tracked: Vec<Tracked>,
     every: Duration,
@@ -822,21 +824,21 @@ pub struct Persister {
 }
 
 /// A running [`Persister`]: [`PersisterHandle::stop`] makes it flush once more and end.
-pub struct PersisterHandle {
+pub(crate) struct PersisterHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
 impl PersisterHandle {
     /// Flush what is left and wait for the task to end (the store is closed then).
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
     }
 }
 
 impl Persister {
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<Store>,
         tracked: Vec<Tracked>,
         every: Duration,
@@ -850,7 +852,7 @@ impl Persister {
         }
     }
 
-    pub fn spawn(self) -> PersisterHandle {
+    pub(crate) fn spawn(self) -> PersisterHandle {
         let (stop, rx) = watch::channel(false);
         PersisterHandle {
             stop,
@@ -884,7 +886,7 @@ impl Persister {
     }
 
     /// Commit each synced cache's changes since its last commit.
-    pub async fn flush(&mut self) {
+    pub(crate) async fn flush(&mut self) {
         for t in &mut self.tracked {
             let started = std::time::Instant::now();
             let outcome = match flush_one(&self.store, t).await {

@@ -20,7 +20,7 @@ pub struct ResourceInfo {
 
 impl ResourceInfo {
     /// `v1` for core, `group/version` otherwise.
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -29,19 +29,19 @@ impl ResourceInfo {
     }
 
     /// The URL prefix of this group/version (`/api/v1` or `/apis/G/V`).
-    pub fn api_path(&self) -> String {
+    pub(crate) fn api_path(&self) -> String {
         api_path(&self.group, &self.version)
     }
 
     /// Heuristic used until the upstream's own list form is seen: built-in groups are the core
     /// group, dot-less groups (`apps`, `batch`, …) and `*.k8s.io`.
-    pub fn guess_custom(group: &str) -> bool {
+    pub(crate) fn guess_custom(group: &str) -> bool {
         !(group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io"))
     }
 
     /// The exact bytes a typed built-in object starts with before its other fields:
     /// `{"kind":"K","apiVersion":"V",`. List items of typed lists are the object without it.
-    pub fn typed_prefix(&self) -> String {
+    pub(crate) fn typed_prefix(&self) -> String {
         format!(
             "{{\"kind\":{},\"apiVersion\":{},",
             json_str(&self.kind),
@@ -73,7 +73,7 @@ impl fmt::Display for ResourceInfo {
 }
 
 /// The URL prefix of a group/version (`/api/v1` or `/apis/G/V`).
-pub fn api_path(group: &str, version: &str) -> String {
+pub(crate) fn api_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("/api/{version}")
     } else {
@@ -83,7 +83,7 @@ pub fn api_path(group: &str, version: &str) -> String {
 
 /// How logs, `/readyz` and `/status` name a type: `group/version/resource`, or
 /// `version/resource` for the core group.
-pub fn write_type_name(
+pub(crate) fn write_type_name(
     f: &mut fmt::Formatter<'_>,
     group: &str,
     version: &str,
@@ -97,7 +97,7 @@ pub fn write_type_name(
 }
 
 /// A JSON string literal.
-pub fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 

@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 pub(crate) const IN_FLIGHT: usize = 2;
 
 /// Readers waiting for the next call of one kind, and the calls out.
-pub struct SharedCalls<T> {
+pub(crate) struct SharedCalls<T> {
     state: Mutex<State<T>>,
 }
 
@@ -51,7 +51,7 @@ enum Message<T> {
 }
 
 /// A reader's turn: lead a call, or the answer of one led by another.
-pub enum Turn<'a, T> {
+pub(crate) enum Turn<'a, T> {
     /// Make the call, answer [`Leader::shares`] readers with [`Leader::finish`].
     Lead(Leader<'a, T>),
     /// The answer of a call sent after this reader arrived.
@@ -60,7 +60,7 @@ pub enum Turn<'a, T> {
 
 /// The reader that makes a call, with the readers waiting for its answer. Dropped without
 /// [`Leader::finish`], it hands them to one of them, which leads their call instead.
-pub struct Leader<'a, T> {
+pub(crate) struct Leader<'a, T> {
     calls: &'a SharedCalls<T>,
     batch: Vec<Waiter<T>>,
 }
@@ -89,7 +89,7 @@ impl<T> std::fmt::Debug for SharedCalls<T> {
 impl<T> SharedCalls<T> {
     /// This reader's turn: to lead a call at once when a slot is free, else to wait for the
     /// next call, sent after it arrived.
-    pub async fn turn(&self) -> Turn<'_, T> {
+    pub(crate) async fn turn(&self) -> Turn<'_, T> {
         let rx = {
             let mut st = self.lock();
             if st.out < IN_FLIGHT && st.waiting.is_empty() {
@@ -115,7 +115,7 @@ impl<T> SharedCalls<T> {
 
     /// The answer of a call sent after now, shared with every reader that queues before it is
     /// sent: `call` is made by this reader or by another that waited with it.
-    pub async fn join<Fut>(&self, call: impl FnOnce() -> Fut) -> T
+    pub(crate) async fn join<Fut>(&self, call: impl FnOnce() -> Fut) -> T
     where
         T: Clone,
         Fut: Future<Output = T>,
@@ -132,7 +132,7 @@ impl<T> SharedCalls<T> {
 
     /// Whether no call is out and no reader waits (nothing would be lost if this were
     /// dropped now).
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         let st = self.lock();
         st.out == 0 && st.waiting.is_empty()
     }
@@ -172,13 +172,13 @@ impl<T> SharedCalls<T> {
 
 impl<T> Leader<'_, T> {
     /// Whether other readers wait for this call's answer.
-    pub fn shares(&self) -> bool {
+    pub(crate) fn shares(&self) -> bool {
         !self.batch.is_empty()
     }
 
     /// The call was answered: every reader that waited for it gets `answer`, and the slot
     /// goes to the readers queued meanwhile.
-    pub fn finish(mut self, answer: &T)
+    pub(crate) fn finish(mut self, answer: &T)
     where
         T: Clone,
     {

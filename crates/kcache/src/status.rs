@@ -107,7 +107,7 @@ pub struct Cause {
 }
 
 impl Cause {
-    pub fn forbidden(field: &'static str, detail: &str) -> Self {
+    pub(crate) fn forbidden(field: &'static str, detail: &str) -> Self {
         Cause {
             reason: "FieldValueForbidden",
             message: format!("Forbidden: {detail}"),
@@ -115,7 +115,7 @@ impl Cause {
         }
     }
 
-    pub fn not_supported(field: &'static str, value: &str, supported: &[&str]) -> Self {
+    pub(crate) fn not_supported(field: &'static str, value: &str, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
         Cause {
             reason: "FieldValueNotSupported",
@@ -149,7 +149,7 @@ impl ApiError {
     }
 
     /// Seconds for a `Retry-After` header, for the errors the apiserver sends one with.
-    pub fn retry_after(&self) -> Option<u32> {
+    pub(crate) fn retry_after(&self) -> Option<u32> {
         match self {
             ApiError::NotReady
             | ApiError::TooLargeResourceVersion { .. }
@@ -160,7 +160,7 @@ impl ApiError {
     }
 
     /// The Status object as a JSON value, keys in the apiserver's order.
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         let mut metadata = Map::new();
         let (message, reason, details): (String, Option<&str>, Option<Value>) = match self {
             ApiError::BadRequest(m) => (m.clone(), Some("BadRequest"), None),
@@ -282,7 +282,7 @@ impl ApiError {
     }
 
     /// A watch `ERROR` event line carrying this Status (errors after the 200 of a watch).
-    pub fn watch_event(&self) -> Bytes {
+    pub(crate) fn watch_event(&self) -> Bytes {
         let ev = json!({"type": "ERROR", "object": self.to_status()});
         let mut v = go_json(&ev);
         v.push(b'\n');
@@ -383,6 +383,9 @@ fn go_json(v: &Value) -> Vec<u8> {
     crate::gojson::write_value(&mut out, v, false);
     out
 }
+
+#[cfg(test)]
+mod protobuf_tests;
 
 #[cfg(test)]
 mod tests {

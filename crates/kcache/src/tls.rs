@@ -72,7 +72,7 @@ pub enum TlsError {
 }
 
 /// A client that neither completes nor abandons its handshake must not hold a task forever.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What HTTP versions are offered by ALPN, preferred first: client-go and kube-rs pick h2.
 const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
@@ -134,7 +134,7 @@ impl TlsServer {
     }
 
     /// The config new connections are accepted with.
-    pub fn current(&self) -> Arc<ServerConfig> {
+    pub(crate) fn current(&self) -> Arc<ServerConfig> {
         // A panic while holding the lock cannot leave the Arc half-written, so a poisoned
         // lock still holds a usable config.
         self.current
@@ -145,7 +145,7 @@ impl TlsServer {
 
     /// Re-read the files and swap in a new config if they changed. `Ok(true)`: reloaded;
     /// `Ok(false)`: unchanged, or changed to something already reported as bad.
-    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload_if_changed(&self) -> Result<bool, TlsError> {
         let contents = read(&self.files)?;
         {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
@@ -161,7 +161,7 @@ impl TlsServer {
 
     /// Check the files every reload interval, forever; meant to be spawned and aborted with
     /// the server.
-    pub async fn watch_files(self: Arc<Self>) {
+    pub(crate) async fn watch_files(self: Arc<Self>) {
         let mut ticks = tokio::time::interval(self.reload_interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -188,7 +188,7 @@ impl TlsServer {
 
     /// The TLS handshake on an accepted connection, bounded by [`HANDSHAKE_TIMEOUT`], and the
     /// identity of the client certificate if one was presented (it was then verified).
-    pub async fn handshake(
+    pub(crate) async fn handshake(
         &self,
         stream: TcpStream,
     ) -> Result<(TlsStream<TcpStream>, Option<CertIdentity>), TlsError> {

@@ -19,7 +19,7 @@ use crate::cache::Origin;
 use crate::metrics::Format;
 
 /// The admin router. Anything else is a plain 404.
-pub fn router(app: Arc<App>) -> Router {
+pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/livez", get(livez))
         .route("/healthz", get(healthz))

@@ -33,23 +33,23 @@ use crate::auth::{Caller, ConnInfo, Verdict};
 /// Set on a response that is kcache's own refusal, with its Status as JSON (shared with the
 /// body where the body is that JSON): what the audit event's `responseStatus` says.
 #[derive(Debug, Clone)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub code: u16,
     pub status: bytes::Bytes,
 }
 
 /// The audit trail of one kcache: the running auditor.
-pub struct Audit {
+pub(crate) struct Audit {
     auditor: Auditor,
 }
 
 impl Audit {
-    pub fn new(auditor: Auditor) -> Audit {
+    pub(crate) fn new(auditor: Auditor) -> Audit {
         Audit { auditor }
     }
 
     /// The auditor, for its counters and its flush at shutdown.
-    pub fn auditor(&self) -> &Auditor {
+    pub(crate) fn auditor(&self) -> &Auditor {
         &self.auditor
     }
 

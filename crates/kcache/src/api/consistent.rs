@@ -14,7 +14,7 @@ use crate::upstream::{collection_path, RevisionProbe};
 
 /// How reads with resourceVersion unset are answered.
 #[derive(Debug, Clone)]
-pub struct ConsistentReads {
+pub(crate) struct ConsistentReads {
     /// Answer them from the cache once it has caught up with the upstream (else forward all).
     pub from_cache: bool,
     /// With `fallback` off, how long a read waits for the cache to catch up before its 504;
@@ -353,7 +353,7 @@ impl App {
 /// (`api::shared_read`) where its answer is expected to be small enough to share, and, for a
 /// LIST, timed until its answer is sent in full: what the upstream takes to answer the type's
 /// reads bounds how long later ones wait for the cache.
-pub struct Forwarded {
+pub(crate) struct Forwarded {
     timing: Option<ForwardTiming>,
     pub(super) shared: bool,
 }

@@ -35,23 +35,14 @@ impl IndexRequirement {
 
 impl Filter {
     /// Whether every object in the requested namespace matches (no per-object checks needed).
-    pub fn selects_all(&self) -> bool {
+    pub(crate) fn selects_all(&self) -> bool {
         self.label.is_empty() && self.field.is_empty() && self.indexed.is_empty()
     }
 
-    /// Whether the selectors match (the namespace is checked separately by key range or
-    /// [`Filter::matches`]).
-    pub fn selects(&self, o: &Object) -> bool {
+    /// Whether the selectors match (the namespace is checked separately, by key range).
+    pub(crate) fn selects(&self, o: &Object) -> bool {
         (self.label.is_empty() || self.label.matches_with(&|k| o.label(k)))
             && (self.field.is_empty() || self.field.matches(&|f| o.field(f)))
             && self.indexed.iter().all(|r| r.matches(o))
-    }
-
-    /// Namespace and selectors.
-    pub fn matches(&self, o: &Object) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| o.namespace() == ns)
-            && self.selects(o)
     }
 }

@@ -2,8 +2,9 @@
 //! in `tests/`. Re-exports only: nothing here is used by kcache itself, and it is not a stable
 //! interface.
 
+pub use super::filter::IndexRequirement;
 pub use super::list_read::ListRead;
 pub use super::params::{parse_query, parse_rv, GetOptions, ListOptions, WatchTimeout};
 pub use super::request::{Listing, Options, Parsed, ReadRequest, Verb};
 pub use super::route::{parse as parse_path, ResourcePath};
-pub use crate::continue_token::ContinueToken;
+pub use crate::continue_token::{ContinueToken, InvalidToken};

@@ -9,7 +9,7 @@
 
 pub mod admin;
 mod admission;
-pub mod audit;
+pub(crate) mod audit;
 mod consistent;
 mod filter;
 #[doc(hidden)]
@@ -36,13 +36,15 @@ mod watch;
 mod watch_body;
 
 pub use crate::continue_token::ContinueToken;
-pub use consistent::{ConsistentReads, UNCONFIRMED_HEADER};
+pub(crate) use consistent::ConsistentReads;
+pub use consistent::UNCONFIRMED_HEADER;
 pub use filter::Filter;
-pub use negotiate::{negotiate, negotiate_with, Representation};
-pub use protobuf::Mirrors;
+pub use negotiate::{negotiate_with, Representation};
+pub(crate) use protobuf::Mirrors;
 use request::Verb;
-pub use staleness::{Staleness, CACHE_AGE_HEADER};
-pub use watch::{Fanout, WatchConfig};
+pub(crate) use staleness::Staleness;
+pub use staleness::CACHE_AGE_HEADER;
+pub(crate) use watch::{Fanout, WatchConfig};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,7 +111,7 @@ pub struct App {
 }
 
 /// What an [`App`] takes from the configuration.
-pub struct AppSettings {
+pub(crate) struct AppSettings {
     pub watch: WatchConfig,
     pub consistent: ConsistentReads,
     pub staleness: Staleness,
@@ -170,7 +172,7 @@ impl App {
 
 /// How an answer from the cache is rendered (from the request's Accept header).
 #[derive(Clone, Copy)]
-pub enum Form<'a> {
+pub(crate) enum Form<'a> {
     /// The objects as JSON: the typed or CR list, the object (indented for humans when
     /// `pretty`).
     Json { pretty: bool },
@@ -189,7 +191,7 @@ pub enum Form<'a> {
 /// events. The read path marks its answers (a response extension) where the answer alone
 /// does not tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnsweredBy {
+pub(crate) enum AnsweredBy {
     /// From the cache, at the state the request named (not a consistent read).
     Cache,
     /// A consistent read from the cache, shown current (by the upstream's revision or a proof
@@ -208,7 +210,7 @@ pub enum AnsweredBy {
 
 impl AnsweredBy {
     /// The annotation's value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AnsweredBy::Cache => "cache",
             AnsweredBy::Proven => "proven",
@@ -221,7 +223,7 @@ impl AnsweredBy {
 }
 
 /// What a cache handler decided.
-pub enum Answer {
+pub(crate) enum Answer {
     Ready(Response),
     /// The cache cannot answer this exactly; forward it.
     Upstream,
@@ -233,7 +235,7 @@ pub enum Answer {
 /// The API router: the index endpoints, and everything else through [`handle`]; all API
 /// handlers start with `admission::admit`. kcache's own health and metrics are on the
 /// [`admin::router`]; here `/livez`, `/readyz`, `/healthz` and `/metrics` are the upstream's.
-pub fn router(app: Arc<App>) -> Router {
+pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
         .route(
             "/apis/kcache.dev/v1/indexes",
@@ -252,7 +254,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Serve one request from the cache when it can be answered exactly, else forward it.
-pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     // When the request arrived, for its audit events (only where a trail is kept).
     let received = app.audit.as_ref().map(|_| std::time::SystemTime::now());

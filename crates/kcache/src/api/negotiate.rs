@@ -24,7 +24,8 @@ pub enum Representation {
 
 /// Decide from the Accept header, for a type kcache answers JSON only (custom resources, or
 /// protobuf turned off): see [`negotiate_with`].
-pub fn negotiate(accept: Option<&str>) -> Representation {
+#[cfg(test)]
+pub(crate) fn negotiate(accept: Option<&str>) -> Representation {
     negotiate_with(accept, false)
 }
 

@@ -78,7 +78,7 @@ pub enum WatchTimeout {
 }
 
 impl WatchTimeout {
-    pub fn from_seconds(seconds: Option<i64>) -> WatchTimeout {
+    pub(crate) fn from_seconds(seconds: Option<i64>) -> WatchTimeout {
         match seconds {
             None | Some(0) => WatchTimeout::ServerChosen,
             Some(s) if s < 0 => WatchTimeout::Elapsed,
@@ -142,7 +142,7 @@ impl ListOptions {
 
     /// [`ListOptions::parse`] with the request's `fieldSelector` already parsed (`field`:
     /// None when it has none), so that it is parsed once per request.
-    pub fn parse_with_field(
+    pub(crate) fn parse_with_field(
         q: &[(String, String)],
         field: Result<Option<FieldSelector>, ApiError>,
         info: &ResourceInfo,

@@ -39,7 +39,7 @@ const CHUNK: usize = 64 * 1024;
 ///
 /// Each mirror lives in its cache (`ResourceCache::mirror`), so a request finds it without a
 /// lookup of its own; this keeps what starts them and their tasks.
-pub struct Mirrors {
+pub(crate) struct Mirrors {
     upstream: Upstream,
     cfg: ReflectorConfig,
     enabled: bool,
@@ -58,7 +58,7 @@ impl Drop for Mirrors {
 impl Mirrors {
     /// `enabled: false` answers every protobuf read upstream, as kcache did before it had
     /// mirrors.
-    pub fn new(upstream: Upstream, cfg: ReflectorConfig, enabled: bool) -> Mirrors {
+    pub(crate) fn new(upstream: Upstream, cfg: ReflectorConfig, enabled: bool) -> Mirrors {
         Mirrors {
             upstream,
             cfg,
@@ -70,7 +70,7 @@ impl Mirrors {
     /// Whether the type can be answered in protobuf at all: a built-in (the apiserver serves
     /// custom resources in JSON only) cached whole (a metadata-only cache has no objects to
     /// mirror) while mirrors are enabled and the upstream has not refused protobuf for it.
-    pub fn servable(&self, cache: &ResourceCache) -> bool {
+    pub(crate) fn servable(&self, cache: &ResourceCache) -> bool {
         self.enabled
             && !cache.info.custom
             && !cache.strip().metadata_only
@@ -78,7 +78,7 @@ impl Mirrors {
     }
 
     /// The mirror of `cache` if it can answer now; starts it on first use.
-    pub fn ready(&self, cache: &Arc<ResourceCache>) -> Option<Arc<Mirror>> {
+    pub(crate) fn ready(&self, cache: &Arc<ResourceCache>) -> Option<Arc<Mirror>> {
         let mirror = cache.mirror_or_start(|| {
             tracing::info!(resource = %cache.info, "first protobuf read: starting the protobuf mirror");
             self.start(cache, Arc::new(Mirror::new()), None)
@@ -89,7 +89,7 @@ impl Mirrors {
     /// Start the mirror of `cache` from what `persistDir` kept of it (`objects` at `rv`,
     /// see `persist`): it answers at once and watches from `rv`, as the mirror of a kcache
     /// that never stopped. Nothing when mirrors are off or the type cannot have one.
-    pub fn resume(
+    pub(crate) fn resume(
         &self,
         cache: &Arc<ResourceCache>,
         rv: u64,

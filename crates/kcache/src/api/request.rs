@@ -37,7 +37,7 @@ pub enum Verb {
 
 impl Verb {
     /// The verb's name in metrics and authorization attributes.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
             Verb::List => "list",
@@ -51,7 +51,7 @@ impl Verb {
     }
 }
 
-/// What [`super::handle`] reads of every request, once.
+/// What `super::handle` reads of every request, once.
 pub struct Parsed {
     pub verb: Verb,
     /// The resource path; None for anything else (discovery, `/version`, …).

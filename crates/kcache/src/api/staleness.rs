@@ -19,7 +19,7 @@ pub const CACHE_AGE_HEADER: &str = "x-kcache-cache-age";
 
 /// The staleness policy (config section `staleness`).
 #[derive(Debug, Clone)]
-pub struct Staleness {
+pub(crate) struct Staleness {
     /// None: a consistent read the upstream cannot confirm is served from the cache however
     /// old it is. Some(max): only while the cache is at most `max` old, then 504.
     pub max_consistent_read: Option<Duration>,
@@ -39,7 +39,7 @@ impl Default for Staleness {
 impl Staleness {
     /// May a consistent read be answered from `cache` without confirmation from the upstream?
     /// Err is the 504 to answer instead.
-    pub fn allow_unconfirmed(&self, cache: &ResourceCache) -> Result<(), ApiError> {
+    pub(crate) fn allow_unconfirmed(&self, cache: &ResourceCache) -> Result<(), ApiError> {
         let age = cache.contact().age();
         match self.max_consistent_read {
             Some(max) if age > max => Err(ApiError::Timeout(format!(

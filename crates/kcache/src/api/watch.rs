@@ -65,7 +65,7 @@ const BATCH: usize = 256;
 
 /// Watch tuning.
 #[derive(Debug, Clone)]
-pub struct WatchConfig {
+pub(crate) struct WatchConfig {
     /// Periodic bookmarks (the apiserver: about a minute).
     pub bookmark_interval: Duration,
     /// How long a watch waits for the cache to reach a requested RV before the 504.
@@ -117,7 +117,7 @@ enum Start {
 /// write, in order. Below that rate nothing waits: a watcher whose last write is older than
 /// its gap writes at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fanout {
+pub(crate) struct Fanout {
     /// Writes a second, summed over a type's watchers, above which they gather.
     pub writes_per_second: u64,
     /// The longest an event waits to be gathered with later ones; zero: never.
@@ -135,7 +135,7 @@ impl Default for Fanout {
 
 impl Fanout {
     /// The least time between two writes of one of `watchers` watchers woken by every change.
-    pub fn gap(&self, watchers: usize) -> Duration {
+    pub(crate) fn gap(&self, watchers: usize) -> Duration {
         if self.max_delay.is_zero() || self.writes_per_second == 0 {
             return Duration::ZERO;
         }

@@ -39,7 +39,7 @@ impl Auth {
     ///
     /// `objects` are kcache's caches of the objects a ServiceAccount token names, with which
     /// such tokens are verified without a review ([`super::service_account`]).
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         &self,
         headers: &HeaderMap,
         conn: Option<&ConnInfo>,

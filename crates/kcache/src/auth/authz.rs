@@ -37,7 +37,7 @@ fn identity_extra(user: &super::UserInfo) -> impl Iterator<Item = (&String, &Vec
 
 /// What a request does, in the authorizer's terms.
 #[derive(Debug, Clone)]
-pub struct Attributes<'a> {
+pub(crate) struct Attributes<'a> {
     /// `get`, `list` or `watch`.
     pub verb: &'a str,
     pub group: &'a str,
@@ -69,7 +69,7 @@ impl Decision {
 /// The authorizer's answer to one request, for its audit events
 /// (`authorization.k8s.io/decision` and `/reason`, as the apiserver writes them).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The caller acts as kcache itself: nothing was asked.
     Own,
     /// Allowed, with the authorizer's reason (RBAC names the binding that allows it).
@@ -96,7 +96,7 @@ impl Auth {
     /// Ok when the upstream's authorizer allows `caller` the request; else the 403 the
     /// apiserver would send (or a 503 when it cannot be asked and nothing is remembered).
     /// `verdict` is set to what the authorizer answered, when it answered.
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         caller: &Caller,
         attrs: &Attributes<'_>,

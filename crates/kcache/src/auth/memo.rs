@@ -17,7 +17,7 @@ use dashmap::DashMap;
 
 /// Where an answer came from (for metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A fresh remembered answer.
     Cached,
     /// Asked the upstream just now (or waited for a concurrent ask).
@@ -27,7 +27,7 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Cached => "cache",
             Source::Upstream => "upstream",
@@ -51,7 +51,7 @@ struct Slot<V> {
 }
 
 /// Remembered answers by question (a string key).
-pub struct Memo<V> {
+pub(crate) struct Memo<V> {
     slots: DashMap<String, Arc<Slot<V>>>,
     /// Most questions remembered; beyond it expired answers are swept, and if that is not
     /// enough new questions are asked without being remembered (memory stays bounded however
@@ -61,7 +61,7 @@ pub struct Memo<V> {
 }
 
 impl<V: Clone> Memo<V> {
-    pub fn new(capacity: usize, stale_if_error: Duration) -> Memo<V> {
+    pub(crate) fn new(capacity: usize, stale_if_error: Duration) -> Memo<V> {
         Memo {
             slots: DashMap::new(),
             capacity,
@@ -70,7 +70,7 @@ impl<V: Clone> Memo<V> {
     }
 
     /// The remembered answer to `key`, or the one `ask` gets (kept for `ttl(&answer)`).
-    pub async fn get<E, F, Fut>(
+    pub(crate) async fn get<E, F, Fut>(
         &self,
         key: &str,
         ttl: impl Fn(&V) -> Duration,
@@ -88,7 +88,7 @@ impl<V: Clone> Memo<V> {
     /// epoch that moves on while the upstream answers leaves that answer stale. An answer of
     /// an earlier epoch is still used while the upstream cannot be asked (stale-if-error): it
     /// is the last answer there is.
-    pub async fn get_in<E, F, Fut>(
+    pub(crate) async fn get_in<E, F, Fut>(
         &self,
         epoch: u64,
         key: &str,
@@ -166,7 +166,11 @@ impl<V: Clone> Memo<V> {
 
     /// Every answer fresh in `epoch` that `keep` accepts, with how long it stays fresh: what
     /// may be written down to be restored after a restart ([`Memo::restore`]).
-    pub fn fresh_in(&self, epoch: u64, keep: impl Fn(&V) -> bool) -> Vec<(String, V, Duration)> {
+    pub(crate) fn fresh_in(
+        &self,
+        epoch: u64,
+        keep: impl Fn(&V) -> bool,
+    ) -> Vec<(String, V, Duration)> {
         let now = Instant::now();
         self.slots
             .iter()
@@ -181,7 +185,7 @@ impl<V: Clone> Memo<V> {
 
     /// Remember `value` as the answer to `key`, asked in `epoch`, fresh for `ttl`: an answer
     /// written down before a restart. An answer already there is kept.
-    pub fn restore(&self, epoch: u64, key: String, value: V, ttl: Duration) {
+    pub(crate) fn restore(&self, epoch: u64, key: String, value: V, ttl: Duration) {
         if self.slots.len() >= self.capacity || self.slots.contains_key(&key) {
             return;
         }
@@ -202,12 +206,9 @@ impl<V: Clone> Memo<V> {
     }
 
     /// Questions remembered (for tests).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 }
 

@@ -1,22 +1,22 @@
 //! Who is calling and what they may read.
 //!
 //! kcache answers reads from one cache filled with its own privileges, so it must check
-//! every caller itself: it authenticates them ([`Auth::authenticate`]: bearer tokens by
+//! every caller itself: it authenticates them (`Auth::authenticate`: bearer tokens by
 //! TokenReview against the upstream, x509 client certificates against the configured client
-//! CA) and asks the upstream's authorizer ([`Auth::authorize`]: a SubjectAccessReview)
+//! CA) and asks the upstream's authorizer (`Auth::authorize`: a SubjectAccessReview)
 //! before each cached read. Requests it passes through carry the caller's identity, never
-//! kcache's ([`Forward`]). ServiceAccount tokens it can check itself, as the apiserver does,
-//! it does ([`service_account`]). Verdicts are remembered briefly ([`memo`]); those RBAC gave, for
-//! as long as the upstream's RBAC objects do not change ([`rbac`]).
+//! kcache's (`Forward`). ServiceAccount tokens it can check itself, as the apiserver does,
+//! it does (`service_account`). Verdicts are remembered briefly (`memo`); those RBAC gave, for
+//! as long as the upstream's RBAC objects do not change (`rbac`).
 
 mod authn;
 mod authz;
 mod kept;
-pub mod memo;
-pub mod rbac;
-pub mod service_account;
+pub(crate) mod memo;
+pub(crate) mod rbac;
+pub(crate) mod service_account;
 
-pub use authz::{Attributes, Verdict};
+pub(crate) use authz::{Attributes, Verdict};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ pub struct CertIdentity {
 /// Facts about the connection a request arrived on, put in every request's extensions by the
 /// server's accept loop (cloned per request: Arcs and an address only).
 #[derive(Debug, Clone)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     /// The caller's address (loopback decides `trust-local`).
     pub peer: SocketAddr,
     /// The caller a verified client certificate names, built once per connection. Present
@@ -81,7 +81,7 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    pub fn new(peer: SocketAddr, cert: Option<CertIdentity>) -> ConnInfo {
+    pub(crate) fn new(peer: SocketAddr, cert: Option<CertIdentity>) -> ConnInfo {
         ConnInfo {
             peer,
             certified: cert.map(Caller::certified),
@@ -120,10 +120,10 @@ impl AuthMode {
 /// An authenticated user, as TokenReview reports one, SubjectAccessReview takes one and audit
 /// events name one (the same JSON in all three): the audit trail's own type, so that each
 /// event shares the caller's, not a copy.
-pub use kcache_audit::UserInfo;
+pub(crate) use kcache_audit::UserInfo;
 
 /// The apiserver's name and group for requests without credentials.
-pub fn anonymous_user() -> UserInfo {
+pub(crate) fn anonymous_user() -> UserInfo {
     UserInfo {
         username: "system:anonymous".into(),
         groups: vec!["system:unauthenticated".into()],
@@ -133,7 +133,7 @@ pub fn anonymous_user() -> UserInfo {
 
 /// How a passed-through request reaches the upstream.
 #[derive(Debug, Clone)]
-pub enum Forward {
+pub(crate) enum Forward {
     /// With kcache's own credentials (auth `none`, or a trusted local caller).
     AsKcache,
     /// With the caller's own `Authorization` header and nothing of kcache's.
@@ -147,7 +147,7 @@ pub enum Forward {
 
 /// The caller of one request.
 #[derive(Debug, Clone)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// None when the caller acts as kcache itself (no authorization check).
     pub user: Option<Arc<UserInfo>>,
     pub forward: Forward,
@@ -158,7 +158,7 @@ pub struct Caller {
 
 impl Caller {
     /// A caller acting as kcache itself.
-    pub fn kcache() -> Caller {
+    pub(crate) fn kcache() -> Caller {
         // One shared key: this is every request's path with auth `none`, kept allocation-free.
         static LOCAL: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
         Caller {
@@ -196,14 +196,14 @@ impl Caller {
     }
 
     /// How the caller is known, for logs.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.user.as_ref().map_or("(kcache)", |u| &u.username)
     }
 }
 
 /// How long verdicts are remembered.
 #[derive(Debug, Clone)]
-pub struct AuthConfig {
+pub(crate) struct AuthConfig {
     pub mode: AuthMode,
     /// An accepted token.
     pub token_ttl: Duration,
@@ -249,7 +249,7 @@ impl Default for AuthConfig {
 const MEMO_CAPACITY: usize = 100_000;
 
 /// Authentication and authorization of callers, against the upstream.
-pub struct Auth {
+pub(crate) struct Auth {
     config: AuthConfig,
     upstream: Upstream,
     /// Callers by token (None: not a valid token), whole, so a remembered token costs a
@@ -271,7 +271,7 @@ pub struct Auth {
 }
 
 impl Auth {
-    pub fn new(config: AuthConfig, upstream: Upstream, metrics: Arc<Metrics>) -> Auth {
+    pub(crate) fn new(config: AuthConfig, upstream: Upstream, metrics: Arc<Metrics>) -> Auth {
         let stale = config.stale_if_error;
         let keeps = config.keep_dir.is_some()
             && config.mode != AuthMode::None
@@ -292,15 +292,13 @@ impl Auth {
         }
     }
 
-    pub fn mode(&self) -> AuthMode {
-        self.config.mode
-    }
-
     /// The task that follows the upstream's RBAC objects (and, with a persist directory,
     /// keeps the verdicts RBAC gave across restarts), to run for as long as kcache does; None
     /// when callers are not authorized by kcache (auth `none`) or RBAC is not to be followed
     /// (`rbac_allowed_ttl` zero).
-    pub fn follow_rbac(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    pub(crate) fn follow_rbac(
+        &self,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
         if self.config.mode == AuthMode::None || self.config.rbac_allowed_ttl.is_zero() {
             return None;
         }

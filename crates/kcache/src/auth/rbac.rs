@@ -48,7 +48,7 @@ use crate::upstream::{
 pub(super) const RBAC_ALLOWED: &str = "RBAC: allowed by ";
 
 /// How long after an RBAC change verdicts keep the short lifetime (see the module docs).
-pub const SETTLE: Duration = Duration::from_secs(10);
+pub(crate) const SETTLE: Duration = Duration::from_secs(10);
 
 /// The collections the RBAC authorizer reads.
 const RBAC_TYPES: [&str; 4] = [
@@ -67,7 +67,7 @@ const ALL_WATCHED: u8 = (1 << RBAC_TYPES.len()) - 1;
 /// What kcache knows of the upstream's RBAC objects: an epoch that moves on at each change,
 /// and whether every type is being watched.
 #[derive(Debug)]
-pub struct RbacChanges {
+pub(crate) struct RbacChanges {
     epoch: AtomicU64,
     /// A bit per RBAC type, set while its watch is open.
     watched: AtomicU8,
@@ -97,13 +97,13 @@ impl Default for RbacChanges {
 
 impl RbacChanges {
     /// The current epoch: read it before asking for a verdict.
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
 
     /// Whether a verdict RBAC gives now may be kept for the long lifetime: every RBAC type is
     /// watched and none changed in the last [`SETTLE`].
-    pub fn settled(&self, now: Instant) -> bool {
+    pub(crate) fn settled(&self, now: Instant) -> bool {
         let changed_ms = self.changed_ms.load(Ordering::Acquire);
         let since_change = now
             .saturating_duration_since(self.origin)
@@ -112,7 +112,7 @@ impl RbacChanges {
     }
 
     /// Whether every RBAC type is being watched (the `kcache_auth_rbac_followed` gauge).
-    pub fn followed(&self) -> bool {
+    pub(crate) fn followed(&self) -> bool {
         self.watched.load(Ordering::Acquire) == ALL_WATCHED
     }
 
@@ -130,7 +130,7 @@ impl RbacChanges {
     }
 
     /// Wait until every RBAC type is watched (at most `within`); whether it is.
-    pub async fn wait_followed(&self, within: Duration) -> bool {
+    pub(crate) async fn wait_followed(&self, within: Duration) -> bool {
         let wait = async {
             loop {
                 let opened = self.opened.notified();
@@ -146,7 +146,7 @@ impl RbacChanges {
     /// A digest of every RBAC object kcache follows (each one's key and resourceVersion), while
     /// every type is watched: equal digests mean RBAC is as it was (any change of an object
     /// changes its resourceVersion). None while a type is not watched.
-    pub fn digest(&self) -> Option<String> {
+    pub(crate) fn digest(&self) -> Option<String> {
         if !self.followed() {
             return None;
         }
@@ -180,7 +180,7 @@ impl RbacChanges {
 
     /// Follow every RBAC type until the task is dropped; `followed` is set to 1 while every
     /// type is watched.
-    pub async fn follow(self: Arc<Self>, upstream: Upstream, followed: Gauge) {
+    pub(crate) async fn follow(self: Arc<Self>, upstream: Upstream, followed: Gauge) {
         let each = (0..RBAC_TYPES.len()).map(|i| follow_type(&self, &upstream, i, &followed));
         futures::future::join_all(each).await;
     }

@@ -57,14 +57,14 @@ const EXPIRY_MARGIN: i64 = 10;
 
 /// The kinds of objects a token names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     ServiceAccount,
     Pod,
     Node,
 }
 
 /// kcache's view of the objects a token names: what the token verification asks the caches.
-pub trait BoundObjects: Send + Sync {
+pub(crate) trait BoundObjects: Send + Sync {
     /// Whether an object of this kind (`namespace` is ignored for Nodes) is held, current,
     /// with this UID and not being deleted. False also when kcache cannot tell (the type is
     /// not cached, its cache is restricted or not current): the token is then reviewed.
@@ -72,7 +72,7 @@ pub trait BoundObjects: Send + Sync {
 }
 
 /// The user claims a ServiceAccount token maps to, for tests and the upstream's answer.
-pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+pub(crate) const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 const POD_NAME: &str = "authentication.kubernetes.io/pod-name";
 const POD_UID: &str = "authentication.kubernetes.io/pod-uid";
 const NODE_NAME: &str = "authentication.kubernetes.io/node-name";
@@ -322,7 +322,7 @@ struct Confirmed {
 
 /// Why a token was not verified here (for tests; the caller reviews it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotVerified {
+pub(crate) enum NotVerified {
     /// Not a JWT with the apiserver's ServiceAccount claims (another kind of token).
     NotServiceAccountToken,
     /// Signed with a key the upstream does not publish (or not yet fetched).
@@ -349,7 +349,7 @@ impl NotVerified {
     /// Whether the review of this token may let kcache verify tokens like it from then on:
     /// what the upstream has not confirmed yet. Tokens like it wait for that review
     /// ([`ServiceAccountTokens::learning`]) rather than each being reviewed too.
-    pub fn worth_learning(self) -> bool {
+    pub(crate) fn worth_learning(self) -> bool {
         matches!(
             self,
             NotVerified::UnconfirmedIssuer
@@ -361,7 +361,7 @@ impl NotVerified {
 
 /// The verifier: the upstream's keys and what it confirmed.
 #[derive(Debug, Default)]
-pub struct ServiceAccountTokens {
+pub(crate) struct ServiceAccountTokens {
     keys: RwLock<HashMap<String, Key>>,
     /// When the keys were last fetched: an unknown key ID fetches them again, at most once a
     /// [`REFETCH`].
@@ -379,7 +379,7 @@ const LEARNING_WAIT: Duration = Duration::from_secs(1);
 impl ServiceAccountTokens {
     /// Wait (at most a second) for any review of a token worth learning from to end;
     /// hold the guard while reviewing one.
-    pub async fn learning(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    pub(crate) async fn learning(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         tokio::time::timeout(LEARNING_WAIT, self.learning.lock())
             .await
             .ok()
@@ -387,7 +387,7 @@ impl ServiceAccountTokens {
 
     /// The user of `token` if kcache can accept it itself at `now` (Unix seconds); else why
     /// not, and the token is to be reviewed by the upstream.
-    pub fn verify(
+    pub(crate) fn verify(
         &self,
         token: &str,
         objects: &dyn BoundObjects,
@@ -445,7 +445,7 @@ impl ServiceAccountTokens {
     /// The upstream accepted `token` (a TokenReview) as `user`, valid for `audiences`: learn
     /// from it what lets kcache accept tokens like it (see the module docs). Fetches the
     /// upstream's keys when the token's key is not known yet.
-    pub async fn confirm(
+    pub(crate) async fn confirm(
         &self,
         token: &str,
         user: &UserInfo,
@@ -497,7 +497,7 @@ impl ServiceAccountTokens {
 
     /// Fetch the upstream's keys, unless they were fetched less than a minute ago (a token
     /// signed with a key kcache does not know, or the first token).
-    pub async fn fetch_keys(&self, upstream: &Upstream) {
+    pub(crate) async fn fetch_keys(&self, upstream: &Upstream) {
         let mut fetched = self.fetched.lock().await;
         if fetched.is_some_and(|at| at.elapsed() < REFETCH) {
             return;

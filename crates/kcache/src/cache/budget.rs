@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 /// What a cache held when it went over its memory budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overage {
+pub(crate) struct Overage {
     /// The cached objects' JSON bytes the list or event would have made.
     pub bytes: usize,
     /// The budget, in bytes.
@@ -35,7 +35,7 @@ pub struct Budget {
 
 impl Budget {
     /// A budget of `limit` JSON bytes (None: no budget).
-    pub fn new(limit: Option<usize>) -> Budget {
+    pub(crate) fn new(limit: Option<usize>) -> Budget {
         Budget {
             limit,
             over: OnceLock::new(),
@@ -44,12 +44,12 @@ impl Budget {
     }
 
     /// The budget in bytes, if one is configured.
-    pub fn limit(&self) -> Option<usize> {
+    pub(crate) fn limit(&self) -> Option<usize> {
         self.limit
     }
 
     /// Whether objects of `bytes` JSON bytes in all would be over the budget.
-    pub fn exceeds(&self, bytes: usize) -> bool {
+    pub(crate) fn exceeds(&self, bytes: usize) -> bool {
         self.limit.is_some_and(|limit| bytes > limit)
     }
 
@@ -61,12 +61,12 @@ impl Budget {
     }
 
     /// What the cache would have held when it went over its budget, if it did.
-    pub fn overage(&self) -> Option<Overage> {
+    pub(crate) fn overage(&self) -> Option<Overage> {
         self.over.get().copied()
     }
 
     /// Resolves once the type has gone over its budget (never, if it does not).
-    pub async fn until_over(&self) {
+    pub(crate) async fn until_over(&self) {
         let mut rx = self.over_tx.subscribe();
         let _ = rx.wait_for(|over| *over).await;
     }

@@ -37,13 +37,13 @@ impl Default for Contact {
 
 impl Contact {
     /// The upstream answered: the cache is confirmed current as of now.
-    pub fn heard(&self) {
+    pub(crate) fn heard(&self) {
         *self.last.write().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         self.reachable.store(true, Ordering::Relaxed);
     }
 
     /// The reflector's request to the upstream failed; the cache ages until the next contact.
-    pub fn lost(&self) {
+    pub(crate) fn lost(&self) {
         self.reachable.store(false, Ordering::Relaxed);
     }
 
@@ -53,7 +53,7 @@ impl Contact {
     }
 
     /// A state restored from disk was already `age` old when it was loaded.
-    pub fn restored(&self, age: Duration) {
+    pub(crate) fn restored(&self, age: Duration) {
         self.restored_age.store(
             u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
@@ -62,12 +62,12 @@ impl Contact {
 
     /// Whether the reflector has reached the upstream since the cache was created: a state
     /// restored from disk is not confirmed current until then.
-    pub fn confirmed(&self) -> bool {
+    pub(crate) fn confirmed(&self) -> bool {
         self.since_last().is_some()
     }
 
     /// Time since the last confirmed contact (None before any).
-    pub fn since_last(&self) -> Option<Duration> {
+    pub(crate) fn since_last(&self) -> Option<Duration> {
         self.last
             .read()
             .unwrap_or_else(|e| e.into_inner())

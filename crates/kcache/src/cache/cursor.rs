@@ -25,7 +25,7 @@ use super::Event;
 /// discarded, and the epoch bumped, when the upstream's RVs go backwards; a cursor of an older
 /// epoch can never be read from again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     pub(super) epoch: u64,
     pub(super) seq: u64,
     /// Real (upstream) events at or below this RV are not given: the watcher's state already
@@ -36,12 +36,12 @@ pub struct Cursor {
 impl Cursor {
     /// Whether the event with sequence number `seq` comes before this cursor: a watcher at
     /// the cursor has been given it.
-    pub fn covers(&self, seq: u64) -> bool {
+    pub(crate) fn covers(&self, seq: u64) -> bool {
         seq < self.seq
     }
 
     /// Whether a watcher at this cursor is given `ev` once it reaches it (see `skip_through`).
-    pub fn wants(&self, ev: &Event) -> bool {
+    pub(crate) fn wants(&self, ev: &Event) -> bool {
         ev.made_up || ev.rv > self.skip_through
     }
 
@@ -49,7 +49,7 @@ impl Cursor {
     /// `skip_through` itself, the client's own RV: RVs in a watch never go backwards, and a
     /// client resuming at that RV gets it again (a repeated delete is harmless). Only watchers
     /// placed inside a relist's range pay for the copy.
-    pub fn given(&self, ev: Arc<Event>) -> Arc<Event> {
+    pub(crate) fn given(&self, ev: Arc<Event>) -> Arc<Event> {
         if !(ev.made_up && ev.rv < self.skip_through) {
             return ev;
         }
@@ -65,7 +65,7 @@ impl Cursor {
     }
 
     /// Move past everything before `other` (of the same epoch); never backwards.
-    pub fn advance_to(&mut self, other: Cursor) {
+    pub(crate) fn advance_to(&mut self, other: Cursor) {
         if other.epoch == self.epoch && other.seq > self.seq {
             self.seq = other.seq;
         }
@@ -74,7 +74,7 @@ impl Cursor {
 
 /// What a read of the history from a cursor returned.
 #[derive(Debug)]
-pub struct Batch {
+pub(crate) struct Batch {
     /// The events from the cursor on, in order (at most the number asked for).
     pub events: Vec<Arc<Event>>,
     /// Set when the read reached the end of the history: once these events are delivered, the

@@ -23,11 +23,11 @@ const QUEUE: usize = 256;
 /// a kubelet watches its own Node), by the name of the event's object. Every type has names,
 /// and no index is kept for them (a name is the object's key, not a value worth a posting
 /// set).
-pub const BY_NAME: usize = usize::MAX;
+pub(crate) const BY_NAME: usize = usize::MAX;
 
 /// One registered watcher's inbox.
 #[derive(Default)]
-pub struct Subscriber {
+pub(crate) struct Subscriber {
     queue: Mutex<Inbox>,
     notify: Notify,
 }
@@ -40,7 +40,7 @@ struct Inbox {
 
 /// The queue overflowed (or history was reset): read the history instead.
 #[derive(Debug)]
-pub struct Overflowed;
+pub(crate) struct Overflowed;
 
 impl Subscriber {
     fn inbox(&self) -> std::sync::MutexGuard<'_, Inbox> {
@@ -73,7 +73,7 @@ impl Subscriber {
     /// The queued events before `end` (a position of the cache, see
     /// `ResourceCache::position`), in order; Err once after an overflow (the queue then starts
     /// afresh, and the watcher reads the history from its cursor instead).
-    pub fn take(&self, end: &Cursor) -> Result<Vec<Arc<Event>>, Overflowed> {
+    pub(crate) fn take(&self, end: &Cursor) -> Result<Vec<Arc<Event>>, Overflowed> {
         let mut q = self.inbox();
         if std::mem::take(&mut q.overflowed) {
             q.events.clear();
@@ -89,7 +89,7 @@ impl Subscriber {
 
     /// Resolves once something was pushed since the last call (a push while nobody waits is
     /// remembered).
-    pub async fn notified(&self) {
+    pub(crate) async fn notified(&self) {
         self.notify.notified().await
     }
 }

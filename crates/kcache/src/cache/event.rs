@@ -9,14 +9,14 @@ use crate::object::Object;
 
 /// The kind of a change, as in a watch event's `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Added = 0,
     Modified = 1,
     Deleted = 2,
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
             EventType::Modified => "MODIFIED",
@@ -27,7 +27,7 @@ impl EventType {
 
 /// One change in a resource's history.
 #[derive(Debug)]
-pub struct Event {
+pub(crate) struct Event {
     /// The resourceVersion of the change (for DELETED the deletion RV, carried by `object`).
     pub rv: u64,
     pub ty: EventType,
@@ -55,7 +55,7 @@ pub struct Event {
 
 /// Which of an event's lines a watcher receives (rule W2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineKind {
+pub(crate) enum LineKind {
     /// The event as it is.
     AsIs = 0,
     /// ADDED with the new state: the object starts matching the watcher's selector.
@@ -76,7 +76,7 @@ struct OtherLines {
 }
 
 impl Event {
-    pub fn new(
+    pub(crate) fn new(
         ty: EventType,
         object: Arc<Object>,
         prev: Option<Arc<Object>>,
@@ -100,23 +100,26 @@ impl Event {
     }
 
     /// The event as every unfiltered watcher receives it.
-    pub fn line(&self) -> &Bytes {
+    #[cfg(test)]
+    pub(crate) fn line(&self) -> &Bytes {
         &self.line
     }
 
     /// For a watcher whose selector the object starts matching: ADDED with the new state (W2).
-    pub fn entered_line(&self) -> Bytes {
+    #[cfg(test)]
+    pub(crate) fn entered_line(&self) -> Bytes {
         self.json_line(LineKind::Entered)
     }
 
     /// For a watcher whose selector the object stops matching: DELETED with the previous state
     /// but the new resourceVersion (W2).
-    pub fn left_line(&self) -> Bytes {
+    #[cfg(test)]
+    pub(crate) fn left_line(&self) -> Bytes {
         self.json_line(LineKind::Left)
     }
 
     /// The JSON line of `kind`, built once per event.
-    pub fn json_line(&self, kind: LineKind) -> Bytes {
+    pub(crate) fn json_line(&self, kind: LineKind) -> Bytes {
         if kind == LineKind::AsIs {
             return self.line.clone();
         }
@@ -131,7 +134,7 @@ impl Event {
     /// The line of `kind` for metadata-only watches: the object as `PartialObjectMetadata`,
     /// built once per event and shared by all of them, as JSON lines are. The objects of a
     /// metadata-only cache are PartialObjectMetadata already: their JSON lines are these.
-    pub fn metadata_line(&self, kind: LineKind) -> Bytes {
+    pub(crate) fn metadata_line(&self, kind: LineKind) -> Bytes {
         // A prefix compare per call, rather than keeping the JSON line in the metadata cell
         // too: the cells are what `memory` counts, and the bytes are the same.
         if crate::table::is_partial_object_metadata(self.object.raw()) {
@@ -148,7 +151,7 @@ impl Event {
     /// The protobuf watch frame of `kind`, built once per event by `build` and shared by every
     /// protobuf watcher; `None` (and nothing kept) while `build` cannot make it yet (the
     /// protobuf mirror has not received the object's version).
-    pub fn protobuf_line(
+    pub(crate) fn protobuf_line(
         &self,
         kind: LineKind,
         build: impl FnOnce() -> Option<Bytes>,
@@ -166,7 +169,7 @@ impl Event {
     }
 
     /// The type and object bytes a line of `kind` carries.
-    pub fn state(&self, kind: LineKind) -> (&'static str, Bytes) {
+    pub(crate) fn state(&self, kind: LineKind) -> (&'static str, Bytes) {
         match kind {
             LineKind::AsIs => (self.ty.as_str(), self.object.raw_bytes()),
             LineKind::Entered => ("ADDED", self.object.raw_bytes()),
@@ -180,7 +183,7 @@ impl Event {
     /// Bytes this event holds beyond the current objects: its struct, its line unless it
     /// shares the object's bytes, lines built for watchers, and the versions of the object
     /// that only the history keeps (the previous state; for a DELETED, the deleted one).
-    pub fn memory(&self) -> usize {
+    pub(crate) fn memory(&self) -> usize {
         let mut n = std::mem::size_of::<Event>() + 16;
         if !self.object.holds(&self.line) {
             n += self.line.len();
@@ -207,14 +210,14 @@ impl Event {
 }
 
 /// `{"type":"T","object":RAW}\n`
-pub fn event_line(ty: &str, raw: &[u8]) -> Bytes {
+pub(crate) fn event_line(ty: &str, raw: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(raw.len() + 32);
     write_event(&mut out, ty, raw);
     out.freeze()
 }
 
 /// Append `{"type":"T","object":RAW}\n` to a buffer (initial events are batched into chunks).
-pub fn write_event(out: &mut BytesMut, ty: &str, raw: &[u8]) {
+pub(crate) fn write_event(out: &mut BytesMut, ty: &str, raw: &[u8]) {
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(ty.as_bytes());
     out.extend_from_slice(b"\",\"object\":");

@@ -45,7 +45,7 @@ pub enum Verdict {
 /// What a proof of the cache by the type's metadata list found (`api::proof`), as every
 /// reader that waited for it gets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proof {
+pub(crate) enum Proof {
     /// The upstream's state is the cache's: the cache is now at the upstream's revision.
     Proven,
     /// Something of the type changed since the cache's RV: the read goes upstream.
@@ -68,7 +68,7 @@ enum LastWait {
 
 /// The freshness record of one cache.
 #[derive(Debug)]
-pub struct Freshness {
+pub(crate) struct Freshness {
     last: Mutex<LastWait>,
     /// How long the cache takes to reach a revision the upstream has just reported.
     catch_up: LatencyEstimate,
@@ -114,7 +114,7 @@ impl Freshness {
 
     /// The verdict for a cache that has now seen `events` object events
     /// (`ResourceCache::object_events`).
-    pub fn verdict(&self, events: u64) -> Verdict {
+    pub(crate) fn verdict(&self, events: u64) -> Verdict {
         match *self.last() {
             LastWait::None => Verdict::Unknown,
             LastWait::Reached => Verdict::Reaches,
@@ -124,19 +124,19 @@ impl Freshness {
     }
 
     /// A wait reached the probed revision `took` after the probe answered.
-    pub fn reached(&self, took: Duration) {
+    pub(crate) fn reached(&self, took: Duration) {
         self.catch_up.record(took);
         *self.last() = LastWait::Reached;
     }
 
     /// A wait ran out with the cache having seen `events` object events.
-    pub fn missed(&self, events: u64) {
+    pub(crate) fn missed(&self, events: u64) {
         *self.last() = LastWait::Missed { events };
     }
 
     /// The estimated time the cache takes to reach a revision the upstream just reported
     /// (None before any wait reached one).
-    pub fn expected_catch_up(&self) -> Option<Duration> {
+    pub(crate) fn expected_catch_up(&self) -> Option<Duration> {
         self.catch_up.get()
     }
 
@@ -145,7 +145,7 @@ impl Freshness {
     /// Reads of fewer than [`MEASURED_FROM`] objects are not taken: their time is the round
     /// trip's, whose noise (a v1.34 apiserver's wait for etcd's progress notification, up to
     /// 100 ms) would read as a cost per object many times the real one.
-    pub fn record_forward(&self, objects: usize, took: Duration, round_trip: Duration) {
+    pub(crate) fn record_forward(&self, objects: usize, took: Duration, round_trip: Duration) {
         if objects >= MEASURED_FROM {
             self.forward_per_thousand
                 .record(per_thousand(objects, took, round_trip));
@@ -155,20 +155,24 @@ impl Freshness {
     /// How long the upstream is expected to take to answer a consistent read of `objects`
     /// objects: one round trip, plus what forwarded LISTs of the type took per object (a
     /// round trip alone before any was forwarded).
-    pub fn expected_forward(&self, objects: usize, round_trip: Duration) -> Duration {
+    pub(crate) fn expected_forward(&self, objects: usize, round_trip: Duration) -> Duration {
         self.measured_forward(objects, round_trip)
             .unwrap_or(round_trip)
     }
 
     /// [`Freshness::expected_forward`], once a LIST of the type has been forwarded and timed.
-    pub fn measured_forward(&self, objects: usize, round_trip: Duration) -> Option<Duration> {
+    pub(crate) fn measured_forward(
+        &self,
+        objects: usize,
+        round_trip: Duration,
+    ) -> Option<Duration> {
         let per_thousand = self.forward_per_thousand.get()?;
         Some(round_trip.saturating_add(scaled(per_thousand, objects)))
     }
 
     /// A metadata list of the type's `objects` objects took `took` (taken as forwarded reads
     /// are, see [`Freshness::record_forward`]).
-    pub fn record_proof(&self, objects: usize, took: Duration, round_trip: Duration) {
+    pub(crate) fn record_proof(&self, objects: usize, took: Duration, round_trip: Duration) {
         if objects >= MEASURED_FROM {
             self.proof_per_thousand
                 .record(per_thousand(objects, took, round_trip));
@@ -178,7 +182,7 @@ impl Freshness {
     /// How long a metadata list of the type's `objects` objects is expected to take: as
     /// measured, or a [`PROOF_SHARE`]th of a forwarded list's time per object before any was.
     /// None before either was measured.
-    pub fn expected_proof(&self, objects: usize, round_trip: Duration) -> Option<Duration> {
+    pub(crate) fn expected_proof(&self, objects: usize, round_trip: Duration) -> Option<Duration> {
         let per_thousand = self
             .proof_per_thousand
             .get()
@@ -189,7 +193,7 @@ impl Freshness {
     /// Start a wait off the readers' path, unless one is running or one started less than
     /// `every` ago. True: the caller owns it and calls [`Freshness::end_background`] when it
     /// is over.
-    pub fn begin_background(&self, every: Duration) -> bool {
+    pub(crate) fn begin_background(&self, every: Duration) -> bool {
         if !self.due(self.background_started.load(Ordering::Relaxed), every) {
             return false;
         }
@@ -204,7 +208,7 @@ impl Freshness {
     /// Whether a proof whose estimate says it would not pay should be tried anyway: true for
     /// one caller per `every`. One slow proof (a cold upstream, a busy moment) must not rule
     /// proofs out for good, and only a proof tried measures proofs again.
-    pub fn retry_proof(&self, every: Duration) -> bool {
+    pub(crate) fn retry_proof(&self, every: Duration) -> bool {
         let then = self.proof_retried.load(Ordering::Relaxed);
         self.due(then, every)
             && self
@@ -232,29 +236,29 @@ impl Freshness {
     }
 
     /// The proofs of the cache out, which a reader joins (see `api::proof`).
-    pub fn proofs(&self) -> &SharedCalls<Proof> {
+    pub(crate) fn proofs(&self) -> &SharedCalls<Proof> {
         &self.proofs
     }
 
     /// Whether a wait is running off the readers' path.
-    pub fn is_learning(&self) -> bool {
+    pub(crate) fn is_learning(&self) -> bool {
         self.background.load(Ordering::Acquire)
     }
 
     /// The background wait begun with [`Freshness::begin_background`] is over.
-    pub fn end_background(&self) {
+    pub(crate) fn end_background(&self) {
         self.background.store(false, Ordering::Release);
     }
 }
 
 /// The fewest objects a read must have for its time to be taken as a cost per object.
-pub const MEASURED_FROM: usize = 100;
+pub(crate) const MEASURED_FROM: usize = 100;
 
 /// How many metadata lists of a type's objects are taken to cost what a forwarded LIST of
 /// the same objects does, until both were measured: an object's metadata is part of it, and
 /// a fraction of its bytes (2.8 MB against 19 MB for 10k ConfigMaps, 23 against 87 ms,
 /// measured 2026-11-27 on v1.34).
-pub const PROOF_SHARE: u32 = 4;
+pub(crate) const PROOF_SHARE: u32 = 4;
 
 /// `took` beyond `round_trip`, per 1,000 of `objects`.
 fn per_thousand(objects: usize, took: Duration, round_trip: Duration) -> Duration {

@@ -28,7 +28,7 @@ pub enum ListReason {
 
 impl ListReason {
     /// A few words for people (the status page, `kcache status`).
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             ListReason::Startup => "startup",
             ListReason::Expired => "410 Gone",
@@ -53,7 +53,7 @@ pub struct LastList(Mutex<Option<ListRecord>>);
 
 impl LastList {
     /// A list was installed now, for `reason`.
-    pub fn record(&self, reason: ListReason) {
+    pub(crate) fn record(&self, reason: ListReason) {
         let record = ListRecord {
             at: SystemTime::now(),
             reason,

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 /// Whether a mirror can answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MirrorStatus {
+pub(crate) enum MirrorStatus {
     /// Its first list has not completed: protobuf reads go upstream.
     Starting,
     /// Listed and watching.
@@ -87,7 +87,7 @@ impl Default for Mirror {
 }
 
 impl Mirror {
-    pub fn new() -> Mirror {
+    pub(crate) fn new() -> Mirror {
         Mirror {
             state: Mutex::new(State {
                 versions: HashMap::new(),
@@ -114,12 +114,8 @@ impl Mirror {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    pub fn status(&self) -> MirrorStatus {
-        self.lock().status.clone()
-    }
-
     /// The upstream has no protobuf form of this type (for good).
-    pub fn is_unsupported(&self) -> bool {
+    pub(crate) fn is_unsupported(&self) -> bool {
         matches!(self.lock().status, MirrorStatus::Unsupported(_))
     }
 
@@ -128,23 +124,23 @@ impl Mirror {
     }
 
     /// The mirror's resourceVersion (its last list, event or bookmark).
-    pub fn rv(&self) -> u64 {
+    pub(crate) fn rv(&self) -> u64 {
         self.lock().rv
     }
 
     /// Number of object keys with at least one version (for tests and metrics).
-    pub fn keys(&self) -> usize {
+    pub(crate) fn keys(&self) -> usize {
         self.lock().versions.len()
     }
 
     /// The bytes of the object messages it holds, every version kept (for the memory
     /// figures).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.lock().bytes
     }
 
     /// Protobuf reads of this type go upstream from now on.
-    pub fn set_unsupported(&self, why: String) {
+    pub(crate) fn set_unsupported(&self, why: String) {
         let mut st = self.lock();
         if !st.stopped {
             st.status = MirrorStatus::Unsupported(why);
@@ -156,7 +152,7 @@ impl Mirror {
     /// The type is no longer cached (its cache went over its memory budget): drop every
     /// version and take none from now on, whatever its loop still delivers. Readers waiting
     /// for versions wake up and go upstream.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let mut st = self.lock();
         st.stopped = true;
         st.status = MirrorStatus::Unsupported("the type is no longer cached".into());
@@ -171,7 +167,7 @@ impl Mirror {
 
     /// A list's objects: every version is added (a relist does not drop the versions that
     /// history readers may still need; the sweep does, by `floor`), then the mirror is synced.
-    pub fn install(&self, rv: u64, objects: Vec<(Box<str>, u64, Bytes)>, floor: u64) {
+    pub(crate) fn install(&self, rv: u64, objects: Vec<(Box<str>, u64, Bytes)>, floor: u64) {
         let mut st = self.lock();
         if st.stopped {
             return;
@@ -205,7 +201,7 @@ impl Mirror {
     /// One upstream watch event: `bytes` is the object message at `rv` (for a deletion, the
     /// last state carrying the deletion's RV). `floor` is the oldest RV the JSON cache can
     /// still serve: versions that cannot be the state at any RV from there on are dropped.
-    pub fn apply(&self, key: &str, rv: u64, bytes: Bytes, deleted: bool, floor: u64) {
+    pub(crate) fn apply(&self, key: &str, rv: u64, bytes: Bytes, deleted: bool, floor: u64) {
         let mut st = self.lock();
         if st.stopped {
             return;
@@ -233,7 +229,7 @@ impl Mirror {
 
     /// An upstream bookmark: the RV moves on, and its object is kept as the kind's empty
     /// object for kcache's own bookmarks.
-    pub fn bookmark(&self, rv: u64, object: Bytes) {
+    pub(crate) fn bookmark(&self, rv: u64, object: Bytes) {
         let mut st = self.lock();
         if st.stopped {
             return;
@@ -247,30 +243,24 @@ impl Mirror {
     }
 
     /// The kind's empty object as the upstream encodes it, once an upstream bookmark showed it.
-    pub fn bookmark_object(&self) -> Option<Bytes> {
+    pub(crate) fn bookmark_object(&self) -> Option<Bytes> {
         self.lock().bookmark.clone()
     }
 
     /// The object message of the version written at `rv`, if the mirror has it.
-    pub fn get(&self, rv: u64) -> Option<Bytes> {
+    pub(crate) fn get(&self, rv: u64) -> Option<Bytes> {
         self.lock().by_rv.get(&rv).cloned()
     }
 
-    /// The object messages of many versions at once (one lock for a whole list); `None` if
-    /// any is missing.
-    pub fn get_all(&self, wanted: &[u64]) -> Option<Vec<Bytes>> {
-        found(&self.lock(), wanted)
-    }
-
-    /// Like [`Mirror::get_all`], but waits up to `wait` for the mirror's watch to deliver
-    /// versions it does not have yet. It runs behind or ahead of the JSON cache's watch, by a
+    /// The object messages of many versions at once (one lock for a whole list), waiting up to
+    /// `wait` for the mirror's watch to deliver versions it does not have yet. It runs behind or ahead of the JSON cache's watch, by a
     /// few milliseconds normally, by seconds on a loaded upstream or kcache (BENCHMARKS.md,
     /// "Every client class at once"): a read waits a little, then goes upstream; a watch, which
     /// a missing version ends with a 410 that makes its client relist, waits longer. `None`
     /// when they did not come, when the mirror stopped being usable, or at once when its watch
     /// has passed the newest version wanted without bringing them all (it never will: it
     /// relisted past them).
-    pub async fn wait_all(&self, wanted: &[u64], wait: Duration) -> Option<Vec<Bytes>> {
+    pub(crate) async fn wait_all(&self, wanted: &[u64], wait: Duration) -> Option<Vec<Bytes>> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         let newest = wanted.iter().copied().max().unwrap_or(0);

@@ -8,7 +8,7 @@
 //!
 //! One writer (the reflector) and many readers, by type: the cache is shared read-only as
 //! `Arc<ResourceCache>`, and its objects and resourceVersion change only through its one
-//! [`Writer`] (see the `writer` module), made once by [`ResourceCache::split`]. The lock is
+//! `Writer` (see the `writer` module), made once by `ResourceCache::split`. The lock is
 //! held only for O(log n) updates, O(1) clones and, for a relist, the swap of the new state and the append of its events:
 //! the O(n) work of a relist (the diff, the sort, the posting sets, freeing the old state) is
 //! done outside it (see `relist`), and nothing holds it while bytes are written to a client.
@@ -17,7 +17,7 @@
 //! - `state`: the versioned state the lock protects (objects, posting sets, history, relists,
 //!   snapshots, the sequence positions watchers read from);
 //! - [`Contact`]: when the reflector last heard from the upstream, and so the cache's age;
-//! - [`Freshness`]: what consistent reads learnt about proving this cache current;
+//! - `Freshness`: what consistent reads learnt about proving this cache current;
 //! - [`Budget`]: the memory budget and whether the type went over it;
 //! - [`LastList`]: when the reflector last listed the type, and why;
 //! - the protobuf [`Mirror`], once a protobuf read started one;
@@ -41,16 +41,18 @@ mod relist;
 mod state;
 mod writer;
 
-pub use budget::{Budget, Overage};
+pub use budget::Budget;
 pub use contact::Contact;
-pub use cursor::{Batch, Cursor};
-pub use dispatch::{Overflowed, Subscriber, BY_NAME};
-pub use event::{event_line, write_event, Event, EventType, LineKind};
-pub use freshness::{Freshness, Proof, Verdict, MEASURED_FROM, PROOF_SHARE};
+pub(crate) use cursor::{Batch, Cursor};
+pub(crate) use dispatch::{Subscriber, BY_NAME};
+pub(crate) use event::{event_line, write_event, Event, EventType, LineKind};
+pub use freshness::Verdict;
+pub(crate) use freshness::{Freshness, Proof, MEASURED_FROM, PROOF_SHARE};
 pub use last_list::{LastList, ListReason, ListRecord};
-pub use mirror::{Mirror, MirrorStatus};
-pub use registry::{Entry, Origin, Registry, TypeName};
-pub use writer::{Keeper, Prover, Writer};
+pub use mirror::Mirror;
+pub use registry::Registry;
+pub(crate) use registry::{Origin, TypeName};
+pub(crate) use writer::{Keeper, Prover, Writer};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -66,10 +68,10 @@ use state::{Relist, State};
 
 /// Objects of one resource by store key (the key is a second pointer to the object: see
 /// [`Key`]).
-pub type ObjectMap = imbl::OrdMap<Key, Arc<Object>>;
+pub(crate) type ObjectMap = imbl::OrdMap<Key, Arc<Object>>;
 
 /// The posting sets of a cache: index value → keys of the objects with it.
-pub type Postings = crate::index::Postings<Key>;
+pub(crate) type Postings = crate::index::Postings<Key>;
 
 /// Limits on what the cache retains for watch resume and consistent paging.
 #[derive(Debug, Clone)]
@@ -113,7 +115,7 @@ impl Scope {
     /// Whether a request for `namespace` (None = all) with these selectors can be answered from
     /// a cache holding only this scope: it must stay inside the cached namespace and repeat
     /// every requirement the cache was restricted by.
-    pub fn covers(
+    pub(crate) fn covers(
         &self,
         namespace: Option<&str>,
         label: &LabelSelector,
@@ -145,12 +147,12 @@ pub struct Snapshot {
     pub objects: ObjectMap,
     /// The posting sets of exactly these objects; None when they were not kept (then lists
     /// scan).
-    pub postings: Option<Postings>,
+    pub(crate) postings: Option<Postings>,
 }
 
 /// Why a state at an RV cannot be produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AtError {
+pub(crate) enum AtError {
     /// Older than the retained history; `oldest` is the oldest RV that can be served.
     TooOld { oldest: u64 },
     /// Newer than the cache; `current` is the cache's RV.
@@ -196,7 +198,7 @@ impl ResourceCache {
     }
 
     /// The type's protobuf mirror, made by `start` (once) if there is none yet.
-    pub fn mirror_or_start(&self, start: impl FnOnce() -> Arc<Mirror>) -> &Arc<Mirror> {
+    pub(crate) fn mirror_or_start(&self, start: impl FnOnce() -> Arc<Mirror>) -> &Arc<Mirror> {
         self.mirror.get_or_init(start)
     }
 
@@ -273,7 +275,7 @@ impl ResourceCache {
     }
 
     /// What consistent reads learnt about proving this cache fresh.
-    pub fn freshness(&self) -> &Freshness {
+    pub(crate) fn freshness(&self) -> &Freshness {
         &self.freshness
     }
 
@@ -287,21 +289,21 @@ impl ResourceCache {
         &self.last_list
     }
 
-    /// What the last wait for this cache found (see [`Freshness::verdict`]).
+    /// What the last wait for this cache found (see `Freshness::verdict`).
     pub fn verdict(&self) -> Verdict {
         self.freshness.verdict(self.object_events())
     }
 
     /// How many object events (changes of the cached objects, a relist's included) the cache
     /// has applied: moves with news about the type's objects, never with a bookmark.
-    pub fn object_events(&self) -> u64 {
+    pub(crate) fn object_events(&self) -> u64 {
         self.read().next_seq
     }
 
     /// Whether the cache holds a state that was loaded from disk and that the upstream has not
     /// confirmed since (the reflector has not reached it yet): served to reads that accept any
     /// state (`resourceVersion=0`), never taken as current by consistent reads.
-    pub fn is_unconfirmed(&self) -> bool {
+    pub(crate) fn is_unconfirmed(&self) -> bool {
         !self.contact.confirmed() && self.is_synced()
     }
 
@@ -309,7 +311,7 @@ impl ResourceCache {
 
     /// Whether the type is done syncing: synced, or over its budget (then it never will be,
     /// and is passed through instead). What readiness and start-up wait for.
-    pub fn is_settled(&self) -> bool {
+    pub(crate) fn is_settled(&self) -> bool {
         self.is_synced() || self.budget.is_over()
     }
 
@@ -368,17 +370,17 @@ impl ResourceCache {
 
     /// The CRD `selectableFields` (jsonPaths) the cache's indexes were built with (see
     /// [`ResourceCache::with_selectable_fields`]).
-    pub fn selectable_fields(&self) -> &[String] {
+    pub(crate) fn selectable_fields(&self) -> &[String] {
         &self.selectable
     }
 
     /// Whether the cache was retired (its type left the registry).
-    pub fn is_not_served(&self) -> bool {
+    pub(crate) fn is_not_served(&self) -> bool {
         *self.not_served.borrow()
     }
 
     /// Resolves once the cache is retired (never, if it is not).
-    pub async fn until_not_served(&self) {
+    pub(crate) async fn until_not_served(&self) {
         let mut rx = self.not_served.subscribe();
         let _ = rx.wait_for(|gone| *gone).await;
     }
@@ -603,13 +605,13 @@ impl ResourceCache {
 
     /// Time since the cache's RV last moved (an event, a bookmark or a list; None before the
     /// first sync). A bookmark that repeats the RV does not reset it.
-    pub fn rv_age(&self) -> Option<Duration> {
+    pub(crate) fn rv_age(&self) -> Option<Duration> {
         self.read().rv_moved().map(|t| t.elapsed())
     }
 
     /// The oldest RV the cache can still serve a state at (every event above it is in the
     /// history).
-    pub fn history_start(&self) -> u64 {
+    pub(crate) fn history_start(&self) -> u64 {
         self.read().history_start
     }
 
@@ -660,7 +662,7 @@ impl ResourceCache {
 
     /// The state of the collection at resourceVersion `rv`: a retained snapshot, or the current
     /// state with every later event undone.
-    pub fn snapshot_at(&self, rv: u64) -> Result<Snapshot, AtError> {
+    pub(crate) fn snapshot_at(&self, rv: u64) -> Result<Snapshot, AtError> {
         let st = self.read();
         if rv > st.rv() {
             return Err(AtError::Future { current: st.rv() });
@@ -708,7 +710,7 @@ impl ResourceCache {
     }
 
     /// Keep a snapshot for follow-up pages of a paginated list.
-    pub fn remember(&self, snap: Snapshot) {
+    pub(crate) fn remember(&self, snap: Snapshot) {
         let mut st = self.write();
         if st.snapshots.iter().any(|(_, s)| s.rv == snap.rv) {
             return;
@@ -719,20 +721,20 @@ impl ResourceCache {
 
     /// The epoch watches must start in: a watch registered in it whose cursor is placed after
     /// a reset (see [`Writer::replace`]) gets a 410 instead of a history it never saw.
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.read().epoch
     }
 
     /// The end of the history and the cache RV, read together: a watcher placed there has been
     /// given everything up to that RV.
-    pub fn position(&self) -> (Cursor, u64) {
+    pub(crate) fn position(&self) -> (Cursor, u64) {
         let st = self.read();
         (st.end(), st.rv())
     }
 
     /// The current state, and the cursor of the first event after it: a watch that sends the
     /// snapshot as initial events goes on from there.
-    pub fn snapshot_with_cursor(&self) -> (Snapshot, Cursor) {
+    pub(crate) fn snapshot_with_cursor(&self) -> (Snapshot, Cursor) {
         let st = self.read();
         (st.snapshot(), st.end())
     }
@@ -742,29 +744,34 @@ impl ResourceCache {
     /// delete *at* `rv` (see [`Event::synthetic`]). `epoch` is the one the watch registered in.
     /// `Future` when the cache has not reached `rv` yet (the watch waits and tries again);
     /// `TooOld` when history no longer covers `rv` or was discarded since `epoch`.
-    pub fn cursor_after(&self, rv: u64, resume: bool, epoch: u64) -> Result<Cursor, AtError> {
+    pub(crate) fn cursor_after(
+        &self,
+        rv: u64,
+        resume: bool,
+        epoch: u64,
+    ) -> Result<Cursor, AtError> {
         self.read().cursor_after(rv, resume, epoch)
     }
 
     /// At most `max` events from `cursor` on, moving the cursor past them. `TooOld` when the
     /// history no longer holds the cursor's event (the watcher fell behind the retained
     /// history) or was discarded since the cursor was placed.
-    pub fn read_from(&self, cursor: &mut Cursor, max: usize) -> Result<Batch, AtError> {
+    pub(crate) fn read_from(&self, cursor: &mut Cursor, max: usize) -> Result<Batch, AtError> {
         self.read().read_from(cursor, max)
     }
 
     /// Receive the events whose old or new object has `value` for index `index` (see
     /// the `dispatch` module); undo with [`ResourceCache::unregister`].
-    pub fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
+    pub(crate) fn register(&self, index: usize, value: &str) -> Arc<Subscriber> {
         self.dispatch.register(index, value)
     }
 
-    pub fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
+    pub(crate) fn unregister(&self, index: usize, value: &str, sub: &Arc<Subscriber>) {
         self.dispatch.unregister(index, value, sub)
     }
 
     /// Count one selector evaluation by a watcher.
-    pub fn count_evaluation(&self) {
+    pub(crate) fn count_evaluation(&self) {
         self.evaluations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -775,14 +782,14 @@ impl ResourceCache {
     }
 
     /// A receiver that wakes on every change, carrying the cache RV.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.rv_tx.subscribe()
     }
 
     /// About how many watchers every change of the type wakes: those subscribed and not
     /// routed by an index (every watcher subscribes; a read waiting for an RV is counted
     /// while it waits). What one change costs in writes.
-    pub fn broadcast_watchers(&self) -> usize {
+    pub(crate) fn broadcast_watchers(&self) -> usize {
         self.rv_tx
             .receiver_count()
             .saturating_sub(self.dispatch.registered())
@@ -790,7 +797,7 @@ impl ResourceCache {
 
     /// Wait until the cache has reached `rv`, at most `timeout`. Err carries the current RV;
     /// it comes at once when the cache goes over its budget (it will not move again).
-    pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), u64> {
+    pub(crate) async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), u64> {
         let mut rx = self.subscribe();
         let wait = async move {
             rx.wait_for(|cur| *cur >= rv || self.budget.is_over())
@@ -822,14 +829,14 @@ pub struct CacheMemory {
 
 impl CacheMemory {
     /// Every part together: what the cache holds (and frees when it is dropped).
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.json + self.head + self.index + self.history + self.protobuf
     }
 }
 
 /// What a relist changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ReplaceSummary {
+pub(crate) struct ReplaceSummary {
     pub added: usize,
     pub modified: usize,
     pub deleted: usize,

@@ -15,14 +15,14 @@ use super::{Keeper, Prover, ResourceCache, Writer};
 
 /// A type, by name: what is known of one that has no cache.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TypeName {
+pub(crate) struct TypeName {
     pub group: String,
     pub version: String,
     pub resource: String,
 }
 
 impl TypeName {
-    pub fn new(group: &str, version: &str, resource: &str) -> TypeName {
+    pub(crate) fn new(group: &str, version: &str, resource: &str) -> TypeName {
         TypeName {
             group: group.to_string(),
             version: version.to_string(),
@@ -39,7 +39,7 @@ impl std::fmt::Display for TypeName {
 
 /// Why kcache caches a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// Listed in the configuration's `resources`: cached for as long as kcache runs, and
     /// ready only once synced.
     Configured,
@@ -50,7 +50,7 @@ pub enum Origin {
 
 impl Origin {
     /// The word shown for it on `/status`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Origin::Configured => "configured",
             Origin::Auto => "auto",
@@ -60,7 +60,7 @@ impl Origin {
 
 /// One type, as [`Registry::entries`] reports it.
 #[derive(Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub name: TypeName,
     pub origin: Origin,
     /// None while the upstream does not serve the type.
@@ -113,7 +113,7 @@ impl Registry {
     /// Add a type, with its cache if the upstream serves it (else its requests pass through
     /// until [`Registry::install`]); false, and nothing changed, when a version of the type
     /// is there already.
-    pub fn insert(&self, name: TypeName, origin: Origin, cache: Option<&Writer>) -> bool {
+    pub(crate) fn insert(&self, name: TypeName, origin: Origin, cache: Option<&Writer>) -> bool {
         let mut slots = self.write();
         let group = slots.entry(name.group.clone()).or_default();
         if group.contains_key(&name.resource) {
@@ -133,7 +133,7 @@ impl Registry {
     }
 
     /// Give a type its cache, once the upstream serves it; false when the type is not there.
-    pub fn install(&self, writer: &Writer) -> bool {
+    pub(crate) fn install(&self, writer: &Writer) -> bool {
         let mut slots = self.write();
         let info = &writer.cache().info;
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
@@ -148,7 +148,7 @@ impl Registry {
     /// Take a type's cache out once the upstream no longer serves it: its requests pass
     /// through from then on (until [`Registry::install`] gives it a new one), and the cache is
     /// retired (its watches end; see [`Keeper`]) once no request can find it.
-    pub fn remove(&self, cache: &ResourceCache) {
+    pub(crate) fn remove(&self, cache: &ResourceCache) {
         let mut slots = self.write();
         let info = &cache.info;
         let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
@@ -165,7 +165,7 @@ impl Registry {
     /// Forget a type altogether (an idle on-demand type): its requests pass through as those
     /// of any type kcache does not know. Its cache, if it had one, is retired (see [`Keeper`])
     /// and returned.
-    pub fn drop_type(&self, name: &TypeName) -> Option<Arc<ResourceCache>> {
+    pub(crate) fn drop_type(&self, name: &TypeName) -> Option<Arc<ResourceCache>> {
         let mut slots = self.write();
         let group = slots.get_mut(&name.group)?;
         if group.get(&name.resource)?.name != *name {
@@ -183,7 +183,12 @@ impl Registry {
 
     /// The cache serving `group/version/resource`, if that exact version is cached and the
     /// upstream serves it.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
+    pub(crate) fn get(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceCache>> {
         let slots = self.read();
         let slot = slot(&slots, group, version, resource)?;
         let cache = slot.cache.as_ref()?.cache().clone();
@@ -199,7 +204,7 @@ impl Registry {
 
     /// What may move `cache`'s resourceVersion to a revision proven current, while `cache` is
     /// its type's cache here.
-    pub fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
+    pub(crate) fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
         let slots = self.read();
         let info = &cache.info;
         let keeper = slot(&slots, &info.group, &info.version, &info.resource)?
@@ -209,7 +214,7 @@ impl Registry {
     }
 
     /// Whether some version of `group/resource` is here, with a cache or not.
-    pub fn knows(&self, group: &str, resource: &str) -> bool {
+    pub(crate) fn knows(&self, group: &str, resource: &str) -> bool {
         self.read()
             .get(group)
             .is_some_and(|g| g.contains_key(resource))
@@ -228,7 +233,7 @@ impl Registry {
 
     /// Whether every configured type's cache has settled (see [`ResourceCache::is_settled`]):
     /// what readiness waits for. Types cached on demand are not waited for.
-    pub fn configured_settled(&self) -> bool {
+    pub(crate) fn configured_settled(&self) -> bool {
         self.read()
             .values()
             .flat_map(HashMap::values)
@@ -238,7 +243,7 @@ impl Registry {
     }
 
     /// Every type, sorted by name.
-    pub fn entries(&self) -> Vec<Entry> {
+    pub(crate) fn entries(&self) -> Vec<Entry> {
         let now = self.now();
         let mut out: Vec<Entry> = self
             .read()
@@ -257,7 +262,7 @@ impl Registry {
 
     /// The configured types the upstream does not serve (yet), by name. (An on-demand type is
     /// only added once the upstream serves it; one it stops serving is dropped.)
-    pub fn not_served(&self) -> Vec<TypeName> {
+    pub(crate) fn not_served(&self) -> Vec<TypeName> {
         self.entries()
             .into_iter()
             .filter(|e| e.cache.is_none())

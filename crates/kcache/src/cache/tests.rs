@@ -1,5 +1,6 @@
 use super::*;
 use crate::index::KeySet;
+use budget::Overage;
 use bytes::Bytes;
 
 fn info() -> ResourceInfo {

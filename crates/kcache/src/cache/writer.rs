@@ -20,13 +20,13 @@ use crate::object::Object;
 
 /// The one handle that changes a cache's objects and resourceVersion (see the module docs).
 /// Not `Clone`: there is one per cache.
-pub struct Writer {
+pub(crate) struct Writer {
     cache: Arc<ResourceCache>,
 }
 
 impl ResourceCache {
     /// The cache, shared for reading, and its one writer.
-    pub fn split(self) -> (Arc<ResourceCache>, Writer) {
+    pub(crate) fn split(self) -> (Arc<ResourceCache>, Writer) {
         let cache = Arc::new(self);
         (cache.clone(), Writer { cache })
     }
@@ -34,40 +34,40 @@ impl ResourceCache {
 
 impl Writer {
     /// The cache this writer changes.
-    pub fn cache(&self) -> &Arc<ResourceCache> {
+    pub(crate) fn cache(&self) -> &Arc<ResourceCache> {
         &self.cache
     }
 
     /// Install a complete list of the collection at `rv` (initial sync or relist): see
     /// [`ResourceCache`]'s docs on replacing its state.
-    pub fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
+    pub(crate) fn replace<O: Into<Arc<Object>>>(&self, objects: Vec<O>, rv: u64) -> ReplaceSummary {
         self.cache.replace(objects, rv)
     }
 
     /// Install a state loaded from disk as the first sync, aged `age` (ignored once the cache
     /// has synced).
-    pub fn restore(&self, objects: Vec<Arc<Object>>, rv: u64, age: Duration) {
+    pub(crate) fn restore(&self, objects: Vec<Arc<Object>>, rv: u64, age: Duration) {
         self.cache.restore(objects, rv, age)
     }
 
     /// Apply one upstream watch event (repeats at or below the cache's RV are ignored).
-    pub fn apply(&self, ty: EventType, object: Object) {
+    pub(crate) fn apply(&self, ty: EventType, object: Object) {
         self.cache.apply(ty, object)
     }
 
     /// An upstream bookmark: nothing of the type changed up to `rv`.
-    pub fn bookmark(&self, rv: u64) {
+    pub(crate) fn bookmark(&self, rv: u64) {
         self.cache.bookmark(rv)
     }
 
     /// A list being gathered went over the memory budget (`bytes` so far): the cache goes over
     /// budget without holding the rest of it.
-    pub fn over_budget_while_listing(&self, bytes: usize) {
+    pub(crate) fn over_budget_while_listing(&self, bytes: usize) {
         self.cache.over_budget_while_listing(bytes)
     }
 
     /// What the registry keeps of this writer (see the module docs).
-    pub fn keeper(&self) -> Keeper {
+    pub(crate) fn keeper(&self) -> Keeper {
         Keeper {
             cache: self.cache.clone(),
         }
@@ -85,25 +85,25 @@ impl std::ops::Deref for Writer {
 
 /// What the registry holds of a cache's writer: the cache itself (shared, read-only), a
 /// [`Prover`] for it, and retiring it when its type leaves the registry.
-pub struct Keeper {
+pub(crate) struct Keeper {
     cache: Arc<ResourceCache>,
 }
 
 impl Keeper {
     /// The cache, for reading.
-    pub fn cache(&self) -> &Arc<ResourceCache> {
+    pub(crate) fn cache(&self) -> &Arc<ResourceCache> {
         &self.cache
     }
 
     /// The cache's prover; it holds the cache weakly, keeping no dropped cache alive.
-    pub fn prover(&self) -> Prover {
+    pub(crate) fn prover(&self) -> Prover {
         Prover {
             cache: Arc::downgrade(&self.cache),
         }
     }
 
     /// Whether this is the keeper of `cache`.
-    pub fn keeps(&self, cache: &ResourceCache) -> bool {
+    pub(crate) fn keeps(&self, cache: &ResourceCache) -> bool {
         std::ptr::eq(Arc::as_ptr(&self.cache), cache)
     }
 
@@ -117,14 +117,14 @@ impl Keeper {
 /// May only move a cache's resourceVersion forward to a revision at which the upstream's state
 /// of the type was proven equal to the cache's (see the module docs). Holds the cache weakly:
 /// it keeps no dropped cache alive.
-pub struct Prover {
+pub(crate) struct Prover {
     cache: Weak<ResourceCache>,
 }
 
 impl Prover {
     /// The upstream's state at `rv` is the cache's: the cache is at `rv` now, as after an
     /// upstream bookmark there.
-    pub fn proven_at(&self, rv: u64) {
+    pub(crate) fn proven_at(&self, rv: u64) {
         if let Some(cache) = self.cache.upgrade() {
             cache.bookmark(rv);
         }

@@ -103,17 +103,22 @@ impl AutoSettings {
 
     /// The entry a type cached on demand is cached by: the whole collection, with the
     /// section's memory budget.
-    pub fn resource_config(&self, group: &str, version: &str, resource: &str) -> ResourceConfig {
+    pub(crate) fn resource_config(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> ResourceConfig {
         let mut r = ResourceConfig::new(group, version, resource);
         r.memory_budget = self.memory_budget.clone();
         r
     }
 
-    pub fn window(&self) -> Duration {
+    pub(crate) fn window(&self) -> Duration {
         Duration::from_secs(self.window_seconds)
     }
 
-    pub fn idle(&self) -> Duration {
+    pub(crate) fn idle(&self) -> Duration {
         Duration::from_secs(self.idle_seconds)
     }
 

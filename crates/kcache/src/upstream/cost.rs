@@ -117,7 +117,7 @@ impl Counters {
 /// An upstream response body that counts its bytes as they arrive (as sent on the wire's
 /// HTTP layer: a compressed body counts compressed). Counting frame by frame keeps a watch's
 /// bytes visible while it runs, not only when it ends.
-pub struct CountedBody {
+pub(crate) struct CountedBody {
     inner: AnswerBody,
     received: Option<Counter>,
 }

@@ -34,7 +34,7 @@ const LIST_API_VERSION: &str = "meta.k8s.io/v1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemVersion {
     /// The object's cache key (`namespace/name`, or `name` for a cluster-scoped object), as
-    /// [`crate::object::Object::key`] spells it, so that the two compare as they are.
+    /// `crate::object::Object::key` spells it, so that the two compare as they are.
     pub key: Box<str>,
     /// Its `metadata.resourceVersion`: the revision of its last change.
     pub rv: u64,
@@ -61,7 +61,7 @@ impl MetadataList {
 
     /// Reads an answer of `content_type` (its media type decides protobuf or JSON; its
     /// parameters are ignored). `what` names the request in errors.
-    pub fn parse(
+    pub(crate) fn parse(
         content_type: Option<&str>,
         body: &[u8],
         what: &str,
@@ -93,7 +93,7 @@ impl MetadataList {
 /// The URL of the metadata list of a cache's collection: the collection its reflector lists,
 /// with the selectors of its scope and nothing else (no `limit`: one page, so that the list
 /// is one revision's; no `resourceVersion`: consistent).
-pub fn metadata_list_url(cache: &ResourceCache) -> String {
+pub(crate) fn metadata_list_url(cache: &ResourceCache) -> String {
     let path = super::collection_path(cache);
     let scope = super::scope_query(cache);
     match scope.strip_prefix('&') {

@@ -75,7 +75,7 @@ enum State {
 }
 
 /// Keeps one [`Mirror`] filled from the upstream.
-pub struct MirrorReflector {
+pub(crate) struct MirrorReflector {
     upstream: Upstream,
     cache: Arc<ResourceCache>,
     mirror: Arc<Mirror>,
@@ -86,7 +86,7 @@ pub struct MirrorReflector {
 }
 
 impl MirrorReflector {
-    pub fn new(
+    pub(crate) fn new(
         upstream: Upstream,
         cache: Arc<ResourceCache>,
         mirror: Arc<Mirror>,
@@ -104,7 +104,7 @@ impl MirrorReflector {
     }
 
     /// For a mirror restored at `rv` (its objects installed): watch from `rv` first.
-    pub fn resuming(mut self, rv: u64) -> MirrorReflector {
+    pub(crate) fn resuming(mut self, rv: u64) -> MirrorReflector {
         self.resume = Some(rv);
         self
     }
@@ -112,7 +112,7 @@ impl MirrorReflector {
     /// Run until the type turns out not to be servable in protobuf, its cache goes over its
     /// memory budget (the type is then passed through; see [`Budget::is_over`](crate::cache::Budget::is_over)),
     /// or the task is dropped.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         // The cache stops the mirror itself as it goes over budget (`Mirror::stop`); this ends
         // the task that feeds it.
         let cache = self.cache.clone();

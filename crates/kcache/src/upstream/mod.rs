@@ -11,14 +11,17 @@ mod reflector;
 mod stream;
 mod version;
 
-pub use cost::{CountedBody, Purpose};
-pub use metadata_list::{metadata_list_url, ItemVersion, MetadataList, METADATA_LIST_ACCEPT};
-pub use mirror::MirrorReflector;
+pub(crate) use cost::CountedBody;
+pub use cost::Purpose;
+pub(crate) use metadata_list::metadata_list_url;
+pub use metadata_list::{ItemVersion, MetadataList, METADATA_LIST_ACCEPT};
+pub(crate) use mirror::MirrorReflector;
 
-pub use probe::{ProbeError, RevisionProbe};
-pub use reflector::{Ended, Reflector, ReflectorConfig, StreamingList};
-pub use stream::{LineStream, WatchLine};
-pub use version::{TokenForm, UpstreamVersion};
+pub(crate) use probe::RevisionProbe;
+pub(crate) use reflector::{Ended, Reflector};
+pub use reflector::{ReflectorConfig, StreamingList};
+pub(crate) use stream::{LineStream, WatchLine};
+pub(crate) use version::UpstreamVersion;
 
 use std::path::PathBuf;
 
@@ -60,11 +63,11 @@ pub(crate) fn enc(s: &str) -> String {
 }
 
 /// How long kcache waits for the upstream to answer one of its own requests by default.
-pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The collection URL kcache lists and watches for a cache: namespaced when the cache is
 /// restricted to one namespace.
-pub fn collection_path(cache: &ResourceCache) -> String {
+pub(crate) fn collection_path(cache: &ResourceCache) -> String {
     let info = &cache.info;
     let namespace = cache.scope.namespace.as_deref().filter(|_| info.namespaced);
     collection_url(&info.api_path(), &info.resource, namespace)
@@ -72,7 +75,7 @@ pub fn collection_path(cache: &ResourceCache) -> String {
 
 /// The collection URL of `resource` under `api_path` (see [`crate::resource::api_path`]), in
 /// `namespace` when given.
-pub fn collection_url(api_path: &str, resource: &str, namespace: Option<&str>) -> String {
+pub(crate) fn collection_url(api_path: &str, resource: &str, namespace: Option<&str>) -> String {
     match namespace {
         Some(ns) => format!(
             "{api_path}/namespaces/{}/{resource}",
@@ -163,7 +166,7 @@ impl UpstreamError {
     }
 
     /// The HTTP code the upstream answered with, if it answered.
-    pub fn code(&self) -> Option<u16> {
+    pub(crate) fn code(&self) -> Option<u16> {
         match self {
             UpstreamError::Status { code, .. } => Some(*code),
             _ => None,
@@ -271,19 +274,19 @@ impl Upstream {
     }
 
     /// The same upstream with another bound on kcache's own requests.
-    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Upstream {
+    pub(crate) fn with_request_timeout(mut self, timeout: std::time::Duration) -> Upstream {
         self.request_timeout = timeout;
         self
     }
 
     /// What of the upstream's behaviour depends on its version (see [`UpstreamVersion`]).
-    pub fn version(&self) -> &UpstreamVersion {
+    pub(crate) fn version(&self) -> &UpstreamVersion {
         &self.version
     }
 
     /// Read the upstream's `/version` into [`Upstream::version`]; the minor version, or the
     /// error when it could not be had (then the newest recorded behaviour is assumed).
-    pub async fn learn_version(&self) -> Result<u32, UpstreamError> {
+    pub(crate) async fn learn_version(&self) -> Result<u32, UpstreamError> {
         let body = self.get("/version", Purpose::Setup).await?;
         self.version
             .learn_version(&body)
@@ -291,12 +294,12 @@ impl Upstream {
     }
 
     /// The bound on kcache's own requests (see [`Upstream::with_request_timeout`]).
-    pub fn request_timeout(&self) -> std::time::Duration {
+    pub(crate) fn request_timeout(&self) -> std::time::Duration {
         self.request_timeout
     }
 
     /// Send a request as is as kcache, counted under `purpose`; the response body streams.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         req: Request<Body>,
         purpose: Purpose,
@@ -306,7 +309,7 @@ impl Upstream {
 
     /// Send a request with only the credentials it carries itself (a caller's own bearer
     /// token, or none for an anonymous caller).
-    pub async fn send_bare(
+    pub(crate) async fn send_bare(
         &self,
         req: Request<Body>,
         purpose: Purpose,
@@ -333,7 +336,7 @@ impl Upstream {
 
     /// POST a JSON body as kcache and read the whole answer within the request timeout;
     /// non-2xx answers are errors (TokenReview and SubjectAccessReview).
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: Vec<u8>,
@@ -349,7 +352,7 @@ impl Upstream {
 
     /// GET a path and read the whole body within the request timeout; non-2xx answers are
     /// errors with the Status message.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         path_and_query: &str,
         purpose: Purpose,
@@ -358,7 +361,7 @@ impl Upstream {
             .await
     }
 
-    /// [`Upstream::get`] asking for another media type (the protobuf mirror's lists).
+    /// `Upstream::get` asking for another media type (the protobuf mirror's lists).
     pub async fn get_accepting(
         &self,
         path_and_query: &str,
@@ -404,7 +407,7 @@ impl Upstream {
     /// The upstream's Table column definitions for a collection, verbatim (one one-item Table
     /// list). kcache computes the cells itself but takes the columns, whose descriptions are
     /// the upstream's API documentation, from the upstream it fronts.
-    pub async fn table_columns(&self, collection: &str) -> Result<Bytes, UpstreamError> {
+    pub(crate) async fn table_columns(&self, collection: &str) -> Result<Bytes, UpstreamError> {
         const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
         let body = self
             .fetch(
@@ -424,7 +427,7 @@ impl Upstream {
 
     /// The `additionalPrinterColumns` of a custom resource's version (an empty array when the
     /// CRD declares none).
-    pub async fn crd_printer_columns(
+    pub(crate) async fn crd_printer_columns(
         &self,
         group: &str,
         resource: &str,
@@ -439,7 +442,7 @@ impl Upstream {
 
     /// The `selectableFields` jsonPaths of a custom resource's version (`.spec.color`; none
     /// when the CRD declares none, as before Kubernetes 1.30).
-    pub async fn crd_selectable_fields(
+    pub(crate) async fn crd_selectable_fields(
         &self,
         group: &str,
         resource: &str,
@@ -450,7 +453,7 @@ impl Upstream {
     }
 
     /// One version entry of a custom resource's CRD (null when the CRD does not list it).
-    pub async fn crd_version(
+    pub(crate) async fn crd_version(
         &self,
         group: &str,
         resource: &str,
@@ -475,7 +478,7 @@ impl Upstream {
 
     /// GET a path and return the response once its status is 2xx (the body still streams);
     /// the response head must come within the request timeout.
-    pub async fn open(
+    pub(crate) async fn open(
         &self,
         path_and_query: &str,
         purpose: Purpose,
@@ -485,7 +488,7 @@ impl Upstream {
     }
 
     /// [`Upstream::open`] asking for another media type (the protobuf mirror's watch).
-    pub async fn open_accepting(
+    pub(crate) async fn open_accepting(
         &self,
         path_and_query: &str,
         accept: &str,
@@ -510,7 +513,7 @@ impl Upstream {
 
     /// Resolve a configured resource through discovery, then read one item to learn the
     /// upstream's list form (typed built-in lists start with `kind`, CR lists with `apiVersion`).
-    pub async fn discover(
+    pub(crate) async fn discover(
         &self,
         group: &str,
         version: &str,
@@ -553,7 +556,7 @@ impl Upstream {
 }
 
 /// The `selectableFields` jsonPaths of a CRD's version entry (see [`Upstream::crd_version`]).
-pub fn selectable_fields_of(version: &serde_json::Value) -> Vec<String> {
+pub(crate) fn selectable_fields_of(version: &serde_json::Value) -> Vec<String> {
     version["selectableFields"]
         .as_array()
         .into_iter()
@@ -570,7 +573,7 @@ fn get_request(path_and_query: &str, accept: &str) -> Result<Request<Body>, Upst
 }
 
 /// Turn a non-2xx answer into an error carrying the Status message when there is one.
-pub fn status_error(code: StatusCode, body: &[u8]) -> UpstreamError {
+pub(crate) fn status_error(code: StatusCode, body: &[u8]) -> UpstreamError {
     #[derive(Deserialize)]
     struct Status {
         #[serde(default)]

@@ -58,7 +58,7 @@ use crate::shared_call::SharedCalls;
 /// Why the upstream's current revision is not known. Every reader waiting on one probe gets
 /// the same answer, so the upstream's error is shared.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     #[error(transparent)]
     Upstream(Arc<UpstreamError>),
     /// No collection is cached, so there is nothing to list.
@@ -71,7 +71,7 @@ impl ProbeError {
     /// body kcache could not read), so it can answer the read itself; `Some(false)` it could
     /// not be reached (the connection was refused or cut); `None` it did not say (no answer in
     /// time, which one slow replica and an upstream that is gone look alike).
-    pub fn upstream_answered(&self) -> Option<bool> {
+    pub(crate) fn upstream_answered(&self) -> Option<bool> {
         match self {
             ProbeError::Upstream(e) => match e.as_ref() {
                 UpstreamError::Transport(_) | UpstreamError::Body(_) => Some(false),
@@ -84,7 +84,7 @@ impl ProbeError {
 }
 
 /// The upstream's current revision, probed by listing one collection.
-pub struct RevisionProbe {
+pub(crate) struct RevisionProbe {
     upstream: Upstream,
     /// Collection URLs the reflectors list (namespaced when a cache is), the probe's own type
     /// first; the probe lists the first one that answers.
@@ -98,7 +98,7 @@ pub struct RevisionProbe {
 }
 
 impl RevisionProbe {
-    pub fn new(upstream: Upstream, collections: Vec<String>) -> Arc<RevisionProbe> {
+    pub(crate) fn new(upstream: Upstream, collections: Vec<String>) -> Arc<RevisionProbe> {
         Arc::new(RevisionProbe {
             upstream,
             collections,
@@ -109,13 +109,13 @@ impl RevisionProbe {
     }
 
     /// The RV a cache must reach before it may answer a consistent read that starts now.
-    pub async fn target(&self) -> Result<u64, ProbeError> {
+    pub(crate) async fn target(&self) -> Result<u64, ProbeError> {
         self.calls.join(|| self.timed()).await
     }
 
     /// The estimated round trip of a probe (None before the first answer): about what the
     /// upstream takes to answer a consistent one-object read.
-    pub fn round_trip(&self) -> Option<std::time::Duration> {
+    pub(crate) fn round_trip(&self) -> Option<std::time::Duration> {
         self.round_trip.get()
     }
 

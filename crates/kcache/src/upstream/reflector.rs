@@ -129,7 +129,7 @@ pub struct ReflectorConfig {
     /// the type's next write, which for a quiet type may be never). Measured from the last line,
     /// not the start, so a large collection's initial events are never cut short.
     pub initial_events_idle: Duration,
-    /// End the loop on a 403 from the type's list or watch ([`Ended::Forbidden`]) instead of
+    /// End the loop on a 403 from the type's list or watch (`Ended::Forbidden`) instead of
     /// retrying it: for a type cached on demand, which kcache's identity may lack the RBAC to
     /// follow (a configured type is retried: its RBAC is an operator's mistake to fix).
     pub stop_when_forbidden: bool,
@@ -139,7 +139,7 @@ impl ReflectorConfig {
     /// How long to wait before retry number `attempt` (from 1): exponential from
     /// `backoff_initial` up to `backoff_max`, with jitter over its upper half, so that many
     /// reflectors failing together do not retry together.
-    pub fn backoff(&self, attempt: u32) -> Duration {
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
         let exp = self
             .backoff_initial
             .saturating_mul(1u32 << attempt.min(16))
@@ -165,7 +165,7 @@ impl Default for ReflectorConfig {
 
 /// Why a reflector's loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// The cache went over its memory budget: the type stays passed through until restart.
     OverBudget,
     /// The upstream no longer serves the type (a CustomResourceDefinition deleted): whoever
@@ -249,7 +249,7 @@ impl Page {
 }
 
 /// Keeps one cache in step with the upstream.
-pub struct Reflector {
+pub(crate) struct Reflector {
     upstream: Upstream,
     /// The cache's one writer, through which the reflector reads the cache too: only the
     /// reflector changes the cache. Shared with the background jobs that install its lists,
@@ -271,7 +271,7 @@ pub struct Reflector {
 }
 
 impl Reflector {
-    pub fn new(
+    pub(crate) fn new(
         upstream: Upstream,
         writer: Writer,
         cfg: ReflectorConfig,
@@ -312,7 +312,7 @@ impl Reflector {
 
     /// Run until the task is dropped, the cache goes over its memory budget, or the upstream
     /// stops serving the type.
-    pub async fn run(mut self) -> Ended {
+    pub(crate) async fn run(mut self) -> Ended {
         let restored = self.cache().is_synced().then(|| self.cache().rv());
         let mut state = Machine::start(self.cache().budget().is_over(), restored);
         if let State::Resume { rv } = state {

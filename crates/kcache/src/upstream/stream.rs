@@ -8,14 +8,14 @@ use serde_json::value::RawValue;
 use super::{CountedBody, UpstreamError};
 
 /// Newline-delimited JSON documents from a streaming response body.
-pub struct LineStream {
+pub(crate) struct LineStream {
     body: CountedBody,
     buf: BytesMut,
     done: bool,
 }
 
 impl LineStream {
-    pub fn new(body: CountedBody) -> LineStream {
+    pub(crate) fn new(body: CountedBody) -> LineStream {
         LineStream {
             body,
             buf: BytesMut::new(),
@@ -24,7 +24,7 @@ impl LineStream {
     }
 
     /// The next complete line (without its newline); `None` at the end of the stream.
-    pub async fn next_line(&mut self) -> Result<Option<Bytes>, UpstreamError> {
+    pub(crate) async fn next_line(&mut self) -> Result<Option<Bytes>, UpstreamError> {
         loop {
             if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
                 let line = self.buf.split_to(pos + 1).freeze();
@@ -56,13 +56,13 @@ impl LineStream {
 
 /// One decoded watch event; `object` shares the line's bytes.
 #[derive(Debug)]
-pub struct WatchLine {
+pub(crate) struct WatchLine {
     pub ty: String,
     pub object: Bytes,
 }
 
 impl WatchLine {
-    pub fn parse(line: &Bytes) -> Result<WatchLine, UpstreamError> {
+    pub(crate) fn parse(line: &Bytes) -> Result<WatchLine, UpstreamError> {
         #[derive(Deserialize)]
         struct Raw<'a> {
             #[serde(rename = "type")]

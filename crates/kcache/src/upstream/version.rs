@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-pub use crate::continue_token::TokenForm;
+pub(crate) use crate::continue_token::TokenForm;
 
 /// The first minor version recorded with the newer behaviours listed in the module docs.
 const NEWER_FROM_MINOR: u32 = 34;
@@ -47,7 +47,7 @@ const LISTS_FROM_WATCH_CACHE_FROM_MINOR: u32 = 31;
 /// The upstream's version and the forms learnt from its answers; shared by every handle of
 /// one upstream (cheap to clone).
 #[derive(Debug, Clone, Default)]
-pub struct UpstreamVersion {
+pub(crate) struct UpstreamVersion {
     inner: Arc<Inner>,
 }
 
@@ -62,16 +62,9 @@ struct Inner {
 }
 
 impl UpstreamVersion {
-    /// A version fixed at `1.minor` (tests and tools that know what they front).
-    pub fn of_minor(minor: u32) -> UpstreamVersion {
-        let v = UpstreamVersion::default();
-        v.inner.minor.store(minor, Ordering::Relaxed);
-        v
-    }
-
     /// Take the version from the body of the upstream's `/version`. Returns the minor version
     /// when the body could be read.
-    pub fn learn_version(&self, body: &[u8]) -> Option<u32> {
+    pub(crate) fn learn_version(&self, body: &[u8]) -> Option<u32> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Info {
@@ -98,7 +91,7 @@ impl UpstreamVersion {
     }
 
     /// The minor version, when known.
-    pub fn minor(&self) -> Option<u32> {
+    pub(crate) fn minor(&self) -> Option<u32> {
         match self.inner.minor.load(Ordering::Relaxed) {
             0 => None,
             m => Some(m),
@@ -106,7 +99,7 @@ impl UpstreamVersion {
     }
 
     /// The upstream's `gitVersion`, once `/version` was read and had one.
-    pub fn git_version(&self) -> Option<String> {
+    pub(crate) fn git_version(&self) -> Option<String> {
         self.inner
             .git_version
             .read()
@@ -116,7 +109,7 @@ impl UpstreamVersion {
 
     /// Note the form of a continue token the upstream wrote (ignored when it does not decode:
     /// then it is not the apiserver's own format, and says nothing).
-    pub fn learn_token(&self, token: &str) {
+    pub(crate) fn learn_token(&self, token: &str) {
         let Ok(t) = crate::continue_token::ContinueToken::decode(token) else {
             return;
         };
@@ -128,7 +121,7 @@ impl UpstreamVersion {
     }
 
     /// The form of the continue tokens kcache writes: the upstream's own.
-    pub fn token_form(&self) -> TokenForm {
+    pub(crate) fn token_form(&self) -> TokenForm {
         match self.inner.token_form.load(Ordering::Relaxed) {
             1 => TokenForm::Relative,
             2 => TokenForm::Rooted,
@@ -138,19 +131,20 @@ impl UpstreamVersion {
     }
 
     /// Whether bookmark objects of built-in kinds carry `"creationTimestamp":null`.
-    pub fn null_creation_timestamp_in_bookmarks(&self) -> bool {
+    pub(crate) fn null_creation_timestamp_in_bookmarks(&self) -> bool {
         !self.newer()
     }
 
     /// Whether an unparsable `resourceVersion` is a 400 (else the older 500).
-    pub fn invalid_rv_is_bad_request(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn invalid_rv_is_bad_request(&self) -> bool {
         self.newer()
     }
 
     /// Whether the upstream answers a consistent list (kcache's consistency probe) from its
     /// watch cache, which may first wait for a progress notification from etcd, rather than
     /// from etcd, as it answers a consistent GET. Unknown: taken as yes (the newest behaviour).
-    pub fn consistent_lists_from_watch_cache(&self) -> bool {
+    pub(crate) fn consistent_lists_from_watch_cache(&self) -> bool {
         self.minor()
             .is_none_or(|m| m >= LISTS_FROM_WATCH_CACHE_FROM_MINOR)
     }

@@ -1,14 +1,14 @@
 //! `/status` on the admin listener: every cached type's figures at a glance, for people on a
 //! node (an HTML page for a browser, a plain-text table for a terminal) and for tools (JSON).
 //!
-//! One function, [`collect`], reads the figures where they are kept (each cache, its
+//! One function, `collect`, reads the figures where they are kept (each cache, its
 //! reflector's record of its last list, the metrics registry, the upstream handle) into a
-//! [`StatusReport`]; the JSON is that struct, and [`html`] and [`text`] render it, as does
+//! [`StatusReport`]; the JSON is that struct, and `html` and [`text`] render it, as does
 //! `kcache status` from the JSON. Like `/metrics` it holds no object data: type names and
 //! figures only. The memory estimate walks every cached object, so the report is collected on
 //! the background threads, as `/metrics` is rendered.
 
-pub mod html;
+pub(crate) mod html;
 pub mod text;
 
 use std::collections::BTreeMap;
@@ -33,18 +33,18 @@ pub struct StatusReport {
     pub uptime_seconds: f64,
     /// Whether a shutdown is under way (readiness fails, watches are being ended).
     pub shutting_down: bool,
-    pub upstream: UpstreamStatus,
+    pub(crate) upstream: UpstreamStatus,
     /// One entry per cached type, ordered by name.
-    pub caches: Vec<CacheStatus>,
+    pub(crate) caches: Vec<CacheStatus>,
     /// On-demand caching, when the configuration turns it on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auto: Option<AutoStatus>,
+    pub(crate) auto: Option<AutoStatus>,
 }
 
 /// On-demand caching (the configuration's `auto` section).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AutoStatus {
+pub(crate) struct AutoStatus {
     /// Types cached on demand now (`kcache_auto_types`); their entries are in `caches`.
     pub types: u64,
     /// Types clients read often enough that are not cached, with the reason
@@ -55,7 +55,7 @@ pub struct AutoStatus {
 /// A type on-demand caching does not cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RefusedStatus {
+pub(crate) struct RefusedStatus {
     /// `group/version/resource`.
     pub name: String,
     /// denied, forbidden, not_listable, max_types or over_budget.
@@ -67,7 +67,7 @@ pub struct RefusedStatus {
 /// The upstream, as kcache sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UpstreamStatus {
+pub(crate) struct UpstreamStatus {
     /// Where it is.
     pub url: String,
     /// Whether the latest request of at least one reflector got through (each type's own is in
@@ -82,7 +82,7 @@ pub struct UpstreamStatus {
 /// One cached type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CacheStatus {
+pub(crate) struct CacheStatus {
     /// `group/version/resource`, as logs and `/readyz?verbose` name it (`v1/pods`).
     pub name: String,
     /// The API group (empty for the core group).
@@ -128,7 +128,7 @@ pub struct CacheStatus {
 /// The latest list of a type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LastList {
+pub(crate) struct LastList {
     /// When, RFC 3339 in UTC.
     pub at: String,
     /// Seconds ago.
@@ -139,7 +139,7 @@ pub struct LastList {
 /// What a type's figures amount to; every state but `synced` is marked on the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Condition {
+pub(crate) enum Condition {
     /// Synced, and the upstream heard from recently.
     Synced,
     /// Not synced yet: reads of the type go to the upstream.
@@ -158,7 +158,7 @@ pub enum Condition {
 
 impl Condition {
     /// The condition of `cache`, by the rules `/readyz?verbose` describes it with.
-    pub fn of(cache: &ResourceCache) -> Condition {
+    pub(crate) fn of(cache: &ResourceCache) -> Condition {
         if cache.budget().is_over() {
             Condition::OverBudget
         } else if !cache.is_synced() {
@@ -173,7 +173,7 @@ impl Condition {
     }
 
     /// The word shown for it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Condition::Synced => "synced",
             Condition::Syncing => "syncing",
@@ -191,7 +191,7 @@ fn configured() -> String {
 
 /// The report of a running kcache. O(objects) for the memory estimates: run it on the
 /// background threads (see [`report`]).
-pub fn collect(app: &App) -> StatusReport {
+pub(crate) fn collect(app: &App) -> StatusReport {
     let caches: Vec<CacheStatus> = app
         .registry
         .entries()
@@ -240,7 +240,7 @@ pub fn collect(app: &App) -> StatusReport {
 
 /// [`collect`] on the background threads, so that a large cache's memory estimate does not
 /// hold up the requests queued on a tokio worker.
-pub async fn report(app: std::sync::Arc<App>) -> StatusReport {
+pub(crate) async fn report(app: std::sync::Arc<App>) -> StatusReport {
     app.background.clone().run(move || collect(&app)).await
 }
 
@@ -351,7 +351,7 @@ fn rfc3339(at: SystemTime) -> String {
 
 /// How `/status` is rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// The page for a browser.
     Html,
     /// The report itself, for tools.
@@ -364,7 +364,7 @@ impl Format {
     /// `?format=html|json|text` wins; else a browser (Accept with `text/html`) gets the page,
     /// a tool asking for `application/json` the JSON, and anything else (curl's `*/*`) the
     /// text. None for an unknown `format`.
-    pub fn choose(format: Option<&str>, accept: Option<&str>) -> Option<Format> {
+    pub(crate) fn choose(format: Option<&str>, accept: Option<&str>) -> Option<Format> {
         match format {
             Some("html") => return Some(Format::Html),
             Some("json") => return Some(Format::Json),
@@ -393,7 +393,7 @@ impl Format {
     }
 
     /// The response's Content-Type.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Html => "text/html; charset=utf-8",
             Format::Json => "application/json",

@@ -30,7 +30,7 @@ tr.attention td.state,tr.syncing td.state{color:#b00020}\
 small{color:#555}";
 
 /// The page, from `report`.
-pub fn render(report: &StatusReport) -> String {
+pub(crate) fn render(report: &StatusReport) -> String {
     let mut out = String::with_capacity(4096 + report.caches.len() * 600);
     let _ = write!(
         out,
@@ -138,7 +138,7 @@ fn row(out: &mut String, c: &CacheStatus) {
 }
 
 /// Text as HTML text or attribute value.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

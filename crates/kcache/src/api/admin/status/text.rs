@@ -5,7 +5,7 @@
 use super::{CacheStatus, Condition, StatusReport};
 
 /// The column heads, in order.
-pub const COLUMNS: [&str; 12] = [
+pub(crate) const COLUMNS: [&str; 12] = [
     "TYPE",
     "STATE",
     "OBJECTS",
@@ -75,7 +75,7 @@ pub fn render(report: &StatusReport) -> String {
 }
 
 /// `kcache 0.1.0, up 2h05m; upstream https://… (v1.34.1), reachable`.
-pub fn summary(report: &StatusReport) -> String {
+pub(crate) fn summary(report: &StatusReport) -> String {
     let up = &report.upstream;
     let version = up.version.as_deref().unwrap_or("version unknown");
     let reachable = if up.reachable {
@@ -97,7 +97,7 @@ pub fn summary(report: &StatusReport) -> String {
 }
 
 /// `upstream requests: reflector_list 12, reflector_watch 40, …` (zero counts left out).
-pub fn requests_line(report: &StatusReport) -> String {
+pub(crate) fn requests_line(report: &StatusReport) -> String {
     let counts = nonzero(&report.upstream.requests);
     format!(
         "upstream requests: {}",
@@ -106,7 +106,7 @@ pub fn requests_line(report: &StatusReport) -> String {
 }
 
 /// `cached on demand: 2 types; not cached: v1/secrets (denied)`, when on-demand caching is on.
-pub fn auto_line(report: &StatusReport) -> Option<String> {
+pub(crate) fn auto_line(report: &StatusReport) -> Option<String> {
     let auto = report.auto.as_ref()?;
     let refused: Vec<String> = auto
         .refused
@@ -126,7 +126,7 @@ pub fn auto_line(report: &StatusReport) -> Option<String> {
 }
 
 /// `a 1, b 2` for the non-zero entries of a count map.
-pub fn nonzero(counts: &std::collections::BTreeMap<String, u64>) -> String {
+pub(crate) fn nonzero(counts: &std::collections::BTreeMap<String, u64>) -> String {
     counts
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -166,7 +166,7 @@ fn row(c: &CacheStatus) -> [String; 12] {
 }
 
 /// The type's name, marked when it is cached on demand.
-pub fn name_of(c: &CacheStatus) -> String {
+pub(crate) fn name_of(c: &CacheStatus) -> String {
     if c.origin == crate::cache::Origin::Auto.as_str() {
         format!("{} (auto)", c.name)
     } else {
@@ -175,7 +175,7 @@ pub fn name_of(c: &CacheStatus) -> String {
 }
 
 /// `512 B`, `1.5 KiB`, `12.0 MiB`, `2.3 GiB`.
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");
@@ -190,7 +190,7 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// `0.4s`, `12s`, `3m05s`, `2h05m`, `3d04h`: two units at most.
-pub fn duration(secs: f64) -> String {
+pub(crate) fn duration(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "-".into();
     }

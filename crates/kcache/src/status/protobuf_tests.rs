@@ -3,11 +3,12 @@
 //! decoder (k8s-pb's generated types).
 
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
-use kcache::status::{ApiError, Cause};
 use kcache_protobuf::{next_frame, parse_envelope, status_envelope, status_watch_event};
 use kcache_sim::recordings::read;
 use prost::Message;
 use serde_json::{json, Value};
+
+use super::{ApiError, Cause};
 
 #[test]
 fn not_found_status_byte_for_byte() {
