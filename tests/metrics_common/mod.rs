@@ -24,7 +24,7 @@ const METRICS_SOURCE: &str = include_str!("../../crates/kcache/src/metrics.rs");
 pub fn exposition(format: Format) -> String {
     let m = Metrics::new();
     with_a_series_in_every_family(&m);
-    let text = m.render(&kcache::cache::Registry::default(), format);
+    let text = m.render(&[], &[], format);
     let families = METRICS_SOURCE.matches("r.register(").count();
     let rendered = text
         .lines()

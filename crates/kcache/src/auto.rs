@@ -32,12 +32,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::api::App;
-use crate::cache::{Origin, TypeName};
 use crate::config::{AutoSettings, Config};
 use crate::demand::{Demand, Refusal};
 use crate::error::Report;
 use crate::follow;
 use crate::metrics::{AutoLabels, DroppedLabels, ResourceLabels};
+use crate::registry::Origin;
+use crate::resource::TypeName;
 use crate::upstream::{collection_path, Ended, ReflectorConfig, RevisionProbe, UpstreamError};
 
 /// Bounds on the pause between two looks for idle types.
@@ -149,16 +150,12 @@ impl Auto {
         let (cache, writer) = follow::new_cache(&self.app, &r, info, cache_config.clone())
             .await
             .split();
-        if !registry.insert(name.clone(), Origin::Auto, Some(&writer)) {
+        let probe = RevisionProbe::new(upstream.clone(), vec![collection_path(&cache)]);
+        if !registry.insert(name.clone(), Origin::Auto, Some(&writer), probe) {
             return;
         }
         self.unrefuse(&name);
         self.not_served.remove(&name);
-        let collection = collection_path(&cache);
-        self.app.probes.insert(
-            collection.clone(),
-            RevisionProbe::new(upstream.clone(), vec![collection]),
-        );
         tracing::info!(resource = %name, "read often: cached on demand");
         // A 403 after discovery's check (RBAC that allows list but not watch, or revoked
         // since) ends the reflector, and the type is refused as `forbidden`.

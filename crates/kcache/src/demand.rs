@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::cache::TypeName;
+use crate::resource::TypeName;
 
 /// The most types counted in one window. The names come from request paths, which need not
 /// name any type the upstream serves: beyond this, a window counts no new names.

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::App;
-use crate::cache::{Origin, ResourceCache, TypeName, Writer};
+use crate::cache::{ResourceCache, Writer};
 use crate::error::Report;
+use crate::registry::Origin;
+use crate::resource::TypeName;
 use crate::upstream::{collection_url, Ended, Reflector, Upstream, UpstreamError};
 
 /// A CRD's `selectableFields`, answered from the cache; without them (the CRD cannot be read,
@@ -182,14 +184,12 @@ pub(crate) struct Dropped {
 }
 
 /// Forget a type cached on demand: out of the registry first, so that no request finds its
-/// cache once its watches are told to end; its Table printer, probe and gauges with it (a
-/// configured type keeps its slot and probe for when it is served again). Its memory is given
-/// back once the last reader lets go of it. None when the type was not there.
+/// cache once its watches are told to end (its probe and Table printer leave with its entry),
+/// then its gauges (a configured type keeps its entry for when it is served again). Its memory
+/// is given back once the last reader lets go of it. None when the type was not there.
 pub(crate) fn drop_auto_type(app: &App, name: &TypeName) -> Option<Dropped> {
     // Retired by the registry as it takes it out.
     let cache = app.registry.drop_type(name)?;
-    forget_printer(app, &cache);
-    app.probes.remove(&crate::upstream::collection_path(&cache));
     app.metrics.forget_resource(&cache.info.resource);
     let dropped = Dropped {
         bytes: cache.memory().total(),
@@ -262,9 +262,8 @@ async fn served(
     }
 }
 
-/// Where a configured type the upstream does not serve yet will be listed (what
-/// [`collection_path`](crate::upstream::collection_path) will say of its cache): a type
-/// restricted to a namespace is taken to be namespaced.
+/// Where a configured type the upstream does not serve yet will be listed, for its revision
+/// probe: a type restricted to a namespace is taken to be namespaced.
 pub(crate) fn configured_collection(r: &crate::config::ResourceConfig) -> String {
     collection_url(
         &crate::resource::api_path(&r.group, &r.version),
@@ -276,5 +275,7 @@ pub(crate) fn configured_collection(r: &crate::config::ResourceConfig) -> String
 /// A type's Table printer is built from the columns of the CRD as it was: one re-created with
 /// other columns needs them read again.
 pub(crate) fn forget_printer(app: &App, cache: &ResourceCache) {
-    app.printers.forget(cache);
+    if let Some(printer) = app.registry.printer(cache) {
+        printer.forget();
+    }
 }

@@ -76,6 +76,8 @@ pub mod limits;
 pub mod metrics;
 pub mod object;
 pub mod persist;
+mod printers;
+pub mod registry;
 pub mod resource;
 pub mod server;
 mod shared_call;

@@ -14,6 +14,7 @@
 //! its help text, in one place, so that the names `docs/operations.md` lists can be checked
 //! against one list (`tests/operations_doc.rs`). The unit tests are in `metrics/tests.rs`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::{text, EncodeLabelSet};
@@ -24,7 +25,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::cache::Registry as Caches;
+use crate::cache::ResourceCache;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -732,9 +733,15 @@ impl Metrics {
         }
     }
 
-    /// The exposition in `format`: cache gauges and process figures are read at scrape time.
-    pub fn render(&self, caches: &Caches, format: Format) -> String {
-        let openmetrics = self.render_openmetrics(caches);
+    /// The exposition in `format`: cache gauges and process figures are read at scrape time,
+    /// from every type's cache and the resources of the types the upstream does not serve.
+    pub fn render(
+        &self,
+        caches: &[Arc<ResourceCache>],
+        not_served: &[String],
+        format: Format,
+    ) -> String {
+        let openmetrics = self.render_openmetrics(caches, not_served);
         match format {
             Format::OpenMetrics => openmetrics,
             Format::Prometheus => to_prometheus_text(&openmetrics),
@@ -742,8 +749,8 @@ impl Metrics {
     }
 
     /// The OpenMetrics text.
-    fn render_openmetrics(&self, caches: &Caches) -> String {
-        for c in caches.all() {
+    fn render_openmetrics(&self, caches: &[Arc<ResourceCache>], not_served: &[String]) -> String {
+        for c in caches {
             let labels = ResourceLabels {
                 resource: c.info.resource.clone(),
             };
@@ -789,9 +796,9 @@ impl Metrics {
         }
         // A type without a cache holds nothing: its series say so rather than keep the values
         // of a cache dropped when the upstream stopped serving it.
-        for name in caches.not_served() {
+        for resource in not_served {
             let labels = ResourceLabels {
-                resource: name.resource,
+                resource: resource.clone(),
             };
             self.cache_served.get_or_create(&labels).set(0);
             self.cache_synced.get_or_create(&labels).set(0);

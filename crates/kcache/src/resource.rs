@@ -72,6 +72,30 @@ impl fmt::Display for ResourceInfo {
     }
 }
 
+/// A type, by name: what is known of one that has no cache.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct TypeName {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+impl TypeName {
+    pub(crate) fn new(group: &str, version: &str, resource: &str) -> TypeName {
+        TypeName {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for TypeName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_type_name(f, &self.group, &self.version, &self.resource)
+    }
+}
+
 /// The URL prefix of a group/version (`/api/v1` or `/apis/G/V`).
 pub(crate) fn api_path(group: &str, version: &str) -> String {
     if group.is_empty() {

@@ -16,13 +16,15 @@ use tokio::task::JoinHandle;
 use crate::api::{self, App};
 use crate::auth::{AuthError, ConnInfo};
 use crate::background::Background;
-use crate::cache::{Origin, Registry, ResourceCache, TypeName, Writer};
+use crate::cache::{ResourceCache, Writer};
 use crate::config::Config;
 use crate::conn_task;
 use crate::error::Report;
 use crate::follow;
 use crate::metrics::Metrics;
 use crate::persist;
+use crate::registry::{Origin, Registry};
+use crate::resource::TypeName;
 use crate::tls::{TlsError, TlsServer};
 use crate::upstream::{collection_path, RevisionProbe, Upstream, UpstreamError};
 
@@ -243,17 +245,7 @@ pub async fn start(
     };
     let built = build_caches(config, &upstream, &metrics, store.as_deref()).await?;
     let persister = store.map(|store| keep_on_disk(config, store, built.tracked, &metrics));
-    // Types not served yet get their probe too, so that their consistent reads can be
-    // answered from the cache once they are.
-    let collections = built
-        .types
-        .iter()
-        .map(|(r, cache)| match cache {
-            Some(w) => collection_path(w.cache()),
-            None => follow::configured_collection(r),
-        })
-        .collect();
-    let probes = probes(collections, &upstream);
+    let registry = register(&built.types, &upstream);
     // Decoding and installing lists, rendering `/metrics` and `/status`: below the readers'
     // priority (see `background`).
     let background = Background::for_this_machine()?;
@@ -270,8 +262,7 @@ pub async fn start(
     let app = Arc::new(App::new(
         settings,
         upstream.clone(),
-        built.registry,
-        probes,
+        registry,
         metrics.clone(),
         background,
         demand,
@@ -397,7 +388,6 @@ async fn learn_version_soon(upstream: &Upstream) {
 
 /// The caches of the configured resources, and what the persister tracks of them.
 struct Built {
-    registry: Registry,
     tracked: Vec<persist::Tracked>,
     /// The protobuf mirrors restored with their caches, started once the app exists.
     mirrors: Vec<(Arc<ResourceCache>, persist::StoredMirror)>,
@@ -417,7 +407,6 @@ async fn build_caches(
     store: Option<&persist::Store>,
 ) -> Result<Built, StartError> {
     let mut built = Built {
-        registry: Registry::default(),
         tracked: Vec::new(),
         mirrors: Vec::new(),
         types: Vec::new(),
@@ -437,7 +426,6 @@ async fn build_caches(
                 Err(UpstreamError::UnknownResource(_)) => {
                     tracing::warn!(resource = %name,
                         "not served by the upstream; its requests are passed through until it is");
-                    built.registry.insert(name, Origin::Configured, None);
                     built.types.push((r.clone(), None));
                     continue;
                 }
@@ -502,9 +490,6 @@ async fn build_caches(
             }
             built.tracked.push(tracked);
         }
-        built
-            .registry
-            .insert(name, Origin::Configured, Some(&writer));
         built.types.push((r.clone(), Some(writer)));
     }
     Ok(built)
@@ -530,30 +515,41 @@ fn keep_on_disk(
     persist::Persister::new(store, tracked, persist::FLUSH_EVERY, metrics.clone()).spawn()
 }
 
-/// One probe per cached collection, listing that collection first. The revision is global
+/// The registry of the configured types: each with its cache (if the upstream serves it) and
+/// its revision probe. Types not served yet get their probe too, so that their consistent
+/// reads can be answered from the cache once they are.
+///
+/// Each probe lists its own type's collection first, then the others'. The revision is global
 /// (see upstream::probe), but from v1.31 on the apiserver answers a consistent list from its
 /// watch cache once that cache has reached the revision: the type's own watch cache is current
 /// right after a write of that type, where another type's must first wait for a progress
 /// notification from etcd (tens of milliseconds).
-fn probes(
-    collections: Vec<String>,
+fn register(
+    types: &[(crate::config::ResourceConfig, Option<Writer>)],
     upstream: &Upstream,
-) -> dashmap::DashMap<String, Arc<RevisionProbe>> {
-    collections
+) -> Registry {
+    let collections: Vec<String> = types
         .iter()
-        .enumerate()
-        .map(|(i, own)| {
-            let mut order = vec![own.clone()];
-            order.extend(
-                collections
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, c)| c.clone()),
-            );
-            (own.clone(), RevisionProbe::new(upstream.clone(), order))
+        .map(|(r, cache)| match cache {
+            Some(w) => collection_path(w.cache()),
+            None => follow::configured_collection(r),
         })
-        .collect()
+        .collect();
+    let registry = Registry::default();
+    for (i, (r, writer)) in types.iter().enumerate() {
+        let mut order = vec![collections[i].clone()];
+        order.extend(
+            collections
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, c)| c.clone()),
+        );
+        let name = TypeName::new(&r.group, &r.version, &r.resource);
+        let probe = RevisionProbe::new(upstream.clone(), order);
+        registry.insert(name, Origin::Configured, writer.as_ref(), probe);
+    }
+    registry
 }
 
 /// One summary line once everything has synced (readiness turns green then).

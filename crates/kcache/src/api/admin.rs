@@ -15,8 +15,8 @@ use http::{header, StatusCode};
 pub mod status;
 
 use super::{params, staleness, App};
-use crate::cache::Origin;
 use crate::metrics::Format;
+use crate::registry::Origin;
 
 /// The admin router. Anything else is a plain 404.
 pub(crate) fn router(app: Arc<App>) -> Router {
@@ -74,7 +74,14 @@ async fn metrics_text(State(app): State<Arc<App>>, req: Request) -> Response {
                     let backends: Vec<_> = auditor.backends().collect();
                     app.metrics.audit(&auditor.stats(), &backends);
                 }
-                app.metrics.render(&app.registry, format)
+                let caches: Vec<_> = app.registry.all().collect();
+                let not_served: Vec<String> = app
+                    .registry
+                    .not_served()
+                    .into_iter()
+                    .map(|name| name.resource)
+                    .collect();
+                app.metrics.render(&caches, &not_served, format)
             })
             .await
     };

@@ -78,7 +78,7 @@ pub(super) fn impersonates(headers: &HeaderMap) -> bool {
 /// (`auth::service_account`): an object counts only from a cache of the whole type that is
 /// synced and current (in contact with the upstream, not a state restored from disk the
 /// upstream has not confirmed yet); anything else sends the token to a TokenReview.
-struct Cached<'a>(&'a crate::cache::Registry);
+struct Cached<'a>(&'a crate::registry::Registry);
 
 impl BoundObjects for Cached<'_> {
     fn holds(&self, kind: Bound, namespace: &str, name: &str, uid: &str) -> bool {

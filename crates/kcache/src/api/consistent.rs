@@ -10,7 +10,7 @@ use crate::cache::{Proof, ResourceCache, Verdict};
 use crate::error::Report;
 use crate::metrics;
 use crate::status::ApiError;
-use crate::upstream::{collection_path, RevisionProbe};
+use crate::upstream::RevisionProbe;
 
 /// How reads with resourceVersion unset are answered.
 #[derive(Debug, Clone)]
@@ -89,8 +89,7 @@ impl App {
         if !self.consistent.from_cache || !synced || !cache.contact().confirmed() {
             return Ok(Consistency::Upstream);
         }
-        // Cloned out: no map shard stays locked across the waits below.
-        let Some(probe) = self.probes.get(&collection_path(cache)).map(|p| p.clone()) else {
+        let Some(probe) = self.registry.probe(cache) else {
             return Ok(Consistency::Upstream);
         };
         let outcome = |o: &'static str| self.count_outcome(cache, o);
@@ -332,15 +331,16 @@ impl App {
         let objects = read.objects();
         let timing = match read {
             Read::Get => None,
-            Read::List { .. } => self
-                .probes
-                .get(&collection_path(cache))
-                .and_then(|p| p.round_trip())
-                .map(|round_trip| ForwardTiming {
-                    cache: cache.clone(),
-                    objects,
-                    round_trip,
-                }),
+            Read::List { .. } => {
+                self.registry
+                    .probe(cache)
+                    .and_then(|p| p.round_trip())
+                    .map(|round_trip| ForwardTiming {
+                        cache: cache.clone(),
+                        objects,
+                        round_trip,
+                    })
+            }
         };
         Forwarded {
             timing,

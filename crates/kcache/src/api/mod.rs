@@ -22,7 +22,6 @@ mod negotiate;
 mod params;
 mod plan;
 mod policy;
-mod printers;
 mod proof;
 mod protobuf;
 mod proxy;
@@ -56,12 +55,13 @@ use axum::Router;
 use http::header;
 
 use crate::auth::{Auth, Caller, Forward};
-use crate::cache::{Registry, ResourceCache};
+use crate::cache::ResourceCache;
 use crate::limits::Limits;
 use crate::metrics::{self, Metrics};
+use crate::registry::Registry;
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
-use crate::upstream::{RevisionProbe, Upstream};
+use crate::upstream::Upstream;
 
 /// Everything a request handler needs: made once by [`crate::server::start`], shared by every
 /// handler and task. Its fields are the library's own; what
@@ -69,16 +69,9 @@ use crate::upstream::{RevisionProbe, Upstream};
 pub struct App {
     pub(crate) registry: Registry,
     pub(crate) upstream: Upstream,
-    /// The upstream's current revision, one probe per cached collection (keyed by
-    /// [`crate::upstream::collection_path`]), each listing its own collection first (see
-    /// [`RevisionProbe`]). On-demand caching adds and removes probes as it takes types up and
-    /// drops them.
-    pub(crate) probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
     /// Lists and watches of uncached types, counted when on-demand caching is on (the
     /// library's `demand` module).
     pub(crate) demand: Option<crate::demand::Demand>,
-    /// Table printers, built on first use from the upstream's column definitions.
-    pub(crate) printers: printers::Printers,
     pub(crate) watch: WatchConfig,
     pub(crate) consistent: ConsistentReads,
     /// What consistent reads get while the upstream cannot confirm the cache is current.
@@ -128,14 +121,13 @@ pub(crate) struct AppSettings {
 }
 
 impl App {
-    /// The app of a kcache starting now: `registry` holds the caches built so far, `probes`
-    /// one revision probe per cached collection, `demand` the counts of on-demand caching
+    /// The app of a kcache starting now: `registry` holds the configured types (each with its
+    /// cache, if served, and its revision probe), `demand` the counts of on-demand caching
     /// (None when it is off).
     pub(crate) fn new(
         settings: AppSettings,
         upstream: Upstream,
         registry: Registry,
-        probes: dashmap::DashMap<String, Arc<RevisionProbe>>,
         metrics: Arc<Metrics>,
         background: crate::background::Background,
         demand: Option<crate::demand::Demand>,
@@ -148,9 +140,7 @@ impl App {
             stopping,
             registry,
             upstream,
-            probes,
             demand,
-            printers: Default::default(),
             watch: settings.watch,
             consistent: settings.consistent,
             staleness: settings.staleness,

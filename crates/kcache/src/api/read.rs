@@ -27,12 +27,12 @@ use super::consistent::{mark_consistent, Read};
 use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
-use super::printers::Known;
 use super::request::{Listing, Options, ReadRequest, Verb};
 use super::{get, response, watch};
 use super::{Answer, App, Form};
 use crate::auth::{Attributes, Caller, Verdict};
 use crate::cache::{Mirror, ResourceCache};
+use crate::printers::Known;
 use crate::status::ApiError;
 use crate::table::Printer;
 
@@ -131,10 +131,12 @@ struct Decided {
 /// best (a printer not built yet prints from metadata, a mirror is ready).
 fn held(app: &App, read: &ReadRequest<'_>, cache: &ResourceCache) -> policy::Held {
     let printer = match read.representation {
-        Representation::Table => match app.printers.known(cache) {
-            Known::Printer(p) => printable(&p),
-            Known::Unprintable => policy::Printable::No,
-            Known::Unknown => policy::Printable::FromMetadata,
+        Representation::Table => match app.registry.printer(cache).map(|p| p.known()) {
+            Some(Known::Printer(p)) => printable(&p),
+            // A type just dropped: its next read is the upstream's.
+            None => policy::Printable::No,
+            Some(Known::Unprintable) => policy::Printable::No,
+            Some(Known::Unknown) => policy::Printable::FromMetadata,
         },
         _ => policy::Printable::No,
     };
@@ -172,7 +174,10 @@ async fn decide(
     // Step 1's decision stands but where a fact it took at its best is now known.
     let printer = match read.representation {
         Representation::Table => {
-            let printer = app.printers.get(&app.upstream, cache).await;
+            let printer = match app.registry.printer(cache) {
+                Some(slot) => slot.get(&app.upstream, cache).await,
+                None => None,
+            };
             held.printer = printer.as_deref().map_or(policy::Printable::No, printable);
             decision = policy::decide(read, &held);
             printer

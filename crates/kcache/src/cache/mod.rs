@@ -36,7 +36,6 @@ mod event;
 mod freshness;
 mod last_list;
 mod mirror;
-mod registry;
 mod relist;
 mod state;
 mod writer;
@@ -50,8 +49,6 @@ pub use freshness::Verdict;
 pub(crate) use freshness::{Freshness, Proof, MEASURED_FROM, PROOF_SHARE};
 pub use last_list::{LastList, ListReason, ListRecord};
 pub use mirror::Mirror;
-pub use registry::Registry;
-pub(crate) use registry::{Origin, TypeName};
 pub(crate) use writer::{Keeper, Prover, Writer};
 
 use std::collections::VecDeque;

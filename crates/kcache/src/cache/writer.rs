@@ -5,7 +5,7 @@
 //! reflector starts). A reader therefore cannot write, and the compiler checks it.
 //!
 //! Two other changes are allowed besides the reflector's, each through a narrow handle the
-//! writer gives the [`Registry`](super::Registry) when the cache is registered (a [`Keeper`]):
+//! writer gives the registry (`crate::registry`) when the cache is registered (a [`Keeper`]):
 //! - a cache proven equal to the upstream's state at a later revision (`api::proof`) may move
 //!   its resourceVersion there, as an upstream bookmark would, through a [`Prover`];
 //! - a cache whose type leaves the registry (no longer served, or dropped when idle) is
@@ -107,9 +107,10 @@ impl Keeper {
         std::ptr::eq(Arc::as_ptr(&self.cache), cache)
     }
 
-    /// The cache's type left the registry: see [`ResourceCache`]'s `stop_serving`. Only the
-    /// registry calls it.
-    pub(super) fn retire(&self) {
+    /// The cache's type left the registry: see [`ResourceCache`]'s `stop_serving`. Taken by
+    /// value: the registry, which holds the type's one keeper, gives it up as it takes the
+    /// cache out.
+    pub(crate) fn retire(self) {
         self.cache.stop_serving();
     }
 }

@@ -520,7 +520,7 @@ impl Upstream {
         resource: &str,
     ) -> Result<ResourceInfo, UpstreamError> {
         let gv_path = crate::resource::api_path(group, version);
-        let name = crate::cache::TypeName::new(group, version, resource).to_string();
+        let name = crate::resource::TypeName::new(group, version, resource).to_string();
         let list: ApiResourceList = match self.get(&gv_path, Purpose::Setup).await {
             Ok(body) => serde_json::from_slice(&body).map_err(UpstreamError::decode(&gv_path))?,
             Err(UpstreamError::Status { code: 404, .. }) => {

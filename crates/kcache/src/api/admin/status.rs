@@ -17,10 +17,12 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::{staleness, App};
-use crate::cache::{ListReason, Origin, ResourceCache, TypeName};
+use crate::cache::{ListReason, ResourceCache};
 use crate::metrics::{
     Metrics, OutcomeLabels, PurposeLabels, ReasonLabels, ResourceLabels, CONSISTENT_READ_OUTCOMES,
 };
+use crate::registry::Origin;
+use crate::resource::TypeName;
 use crate::upstream::Purpose;
 
 /// Everything `/status` shows: the process, the upstream, and one entry per cached type.

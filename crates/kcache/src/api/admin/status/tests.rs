@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::*;
-use crate::cache::{CacheConfig, Registry, Scope};
+use crate::cache::{CacheConfig, Scope};
 use crate::metrics::Format as MetricsFormat;
 use crate::object::Object;
 use crate::resource::ResourceInfo;
@@ -180,7 +180,7 @@ fn a_type_not_synced_has_nulls() {
 fn outcomes_are_the_metrics_own() {
     let metrics = Metrics::new();
     metrics.init_resource("things");
-    let text = metrics.render(&Registry::default(), MetricsFormat::OpenMetrics);
+    let text = metrics.render(&[], &[], MetricsFormat::OpenMetrics);
     let label = |family: &str, label: &str| -> Vec<String> {
         let mut v: Vec<String> = text
             .lines()

@@ -167,7 +167,7 @@ fn row(c: &CacheStatus) -> [String; 12] {
 
 /// The type's name, marked when it is cached on demand.
 pub(crate) fn name_of(c: &CacheStatus) -> String {
-    if c.origin == crate::cache::Origin::Auto.as_str() {
+    if c.origin == crate::registry::Origin::Auto.as_str() {
         format!("{} (auto)", c.name)
     } else {
         c.name.clone()

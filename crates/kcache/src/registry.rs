@@ -1,6 +1,13 @@
-//! Which resource types kcache knows of, and the cache serving each while the upstream serves
-//! it. A request finds its type's cache here; a type without one (not served by the upstream,
-//! or not known at all) is passed through.
+//! Which resource types kcache knows of: one entry per type, holding all kcache keeps of it:
+//! the cache serving it while the upstream serves it (through its writer's keeper), its
+//! revision probe and its Table printer (the cache holds its own protobuf mirror). A request
+//! finds its type's cache here; a type without one (not served by the upstream, or not known
+//! at all) is passed through.
+//!
+//! One entry rather than a map per concern: what is kept of a type cannot outlive the type or
+//! be missing for it, and a lookup is by the request's own group, version and resource, never
+//! by a key formatted to match (a probe keyed by a collection path formatted one way at start
+//! and another at lookup would silently send every consistent read upstream).
 //!
 //! Types are added at start (the configured ones) and at run time (those on-demand caching
 //! takes up, which it also drops again when they go idle). Both are rare next to lookups, which
@@ -11,31 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use super::{Keeper, Prover, ResourceCache, Writer};
-
-/// A type, by name: what is known of one that has no cache.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct TypeName {
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-}
-
-impl TypeName {
-    pub(crate) fn new(group: &str, version: &str, resource: &str) -> TypeName {
-        TypeName {
-            group: group.to_string(),
-            version: version.to_string(),
-            resource: resource.to_string(),
-        }
-    }
-}
-
-impl std::fmt::Display for TypeName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::resource::write_type_name(f, &self.group, &self.version, &self.resource)
-    }
-}
+use crate::cache::{Keeper, Prover, ResourceCache, Writer};
+use crate::printers::PrinterSlot;
+use crate::resource::TypeName;
+use crate::upstream::RevisionProbe;
 
 /// Why kcache caches a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +81,11 @@ struct Slot {
     /// Seconds from the registry's epoch to the last request that found this cache; kept for
     /// [`Origin::Auto`] types only, whose idleness decides when they are dropped.
     used: AtomicU64,
+    /// What tells a consistent read the revision its cache must reach; kept while the type
+    /// waits to be served, so that its reads are answered from the cache once it is.
+    probe: Arc<RevisionProbe>,
+    /// The type's Table printer, built on its first Table read.
+    printer: Arc<PrinterSlot>,
 }
 
 impl Registry {
@@ -110,10 +101,16 @@ impl Registry {
         self.epoch.elapsed().as_secs()
     }
 
-    /// Add a type, with its cache if the upstream serves it (else its requests pass through
-    /// until [`Registry::install`]); false, and nothing changed, when a version of the type
-    /// is there already.
-    pub(crate) fn insert(&self, name: TypeName, origin: Origin, cache: Option<&Writer>) -> bool {
+    /// Add a type with its revision probe, and its cache if the upstream serves it (else its
+    /// requests pass through until [`Registry::install`]); false, and nothing changed, when a
+    /// version of the type is there already.
+    pub(crate) fn insert(
+        &self,
+        name: TypeName,
+        origin: Origin,
+        cache: Option<&Writer>,
+        probe: Arc<RevisionProbe>,
+    ) -> bool {
         let mut slots = self.write();
         let group = slots.entry(name.group.clone()).or_default();
         if group.contains_key(&name.resource) {
@@ -127,6 +124,8 @@ impl Registry {
                 origin,
                 cache: cache.map(Writer::keeper),
                 used,
+                probe,
+                printer: Arc::default(),
             },
         );
         true
@@ -162,9 +161,9 @@ impl Registry {
         }
     }
 
-    /// Forget a type altogether (an idle on-demand type): its requests pass through as those
-    /// of any type kcache does not know. Its cache, if it had one, is retired (see [`Keeper`])
-    /// and returned.
+    /// Forget a type altogether (an idle on-demand type), and with its entry all that was kept
+    /// of it: its requests pass through as those of any type kcache does not know. Its cache,
+    /// if it had one, is retired (see [`Keeper`]) and returned.
     pub(crate) fn drop_type(&self, name: &TypeName) -> Option<Arc<ResourceCache>> {
         let mut slots = self.write();
         let group = slots.get_mut(&name.group)?;
@@ -177,8 +176,9 @@ impl Registry {
         }
         drop(slots);
         let keeper = slot.cache?;
+        let cache = keeper.cache().clone();
         keeper.retire();
-        Some(keeper.cache().clone())
+        Some(cache)
     }
 
     /// The cache serving `group/version/resource`, if that exact version is cached and the
@@ -211,6 +211,28 @@ impl Registry {
             .cache
             .as_ref()?;
         keeper.keeps(cache).then(|| keeper.prover())
+    }
+
+    /// The revision probe of `cache`'s type.
+    pub(crate) fn probe(&self, cache: &ResourceCache) -> Option<Arc<RevisionProbe>> {
+        let info = &cache.info;
+        let slots = self.read();
+        Some(
+            slot(&slots, &info.group, &info.version, &info.resource)?
+                .probe
+                .clone(),
+        )
+    }
+
+    /// The Table printer of `cache`'s type.
+    pub(crate) fn printer(&self, cache: &ResourceCache) -> Option<Arc<PrinterSlot>> {
+        let info = &cache.info;
+        let slots = self.read();
+        Some(
+            slot(&slots, &info.group, &info.version, &info.resource)?
+                .printer
+                .clone(),
+        )
     }
 
     /// Whether some version of `group/resource` is here, with a cache or not.
@@ -293,4 +315,109 @@ fn slot_mut<'a>(
         .get_mut(group)?
         .get_mut(resource)
         .filter(|s| s.name.version == version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{CacheConfig, Scope};
+    use crate::resource::ResourceInfo;
+    use crate::upstream::Upstream;
+
+    fn info() -> ResourceInfo {
+        ResourceInfo::core_v1("configmaps", "ConfigMap")
+    }
+
+    /// A probe nothing asks: these tests read no revision.
+    fn probe() -> Arc<RevisionProbe> {
+        let upstream = Upstream::from_url("http://127.0.0.1:9").unwrap();
+        RevisionProbe::new(upstream, vec!["/api/v1/configmaps".into()])
+    }
+
+    #[test]
+    fn the_registry_gives_a_type_its_cache_only_while_the_upstream_serves_it() {
+        let registry = Registry::default();
+        let name = TypeName::new("", "v1", "configmaps");
+        assert!(registry.insert(name.clone(), Origin::Configured, None, probe()));
+        assert!(registry.get("", "v1", "configmaps").is_none());
+        assert_eq!(registry.all().count(), 0);
+        assert_eq!(registry.not_served(), std::slice::from_ref(&name));
+        assert_eq!(name.to_string(), "v1/configmaps");
+
+        let (cache, writer) =
+            ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+        assert!(registry.install(&writer));
+        assert!(registry
+            .get("", "v1", "configmaps")
+            .is_some_and(|c| Arc::ptr_eq(&c, &cache)));
+        assert!(
+            registry.get("", "v2", "configmaps").is_none(),
+            "another version"
+        );
+        assert!(registry.not_served().is_empty());
+
+        // Taken out when the upstream stops serving it, and retired: its watchers are told.
+        let rv = cache.subscribe();
+        registry.remove(&cache);
+        assert!(registry.get("", "v1", "configmaps").is_none());
+        assert!(cache.is_not_served());
+        assert!(rv.has_changed().unwrap());
+        assert_eq!(registry.not_served().len(), 1);
+
+        // A type that is not configured gets no slot.
+        let mut other = info();
+        other.resource = "secrets".into();
+        let (_, secrets) =
+            ResourceCache::new(other, Scope::default(), CacheConfig::default()).split();
+        assert!(!registry.install(&secrets));
+    }
+
+    #[test]
+    fn a_type_added_at_run_time_is_found_until_it_is_dropped() {
+        let registry = Registry::default();
+        let name = TypeName::new("", "v1", "configmaps");
+        let (cache, writer) =
+            ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+        assert!(registry.insert(name.clone(), Origin::Auto, Some(&writer), probe()));
+        // One version of a type at a time.
+        let mut v2 = name.clone();
+        v2.version = "v2".into();
+        assert!(!registry.insert(v2.clone(), Origin::Auto, None, probe()));
+        assert!(registry.knows("", "configmaps"));
+        assert!(registry.get("", "v1", "configmaps").is_some());
+        let entries = registry.entries();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].origin, Origin::Auto);
+        assert!(entries[0].idle < std::time::Duration::from_secs(2));
+
+        assert!(registry.drop_type(&v2).is_none(), "not the version there");
+        let dropped = registry.drop_type(&name).expect("its cache");
+        assert!(Arc::ptr_eq(&dropped, &cache));
+        assert!(registry.get("", "v1", "configmaps").is_none());
+        assert!(!registry.knows("", "configmaps"));
+        assert!(registry.entries().is_empty());
+    }
+
+    #[test]
+    fn a_types_probe_and_printer_are_found_by_its_cache_and_leave_with_its_entry() {
+        let registry = Registry::default();
+        let name = TypeName::new("", "v1", "configmaps");
+        let (cache, writer) =
+            ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
+        let probe = probe();
+        assert!(registry.insert(name.clone(), Origin::Auto, Some(&writer), probe.clone()));
+        assert!(registry
+            .probe(&cache)
+            .is_some_and(|p| Arc::ptr_eq(&p, &probe)));
+        let printer = registry.printer(&cache).expect("a printer slot");
+        assert!(Arc::ptr_eq(&printer, &registry.printer(&cache).unwrap()));
+
+        // A configured type keeps its entry while it is not served.
+        registry.remove(&cache);
+        assert!(registry.probe(&cache).is_some());
+
+        registry.drop_type(&name);
+        assert!(registry.probe(&cache).is_none());
+        assert!(registry.printer(&cache).is_none());
+    }
 }

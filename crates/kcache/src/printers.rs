@@ -1,5 +1,5 @@
-//! The Table printers of the cached types, built from the upstream's column definitions on a
-//! type's first Table read, and what kcache remembers of a type whose columns it could not get.
+//! A cached type's Table printer, built from the upstream's column definitions on the type's
+//! first Table read, and what kcache remembers of a type whose columns it could not get.
 //!
 //! A failed fetch is remembered with a backoff (10 s, doubling to 5 minutes): until then the
 //! type's Table reads are passed through without asking the upstream for its columns again,
@@ -19,13 +19,14 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(10);
 /// The longest a failed column fetch is remembered.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Printers by (group, resource).
+/// A type's Table printer, as its registry entry keeps it (see `crate::registry`): not asked
+/// for yet, built, or a failed fetch being remembered.
 #[derive(Default)]
-pub(crate) struct Printers {
-    entries: dashmap::DashMap<(String, String), Entry>,
+pub(crate) struct PrinterSlot {
+    state: std::sync::Mutex<Option<State>>,
 }
 
-/// What [`Printers::known`] finds.
+/// What [`PrinterSlot::known`] finds.
 pub(crate) enum Known {
     /// A printer that prints the type.
     Printer(Arc<Printer>),
@@ -37,7 +38,7 @@ pub(crate) enum Known {
 }
 
 #[derive(Clone)]
-enum Entry {
+enum State {
     /// Built; it may still be unable to print the type (`Printer::supported`).
     Built(Arc<Printer>),
     /// The last fetch failed; none is tried again before `retry_at`.
@@ -47,59 +48,62 @@ enum Entry {
     },
 }
 
-impl Printers {
+impl PrinterSlot {
+    fn state(&self) -> Option<State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, state: Option<State>) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+    }
+
     /// What is known of the type's printer without asking the upstream.
-    pub(crate) fn known(&self, cache: &ResourceCache) -> Known {
-        match self.entries.get(&key(cache)).map(|e| e.clone()) {
-            Some(Entry::Built(p)) if p.supported() => Known::Printer(p),
-            Some(Entry::Built(_)) => Known::Unprintable,
-            Some(Entry::Failed { retry_at, .. }) if Instant::now() < retry_at => Known::Unprintable,
+    pub(crate) fn known(&self) -> Known {
+        match self.state() {
+            Some(State::Built(p)) if p.supported() => Known::Printer(p),
+            Some(State::Built(_)) => Known::Unprintable,
+            Some(State::Failed { retry_at, .. }) if Instant::now() < retry_at => Known::Unprintable,
             _ => Known::Unknown,
         }
     }
 
-    /// The type's printer, fetching its columns from the upstream when they are not known (and
-    /// a failed fetch is not being remembered); None when kcache cannot print the type.
+    /// The printer of `cache`'s type, fetching its columns from the upstream when they are not
+    /// known (and a failed fetch is not being remembered); None when kcache cannot print the
+    /// type.
     pub(crate) async fn get(
         &self,
         upstream: &Upstream,
         cache: &ResourceCache,
     ) -> Option<Arc<Printer>> {
-        match self.known(cache) {
+        match self.known() {
             Known::Printer(p) => return Some(p),
             Known::Unprintable => return None,
             Known::Unknown => {}
         }
-        let key = key(cache);
         match build(upstream, cache).await {
             Some(printer) => {
                 if let Some(reason) = printer.unsupported_reason() {
                     tracing::info!(resource = %cache.info, %reason, "Table requests go upstream");
                 }
-                self.entries.insert(key, Entry::Built(printer.clone()));
+                self.set(Some(State::Built(printer.clone())));
                 printer.supported().then_some(printer)
             }
             None => {
-                let backoff = match self.entries.get(&key).map(|e| e.clone()) {
-                    Some(Entry::Failed { backoff, .. }) => (backoff * 2).min(MAX_BACKOFF),
+                let backoff = match self.state() {
+                    Some(State::Failed { backoff, .. }) => (backoff * 2).min(MAX_BACKOFF),
                     _ => FIRST_BACKOFF,
                 };
                 let retry_at = Instant::now() + backoff;
-                self.entries
-                    .insert(key, Entry::Failed { retry_at, backoff });
+                self.set(Some(State::Failed { retry_at, backoff }));
                 None
             }
         }
     }
 
-    /// Forget the type's printer (its CRD was re-created, perhaps with other columns).
-    pub(crate) fn forget(&self, cache: &ResourceCache) {
-        self.entries.remove(&key(cache));
+    /// Forget the printer (its CRD was re-created, perhaps with other columns).
+    pub(crate) fn forget(&self) {
+        self.set(None);
     }
-}
-
-fn key(cache: &ResourceCache) -> (String, String) {
-    (cache.info.group.clone(), cache.info.resource.clone())
 }
 
 /// A printer from the upstream's columns (and a custom resource's printer columns); None when
