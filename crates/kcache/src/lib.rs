@@ -34,6 +34,8 @@
 //! - [`cache`]: the [`ResourceCache`](cache::ResourceCache) of one type: what a reader sees
 //!   (size, sync, verdict, snapshot; no mutator), and a cache built empty for the fuzz
 //!   targets.
+//! - [`registry`]: the [`Registry`](registry::Registry) of the types a running kcache knows,
+//!   through which the tests reach every type's cache.
 //! - [`metrics`]: what `/metrics` counts, read by the tests; [`persist`]: the warm-restart
 //!   store, opened by the tests of restarts; [`tls`]: the serving certificate and client
 //!   identities; [`limits`]: the request limits' settings.
