@@ -244,93 +244,187 @@ pub(crate) fn router(app: Arc<App>) -> Router {
 }
 
 /// Serve one request from the cache when it can be answered exactly, else forward it.
+///
+/// In order: admission (who calls, and their limits: every step after it is per caller), the
+/// request parsed once and its type looked up once, the read the type's cache might answer,
+/// then the answer (from the cache, or forwarded), and last what is recorded of it (audit,
+/// metrics, log).
 pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     // When the request arrived, for its audit events (only where a trail is kept).
     let received = app.audit.as_ref().map(|_| std::time::SystemTime::now());
     let (parts, body) = req.into_parts();
-    // First: every limit and decision after it is per caller.
     let caller = match admission::admit(&app, &parts.headers, &parts.extensions).await {
         Ok(c) => c,
-        Err(admission::Refused { caller, response }) => {
-            return match (&app.audit, received) {
-                (Some(audit), Some(received)) => {
-                    let parsed = request::Parsed::parse(&parts);
-                    match audit.begin(received, &parts, &parsed, caller.as_ref()) {
-                        Some(p) => audit.finish(p, response, AnsweredBy::Refused, None, false),
-                        None => response,
-                    }
-                }
-                _ => response,
-            };
-        }
+        Err(r) => return refused(&app, received, &parts, r),
     };
-    // Parsed once: every step after this takes what is read here.
     let parsed = request::Parsed::parse(&parts);
     let verb = parsed.verb;
     // What the audit trail says of the request, taken before the request is handed on.
-    let audited = app
-        .audit
-        .as_ref()
-        .zip(received)
+    let audited = (app.audit.as_ref().zip(received))
         .and_then(|(a, received)| a.begin(received, &parts, &parsed, Some(&caller)));
-    // The cache of the type the request names, looked up once for all that follows.
-    let cache = parsed
-        .path
-        .as_ref()
-        .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
-    // Label only cached resources by name: arbitrary paths must not create label values.
-    let resource = cache
-        .as_ref()
-        .map_or("other", |c| c.info.resource.as_str())
-        .to_string();
-    let m = &app.metrics;
-    // Counted until `handle` returns or is dropped (its client gone): a guard, so that no
-    // way out of here, a cancelled request's included, leaves the count behind.
-    let inflight = metrics::InFlight::enter(m.inflight.get_or_create_owned(&metrics::VerbLabels {
-        verb: verb.as_str(),
-    }));
+    let path = parsed.path.as_ref();
+    let cache = path.and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    let inflight = in_flight(&app, verb);
+    // Watches hold a slot for as long as their response body lives.
+    let slot = match (verb == Verb::Watch).then(|| app.limits.watch(&caller.limit_key)) {
+        Some(Err(e)) => return response::error(&e),
+        slot => slot.and_then(Result::ok),
+    };
+    let impersonating = admission::impersonates(&parts.headers);
+    let from_cache = match cache.as_ref().filter(|_| !impersonating) {
+        Some(cache) => read_cache(&app, &parts, &parsed, cache, &caller).await,
+        None => FromCache::default(),
+    };
+    // For the log line, once the request itself is handed on.
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
+    let request = Answering {
+        parts,
+        body,
+        caller: &caller,
+        parsed: &parsed,
+        cache: cache.as_ref(),
+        impersonating,
+        started,
+    };
+    let (resp, source) = answer(&app, request, from_cache.answer, from_cache.protobuf_errors).await;
+    drop(inflight);
+    let resp = match (&app.audit, audited) {
+        (Some(audit), Some(pending)) => {
+            let (answered, watch) = (answered_by(&resp, source), verb == Verb::Watch);
+            audit.finish(pending, resp, answered, from_cache.verdict, watch)
+        }
+        _ => resp,
+    };
+    let resp = hold_watch_slot(resp, slot);
+    let resource = cache.as_deref().map(|c| c.info.resource.as_str());
+    record(
+        &app,
+        (verb, &method, &uri),
+        resource,
+        &resp,
+        source,
+        started,
+    );
+    resp
+}
+
+/// The guard that counts a request of `verb` in flight until `handle` returns or is dropped
+/// (its client gone): no way out of `handle`, a cancelled request's included, leaves the
+/// count behind.
+fn in_flight(app: &App, verb: Verb) -> metrics::InFlight {
+    let labels = metrics::VerbLabels {
+        verb: verb.as_str(),
+    };
+    metrics::InFlight::enter(app.metrics.inflight.get_or_create_owned(&labels))
+}
+
+/// What a cached type's cache made of a request.
+struct FromCache {
+    /// Its answer, or [`Answer::Upstream`] for one the cache cannot answer exactly.
+    answer: Result<Answer, ApiError>,
+    /// kcache's own errors are encoded as the apiserver would have encoded the answer: in
+    /// protobuf where kcache answers protobuf (a built-in type whose reader asked for
+    /// protobuf first, with protobuf on: E9).
+    protobuf_errors: bool,
+    /// What the authorizer answered, once kcache asked it (for the audit trail).
+    verdict: Option<crate::auth::Verdict>,
+}
+
+impl Default for FromCache {
+    /// Nothing: the upstream answers.
+    fn default() -> FromCache {
+        FromCache {
+            answer: Ok(Answer::Upstream),
+            protobuf_errors: false,
+            verdict: None,
+        }
+    }
+}
+
+/// A request of a cached type (`cache`), made by a caller not impersonating anyone (the
+/// upstream answers those): as a read of the cache, with the representation it asks for,
+/// where it is one.
+async fn read_cache(
+    app: &App,
+    parts: &http::request::Parts,
+    parsed: &request::Parsed,
+    cache: &Arc<ResourceCache>,
+    caller: &Caller,
+) -> FromCache {
+    let Some(read) = parsed.read(&parts.headers, cache, app.mirrors.servable(cache)) else {
+        return FromCache::default();
+    };
+    let protobuf_errors = read.representation == Representation::Protobuf;
+    let mut verdict = None;
+    let answer = serve_from_cache(app, &read, cache, caller, protobuf_errors, &mut verdict).await;
+    FromCache {
+        answer,
+        protobuf_errors,
+        verdict,
+    }
+}
+
+/// A request admission refused: its answer, audited where a trail is kept.
+fn refused(
+    app: &App,
+    received: Option<std::time::SystemTime>,
+    parts: &http::request::Parts,
+    refused: admission::Refused,
+) -> Response {
+    let admission::Refused { caller, response } = refused;
+    match (&app.audit, received) {
+        (Some(audit), Some(received)) => {
+            let parsed = request::Parsed::parse(parts);
+            match audit.begin(received, parts, &parsed, caller.as_ref()) {
+                Some(p) => audit.finish(p, response, AnsweredBy::Refused, None, false),
+                None => response,
+            }
+        }
+        _ => response,
+    }
+}
+
+/// An admitted request on its way to its answer.
+struct Answering<'a> {
+    parts: http::request::Parts,
+    body: axum::body::Body,
+    caller: &'a Caller,
+    parsed: &'a request::Parsed,
+    /// The cache of the type the request names, looked up once for all that follows.
+    cache: Option<&'a Arc<ResourceCache>>,
+    impersonating: bool,
+    started: std::time::Instant,
+}
+
+/// The answer to an admitted request, and where it came from (`"cache"` or `"upstream"`):
+/// what its type's cache gave (`cached`), else forwarded (`protobuf_errors`: kcache's own
+/// errors are encoded in protobuf).
+async fn answer(
+    app: &App,
+    request: Answering<'_>,
+    cached: Result<Answer, ApiError>,
+    protobuf_errors: bool,
+) -> (Response, &'static str) {
+    let Answering {
+        parts,
+        body,
+        caller,
+        parsed,
+        cache,
+        impersonating,
+        started,
+    } = request;
     let gzip = response::accepts_gzip(
         parts
             .headers
             .get(header::ACCEPT_ENCODING)
             .and_then(|v| v.to_str().ok()),
     );
-    // Watches hold a slot for as long as their response body lives.
-    let slot = if verb == Verb::Watch {
-        match app.limits.watch(&caller.limit_key) {
-            Ok(s) => Some(s),
-            Err(e) => return response::error(&e),
-        }
-    } else {
-        None
-    };
-    // A read the cache of its type might answer, with the representation it asks for (none
-    // for a request that impersonates: the upstream answers those).
-    let impersonating = admission::impersonates(&parts.headers);
-    let read = cache
-        .as_ref()
-        .filter(|_| !impersonating)
-        .and_then(|c| parsed.read(&parts.headers, c, app.mirrors.servable(c)));
-    // kcache's own errors are encoded as the apiserver would have encoded the answer: in
-    // protobuf where kcache answers protobuf (a built-in type whose reader asked for protobuf
-    // first, with protobuf on: E9).
-    let protobuf_errors = read
-        .as_ref()
-        .is_some_and(|r| r.representation == Representation::Protobuf);
-    // What the authorizer answered, once kcache asks it (for the audit trail).
-    let mut verdict = None;
-    let cached = match (&read, &cache) {
-        (Some(read), Some(cache)) => {
-            serve_from_cache(&app, read, cache, &caller, protobuf_errors, &mut verdict).await
-        }
-        _ => Ok(Answer::Upstream),
-    };
-    let (resp, source) = match cached {
+    match cached {
         // Large cached lists and objects are gzipped for clients that accept it; watches never
         // (the upstream's own answers come back as it encoded them).
-        Ok(Answer::Ready(resp)) if gzip && verb != Verb::Watch => {
+        Ok(Answer::Ready(resp)) if gzip && parsed.verb != Verb::Watch => {
             (response::gzip_if_large(resp).await, "cache")
         }
         Ok(Answer::Ready(resp)) => (resp, "cache"),
@@ -359,55 +453,69 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
             let sent = |resp| forwarded.timed(resp, started);
             let resp = if shared {
                 app.shared_reads
-                    .forward(&app, req, &caller.forward, sent)
+                    .forward(app, req, &caller.forward, sent)
                     .await
             } else {
-                sent(proxy::forward(&app, req, &caller.forward).await)
+                sent(proxy::forward(app, req, &caller.forward).await)
             };
             (resp, "upstream")
         }
         Ok(Answer::Upstream) => {
-            let resp =
-                proxy::forward(&app, Request::from_parts(parts, body), &caller.forward).await;
+            let resp = proxy::forward(app, Request::from_parts(parts, body), &caller.forward).await;
             // On-demand caching counts the lists and watches of an uncached type the upstream
             // answered: a caller the upstream refuses must not make kcache cache anything.
             if cache.is_none() && resp.status().is_success() {
-                note_demand(&app, &parsed);
+                note_demand(app, parsed);
             }
             (resp, "upstream")
         }
         Err(e) => (response::error_as(&e, protobuf_errors), "cache"),
-    };
-    drop(inflight);
-    let resp = match (&app.audit, audited) {
-        (Some(audit), Some(pending)) => {
-            let answered = answered_by(&resp, source);
-            audit.finish(pending, resp, answered, verdict, verb == Verb::Watch)
-        }
-        _ => resp,
-    };
-    let resp = match slot {
-        // Refused watches are whole Status bodies (sized, as the apiserver sends them) and
-        // hold no slot.
+    }
+}
+
+/// A watch's answer, holding its slot of the watch limits until its body (the watch stream) is
+/// dropped. Refused watches are whole Status bodies (sized, as the apiserver sends them) and
+/// hold no slot.
+fn hold_watch_slot(resp: Response, slot: Option<crate::limits::WatchSlot>) -> Response {
+    match slot {
         Some(slot) if resp.status().is_success() => resp.map(|b| {
-            // The slot is released when the body (the watch stream) is dropped.
             axum::body::Body::new(http_body_util::BodyExt::map_frame(b, move |f| {
                 let _ = &slot;
                 f
             }))
         }),
         _ => resp,
-    };
-    let code = resp.status().as_u16();
-    m.request(verb.as_str(), &resource, code, source, started.elapsed());
+    }
+}
+
+/// What the metrics and the log keep of an answered request (`resource`: its type's, if
+/// cached).
+fn record(
+    app: &App,
+    (verb, method, uri): (Verb, &http::Method, &http::Uri),
+    resource: Option<&str>,
+    resp: &Response,
+    source: &'static str,
+    started: std::time::Instant,
+) {
+    // Label only cached resources by name: arbitrary paths must not create label values.
+    let resource = resource.unwrap_or("other");
+    let m = &app.metrics;
+    m.request(
+        verb.as_str(),
+        resource,
+        resp.status().as_u16(),
+        source,
+        started.elapsed(),
+    );
     m.response_content_type(
         resp.headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
         source,
     );
-    tracing::debug!(%method, %uri, code, source, ms = started.elapsed().as_millis() as u64, "request");
-    resp
+    tracing::debug!(%method, %uri, code = resp.status().as_u16(), source,
+        ms = started.elapsed().as_millis() as u64, "request");
 }
 
 /// How kcache answered `resp` (`source`: where it came from).
