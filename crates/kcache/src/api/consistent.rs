@@ -82,36 +82,31 @@ impl App {
         read: Read,
         synced: bool,
     ) -> Result<Consistency, ApiError> {
-        // A state restored from disk that the reflector has not yet confirmed with the upstream
-        // is treated as no state: the read goes upstream, as it would before a first sync (the
-        // stale-while-down policy below is for states this kcache has seen current).
-        // `ResourceCache::is_unconfirmed`, with the synced fact the read was decided on.
-        if !self.consistent.from_cache || !synced || !cache.contact().confirmed() {
-            return Ok(Consistency::Upstream);
-        }
-        let Some(probe) = self.registry.probe(cache) else {
+        let probe = self.registry.probe(cache);
+        let facts = self.facts(cache, probe.as_deref(), read, synced);
+        let (Some(probe), plan) = (probe, plan(&facts)) else {
             return Ok(Consistency::Upstream);
         };
         let outcome = |o: &'static str| self.count_outcome(cache, o);
-        // With `fallback` off the read gets its full wait before the 504 instead, and while the
-        // reflector cannot reach the upstream the probe decides (stale while down, below).
-        let quick = self.consistent.fallback && cache.contact().reachable();
-        let bound = if quick {
-            if read == Read::Get && self.upstream.version().consistent_lists_from_watch_cache() {
-                outcome("forwarded_get");
+        let bound = match plan {
+            Plan::Upstream => return Ok(Consistency::Upstream),
+            Plan::Forward(why) => {
+                outcome(why);
                 return Ok(Consistency::Upstream);
             }
-            match self.wait_bound(cache, &probe, read) {
-                Bound::Forward(why) => {
-                    outcome(why);
+            Plan::ForwardLagging => {
+                self.sample(cache, &probe);
+                outcome("forwarded_lagging");
+                return Ok(Consistency::Upstream);
+            }
+            Plan::ProveOrForward => match self.proof_instead(cache, &probe, read, true) {
+                Some(round_trip) => return Ok(self.proven(cache, round_trip).await),
+                None => {
+                    outcome("forwarded_quiet");
                     return Ok(Consistency::Upstream);
                 }
-                Bound::Wait(bound) => Some(bound),
-                Bound::AsForwarding => None,
-                Bound::Prove(round_trip) => return Ok(self.proven(cache, round_trip).await),
-            }
-        } else {
-            Some(self.consistent.wait)
+            },
+            Plan::Probe(bound) => bound,
         };
         let started = Instant::now();
         let target = match probe.target().await {
@@ -241,48 +236,35 @@ impl App {
             .inc();
     }
 
-    /// How long a consistent read may wait for `cache`, or why it is forwarded at once (the
-    /// outcome it is counted as); see [`App::consistent`].
-    fn wait_bound(
+    /// What [`plan`] decides a consistent read of `cache` by, read from the configuration,
+    /// the cache and the type's probe (None: it has none); `synced`: whether the cache had
+    /// synced when the read was decided.
+    fn facts(
         &self,
-        cache: &Arc<ResourceCache>,
-        probe: &Arc<RevisionProbe>,
+        cache: &ResourceCache,
+        probe: Option<&RevisionProbe>,
         read: Read,
-    ) -> Bound {
+        synced: bool,
+    ) -> Facts {
         let freshness = cache.freshness();
-        match cache.verdict() {
-            Verdict::Quiet => match self.proof_instead(cache, probe, read, true) {
-                Some(round_trip) => Bound::Prove(round_trip),
-                None => Bound::Forward("forwarded_quiet"),
-            },
-            // Another read of the type is already learning its verdict: waiting as well would
-            // only cost this reader. The probe stays: it is what tells an upstream that no
-            // longer answers (stale while down) from one that does.
-            Verdict::Unknown if freshness.is_learning() => Bound::Wait(Duration::ZERO),
-            Verdict::Unknown => Bound::AsForwarding,
-            Verdict::Reaches => {
-                let catch_up = freshness.expected_catch_up().unwrap_or_default();
-                let Some(round_trip) = probe.round_trip() else {
-                    return Bound::Wait(self.catch_up_bound(catch_up));
-                };
-                let forward = freshness.expected_forward(read.objects(), round_trip);
-                if catch_up > forward {
-                    self.sample(cache, probe);
-                    return Bound::Forward("forwarded_lagging");
-                }
-                Bound::Wait(self.catch_up_bound(catch_up).min(forward))
-            }
+        let contact = cache.contact();
+        Facts {
+            from_cache: self.consistent.from_cache,
+            synced,
+            confirmed: contact.confirmed(),
+            probe: probe.is_some(),
+            fallback: self.consistent.fallback,
+            reachable: contact.reachable(),
+            get_from_etcd: read == Read::Get
+                && self.upstream.version().consistent_lists_from_watch_cache(),
+            verdict: cache.verdict(),
+            learning: freshness.is_learning(),
+            catch_up: freshness.expected_catch_up(),
+            forward: probe
+                .and_then(RevisionProbe::round_trip)
+                .map(|round_trip| freshness.expected_forward(read.objects(), round_trip)),
+            wait: self.consistent.wait,
         }
-    }
-
-    /// A few times the expected catch-up, plus a little, at most the full wait: the events of
-    /// a write arrive within about one catch-up, so several without the revision mean nothing
-    /// of the type is on its way.
-    fn catch_up_bound(&self, catch_up: Duration) -> Duration {
-        catch_up
-            .saturating_mul(CATCH_UP_BOUND_FACTOR)
-            .saturating_add(CATCH_UP_SLACK)
-            .min(self.consistent.wait)
     }
 
     /// Go on waiting, off the reader's path, for `cache` to reach `target` (probed at
@@ -466,17 +448,100 @@ impl Drop for BackgroundWait {
     }
 }
 
-/// What [`App::wait_bound`] decided.
-enum Bound {
-    /// Forward at once, counted as this outcome.
+/// What a consistent read's [`Plan`] is made from: read, nothing asked or changed (see
+/// [`App::consistent`] for what each means to the read).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Facts {
+    /// `consistentReads.fromCache`.
+    pub(super) from_cache: bool,
+    /// The cache had synced when the read was decided.
+    pub(super) synced: bool,
+    /// The cache's state was seen current by this kcache, not only restored from disk
+    /// (`ResourceCache::is_unconfirmed`).
+    pub(super) confirmed: bool,
+    /// The type has a revision probe.
+    pub(super) probe: bool,
+    /// `consistentReads.onTimeout` forwards (else a wait that runs out is a 504).
+    pub(super) fallback: bool,
+    /// The type's reflector reaches the upstream.
+    pub(super) reachable: bool,
+    /// A GET in front of v1.31 or later, where the probe (a list) may wait for etcd while
+    /// the GET is read from etcd at once.
+    pub(super) get_from_etcd: bool,
+    /// What the type's last wait found.
+    pub(super) verdict: Verdict,
+    /// Another read of the type is learning its verdict off the readers' path.
+    pub(super) learning: bool,
+    /// The type's measured catch-up.
+    pub(super) catch_up: Option<Duration>,
+    /// How long forwarding this read is expected to take; None until the probe has a round
+    /// trip.
+    pub(super) forward: Option<Duration>,
+    /// `consistentReads.waitSeconds`.
+    pub(super) wait: Duration,
+}
+
+/// What a consistent read does first ([`plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// The upstream answers: the cache cannot answer a consistent read now at all (uncounted).
+    Upstream,
+    /// Forwarded at once, counted as this outcome.
     Forward(&'static str),
-    /// Probe, and wait at most this long for the cache.
-    Wait(Duration),
-    /// Probe, and wait at most what the upstream is expected to take to answer the read.
-    AsForwarding,
-    /// A quiet type: prove the cache current with the type's metadata (`api::proof`); the
-    /// probe's round trip.
-    Prove(Duration),
+    /// Forwarded at once as lagging (its catch-up is expected to take longer than forwarding),
+    /// its catch-up measured again off the reader's path.
+    ForwardLagging,
+    /// A quiet type: proven current by its metadata where that pays (`api::proof`), else
+    /// forwarded (`forwarded_quiet`).
+    ProveOrForward,
+    /// Probe, then wait for the cache at most this long; None: as long as forwarding the read
+    /// is expected to take, known once the probe has a round trip.
+    Probe(Option<Duration>),
+}
+
+/// How a consistent read starts, from its [`Facts`] alone (see [`App::consistent`]).
+pub(super) fn plan(f: &Facts) -> Plan {
+    // A state restored from disk that the reflector has not yet confirmed with the upstream
+    // is treated as no state: the read goes upstream, as it would before a first sync (stale
+    // while down is for states this kcache has seen current).
+    if !f.from_cache || !f.synced || !f.confirmed || !f.probe {
+        return Plan::Upstream;
+    }
+    // With `fallback` off the read gets its full wait before the 504 instead, and while the
+    // reflector cannot reach the upstream the probe decides (stale while down).
+    if !(f.fallback && f.reachable) {
+        return Plan::Probe(Some(f.wait));
+    }
+    if f.get_from_etcd {
+        return Plan::Forward("forwarded_get");
+    }
+    match f.verdict {
+        Verdict::Quiet => Plan::ProveOrForward,
+        // Another read of the type is already learning its verdict: waiting as well would
+        // only cost this reader. The probe stays: it is what tells an upstream that no longer
+        // answers (stale while down) from one that does.
+        Verdict::Unknown if f.learning => Plan::Probe(Some(Duration::ZERO)),
+        Verdict::Unknown => Plan::Probe(None),
+        Verdict::Reaches => {
+            let catch_up = f.catch_up.unwrap_or_default();
+            let bound = catch_up_bound(catch_up, f.wait);
+            match f.forward {
+                None => Plan::Probe(Some(bound)),
+                Some(forward) if catch_up > forward => Plan::ForwardLagging,
+                Some(forward) => Plan::Probe(Some(bound.min(forward))),
+            }
+        }
+    }
+}
+
+/// A few times the expected catch-up, plus a little, at most the full `wait`: the events of a
+/// write arrive within about one catch-up, so several without the revision mean nothing of
+/// the type is on its way.
+fn catch_up_bound(catch_up: Duration, wait: Duration) -> Duration {
+    catch_up
+        .saturating_mul(CATCH_UP_BOUND_FACTOR)
+        .saturating_add(CATCH_UP_SLACK)
+        .min(wait)
 }
 
 /// Where a consistent read is answered (see [`App::consistent`]).
@@ -568,3 +633,176 @@ const LEARN_WITHIN: Duration = Duration::from_secs(1);
 /// this often: a watch that stopped lagging is noticed within about a second, for one probe a
 /// second at most.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(3);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A synced, confirmed, reachable type with a probe, nothing learnt yet, in front of
+    /// v1.30, reads forwarded when a wait runs out: each row changes what it names.
+    fn facts() -> Facts {
+        Facts {
+            from_cache: true,
+            synced: true,
+            confirmed: true,
+            probe: true,
+            fallback: true,
+            reachable: true,
+            get_from_etcd: false,
+            verdict: Verdict::Unknown,
+            learning: false,
+            catch_up: None,
+            forward: None,
+            wait: WAIT,
+        }
+    }
+
+    #[test]
+    fn a_consistent_read_starts_as_its_facts_say() {
+        let rows: Vec<(&str, Facts, Plan)> = vec![
+            (
+                "consistent reads not answered from the cache",
+                Facts {
+                    from_cache: false,
+                    ..facts()
+                },
+                Plan::Upstream,
+            ),
+            (
+                "not synced",
+                Facts {
+                    synced: false,
+                    ..facts()
+                },
+                Plan::Upstream,
+            ),
+            (
+                "restored from disk, not confirmed yet",
+                Facts {
+                    confirmed: false,
+                    ..facts()
+                },
+                Plan::Upstream,
+            ),
+            (
+                "no probe",
+                Facts {
+                    probe: false,
+                    ..facts()
+                },
+                Plan::Upstream,
+            ),
+            (
+                "onTimeout: error: the full wait, whatever is known",
+                Facts {
+                    fallback: false,
+                    verdict: Verdict::Quiet,
+                    get_from_etcd: true,
+                    ..facts()
+                },
+                Plan::Probe(Some(WAIT)),
+            ),
+            (
+                "upstream not reached: the probe tells stale while down",
+                Facts {
+                    reachable: false,
+                    verdict: Verdict::Quiet,
+                    ..facts()
+                },
+                Plan::Probe(Some(WAIT)),
+            ),
+            (
+                "a GET on v1.31+",
+                Facts {
+                    get_from_etcd: true,
+                    verdict: Verdict::Reaches,
+                    ..facts()
+                },
+                Plan::Forward("forwarded_get"),
+            ),
+            (
+                "quiet",
+                Facts {
+                    verdict: Verdict::Quiet,
+                    ..facts()
+                },
+                Plan::ProveOrForward,
+            ),
+            ("unknown: as long as forwarding", facts(), Plan::Probe(None)),
+            (
+                "unknown, another read learning",
+                Facts {
+                    learning: true,
+                    ..facts()
+                },
+                Plan::Probe(Some(Duration::ZERO)),
+            ),
+            (
+                "reaches, no round trip yet: a few catch-ups and the slack",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    catch_up: Some(ms(10)),
+                    ..facts()
+                },
+                Plan::Probe(Some(ms(60))),
+            ),
+            (
+                "reaches, no catch-up measured: the slack",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    ..facts()
+                },
+                Plan::Probe(Some(ms(20))),
+            ),
+            (
+                "reaches, forwarding slower than a few catch-ups",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    catch_up: Some(ms(10)),
+                    forward: Some(ms(500)),
+                    ..facts()
+                },
+                Plan::Probe(Some(ms(60))),
+            ),
+            (
+                "reaches, forwarding faster than a few catch-ups",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    catch_up: Some(ms(10)),
+                    forward: Some(ms(30)),
+                    ..facts()
+                },
+                Plan::Probe(Some(ms(30))),
+            ),
+            (
+                "reaches, catch-up slower than forwarding: lagging",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    catch_up: Some(ms(40)),
+                    forward: Some(ms(30)),
+                    ..facts()
+                },
+                Plan::ForwardLagging,
+            ),
+            (
+                "reaches, a few catch-ups beyond the full wait",
+                Facts {
+                    verdict: Verdict::Reaches,
+                    catch_up: Some(Duration::from_secs(2)),
+                    forward: Some(Duration::from_secs(10)),
+                    ..facts()
+                },
+                Plan::Probe(Some(WAIT)),
+            ),
+        ];
+        for (row, f, want) in rows {
+            assert_eq!(plan(&f), want, "{row}");
+        }
+    }
+}
