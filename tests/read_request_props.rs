@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use http::header::{HeaderValue, ACCEPT, USER_AGENT};
 use http::Method;
 use kcache::api::fuzzing::{
-    parse_query, ContinueToken, ListRead, Options, Parsed, ReadRequest, ResourcePath, Verb,
+    parse_query, ContinueToken, ListRule, Options, Parsed, ReadRequest, ResourcePath, Verb,
 };
 use kcache::api::Representation;
 use kcache::cache::{CacheConfig, ResourceCache, Scope};
@@ -567,7 +567,7 @@ fn check_any(parts: &http::request::Parts, cache: &ResourceCache, protobuf: bool
                 assert!(!listing.opts.watch, "{:?}", parts.uri);
             }
             match &listing.rule {
-                Ok(ListRead::ForeignToken(e)) => check_status(e, &[400]),
+                Ok(ListRule::ForeignToken(e)) => check_status(e, &[400]),
                 Ok(_) => {}
                 // A resourceVersion that is not a number is the apiserver's 500 (L7) to give:
                 // only a read no upstream can answer gets it from kcache.

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use http::header::{HeaderValue, ACCEPT, USER_AGENT};
 use http::Method;
-use kcache::api::fuzzing::{ListRead, Options, Parsed, ReadRequest, Verb};
+use kcache::api::fuzzing::{ListRule, Options, Parsed, ReadRequest, Verb};
 use kcache::api::{negotiate_with, Representation};
 use kcache::cache::{CacheConfig, ResourceCache, Scope};
 use kcache::index::IndexConfig;
@@ -344,7 +344,7 @@ fn check_read(
                 .all(|r| opts.field.requirements().contains(r));
             assert_eq!(read.within_scope, ns_ok && label_ok && field_ok);
             match &listing.rule {
-                Ok(ListRead::ForeignToken(e)) => check_error(e, &[400]),
+                Ok(ListRule::ForeignToken(e)) => check_error(e, &[400]),
                 Ok(_) => {}
                 Err(e) if e.code() == 500 => {
                     // A resourceVersion that is not a number: only the upstream answers it.

@@ -72,7 +72,7 @@ pub(crate) async fn follow_type(
                     .await
                     .split();
                 forget_printer(&app, w.cache());
-                app.registry.install(&w);
+                app.registry.attach(&w);
                 w
             }
         };
@@ -115,7 +115,7 @@ pub(crate) async fn follow_type(
         }
         // Out of the registry, which retires the cache once no request can find it: its
         // watches are told to end.
-        app.registry.remove(&current);
+        app.registry.detach(&current);
         forget_printer(&app, &current);
         drop(current);
         release_memory_soon();

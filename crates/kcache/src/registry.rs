@@ -102,7 +102,7 @@ impl Registry {
     }
 
     /// Add a type with its revision probe, and its cache if the upstream serves it (else its
-    /// requests pass through until [`Registry::install`]); false, and nothing changed, when a
+    /// requests pass through until [`Registry::attach`]); false, and nothing changed, when a
     /// version of the type is there already.
     pub(crate) fn insert(
         &self,
@@ -132,7 +132,7 @@ impl Registry {
     }
 
     /// Give a type its cache, once the upstream serves it; false when the type is not there.
-    pub(crate) fn install(&self, writer: &Writer) -> bool {
+    pub(crate) fn attach(&self, writer: &Writer) -> bool {
         let mut slots = self.write();
         let info = &writer.cache().info;
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
@@ -145,9 +145,9 @@ impl Registry {
     }
 
     /// Take a type's cache out once the upstream no longer serves it: its requests pass
-    /// through from then on (until [`Registry::install`] gives it a new one), and the cache is
+    /// through from then on (until [`Registry::attach`] gives it a new one), and the cache is
     /// retired (its watches end; see [`Keeper`]) once no request can find it.
-    pub(crate) fn remove(&self, cache: &ResourceCache) {
+    pub(crate) fn detach(&self, cache: &ResourceCache) {
         let mut slots = self.write();
         let info = &cache.info;
         let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
@@ -346,7 +346,7 @@ mod tests {
 
         let (cache, writer) =
             ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
-        assert!(registry.install(&writer));
+        assert!(registry.attach(&writer));
         assert!(registry
             .get("", "v1", "configmaps")
             .is_some_and(|c| Arc::ptr_eq(&c, &cache)));
@@ -358,7 +358,7 @@ mod tests {
 
         // Taken out when the upstream stops serving it, and retired: its watchers are told.
         let rv = cache.subscribe();
-        registry.remove(&cache);
+        registry.detach(&cache);
         assert!(registry.get("", "v1", "configmaps").is_none());
         assert!(cache.is_not_served());
         assert!(rv.has_changed().unwrap());
@@ -369,7 +369,7 @@ mod tests {
         other.resource = "secrets".into();
         let (_, secrets) =
             ResourceCache::new(other, Scope::default(), CacheConfig::default()).split();
-        assert!(!registry.install(&secrets));
+        assert!(!registry.attach(&secrets));
     }
 
     #[test]
@@ -413,7 +413,7 @@ mod tests {
         assert!(Arc::ptr_eq(&printer, &registry.printer(&cache).unwrap()));
 
         // A configured type keeps its entry while it is not served.
-        registry.remove(&cache);
+        registry.detach(&cache);
         assert!(registry.probe(&cache).is_some());
 
         registry.drop_type(&name);

@@ -79,7 +79,7 @@ impl App {
     pub(super) async fn consistent(
         &self,
         cache: &Arc<ResourceCache>,
-        read: Read,
+        read: ConsistentRead,
         synced: bool,
     ) -> Result<Consistency, ApiError> {
         let probe = self.registry.probe(cache);
@@ -214,10 +214,11 @@ impl App {
         &self,
         cache: &ResourceCache,
         probe: &RevisionProbe,
-        read: Read,
+        read: ConsistentRead,
         retry: bool,
     ) -> Option<Duration> {
-        let (Read::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip()) else {
+        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip())
+        else {
             return None;
         };
         self.proof_pays(cache, round_trip, whole, retry)
@@ -243,7 +244,7 @@ impl App {
         &self,
         cache: &ResourceCache,
         probe: Option<&RevisionProbe>,
-        read: Read,
+        read: ConsistentRead,
         synced: bool,
     ) -> Facts {
         let freshness = cache.freshness();
@@ -255,7 +256,7 @@ impl App {
             probe: probe.is_some(),
             fallback: self.consistent.fallback,
             reachable: contact.reachable(),
-            get_from_etcd: read == Read::Get
+            get_from_etcd: read == ConsistentRead::Get
                 && self.upstream.version().consistent_lists_from_watch_cache(),
             verdict: cache.verdict(),
             learning: freshness.is_learning(),
@@ -309,20 +310,19 @@ impl App {
 impl App {
     /// How `read`, a consistent GET or LIST of `cache`'s type decided for the upstream, is
     /// forwarded (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
-    pub(super) fn forwarded(&self, cache: &Arc<ResourceCache>, read: Read) -> Forwarded {
+    pub(super) fn forwarded(&self, cache: &Arc<ResourceCache>, read: ConsistentRead) -> Forwarded {
         let objects = read.objects();
         let timing = match read {
-            Read::Get => None,
-            Read::List { .. } => {
-                self.registry
-                    .probe(cache)
-                    .and_then(|p| p.round_trip())
-                    .map(|round_trip| ForwardTiming {
-                        cache: cache.clone(),
-                        objects,
-                        round_trip,
-                    })
-            }
+            ConsistentRead::Get => None,
+            ConsistentRead::List { .. } => self
+                .registry
+                .probe(cache)
+                .and_then(|p| p.round_trip())
+                .map(|round_trip| ForwardTiming {
+                    cache: cache.clone(),
+                    objects,
+                    round_trip,
+                }),
         };
         Forwarded {
             timing,
@@ -593,7 +593,7 @@ const CATCH_UP_SLACK: Duration = Duration::from_millis(20);
 
 /// Which kind of consistent read is deciding between the cache and the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Read {
+pub(super) enum ConsistentRead {
     Get,
     /// A LIST, or a watch whose initial events must be consistent (its end bookmark promises
     /// a state no older than the upstream's when it began): about `objects` objects in this
@@ -604,21 +604,21 @@ pub(super) enum Read {
     },
 }
 
-impl Read {
+impl ConsistentRead {
     /// A LIST of about `whole` objects in all, `limit` a page (zero or less: one page).
-    pub(super) fn list(whole: usize, limit: i64) -> Read {
+    pub(super) fn list(whole: usize, limit: i64) -> ConsistentRead {
         let objects = usize::try_from(limit)
             .ok()
             .filter(|l| *l > 0)
             .map_or(whole, |l| l.min(whole));
-        Read::List { objects, whole }
+        ConsistentRead::List { objects, whole }
     }
 
     /// About how many objects the upstream would send for this read (this page).
     pub(super) fn objects(self) -> usize {
         match self {
-            Read::Get => 1,
-            Read::List { objects, .. } => objects,
+            ConsistentRead::Get => 1,
+            ConsistentRead::List { objects, .. } => objects,
         }
     }
 }

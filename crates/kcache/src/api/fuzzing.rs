@@ -3,7 +3,7 @@
 //! interface.
 
 pub use super::filter::IndexRequirement;
-pub use super::list_read::ListRead;
+pub use super::list_rule::ListRule;
 pub use super::params::{parse_query, parse_rv, GetOptions, ListOptions, WatchTimeout};
 pub use super::request::{Listing, Options, Parsed, ReadRequest, Verb};
 pub use super::route::{parse as parse_path, ResourcePath};

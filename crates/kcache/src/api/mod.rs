@@ -17,7 +17,7 @@ pub mod fuzzing;
 mod get;
 mod indexes;
 mod list;
-mod list_read;
+mod list_rule;
 mod negotiate;
 mod params;
 mod plan;

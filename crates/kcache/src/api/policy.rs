@@ -45,7 +45,7 @@
 use std::borrow::Cow;
 
 use super::consistent::Consistency;
-use super::list_read::ListRead;
+use super::list_rule::ListRule;
 use super::negotiate::Representation;
 use super::request::{Options, ReadRequest, Verb};
 use crate::continue_token::ContinueToken;
@@ -156,12 +156,14 @@ pub(super) fn decide(read: &ReadRequest<'_>, held: &Held) -> Decision {
     // 1. The upstream's own 404 for a path outside the type's scope (G2).
     let in_namespace = read.path.namespace.is_some();
     let named = read.path.name.is_some();
-    let scope_ok = if held.namespaced {
+    // Namespaced or cluster-wide as the type is (its Kubernetes scope; the cache's own
+    // restriction, `cache::Scope`, is `within_scope` below).
+    let fits_type = if held.namespaced {
         in_namespace || !named
     } else {
         !in_namespace
     };
-    if !scope_ok {
+    if !fits_type {
         return Decision::Upstream("the path is outside the type's scope".into());
     }
     // 2. Never stricter than the upstream.
@@ -253,13 +255,13 @@ fn get_rule(rv: Option<&str>, synced: bool) -> Decision {
     }
 }
 
-/// The rows of docs/semantics.md's LIST table, as [`ListRead::of`] read them from the request.
-fn list_rule(rule: &ListRead, local: bool, synced: bool) -> Decision {
+/// The rows of docs/semantics.md's LIST table, as [`ListRule::of`] read them from the request.
+fn list_rule(rule: &ListRule, local: bool, synced: bool) -> Decision {
     let otherwise = Otherwise::unless_local(local);
     let want = match rule {
         // A token kcache cannot read (garbage, or a newer apiserver's format): the upstream's
         // to answer or refuse, never stricter than it.
-        ListRead::ForeignToken(e) => {
+        ListRule::ForeignToken(e) => {
             return match otherwise {
                 Otherwise::Forward => {
                     Decision::Upstream("a continue token kcache cannot read".into())
@@ -267,25 +269,25 @@ fn list_rule(rule: &ListRead, local: bool, synced: bool) -> Decision {
                 Otherwise::Refuse => Decision::Refuse(e.clone()),
             };
         }
-        ListRead::Consistent { limit } => return Decision::Consistent { limit: *limit },
-        ListRead::Continue { token, limit } => Want::Continue {
+        ListRule::Consistent { limit } => return Decision::Consistent { limit: *limit },
+        ListRule::Continue { token, limit } => Want::Continue {
             token: token.clone(),
             limit: *limit,
             otherwise,
         },
-        ListRead::Any => Want::Latest { limit: 0 },
+        ListRule::Any => Want::Latest { limit: 0 },
         // No waiting for an RV the cache has not reached: the apiserver reads etcd at once,
         // so the upstream answers right away (the state, or its immediate 500 for a future
         // RV); what kcache's own history no longer holds, the upstream answers too (the state,
         // or its 410 once compacted; L5).
-        ListRead::Exact { rv, limit } => Want::Exact {
+        ListRule::Exact { rv, limit } => Want::Exact {
             rv: *rv,
             limit: *limit,
             otherwise,
         },
         // A wait that times out goes upstream when the request had a limit, else is the
         // apiserver's 504.
-        ListRead::NotOlderThan { rv, limit, paged } => Want::NotOlderThan {
+        ListRule::NotOlderThan { rv, limit, paged } => Want::NotOlderThan {
             rv: *rv,
             limit: *limit,
             otherwise: if *paged { otherwise } else { Otherwise::Refuse },

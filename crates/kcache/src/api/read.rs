@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use super::consistent::{mark_consistent, Read};
+use super::consistent::{mark_consistent, ConsistentRead};
 use super::list::{self, ListSettings};
 use super::negotiate::Representation;
 use super::policy::{self, Decision};
@@ -241,12 +241,12 @@ async fn authorize(
 
 /// The size of a consistent read, for the consistent-read path: what forwarding it would cost
 /// bounds its wait.
-fn consistent_size(read: &ReadRequest<'_>, limit: i64, cache: &ResourceCache) -> Read {
+fn consistent_size(read: &ReadRequest<'_>, limit: i64, cache: &ResourceCache) -> ConsistentRead {
     match &read.options {
         Options::List(Ok(listing)) => {
-            Read::list(list::expected_objects(cache, &listing.filter), limit)
+            ConsistentRead::list(list::expected_objects(cache, &listing.filter), limit)
         }
-        _ => Read::Get,
+        _ => ConsistentRead::Get,
     }
 }
 

@@ -12,7 +12,7 @@
 use http::header;
 
 use super::filter::Filter;
-use super::list_read::ListRead;
+use super::list_rule::ListRule;
 use super::negotiate::{negotiate_with, Representation};
 use super::params::{self, parse_query, GetOptions, ListOptions};
 use super::route::{self, ResourcePath};
@@ -153,7 +153,7 @@ pub struct Listing {
     pub filter: Filter,
     /// Which state a LIST reads (its row of the LIST table; a watch's start is
     /// `watch::Start`'s, from the same options).
-    pub rule: Result<ListRead, ApiError>,
+    pub rule: Result<ListRule, ApiError>,
 }
 
 impl<'r> ReadRequest<'r> {
@@ -243,7 +243,7 @@ fn listing(
         indexed: opts.indexed.clone(),
     };
     Ok(Listing {
-        rule: ListRead::of(&opts),
+        rule: ListRule::of(&opts),
         opts,
         filter,
     })

@@ -8,15 +8,15 @@ use crate::status::ApiError;
 
 /// Which state of the collection a LIST reads, from its `resourceVersion`,
 /// `resourceVersionMatch`, `limit` and `continue`: the rows of the LIST table of
-/// docs/semantics.md, as one function of the request (`ListRead::of`). Whether the cache
+/// docs/semantics.md, as one function of the request (`ListRule::of`). Whether the cache
 /// holds that state is decided when it is read (`list::list`): a state it has not reached or no
 /// longer holds is the upstream's to answer.
 ///
 /// `pub` (in a private module) because `request::Listing::rule` holds it and `api::fuzzing`
 /// re-exports the parsed request: a narrower visibility is a `private_interfaces` warning. For
-/// the same reason `ListRead::of` above is not a link: public docs may not link a private item.
+/// the same reason `ListRule::of` above is not a link: public docs may not link a private item.
 #[derive(Debug, PartialEq)]
-pub enum ListRead {
+pub enum ListRule {
     /// A `continue` token kcache can read: the state at its RV (a negative RV: the latest
     /// state, an inconsistent continuation), from the token's key on; `limit` a page.
     Continue { token: ContinueToken, limit: i64 },
@@ -39,9 +39,9 @@ pub enum ListRead {
     NotOlderThan { rv: u64, limit: i64, paged: bool },
 }
 
-impl ListRead {
+impl ListRule {
     /// The read `opts` asks for; a 400 for what the apiserver refuses with one.
-    pub(in crate::api) fn of(opts: &ListOptions) -> Result<ListRead, ApiError> {
+    pub(in crate::api) fn of(opts: &ListOptions) -> Result<ListRule, ApiError> {
         let rv = opts.resource_version.as_deref();
         if let Some(token) = &opts.continue_token {
             // The apiserver tolerates resourceVersion=0 next to a token (the token decides);
@@ -52,29 +52,29 @@ impl ListRead {
                 ));
             }
             return Ok(match ContinueToken::decode(token) {
-                Ok(token) => ListRead::Continue {
+                Ok(token) => ListRule::Continue {
                     token,
                     limit: opts.limit,
                 },
-                Err(e) => ListRead::ForeignToken(e.into()),
+                Err(e) => ListRule::ForeignToken(e.into()),
             });
         }
         let Some(rv) = rv else {
-            return Ok(ListRead::Consistent { limit: opts.limit });
+            return Ok(ListRule::Consistent { limit: opts.limit });
         };
         if rv == "0" {
-            return Ok(ListRead::Any);
+            return Ok(ListRule::Any);
         }
         let n = parse_rv(rv)?;
         let rvm = opts.resource_version_match.as_deref();
         let exact = rvm == Some("Exact") || (rvm.is_none() && opts.limit > 0);
         Ok(if exact {
-            ListRead::Exact {
+            ListRule::Exact {
                 rv: n,
                 limit: opts.limit,
             }
         } else {
-            ListRead::NotOlderThan {
+            ListRule::NotOlderThan {
                 rv: n,
                 limit: if rvm == Some("NotOlderThan") {
                     opts.limit
@@ -95,7 +95,7 @@ mod tests {
     /// The LIST table of docs/semantics.md, row by row: which state each combination of
     /// `resourceVersion`, `resourceVersionMatch`, `limit` and `continue` reads.
     #[test]
-    fn list_reads_follow_the_table_of_semantics_md() {
+    fn list_rules_follow_the_table_of_semantics_md() {
         let info = crate::resource::ResourceInfo::core_v1("pods", "Pod");
         let indexes = crate::index::IndexSet::default();
         let token = ContinueToken::after(7, "default/p-1", TokenForm::Rooted);
@@ -107,27 +107,27 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             let opts = ListOptions::parse(&q, &info, &indexes, false).expect("valid options");
-            ListRead::of(&opts)
+            ListRule::of(&opts)
         };
         // (query, the read it asks for)
-        type Row<'a> = (Vec<(&'a str, &'a str)>, Result<ListRead, ApiError>);
+        type Row<'a> = (Vec<(&'a str, &'a str)>, Result<ListRule, ApiError>);
         let rows: Vec<Row<'_>> = vec![
             // RVM unset, RV unset: the most recent state, limit honoured.
-            (vec![], Ok(ListRead::Consistent { limit: 0 })),
+            (vec![], Ok(ListRule::Consistent { limit: 0 })),
             (
                 vec![("limit", "500")],
-                Ok(ListRead::Consistent { limit: 500 }),
+                Ok(ListRule::Consistent { limit: 500 }),
             ),
             // RV=0: any state, limit ignored (L2).
-            (vec![("resourceVersion", "0")], Ok(ListRead::Any)),
+            (vec![("resourceVersion", "0")], Ok(ListRule::Any)),
             (
                 vec![("resourceVersion", "0"), ("limit", "500")],
-                Ok(ListRead::Any),
+                Ok(ListRule::Any),
             ),
             // RV=N, no limit: not older than N, unpaged.
             (
                 vec![("resourceVersion", "5")],
-                Ok(ListRead::NotOlderThan {
+                Ok(ListRule::NotOlderThan {
                     rv: 5,
                     limit: 0,
                     paged: false,
@@ -136,12 +136,12 @@ mod tests {
             // RV=N with a limit: exactly N (L5).
             (
                 vec![("resourceVersion", "5"), ("limit", "2")],
-                Ok(ListRead::Exact { rv: 5, limit: 2 }),
+                Ok(ListRule::Exact { rv: 5, limit: 2 }),
             ),
             // Exact: exactly N, with or without a limit.
             (
                 vec![("resourceVersion", "5"), ("resourceVersionMatch", "Exact")],
-                Ok(ListRead::Exact { rv: 5, limit: 0 }),
+                Ok(ListRule::Exact { rv: 5, limit: 0 }),
             ),
             (
                 vec![
@@ -149,7 +149,7 @@ mod tests {
                     ("resourceVersionMatch", "Exact"),
                     ("limit", "2"),
                 ],
-                Ok(ListRead::Exact { rv: 5, limit: 2 }),
+                Ok(ListRule::Exact { rv: 5, limit: 2 }),
             ),
             // NotOlderThan: not older than N, limit honoured (and a timeout passed upstream).
             (
@@ -158,7 +158,7 @@ mod tests {
                     ("resourceVersionMatch", "NotOlderThan"),
                     ("limit", "2"),
                 ],
-                Ok(ListRead::NotOlderThan {
+                Ok(ListRule::NotOlderThan {
                     rv: 5,
                     limit: 2,
                     paged: true,
@@ -169,7 +169,7 @@ mod tests {
                     ("resourceVersion", "5"),
                     ("resourceVersionMatch", "NotOlderThan"),
                 ],
-                Ok(ListRead::NotOlderThan {
+                Ok(ListRule::NotOlderThan {
                     rv: 5,
                     limit: 0,
                     paged: false,
@@ -181,20 +181,20 @@ mod tests {
                     ("resourceVersionMatch", "NotOlderThan"),
                     ("limit", "2"),
                 ],
-                Ok(ListRead::Any),
+                Ok(ListRule::Any),
             ),
             // continue: the token's state from its key; RV=0 beside it tolerated, any other RV
             // refused; a token kcache cannot read is the upstream's.
             (
                 vec![("continue", encoded), ("limit", "2")],
-                Ok(ListRead::Continue {
+                Ok(ListRule::Continue {
                     token: token.clone(),
                     limit: 2,
                 }),
             ),
             (
                 vec![("continue", encoded), ("resourceVersion", "0")],
-                Ok(ListRead::Continue {
+                Ok(ListRule::Continue {
                     token: token.clone(),
                     limit: 0,
                 }),
@@ -212,7 +212,7 @@ mod tests {
         assert!(
             matches!(
                 read(&[("continue", "not-a-token")]),
-                Ok(ListRead::ForeignToken(_))
+                Ok(ListRule::ForeignToken(_))
             ),
             "a token kcache cannot read goes upstream"
         );
