@@ -870,8 +870,7 @@ async fn resource(
                 pre_rv,
                 pre_uid,
             )?;
-            if a.rt.custom {
-                // CRD storage returns the deleted object.
+            if a.rt.returns_deleted_object() {
                 return Ok(object_response(ctx, &a.rt, StatusCode::OK, &gone, f));
             }
             let target = Target {
