@@ -794,6 +794,39 @@ async fn writes_match_recorded_statuses(p: Profile) {
             "w-red"
         )
         .is_none());
+    // Pods (and Services, ServiceAccounts, Namespaces), whose storage sets
+    // ReturnDeletedObject: the object at the deletion's resourceVersion, the one its watchers'
+    // DELETED event carries; a Secret's DELETE is a Status like a ConfigMap's.
+    let r = send(
+        &sim,
+        "DELETE",
+        "/api/v1/namespaces/fixtures-a/pods/pod-1a?gracePeriodSeconds=0",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["kind"], "Pod");
+    assert_eq!(
+        r.json()["metadata"]["resourceVersion"],
+        sim.current_rv().to_string()
+    );
+    sim.create(
+        "",
+        "secrets",
+        json!({"metadata": {"name": "gone", "namespace": "fixtures-a"}, "type": "Opaque"}),
+    )
+    .unwrap();
+    let r = send(
+        &sim,
+        "DELETE",
+        "/api/v1/namespaces/fixtures-a/secrets/gone",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["kind"], "Status");
 }
 
 per_profile!(gets_and_status_subresource);

@@ -247,7 +247,8 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
         }
         let rbac = ctx.rbac.read().ok().and_then(|r| r.clone());
         if let Some(rbac) = rbac {
-            let who = match identify(&rbac, req.headers()) {
+            let service_account = |token: &str| service_account_user(&ctx, token);
+            let who = match identify(&rbac, &ctx.store, req.headers(), service_account) {
                 Ok(who) => who,
                 Err(e) => return error_response(&ctx, &e, f),
             };
@@ -272,16 +273,26 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
                     _ => None,
                 };
                 if let Some(token) = review {
-                    let service_account = |token: &str| service_account_user(&ctx, token);
-                    let answer =
-                        reviews::answer(&rbac, &who, token, ctx.cfg.profile, service_account, req);
+                    let answer = reviews::answer(
+                        &rbac,
+                        &ctx.store,
+                        &who,
+                        token,
+                        ctx.cfg.profile,
+                        service_account,
+                        req,
+                    );
                     return match answer.await {
                         Ok(body) => json(&ctx, StatusCode::CREATED, body, f),
                         Err(e) => error_response(&ctx, &e, f),
                     };
                 }
             }
-            req.extensions_mut().insert(Allowed { rbac, who });
+            req.extensions_mut().insert(Allowed {
+                rbac,
+                who,
+                store: ctx.store.clone(),
+            });
         }
     }
     match route(&ctx, req, &path, &query, f).await {
@@ -290,17 +301,33 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, mut req: Request) -> Response {
     }
 }
 
-/// The TokenReview user of a ServiceAccount token this sim issued, if it is still valid.
+/// The TokenReview user of a ServiceAccount token this sim issued, if it is still valid and
+/// meant for the apiserver (a token asked for another audience authenticates elsewhere).
 fn service_account_user(ctx: &Ctx, token: &str) -> Option<serde_json::Value> {
     let claims = ctx
         .issuer
         .check(token, jiff::Timestamp::now().as_second())?;
+    let audiences = claims["aud"].as_array()?;
+    if !audiences.iter().any(|a| a == super::tokens::ISSUER) {
+        return None;
+    }
     super::tokens::user(&claims, ctx.cfg.profile, |resource, ns, name| {
         ctx.store
             .get("", resource, Some(ns), name)
             .ok()
             .map(|o| o.value.clone())
     })
+}
+
+/// The field manager the apiserver names for a request without `?fieldManager`: its
+/// User-Agent up to the first `/` (`kubectl/v1.34.9 …` is `kubectl`).
+fn field_manager(req: &Request) -> String {
+    let ua = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    ua.split('/').next().unwrap_or_default().to_string()
 }
 
 fn base(ctx: &Ctx, code: StatusCode, content_type: &'static str) -> http::response::Builder {
@@ -621,6 +648,8 @@ struct Addressed {
     status: bool,
     /// `pods/NAME/exec`: a protocol upgrade (the sim echoes what it is sent).
     exec: bool,
+    /// `serviceaccounts/NAME/token`: a TokenRequest.
+    token: bool,
     watch_path: bool,
     /// The watch-cache lag of the replica serving the request.
     lag: std::time::Duration,
@@ -669,12 +698,12 @@ fn address(
     if name.is_some_and(str::is_empty) {
         return Err(not_found());
     }
-    let (status, exec) = match sub {
-        None => (false, false),
-        Some("status") if rt.has_status() && !watch_path => (true, false),
-        Some("exec") if rt.group.is_empty() && rt.resource == "pods" && !watch_path => {
-            (false, true)
-        }
+    let core = |resource: &str| rt.group.is_empty() && rt.resource == resource && !watch_path;
+    let (status, exec, token) = match sub {
+        None => (false, false, false),
+        Some("status") if rt.has_status() && !watch_path => (true, false, false),
+        Some("exec") if core("pods") => (false, true, false),
+        Some("token") if core("serviceaccounts") => (false, false, true),
         Some(_) => return Err(not_found()),
     };
     Ok(Addressed {
@@ -683,6 +712,7 @@ fn address(
         name: name.map(str::to_string),
         status,
         exec,
+        token,
         watch_path,
         lag: std::time::Duration::ZERO,
     })
@@ -739,6 +769,8 @@ fn authorize(
     };
     let resource = if a.exec {
         format!("{}/exec", a.rt.resource)
+    } else if a.token {
+        format!("{}/token", a.rt.resource)
     } else if a.status {
         format!("{}/status", a.rt.resource)
     } else {
@@ -773,6 +805,34 @@ async fn resource(
     }
     if a.exec {
         return exec(ctx, &a, req).await;
+    }
+    if a.token {
+        // Only created (after the authorizer, as on the apiserver: a GET is a 405 then).
+        if req.method() != Method::POST {
+            return Err(SimError::MethodNotAllowed);
+        }
+        let manager = query
+            .get("fieldManager")
+            .map_or_else(|| field_manager(&req), str::to_string);
+        let body = read_body(req).await?;
+        let ns = a.ns.as_deref().unwrap_or_default();
+        let name = a.name.as_deref().unwrap_or_default();
+        let answer = super::tokens::token_request(
+            &ctx.issuer,
+            ctx.cfg.profile,
+            ns,
+            name,
+            &body,
+            &manager,
+            jiff::Timestamp::now().as_second(),
+            |resource, name| {
+                ctx.store
+                    .get("", resource, Some(ns), name)
+                    .ok()
+                    .map(|o| o.value.clone())
+            },
+        )?;
+        return Ok(json(ctx, StatusCode::CREATED, answer, f));
     }
     if a.name.is_none() && req.method() == Method::GET && !a.watch_path && !query.flag("watch") {
         if let Some(columns) = table_asked(ctx, &req, &a.rt) {
@@ -870,8 +930,7 @@ async fn resource(
                 pre_rv,
                 pre_uid,
             )?;
-            if a.rt.custom {
-                // CRD storage returns the deleted object.
+            if a.rt.returns_deleted_object() {
                 return Ok(object_response(ctx, &a.rt, StatusCode::OK, &gone, f));
             }
             let target = Target {

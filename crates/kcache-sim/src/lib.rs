@@ -345,6 +345,9 @@ impl Sim {
     /// the new table takes effect: a real apiserver's authorizer follows those objects, so a
     /// watcher of them hears of a change no later than the authorizer applies it. Turning
     /// RBAC off leaves the last table's objects in place.
+    ///
+    /// While on, RBAC objects written through the API grant what they say too (the module
+    /// [`rbac`]), and ServiceAccount tokens the sim issued authenticate requests.
     pub fn set_rbac(&self, rbac: Option<rbac::Rbac>) {
         if let Some(table) = &rbac {
             self.serve_rbac_objects(table);
@@ -418,7 +421,9 @@ impl Sim {
     /// given, valid for `seconds`: what a TokenRequest (`kubectl create token`) returns, signed
     /// by this sim's key (its public half at `/openid/v1/jwks`). Its TokenReview accepts it
     /// while the ServiceAccount (and the Pod) exist with the UIDs it names. RBAC must be on
-    /// ([`Sim::set_rbac`]) for the sim to authenticate anything.
+    /// ([`Sim::set_rbac`]) for the sim to authenticate anything. Over HTTP the same is
+    /// `POST /api/v1/namespaces/NS/serviceaccounts/NAME/token` (a TokenRequest), answered as
+    /// tests/fixtures/service-account-tokens/tokenrequest-*.json.
     pub fn token_request(
         &self,
         namespace: &str,

@@ -3,12 +3,19 @@
 //! its rules do not allow (as kube-apiserver with token auth and RBAC does). Off unless a test
 //! installs a table with [`super::Sim::set_rbac`]; then requests without a token are
 //! `system:anonymous`, and unknown tokens get the recorded 401.
+//!
+//! Once on, the sim also authenticates the ServiceAccount tokens it issued (`Sim::token_request`
+//! or a TokenRequest over HTTP) on every request, and its authorizer also follows the RBAC
+//! objects stored in it, as kube-apiserver's RBAC authorizer does: a ClusterRole and a
+//! ClusterRoleBinding (or a RoleBinding) a client writes grant what they say, and stop
+//! granting it once deleted. The table's rules are checked first, then the objects.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
 use super::status::{SimError, Target};
+use super::store::Store;
 
 /// A user the sim knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,6 +281,135 @@ impl Request<'_> {
     }
 }
 
+/// The RBAC authorizer's reason for allowing a request, if anything allows it: the table's
+/// rules first, then the RBAC objects stored in the sim ([`allowed_by_objects`]).
+pub(crate) fn reason(
+    rbac: &Rbac,
+    store: &Store,
+    user: &str,
+    groups: &[String],
+    r: &Request<'_>,
+) -> Option<String> {
+    rbac.allowed_by(user, groups, r)
+        .map(Rule::reason)
+        .or_else(|| allowed_by_objects(store, user, groups, r))
+}
+
+/// What the RBAC objects stored in the sim allow, read as kube-apiserver's RBAC authorizer
+/// reads them: every ClusterRoleBinding, then the RoleBindings of the request's namespace;
+/// a binding whose subjects include the user (a `User` by name, a `Group` the user is in, a
+/// `ServiceAccount` as its user `system:serviceaccount:NS:NAME`) grants the rules of the role
+/// it refers to (a ClusterRole, or a Role of the binding's namespace). Returns the
+/// authorizer's reason, word for word (tests/fixtures/service-account-tokens/
+/// subjectaccessreview-*.json). A binding to a role that does not exist grants nothing.
+pub(crate) fn allowed_by_objects(
+    store: &Store,
+    user: &str,
+    groups: &[String],
+    r: &Request<'_>,
+) -> Option<String> {
+    let scan = |bindings: &str, namespace: Option<&str>| -> Option<String> {
+        let snapshot = store.snapshot(RBAC_GROUP, bindings).ok()?;
+        snapshot.objects.values().find_map(|o| {
+            let binding = &o.value;
+            let meta = &binding["metadata"];
+            let ns = meta["namespace"].as_str().unwrap_or_default();
+            if namespace.is_some_and(|want| want != ns) {
+                return None;
+            }
+            let subject = binding["subjects"]
+                .as_array()?
+                .iter()
+                .find(|s| applies_to(s, ns, user, groups))?;
+            let role_ref = &binding["roleRef"];
+            let (role_kind, role_name) = (role_ref["kind"].as_str()?, role_ref["name"].as_str()?);
+            let role = match role_kind {
+                "ClusterRole" => store.get(RBAC_GROUP, "clusterroles", None, role_name),
+                "Role" if namespace.is_some() => {
+                    store.get(RBAC_GROUP, "roles", Some(ns), role_name)
+                }
+                _ => return None,
+            }
+            .ok()?;
+            role.value["rules"]
+                .as_array()?
+                .iter()
+                .any(|rule| rule_allows(rule, r))
+                .then(|| {
+                    let name = meta["name"].as_str().unwrap_or_default();
+                    let described = describe(subject, ns);
+                    match namespace {
+                        None => format!(
+                            "RBAC: allowed by ClusterRoleBinding {name:?} of {role_kind} \
+                             {role_name:?} to {described}"
+                        ),
+                        Some(_) => format!(
+                            "RBAC: allowed by RoleBinding {:?} of {role_kind} {role_name:?} to \
+                             {described}",
+                            format!("{name}/{ns}")
+                        ),
+                    }
+                })
+        })
+    };
+    scan("clusterrolebindings", None).or_else(|| scan("rolebindings", Some(r.namespace?)))
+}
+
+/// Whether a binding's subject is the user: RBAC's `appliesTo`. A ServiceAccount without a
+/// namespace is in the binding's.
+fn applies_to(subject: &Value, binding_ns: &str, user: &str, groups: &[String]) -> bool {
+    let name = subject["name"].as_str().unwrap_or_default();
+    match subject["kind"].as_str() {
+        Some("User") => name == user,
+        Some("Group") => groups.iter().any(|g| g == name),
+        Some("ServiceAccount") => {
+            let ns = subject["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(binding_ns);
+            user == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+/// A subject as the authorizer's reason names it (`ServiceAccount "NAME/NS"`).
+fn describe(subject: &Value, binding_ns: &str) -> String {
+    let kind = subject["kind"].as_str().unwrap_or_default();
+    let name = subject["name"].as_str().unwrap_or_default();
+    if kind == "ServiceAccount" {
+        let ns = subject["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(binding_ns);
+        return format!("{kind} {:?}", format!("{name}/{ns}"));
+    }
+    format!("{kind} {name:?}")
+}
+
+/// Whether one PolicyRule allows a resource request: its verb, API group and resource (`*`
+/// for any; `*/SUB` for a subresource of any resource), and its name when the rule lists
+/// `resourceNames` (then a request without a name, a list or a create, is not allowed).
+fn rule_allows(rule: &Value, r: &Request<'_>) -> bool {
+    let list = |key: &str| -> Vec<&str> {
+        rule[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let has = |key: &str, v: &str| list(key).iter().any(|x| *x == "*" || *x == v);
+    let any_sub = r
+        .resource
+        .split_once('/')
+        .map(|(_, sub)| format!("*/{sub}"));
+    let resource = list("resources")
+        .iter()
+        .any(|x| *x == "*" || *x == r.resource || any_sub.as_deref() == Some(*x));
+    let names = list("resourceNames");
+    let named = names.is_empty() || r.name.is_some_and(|n| names.contains(&n));
+    has("verbs", r.verb) && has("apiGroups", r.group) && resource && named
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,16 +552,27 @@ impl Identity {
 }
 
 /// What the sim's HTTP layer keeps per request while RBAC is on.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Allowed {
     pub rbac: std::sync::Arc<Rbac>,
     pub who: Identity,
+    /// Where the RBAC objects written through the API are (see [`allowed_by_objects`]).
+    pub(crate) store: std::sync::Arc<Store>,
+}
+
+impl std::fmt::Debug for Allowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allowed")
+            .field("rbac", &self.rbac)
+            .field("who", &self.who)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Allowed {
     /// Ok, or the apiserver's 403 for this request.
     pub fn check(&self, r: &Request<'_>) -> Result<(), SimError> {
-        if self.rbac.allows(&self.who.name, &self.who.groups, r) {
+        if reason(&self.rbac, &self.store, &self.who.name, &self.who.groups, r).is_some() {
             return Ok(());
         }
         // The Status names the resource without its subresource (`pods "x" is forbidden`);
@@ -444,9 +591,15 @@ impl Allowed {
 
 /// The requester: a bearer token's user (401 for an unknown token), else anonymous; then
 /// `Impersonate-User`/`-Group`, if its rules allow impersonating them.
-pub fn identify(
+///
+/// A token is the table's, or a ServiceAccount token the sim issued: `service_account` gives
+/// its TokenReview user (`tokens::user`) while it is valid, as the apiserver's
+/// ServiceAccount token authenticator accepts it on any request, not only in a TokenReview.
+pub(crate) fn identify(
     rbac: &std::sync::Arc<Rbac>,
+    store: &std::sync::Arc<Store>,
     headers: &http::HeaderMap,
+    service_account: impl Fn(&str) -> Option<Value>,
 ) -> Result<Identity, SimError> {
     let mut who = match headers.get(http::header::AUTHORIZATION) {
         None => Identity::anonymous(),
@@ -455,14 +608,31 @@ pub fn identify(
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or(SimError::Unauthorized)?;
-            let user = rbac.user_of(token.trim()).ok_or(SimError::Unauthorized)?;
-            let mut groups = user.groups.clone();
-            groups.push("system:authenticated".into());
-            Identity {
-                name: user.name.clone(),
-                uid: user.uid.clone(),
-                groups,
+                .ok_or(SimError::Unauthorized)?
+                .trim();
+            match rbac.user_of(token) {
+                Some(user) => {
+                    let mut groups = user.groups.clone();
+                    groups.push("system:authenticated".into());
+                    Identity {
+                        name: user.name.clone(),
+                        uid: user.uid.clone(),
+                        groups,
+                    }
+                }
+                None => {
+                    let user = service_account(token).ok_or(SimError::Unauthorized)?;
+                    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                    Identity {
+                        name: s(&user["username"]),
+                        uid: s(&user["uid"]),
+                        // `system:authenticated` among them already.
+                        groups: user["groups"]
+                            .as_array()
+                            .map(|g| g.iter().map(s).collect())
+                            .unwrap_or_default(),
+                    }
+                }
             }
         }
     };
@@ -486,6 +656,7 @@ pub fn identify(
     let me = Allowed {
         rbac: rbac.clone(),
         who: who.clone(),
+        store: store.clone(),
     };
     let imp = |resource: &'static str, name: &str| {
         me.check(&Request {
@@ -512,8 +683,9 @@ pub fn identify(
 
 /// The answer to a POSTed TokenReview (`token`) or SubjectAccessReview, as JSON. The
 /// requester needs `create` on the review resource, as on the apiserver.
-pub async fn answer(
+pub(crate) async fn answer(
     rbac: &std::sync::Arc<Rbac>,
+    store: &std::sync::Arc<Store>,
     who: &Identity,
     token: bool,
     profile: crate::Profile,
@@ -528,6 +700,7 @@ pub async fn answer(
     Allowed {
         rbac: rbac.clone(),
         who: who.clone(),
+        store: store.clone(),
     }
     .check(&Request {
         verb: "create",
@@ -597,8 +770,8 @@ pub async fn answer(
         };
         // RBAC gives a reason only when it allows (a denial's reason is empty, and then
         // omitted, as in tests/fixtures/audit).
-        match rbac.allowed_by(&s(&spec["user"]), &groups, &r) {
-            Some(rule) => json!({"allowed": true, "reason": rule.reason()}),
+        match reason(rbac, store, &s(&spec["user"]), &groups, &r) {
+            Some(reason) => json!({"allowed": true, "reason": reason}),
             None => json!({"allowed": false}),
         }
     };

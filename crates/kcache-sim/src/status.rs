@@ -121,7 +121,7 @@ pub enum SimError {
     #[error("{0}")]
     BadRequest(String),
     /// 422 for an object (`kind` is the Kind, e.g. `ConfigMap`).
-    #[error("{kind} \"{name}\" is invalid: {}", join_causes(.causes))]
+    #[error("{} \"{name}\" is invalid: {}", qualified_kind(.kind, .group), join_causes(.causes))]
     Invalid {
         /// Kind of the object.
         kind: String,
@@ -201,6 +201,16 @@ pub enum SimError {
         /// The message.
         message: String,
     },
+}
+
+/// A kind as the apiserver's Invalid message names it: `Kind.group`, or `Kind` in the core
+/// group (Go's `GroupKind.String`).
+fn qualified_kind(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    }
 }
 
 fn join_causes(causes: &[Cause]) -> String {
@@ -344,7 +354,11 @@ impl SimError {
                 name,
                 causes,
             } => {
-                let mut d = vec![("name", J::s(name))];
+                // Go's `omitempty`: a nameless object's details have no name.
+                let mut d = Vec::new();
+                if !name.is_empty() {
+                    d.push(("name", J::s(name)));
+                }
                 if !group.is_empty() {
                     d.push(("group", J::s(group)));
                 }

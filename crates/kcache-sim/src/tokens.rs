@@ -11,6 +11,7 @@ use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde_json::{json, Value};
 
+use crate::status::{Cause, SimError, Target};
 use crate::Profile;
 
 /// The issuer (`--service-account-issuer`) of the recorded cluster, and the audience its
@@ -92,6 +93,19 @@ impl Issuer {
         now: i64,
         seconds: i64,
     ) -> String {
+        self.mint_for(profile, sa, pod, &[ISSUER.to_string()], now, seconds)
+    }
+
+    /// [`Issuer::mint`] for `audiences` (a TokenRequest's `spec.audiences`): the token's `aud`.
+    pub fn mint_for(
+        &self,
+        profile: Profile,
+        sa: &Value,
+        pod: Option<&Value>,
+        audiences: &[String],
+        now: i64,
+        seconds: i64,
+    ) -> String {
         let meta = &sa["metadata"];
         let (ns, name) = (
             meta["namespace"].as_str().unwrap_or_default(),
@@ -105,7 +119,7 @@ impl Issuer {
             k8s["pod"] = json!({"name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]});
         }
         let mut claims = json!({
-            "aud": [ISSUER],
+            "aud": audiences,
             "exp": now + seconds,
             "iat": now,
             "iss": ISSUER,
@@ -156,6 +170,149 @@ impl Issuer {
             && claims["nbf"].as_i64().is_none_or(|nbf| nbf <= now);
         valid.then_some(claims)
     }
+}
+
+/// A TokenRequest's lifetime when it asks for none, and the least it may ask for.
+const DEFAULT_SECONDS: i64 = 3600;
+const MIN_SECONDS: i64 = 600;
+/// The most it may ask for (2^32 seconds).
+const MAX_SECONDS: i64 = 1 << 32;
+
+/// The answer to `POST …/serviceaccounts/NAME/token` in namespace `ns`: the TokenRequest
+/// `body` with its spec defaulted (the apiserver's audiences, an hour) and its status (a token
+/// minted as [`Issuer::mint`] does, for the spec's audiences, bound to the Pod of
+/// `spec.boundObjectRef` if any, and when it expires), in the form of
+/// tests/fixtures/service-account-tokens/tokenrequest-*.json: the object's metadata is the
+/// ServiceAccount's name, namespace and UID, the time, and the request's managed fields
+/// (`manager`). `lookup(resource, name)` gives an object of the namespace; `now` is in Unix
+/// seconds. Only Pods are modelled as bound objects (the apiserver also binds to Secrets and
+/// Nodes).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn token_request(
+    issuer: &Issuer,
+    profile: Profile,
+    ns: &str,
+    name: &str,
+    body: &[u8],
+    manager: &str,
+    now: i64,
+    lookup: impl Fn(&str, &str) -> Option<Value>,
+) -> Result<Vec<u8>, SimError> {
+    let request: Value = serde_json::from_slice(body)
+        .map_err(|e| SimError::BadRequest(format!("the TokenRequest is not JSON: {e}")))?;
+    let spec = &request["spec"];
+    let not_found = |resource: &str, name: &str| {
+        SimError::NotFound(Target {
+            group: String::new(),
+            resource: resource.into(),
+            name: name.into(),
+        })
+    };
+    let sa = lookup("serviceaccounts", name).ok_or_else(|| not_found("serviceaccounts", name))?;
+    let seconds = spec["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(DEFAULT_SECONDS);
+    let too = match seconds {
+        s if s < MIN_SECONDS => Some("less than 10 minutes"),
+        s if s > MAX_SECONDS => Some("larger than 2^32 seconds"),
+        _ => None,
+    };
+    if let Some(too) = too {
+        return Err(SimError::Invalid {
+            kind: "TokenRequest".into(),
+            group: "authentication.k8s.io".into(),
+            name: String::new(),
+            causes: vec![Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {seconds}: may not specify a duration {too}"),
+                field: "spec.expirationSeconds".into(),
+            }],
+        });
+    }
+    let mut audiences: Vec<String> = spec["audiences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        audiences.push(ISSUER.to_string());
+    }
+    let bound = spec["boundObjectRef"].as_object();
+    let pod = match bound {
+        None => None,
+        Some(r) => {
+            let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
+            let pod_name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+            if kind != "Pod" {
+                return Err(SimError::BadRequest(format!(
+                    "the sim binds tokens to Pods only, not to {kind:?}"
+                )));
+            }
+            Some(lookup("pods", pod_name).ok_or_else(|| not_found("pods", pod_name))?)
+        }
+    };
+    let token = issuer.mint_for(profile, &sa, pod.as_ref(), &audiences, now, seconds);
+    let time = |secs: i64| {
+        jiff::Timestamp::from_second(secs).map_or_else(|_| String::new(), |t| format!("{t:.0}"))
+    };
+    // What the request set, as its managed fields name them (the lifetime always: defaulted
+    // before they are computed).
+    let mut fields = serde_json::Map::new();
+    if spec.get("audiences").is_some() {
+        fields.insert("f:audiences".into(), json!({}));
+    }
+    if let Some(r) = bound {
+        let mut keys: Vec<&String> = r.keys().collect();
+        keys.sort();
+        let set: serde_json::Map<String, Value> = keys
+            .into_iter()
+            .map(|k| (format!("f:{k}"), json!({})))
+            .collect();
+        fields.insert("f:boundObjectRef".into(), Value::Object(set));
+    }
+    fields.insert("f:expirationSeconds".into(), json!({}));
+    // The reference echoed in the apiserver's field order, without what was not given.
+    let bound_ref = bound.map_or(Value::Null, |r| {
+        let ordered: serde_json::Map<String, Value> = ["kind", "apiVersion", "name", "uid"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_string(), r.get(k)?.clone())))
+            .collect();
+        Value::Object(ordered)
+    });
+    let meta = &sa["metadata"];
+    let answer = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": ns,
+            "uid": meta["uid"],
+            "creationTimestamp": time(now),
+            "managedFields": [{
+                "manager": manager,
+                "operation": "Update",
+                "apiVersion": "authentication.k8s.io/v1",
+                "time": time(now),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": fields},
+                "subresource": "token",
+            }],
+        },
+        "spec": {
+            "audiences": audiences,
+            "expirationSeconds": seconds,
+            "boundObjectRef": bound_ref,
+        },
+        "status": {
+            "token": token,
+            "expirationTimestamp": time(now + seconds),
+        },
+    });
+    Ok(serde_json::to_vec(&answer).unwrap_or_default())
 }
 
 /// The TokenReview `status.user` of a token's claims, if the objects it names still exist

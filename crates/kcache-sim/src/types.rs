@@ -304,6 +304,22 @@ pub struct FieldPath {
     pub default: &'static str,
 }
 
+impl ResourceType {
+    /// Whether a DELETE of one object answers with the object (at its deletion's
+    /// resourceVersion) rather than a Status: custom resources, and the built-ins whose
+    /// apiserver storage sets `ReturnDeletedObject` (of the sim's: Pods, Services,
+    /// ServiceAccounts and Namespaces). A client that deletes a Pod learns the
+    /// resourceVersion of its DELETED event from the answer.
+    pub(crate) fn returns_deleted_object(&self) -> bool {
+        self.custom
+            || (self.group.is_empty()
+                && matches!(
+                    self.resource.as_str(),
+                    "pods" | "services" | "serviceaccounts" | "namespaces"
+                ))
+    }
+}
+
 /// A built-in type served as `v1` of its group.
 pub(crate) fn builtin(
     group: &str,
