@@ -7,9 +7,7 @@
 //! read, nothing written without `--writes`, and the bench's namespace gone after it. No timing
 //! is asserted.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kcache_bench::cluster::{self, ClusterOptions, ClusterScale};
@@ -18,46 +16,10 @@ use kcache_bench::report::Row;
 use kcache_bench::TempDir;
 use serde_json::Value;
 
+mod sim_process;
+use sim_process::SimProcess;
+
 const KCACHE: &str = env!("CARGO_BIN_EXE_kcache");
-
-/// `kcache sim` as a child process; killed on drop.
-struct SimProcess {
-    child: Child,
-}
-
-impl SimProcess {
-    /// Start it and wait for the line it prints once the kubeconfig is written and the server
-    /// listens.
-    fn start(kubeconfig: &Path) -> SimProcess {
-        let mut child = Command::new(KCACHE)
-            .args(["sim", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(kubeconfig)
-            .args(["--configmaps", "40", "--pods", "12", "--namespaces", "3"])
-            .env("KCACHE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start kcache sim");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read kcache sim's first line");
-        assert!(
-            line.starts_with("simulated cluster at https://"),
-            "kcache sim said: {line:?}"
-        );
-        SimProcess { child }
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn options(kubeconfig: &Path, writes: bool) -> ClusterOptions {
     ClusterOptions {
@@ -186,7 +148,11 @@ fn check_interactive(rows: &[Row], cases: &[&str], reads: usize) {
 async fn cluster_bench_against_the_sim_as_a_process() {
     let dir = TempDir::new("bench-cluster").unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let _sim = SimProcess::start(&kubeconfig);
+    let _sim = SimProcess::start(
+        KCACHE,
+        &kubeconfig,
+        &["--configmaps", "40", "--pods", "12", "--namespaces", "3"],
+    );
     // The test's own view of the sim: the same kubeconfig, HTTPS and the token.
     let sim = cluster::connect(&kubeconfig, None).await.unwrap();
     assert!(sim.target.tls.is_some(), "the sim serves HTTPS");

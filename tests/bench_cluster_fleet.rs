@@ -7,9 +7,7 @@
 //! has the fleet's rows for both targets, no event was lost, and none of the bench's objects
 //! is left in the cluster. No timing is asserted.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kcache_bench::cluster;
@@ -18,6 +16,9 @@ use kcache_bench::load::{self, Target};
 use kcache_bench::report::Row;
 use kcache_bench::TempDir;
 use serde_json::Value;
+
+mod sim_process;
+use sim_process::SimProcess;
 
 const KCACHE: &str = env!("CARGO_BIN_EXE_kcache");
 /// Nodes of the fleet: two node clients each.
@@ -28,45 +29,6 @@ const NODES: usize = 20;
 /// kcache sharing two loaded cores answer 500 a second only some of the time. A fifth of
 /// that keeps every write answered in time; what is asserted does not depend on the pace.
 const PODS_PER_SEC: f64 = 20.0;
-
-/// `kcache sim` as a child process; killed on drop.
-struct SimProcess {
-    child: Child,
-}
-
-impl SimProcess {
-    /// Start it and wait for the line it prints once the kubeconfig is written and the server
-    /// listens.
-    fn start(kubeconfig: &Path) -> SimProcess {
-        let mut child = Command::new(KCACHE)
-            .args(["sim", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(kubeconfig)
-            .args(["--configmaps", "5", "--pods", "5", "--namespaces", "1"])
-            .env("KCACHE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start kcache sim");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read kcache sim's first line");
-        assert!(
-            line.starts_with("simulated cluster at https://"),
-            "kcache sim said: {line:?}"
-        );
-        SimProcess { child }
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A GET on the sim with the kubeconfig's credentials: status and JSON body.
 async fn get(target: &Target, path: &str) -> (u16, Value) {
@@ -121,7 +83,11 @@ const COLLECTIONS: [&str; 8] = [
 async fn fleet_bench_against_the_sim_as_a_process() {
     let dir = TempDir::new("bench-fleet").unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let _sim = SimProcess::start(&kubeconfig);
+    let _sim = SimProcess::start(
+        KCACHE,
+        &kubeconfig,
+        &["--configmaps", "5", "--pods", "5", "--namespaces", "1"],
+    );
     let sim = cluster::connect(&kubeconfig, None).await.unwrap();
 
     let opts = FleetOptions {
