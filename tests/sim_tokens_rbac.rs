@@ -88,18 +88,11 @@ fn shape(v: &Value) -> Value {
     }
 }
 
-/// Seconds since 1970 of an RFC 3339 time in UTC to the second (`2026-11-29T13:53:33Z`).
+/// Seconds since 1970 of an RFC 3339 time (`2026-11-29T13:53:33Z`).
 fn unix_seconds(t: &str) -> i64 {
-    let n = |r: std::ops::Range<usize>| t[r].parse::<i64>().unwrap();
-    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
-    // Days from the civil date (March-based years, so that February is last).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
+    t.parse::<jiff::Timestamp>()
+        .unwrap_or_else(|e| panic!("{t:?}: {e}"))
+        .as_second()
 }
 
 fn token_path(name: &str) -> String {
