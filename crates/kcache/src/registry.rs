@@ -205,34 +205,35 @@ impl Registry {
     /// What may move `cache`'s resourceVersion to a revision proven current, while `cache` is
     /// its type's cache here.
     pub(crate) fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
-        let slots = self.read();
-        let info = &cache.info;
-        let keeper = slot(&slots, &info.group, &info.version, &info.resource)?
-            .cache
-            .as_ref()?;
-        keeper.keeps(cache).then(|| keeper.prover())
+        self.part_of(cache, |slot| {
+            let keeper = slot.cache.as_ref()?;
+            keeper.keeps(cache).then(|| keeper.prover())
+        })
     }
 
     /// The revision probe of `cache`'s type.
     pub(crate) fn probe(&self, cache: &ResourceCache) -> Option<Arc<RevisionProbe>> {
-        let info = &cache.info;
-        let slots = self.read();
-        Some(
-            slot(&slots, &info.group, &info.version, &info.resource)?
-                .probe
-                .clone(),
-        )
+        self.part_of(cache, |slot| Some(slot.probe.clone()))
     }
 
     /// The Table printer of `cache`'s type.
     pub(crate) fn printer(&self, cache: &ResourceCache) -> Option<Arc<PrinterSlot>> {
+        self.part_of(cache, |slot| Some(slot.printer.clone()))
+    }
+
+    /// What `part` takes of the entry of `cache`'s type, under the read lock.
+    fn part_of<T>(
+        &self,
+        cache: &ResourceCache,
+        part: impl FnOnce(&Slot) -> Option<T>,
+    ) -> Option<T> {
         let info = &cache.info;
-        let slots = self.read();
-        Some(
-            slot(&slots, &info.group, &info.version, &info.resource)?
-                .printer
-                .clone(),
-        )
+        part(slot(
+            &self.read(),
+            &info.group,
+            &info.version,
+            &info.resource,
+        )?)
     }
 
     /// Whether some version of `group/resource` is here, with a cache or not.
