@@ -298,14 +298,7 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     };
     let resp = hold_watch_slot(resp, slot);
     let resource = cache.as_deref().map(|c| c.info.resource.as_str());
-    record(
-        &app,
-        (verb, &method, &uri),
-        resource,
-        &resp,
-        source,
-        started,
-    );
+    record(&app, verb, &method, &uri, resource, &resp, source, started);
     resp
 }
 
@@ -492,7 +485,9 @@ fn hold_watch_slot(resp: Response, slot: Option<crate::limits::WatchSlot>) -> Re
 /// cached).
 fn record(
     app: &App,
-    (verb, method, uri): (Verb, &http::Method, &http::Uri),
+    verb: Verb,
+    method: &http::Method,
+    uri: &http::Uri,
     resource: Option<&str>,
     resp: &Response,
     source: &'static str,
