@@ -481,7 +481,9 @@ impl Sim {
         j.clone().unwrap_or_default()
     }
 
-    /// Answer `as=Table` lists of a resource with these column definitions (and no rows).
+    /// Answer `as=Table` reads of a resource (lists, GETs, watches) with these column
+    /// definitions, each object printed as the apiserver prints it (a custom resource by its
+    /// CustomResourceDefinition's printer columns, when the sim holds that object).
     pub fn serve_table_columns(&self, group: &str, resource: &str, columns: bytes::Bytes) {
         if let Ok(mut t) = self.inner.ctx.table_columns.lock() {
             t.insert((group.to_string(), resource.to_string()), columns);
