@@ -84,7 +84,8 @@ const AGES: [&str; 4] = ["Age", "Last Seen", "First Seen", "Duration"];
 
 /// `kubectl get <type> -A` of every type the demo seeds prints rows, straight from the
 /// simulated cluster (which prints them as the apiserver does) and through kcache (which
-/// prints them from its cache) alike: the same columns, the same rows, the same cells.
+/// prints them from its cache) alike: the same columns, the same rows, the same cells; and
+/// `kubectl get <type> NAME` of one of them prints that row.
 #[tokio::test]
 async fn every_seeded_type_prints_the_same_rows_from_the_sim_and_through_kcache() {
     // The demo's profile (v1.34) and v1.28, whose Job printer has no Status column.
@@ -186,6 +187,34 @@ async fn same_rows_from_the_sim_and_through_kcache(profile: kcache_sim::Profile)
                 d["object"]["metadata"]["name"],
                 t["object"]["metadata"]["name"]
             );
+        }
+        // `kubectl get <type> NAME` of the first object: one row, the list's, from the sim
+        // and through kcache alike.
+        let meta = &direct_rows[0]["object"]["metadata"];
+        let name = meta["name"].as_str().unwrap();
+        let object_path = match (group, meta["namespace"].as_str()) {
+            ("", None) => format!("/api/{version}/{resource}/{name}"),
+            ("", Some(ns)) => format!("/api/{version}/namespaces/{ns}/{resource}/{name}"),
+            (g, None) => format!("/apis/{g}/{version}/{resource}/{name}"),
+            (g, Some(ns)) => format!("/apis/{g}/{version}/namespaces/{ns}/{resource}/{name}"),
+        };
+        for base in [env.sim.url(), env.url()] {
+            let r = get_with(&base, &object_path, &[("Accept", KUBECTL_TABLE)]).await;
+            assert_eq!(r.status, 200, "{base}{object_path}: {}", r.text());
+            let t = r.json();
+            assert_eq!(names(&t), columns, "{base}{object_path}");
+            let rows = rows(&t);
+            assert_eq!(rows.len(), 1, "{base}{object_path}: {t}");
+            let (got, want) = (
+                rows[0]["cells"].as_array().unwrap(),
+                direct_rows[0]["cells"].as_array().unwrap(),
+            );
+            assert_eq!(got.len(), columns.len(), "{base}{object_path}");
+            for (i, column) in columns.iter().enumerate() {
+                if !AGES.contains(&column.as_str()) {
+                    assert_eq!(got[i], want[i], "{base}{object_path}: column {column}");
+                }
+            }
         }
     }
 }

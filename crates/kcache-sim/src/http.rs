@@ -12,6 +12,7 @@ use super::query::{list_options, parse_rv, Query};
 use super::rbac::{self as reviews, identify, Allowed, Rbac};
 use super::status::{delete_success, SimError, Target};
 use super::store::{Store, StoredObj, UpdateMode};
+use super::table_rows::{Include, Printer};
 use super::types::ResourceType;
 use super::watch::{self, WatchEnv};
 use super::SimConfig;
@@ -40,10 +41,10 @@ pub struct Ctx {
     pub pf_uids: (String, String),
     /// API requests served, by kind (for tests and the benchmark: what reached the upstream).
     pub counts: RequestCounts,
-    /// Table column definitions to answer `as=Table` lists with, by (group, resource): the
-    /// columns come from outside (their descriptions are the real apiserver's API
-    /// documentation), the rows are the sim's own (`table_rows`). Without columns for a type,
-    /// its Table lists are answered in the objects' own form.
+    /// Table column definitions to answer `as=Table` reads (lists, GETs, watches) with, by
+    /// (group, resource): the columns come from outside (their descriptions are the real
+    /// apiserver's API documentation), the rows are the sim's own (`table_rows`). Without
+    /// columns for a type, its Table reads are answered in the objects' own form.
     pub table_columns: std::sync::Mutex<std::collections::HashMap<(String, String), bytes::Bytes>>,
     /// Token authentication and RBAC, when a test turned them on.
     pub rbac: std::sync::RwLock<Option<Arc<Rbac>>>,
@@ -493,23 +494,95 @@ fn table_asked(ctx: &Ctx, req: &Request, rt: &ResourceType) -> Option<bytes::Byt
         .cloned()
 }
 
-/// A list as a Table: the page the list would answer (limit, continue, resourceVersion and
-/// selectors as for any list), each object printed as the apiserver prints it (`table_rows`).
+/// How the objects of `a`'s type print for this request: the served `columns`, the type's
+/// printer (a custom resource's from its CRD's `additionalPrinterColumns`) and the
+/// `includeObject` asked for (a 400 for one the apiserver refuses, before anything is read).
+fn table_printer(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+    columns: bytes::Bytes,
+) -> Result<Printer, SimError> {
+    let include = Include::parse(query.get("includeObject")).ok_or_else(|| {
+        SimError::BadRequest(format!(
+            "Unable to convert to Table as requested: includeObject: Invalid value: \"{}\": \
+             must be 'Metadata', 'Object', 'None', or empty",
+            query.get("includeObject").unwrap_or_default()
+        ))
+    })?;
+    Ok(Printer::new(
+        ctx.cfg.profile,
+        a.rt.clone(),
+        columns,
+        crd_printer_columns(ctx, &a.rt),
+        include,
+    ))
+}
+
+/// The `additionalPrinterColumns` of a custom resource's served version, from its
+/// CustomResourceDefinition object when the sim has one (`{resource}.{group}`).
+fn crd_printer_columns(ctx: &Ctx, rt: &ResourceType) -> Option<Vec<Value>> {
+    if !rt.custom {
+        return None;
+    }
+    let name = format!("{}.{}", rt.resource, rt.group);
+    let crd = ctx
+        .store
+        .get(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+            &name,
+        )
+        .ok()?;
+    crd.value
+        .pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == rt.version.as_str())?
+        .get("additionalPrinterColumns")?
+        .as_array()
+        .cloned()
+}
+
+/// A GET, LIST or WATCH asked as a Table of a type whose columns the sim serves: a list is
+/// the page the list would answer, a GET one row at the object's resourceVersion, a watch
+/// one-row Tables as its events' objects (the first with the columns). Each object is printed
+/// as the apiserver prints it (`table_rows`); errors are the same plain Status as without.
+async fn table_read(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+    columns: bytes::Bytes,
+    f: Fmt,
+) -> Result<Response, SimError> {
+    let printer = table_printer(ctx, a, query, columns)?;
+    if a.watch_path || (a.name.is_none() && query.flag("watch")) {
+        let opts = watch_options(ctx, a, query)?;
+        return watch_response(ctx, a, opts, f, Some(printer)).await;
+    }
+    let f = Fmt {
+        pretty: false,
+        media: Media::Json,
+        ..f
+    };
+    let now = std::time::SystemTime::now();
+    let body = match &a.name {
+        Some(name) => printer.get(&read_one(ctx, a, name, query).await?.value, now),
+        None => table_list(ctx, a, query, &printer, now).await?,
+    };
+    Ok(json(ctx, StatusCode::OK, body, f))
+}
+
+/// A list's Table body: the page the list would answer (limit, continue, resourceVersion and
+/// selectors as for any list).
 async fn table_list(
     ctx: &Ctx,
     a: &Addressed,
     query: &Query,
-    columns: &[u8],
-    f: Fmt,
-) -> Result<Response, SimError> {
-    let include =
-        super::table_rows::Include::parse(query.get("includeObject")).ok_or_else(|| {
-            SimError::BadRequest(format!(
-                "Unable to convert to Table as requested: includeObject: Invalid value: \"{}\": \
-             must be 'Metadata', 'Object', 'None', or empty",
-                query.get("includeObject").unwrap_or_default()
-            ))
-        })?;
+    printer: &Printer,
+    now: std::time::SystemTime,
+) -> Result<Vec<u8>, SimError> {
     let opts = list_options(query, &a.rt, false, ctx.cfg.watchlist)?;
     let scope = Scope {
         rt: &a.rt,
@@ -541,21 +614,7 @@ async fn table_list(
     }
     let page: Page = serde_json::from_slice(&body)
         .map_err(|e| SimError::Internal(format!("a list the sim wrote: {e}")))?;
-    let body = super::table_rows::table(
-        ctx.cfg.profile,
-        &a.rt.resource,
-        columns,
-        page.metadata,
-        &page.items.unwrap_or_default(),
-        include,
-        std::time::SystemTime::now(),
-    );
-    let f = Fmt {
-        pretty: false,
-        media: Media::Json,
-        ..f
-    };
-    Ok(json(ctx, StatusCode::OK, body, f))
+    Ok(printer.list(&page.metadata, &page.items.unwrap_or_default(), now))
 }
 
 async fn route(
@@ -834,9 +893,11 @@ async fn resource(
         )?;
         return Ok(json(ctx, StatusCode::CREATED, answer, f));
     }
-    if a.name.is_none() && req.method() == Method::GET && !a.watch_path && !query.flag("watch") {
+    // A status subresource has no printer of its type's (the apiserver's default columns,
+    // which the sim does not serve): it is answered in its own form.
+    if req.method() == Method::GET && !a.status {
         if let Some(columns) = table_asked(ctx, &req, &a.rt) {
-            return table_list(ctx, &a, query, &columns, f).await;
+            return table_read(ctx, &a, query, columns, f).await;
         }
     }
     let accept = req
@@ -874,18 +935,9 @@ async fn resource(
             ))
         }
         (None, Method::DELETE) if !a.watch_path => delete_collection(ctx, &a, query, f),
-        (Some(name), Method::GET) if a.watch_path => {
-            let mut opts = list_options(query, &a.rt, true, ctx.cfg.watchlist)?;
-            // The object by its name, or a field selector that requires exactly that name
-            // (the apiserver's 400 otherwise, as a v1.34.9 apiserver answers it).
-            if opts.fields.is_empty() {
-                opts.fields = super::selector::FieldSelector::with_name(name, &a.rt);
-            } else if opts.fields.required_name() != Some(name.as_str()) {
-                return Err(SimError::BadRequest(
-                    "fieldSelector metadata.name doesn't match requested name".into(),
-                ));
-            }
-            watch_response(ctx, &a, opts, f).await
+        (Some(_), Method::GET) if a.watch_path => {
+            let opts = watch_options(ctx, &a, query)?;
+            watch_response(ctx, &a, opts, f, None).await
         }
         (Some(name), Method::GET) => get(ctx, &a, name, query, f).await,
         (Some(name), Method::PUT) if !a.watch_path => {
@@ -948,6 +1000,27 @@ async fn resource(
     }
 }
 
+/// The options of a watch of `a`: of a collection, or (the `/watch/` path with a name) of
+/// one object, by its name or a field selector that requires exactly that name (the
+/// apiserver's 400 otherwise, as a v1.34.9 apiserver answers it).
+fn watch_options(
+    ctx: &Ctx,
+    a: &Addressed,
+    query: &Query,
+) -> Result<super::query::ListOptions, SimError> {
+    let mut opts = list_options(query, &a.rt, a.watch_path, ctx.cfg.watchlist)?;
+    if let Some(name) = &a.name {
+        if opts.fields.is_empty() {
+            opts.fields = super::selector::FieldSelector::with_name(name, &a.rt);
+        } else if opts.fields.required_name() != Some(name.as_str()) {
+            return Err(SimError::BadRequest(
+                "fieldSelector metadata.name doesn't match requested name".into(),
+            ));
+        }
+    }
+    Ok(opts)
+}
+
 async fn collection_get(
     ctx: &Ctx,
     a: &Addressed,
@@ -956,7 +1029,7 @@ async fn collection_get(
 ) -> Result<Response, SimError> {
     let opts = list_options(query, &a.rt, a.watch_path, ctx.cfg.watchlist)?;
     if opts.watch {
-        return watch_response(ctx, a, opts, f).await;
+        return watch_response(ctx, a, opts, f, None).await;
     }
     let scope = Scope {
         rt: &a.rt,
@@ -985,11 +1058,13 @@ async fn collection_get(
     })
 }
 
+/// A watch; `table`: its events' objects printed as one-row Tables.
 async fn watch_response(
     ctx: &Ctx,
     a: &Addressed,
     opts: super::query::ListOptions,
     f: Fmt,
+    table: Option<Printer>,
 ) -> Result<Response, SimError> {
     let env = WatchEnv {
         bookmark_interval: ctx.cfg.bookmark_interval,
@@ -1006,6 +1081,7 @@ async fn watch_response(
         media: f.media,
         form: f.form,
         profile: ctx.cfg.profile,
+        table,
     };
     let (rx, media) =
         watch::start(ctx.store.clone(), a.rt.clone(), a.ns.clone(), opts, env).await?;
@@ -1024,6 +1100,18 @@ async fn get(
     query: &Query,
     f: Fmt,
 ) -> Result<Response, SimError> {
+    let obj = read_one(ctx, a, name, query).await?;
+    Ok(object_response(ctx, &a.rt, StatusCode::OK, &obj, f))
+}
+
+/// The object a GET reads: from the serving replica's watch cache for a resourceVersion (0
+/// included), from the store ("etcd") without one.
+async fn read_one(
+    ctx: &Ctx,
+    a: &Addressed,
+    name: &str,
+    query: &Query,
+) -> Result<Arc<StoredObj>, SimError> {
     // A resourceVersion (0 included) is served by the watch cache, none by etcd.
     if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty()) {
         let rv = parse_rv(rv)?;
@@ -1045,7 +1133,7 @@ async fn get(
             } else {
                 None
             };
-            let obj = snap
+            return snap
                 .objects
                 .get(&super::store::obj_key(ns, name))
                 .cloned()
@@ -1055,16 +1143,13 @@ async fn get(
                         resource: a.rt.resource.clone(),
                         name: name.to_string(),
                     })
-                })?;
-            return Ok(object_response(ctx, &a.rt, StatusCode::OK, &obj, f));
+                });
         }
     } else {
         ctx.storage_read().await;
     }
-    let obj = ctx
-        .store
-        .get(&a.rt.group, &a.rt.resource, a.ns.as_deref(), name)?;
-    Ok(object_response(ctx, &a.rt, StatusCode::OK, &obj, f))
+    ctx.store
+        .get(&a.rt.group, &a.rt.resource, a.ns.as_deref(), name)
 }
 
 fn delete_collection(

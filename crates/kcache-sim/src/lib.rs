@@ -51,6 +51,13 @@
 //! module from the recordings (`pom-*`), not by kcache's renderer. A LIST that prefers it in
 //! protobuf (client-go's metadata client) gets it in protobuf, for every kind (custom
 //! resources too), as the apiserver does.
+//!
+//! `kubectl get` (an Accept that asks for `as=Table` first) of a type whose columns the sim
+//! serves (`Sim::serve_table_columns`, `table_columns::serve_builtin`) gets a Table whether it
+//! lists, GETs one object (one row at its resourceVersion) or watches (each event's object a
+//! one-row Table, the columns on the first only), rows printed by the sim's own `table_rows`
+//! as the recorded `table-*` answers show (a custom resource's cells from its CRD object's
+//! printer columns); errors, a 410 ERROR event included, stay the plain Status.
 #![forbid(unsafe_code)]
 // A code name in the docs that no longer exists fails `cargo doc`, not only CI's
 // `-D warnings` run.
@@ -481,7 +488,9 @@ impl Sim {
         j.clone().unwrap_or_default()
     }
 
-    /// Answer `as=Table` lists of a resource with these column definitions (and no rows).
+    /// Answer `as=Table` reads of a resource (lists, GETs, watches) with these column
+    /// definitions, each object printed as the apiserver prints it (a custom resource by its
+    /// CustomResourceDefinition's printer columns, when the sim holds that object).
     pub fn serve_table_columns(&self, group: &str, resource: &str, columns: bytes::Bytes) {
         if let Ok(mut t) = self.inner.ctx.table_columns.lock() {
             t.insert((group.to_string(), resource.to_string()), columns);

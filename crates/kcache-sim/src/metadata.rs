@@ -47,7 +47,7 @@ pub enum Form {
 /// which the sim does not serve: such clauses are skipped here) whatever the endpoint, so a
 /// LIST asked `as=PartialObjectMetadata` is accepted by negotiation and then refused with a
 /// 406, even with a fallback clause after it. `as=Table` is answered like plain JSON here: a
-/// list of a type whose columns the sim serves is printed before negotiation
+/// read of a type whose columns the sim serves is printed before negotiation
 /// (`http::table_asked`, `table_rows`), anything else is answered in its own form.
 pub fn clause_form(params: &[&str]) -> Option<Form> {
     let param = |name: &str| {

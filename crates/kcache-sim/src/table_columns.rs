@@ -1,7 +1,7 @@
 //! Table column definitions for the built-in kinds of the demo cluster, so that `kubectl get`
 //! through kcache prints the apiserver's columns (kcache takes the columns from its upstream
-//! and computes the cells from its cache). The sim prints lists of these kinds with them
-//! (`table_rows`).
+//! and computes the cells from its cache). The sim prints lists, GETs and watch events of these
+//! kinds with them (`table_rows`).
 //!
 //! Where the recordings hold a Table of the kind, its `columnDefinitions` are used byte for
 //! byte, from the sim's profile's recordings (v1.34 changed the Pod `Node` column's

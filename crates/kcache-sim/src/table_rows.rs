@@ -1,15 +1,21 @@
-//! Table rows as kube-apiserver prints them (`pkg/printers/internalversion`), for the kinds
-//! whose columns the sim serves (`table_columns`): `kubectl get` straight at the sim, or
-//! passed through kcache, prints what it would print against a cluster.
+//! Table rows as kube-apiserver prints them (`pkg/printers/internalversion` for the built-in
+//! kinds, a CRD's `additionalPrinterColumns` for custom resources), for the types whose
+//! columns the sim serves (`table_columns`): lists, named GETs and watch events alike, so
+//! `kubectl get` (with `-w` too) straight at the sim, or passed through kcache, prints what it
+//! would print against a cluster.
 //!
 //! The sim's own model of the printers, written from the apiserver's printing rules and
 //! checked against the recorded Tables (`tests`), not kcache's printer: kcache computes its
 //! rows itself from its cache, and the sim is what its rows are compared with.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::encode::write_value;
+use crate::types::ResourceType;
 use crate::Profile;
 
 /// What `rows[].object` carries (`includeObject`).
@@ -32,51 +38,193 @@ impl Include {
     }
 }
 
-/// A Table of `objects` (each a whole object) with the served `columns`, as the apiserver
-/// writes a list's (`list_meta`: its `metadata`) or, for a GET, one object's (the object's
-/// resourceVersion as the Table's).
-pub(crate) fn table(
+/// How one type's objects print into a Table: the served `columnDefinitions`, the profile's
+/// printer of a built-in kind or a custom resource's `additionalPrinterColumns`, and what
+/// `rows[].object` carries. One printer answers a list, a GET and every event of a watch.
+pub(crate) struct Printer {
     profile: Profile,
-    resource: &str,
-    columns: &[u8],
-    list_meta: Value,
-    objects: &[Value],
+    rt: Arc<ResourceType>,
+    columns: Bytes,
+    /// A custom resource's printer columns after Name (its CRD's, or the apiserver's default
+    /// Age column when its CRD declares none); None for a built-in kind.
+    custom: Option<Vec<Value>>,
     include: Include,
-    now: SystemTime,
-) -> Vec<u8> {
-    let now = unix_seconds(now);
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            let mut row = Map::new();
-            row.insert(
-                "cells".into(),
-                Value::Array(cells(profile, resource, o, now)),
-            );
-            if let Some(c) = row_conditions(resource, o) {
-                row.insert("conditions".into(), c);
+}
+
+impl Printer {
+    /// `crd_columns`: the `additionalPrinterColumns` of a custom resource's served version.
+    pub(crate) fn new(
+        profile: Profile,
+        rt: Arc<ResourceType>,
+        columns: Bytes,
+        crd_columns: Option<Vec<Value>>,
+        include: Include,
+    ) -> Printer {
+        // A CRD without printer columns prints its objects' age (the apiextensions-apiserver's
+        // default column).
+        let custom = rt.custom.then(|| {
+            crd_columns.filter(|c| !c.is_empty()).unwrap_or_else(|| {
+                vec![json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})]
+            })
+        });
+        Printer {
+            profile,
+            rt,
+            columns,
+            custom,
+            include,
+        }
+    }
+
+    /// A list's Table: its `metadata` is the list's (resourceVersion, continue, remaining
+    /// count), a row per object.
+    pub(crate) fn list(&self, list_meta: &Value, objects: &[Value], now: SystemTime) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024 + objects.len() * 1024);
+        self.write(&mut out, list_meta, true, objects, unix_seconds(now));
+        out.push(b'\n');
+        out
+    }
+
+    /// A GET's Table: one row, the object's resourceVersion as the Table's.
+    pub(crate) fn get(&self, object: &Value, now: SystemTime) -> Vec<u8> {
+        let mut out = self.one(object, true, now);
+        out.push(b'\n');
+        out
+    }
+
+    /// The object of a watch event: a one-row Table at the object's resourceVersion. Only the
+    /// first event of a watch carries the `columnDefinitions` (`with_columns`), later ones
+    /// `null` (`table-watch-cm-ns-a-from-list-rv`).
+    pub(crate) fn event_object(
+        &self,
+        object: &Value,
+        with_columns: bool,
+        now: SystemTime,
+    ) -> Vec<u8> {
+        self.one(object, with_columns, now)
+    }
+
+    fn one(&self, object: &Value, with_columns: bool, now: SystemTime) -> Vec<u8> {
+        let rv = object["metadata"]["resourceVersion"].clone();
+        let meta = json!({ "resourceVersion": rv });
+        let mut out = Vec::with_capacity(2048);
+        self.write(
+            &mut out,
+            &meta,
+            with_columns,
+            std::slice::from_ref(object),
+            unix_seconds(now),
+        );
+        out
+    }
+
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        meta: &Value,
+        with_columns: bool,
+        objects: &[Value],
+        now: i64,
+    ) {
+        out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
+        write_value(out, meta, false);
+        out.extend_from_slice(br#","columnDefinitions":"#);
+        if with_columns {
+            out.extend_from_slice(&self.columns);
+        } else {
+            out.extend_from_slice(b"null");
+        }
+        out.extend_from_slice(br#","rows":["#);
+        for (i, o) in objects.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
             }
-            let object = match include {
-                Include::None => Value::Null,
-                Include::Object => o.clone(),
-                Include::Metadata => json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": o["metadata"].clone(),
-                }),
-            };
-            row.insert("object".into(), object);
-            Value::Object(row)
-        })
-        .collect();
-    let mut out = br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#.to_vec();
-    out.extend_from_slice(&serde_json::to_vec(&list_meta).unwrap_or_default());
-    out.extend_from_slice(br#","columnDefinitions":"#);
-    out.extend_from_slice(columns);
-    out.extend_from_slice(br#","rows":"#);
-    out.extend_from_slice(&serde_json::to_vec(&rows).unwrap_or_default());
-    out.extend_from_slice(b"}\n");
-    out
+            self.row(out, o, now);
+        }
+        out.extend_from_slice(b"]}");
+    }
+
+    fn row(&self, out: &mut Vec<u8>, o: &Value, now: i64) {
+        let cells = match &self.custom {
+            Some(columns) => custom_cells(columns, o, now),
+            None => cells(self.profile, &self.rt.resource, o, now),
+        };
+        out.extend_from_slice(br#"{"cells":"#);
+        write_value(out, &Value::Array(cells), false);
+        if let Some(c) = row_conditions(&self.rt.resource, o).filter(|_| !self.rt.custom) {
+            out.extend_from_slice(br#","conditions":"#);
+            write_value(out, &c, false);
+        }
+        out.extend_from_slice(br#","object":"#);
+        match self.include {
+            Include::None => out.extend_from_slice(b"null"),
+            Include::Object => write_value(out, o, self.rt.custom),
+            // The apiserver's PartialObjectMetadata: ObjectMeta in its struct order, custom
+            // resources' too (`table-get-widget`).
+            Include::Metadata => out.extend_from_slice(&crate::metadata::encode(&self.rt, o)),
+        }
+        out.push(b'}');
+    }
+}
+
+/// A custom resource's cells: its name, then each printer column's value at its jsonPath as
+/// the apiextensions-apiserver's table convertor writes it: `null` when the path finds
+/// nothing, a `date` as the time since it, an `integer`/`number`/`boolean` only when the
+/// value is one, a `string` as the value's text.
+fn custom_cells(columns: &[Value], o: &Value, now: i64) -> Vec<Value> {
+    let mut row = vec![json!(s(&o["metadata"]["name"]))];
+    for c in columns {
+        let value = json_path(o, s(&c["jsonPath"]));
+        let cell = match (s(&c["type"]), value) {
+            (_, None | Some(Value::Null)) => Value::Null,
+            ("date", Some(Value::String(t))) => match time(&json!(t)) {
+                Some(t) => json!(human(now - t)),
+                None => json!("<invalid>"),
+            },
+            ("integer", Some(v)) => v
+                .as_i64()
+                .or_else(|| v.as_f64().map(|f| f as i64))
+                .map_or(Value::Null, Value::from),
+            ("number", Some(v @ Value::Number(_))) => v.clone(),
+            ("boolean", Some(v @ Value::Bool(_))) => v.clone(),
+            ("string", Some(Value::String(t))) => json!(t),
+            // jsonpath prints other scalars as their text; objects and lists are written as
+            // JSON here (Go prints them with its own `fmt` forms, which no recording shows).
+            ("string", Some(v)) => json!(v.to_string()),
+            _ => Value::Null,
+        };
+        row.push(cell);
+    }
+    row
+}
+
+/// The value at a CRD printer column's simple JSONPath (`.spec.size`, `.status.conditions[0].type`);
+/// None when the path finds nothing or is not one the sim evaluates.
+fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim();
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
+    let mut at = o;
+    for part in path.strip_prefix('.')?.split('.') {
+        let (key, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            at = at.get(key)?;
+        }
+        while let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            at = at.get(r[..end].parse::<usize>().ok()?)?;
+            rest = &r[end + 1..];
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+    }
+    Some(at)
 }
 
 /// Every column of `resource`'s printer for `o`, in the order `table_columns` serves them.

@@ -12,6 +12,7 @@ use super::protobuf::{self, Media};
 use super::query::{parse_rv, ListOptions};
 use super::status::SimError;
 use super::store::{frame, Event, EventKind, Store, StoredObj};
+use super::table_rows::Printer;
 use super::types::ResourceType;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -49,6 +50,9 @@ pub struct WatchEnv {
     pub form: Form,
     /// The upstream imitated.
     pub profile: Profile,
+    /// The client asked for a Table of a type whose columns the sim serves: each event's
+    /// object is a one-row Table printed by this.
+    pub table: Option<Printer>,
 }
 
 /// How a stream writes its objects.
@@ -61,6 +65,28 @@ enum Lines {
     /// JSON lines carrying each object, BOOKMARKs included, as a PartialObjectMetadata.
     /// ERROR events keep their plain Status (the apiserver transforms no Status).
     Metadata,
+    /// JSON lines carrying each object as a one-row Table (`Tables`). ERROR events keep their
+    /// plain Status (`err-table-watch-widgets-rv1-too-old`); BOOKMARKs are written as in a
+    /// plain watch (no recording shows one in a Table watch: kubectl's `get -w` asks for none).
+    Table,
+}
+
+/// The Table lines of one watch: each event's object printed on its own, the columns with
+/// the first event only (`table-watch-cm-ns-a-from-list-rv`).
+struct Tables {
+    printer: Printer,
+    /// No event written yet: the next one carries the `columnDefinitions`.
+    first: bool,
+}
+
+impl Tables {
+    fn frame(&mut self, kind: &str, obj: &serde_json::Value) -> Bytes {
+        let first = std::mem::replace(&mut self.first, false);
+        let table = self
+            .printer
+            .event_object(obj, first, std::time::SystemTime::now());
+        frame(kind, &table)
+    }
 }
 
 /// The ADDED frame of an object of the initial state.
@@ -71,7 +97,8 @@ fn initial_frame(rt: &ResourceType, obj: &StoredObj, lines: Lines) -> Bytes {
             Some(env) => protobuf::watch_frame("ADDED", &env),
             None => frame("ADDED", &obj.bytes),
         },
-        Lines::Json => frame("ADDED", &obj.bytes),
+        // A Table watch prints its lines itself (`Tables`).
+        Lines::Json | Lines::Table => frame("ADDED", &obj.bytes),
     }
 }
 
@@ -101,7 +128,7 @@ fn bookmark(
     let obj = bookmark_object(rt, rv, initial_end, null_timestamp);
     let mut json = Vec::new();
     obj.write(&mut json);
-    if lines == Lines::Json {
+    if matches!(lines, Lines::Json | Lines::Table) {
         return Some(frame("BOOKMARK", &json));
     }
     let value: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
@@ -173,33 +200,65 @@ impl Filter {
             && self.opts.fields.matches(&obj.value)
     }
 
-    /// The frame this watcher sees for `ev`, if any (W2 transitions). `Err`: the stream is
-    /// protobuf and the object has no protobuf form here.
-    fn frame_for(&self, ev: &Event, lines: Lines) -> Result<Option<Bytes>, ()> {
+    /// What this watcher sees of `ev`, if anything (W2 transitions): the event's object as
+    /// `kind`, or (`Seen::Left`) a DELETED carrying the object as it was before the write
+    /// that took it out of the selection.
+    fn sees(&self, ev: &Event) -> Option<Seen> {
         let now = self.matches(&ev.obj);
-        let send = |kind: EventKind| match lines {
-            Lines::Protobuf => ev.proto_frame(kind).ok_or(()),
-            Lines::Metadata => Ok(ev.metadata_frame(kind)),
-            Lines::Json => Ok(ev.frame(kind)),
-        };
-        let frame = match ev.kind {
-            EventKind::Added | EventKind::Deleted if now => send(ev.kind)?,
-            EventKind::Added | EventKind::Deleted => return Ok(None),
+        match ev.kind {
+            EventKind::Added | EventKind::Deleted if now => Some(Seen::As(ev.kind)),
+            EventKind::Added | EventKind::Deleted => None,
             EventKind::Modified => {
                 let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
                 match (before, now) {
-                    (true, true) => send(EventKind::Modified)?,
-                    (false, true) => send(EventKind::Added)?,
-                    (true, false) => match lines {
-                        Lines::Protobuf => ev.proto_leave_frame().ok_or(())?,
-                        Lines::Metadata => ev.metadata_leave_frame(),
-                        Lines::Json => ev.leave_frame(),
-                    },
-                    (false, false) => return Ok(None),
+                    (true, true) => Some(Seen::As(EventKind::Modified)),
+                    (false, true) => Some(Seen::As(EventKind::Added)),
+                    (true, false) => Some(Seen::Left),
+                    (false, false) => None,
                 }
             }
+        }
+    }
+
+    /// The frame this watcher sees for `ev`, if any, in the shared forms (every form but
+    /// Table). `Err`: the stream is protobuf and the object has no protobuf form here.
+    fn frame_for(&self, ev: &Event, lines: Lines) -> Result<Option<Bytes>, ()> {
+        let frame = match self.sees(ev) {
+            None => return Ok(None),
+            Some(Seen::As(kind)) => match lines {
+                Lines::Protobuf => ev.proto_frame(kind).ok_or(())?,
+                Lines::Metadata => ev.metadata_frame(kind),
+                Lines::Json | Lines::Table => ev.frame(kind),
+            },
+            Some(Seen::Left) => match lines {
+                Lines::Protobuf => ev.proto_leave_frame().ok_or(())?,
+                Lines::Metadata => ev.metadata_leave_frame(),
+                Lines::Json | Lines::Table => ev.leave_frame(),
+            },
         };
         Ok(Some(frame))
+    }
+}
+
+/// What a watcher sees of an event (`Filter::sees`).
+enum Seen {
+    /// The event's object, as this kind of event.
+    As(EventKind),
+    /// DELETED with the object before the write, at the write's resourceVersion.
+    Left,
+}
+
+/// The object a Table line prints for what a watcher saw of `ev`.
+fn seen_object(ev: &Event, seen: &Seen) -> serde_json::Value {
+    match (seen, &ev.prev) {
+        (Seen::Left, Some(prev)) => {
+            let mut value = prev.value.clone();
+            if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                meta.insert("resourceVersion".into(), ev.rv.to_string().into());
+            }
+            value
+        }
+        _ => ev.obj.value.clone(),
     }
 }
 
@@ -289,14 +348,22 @@ pub async fn start(
     // `as=PartialObjectMetadataList` on a watch is not refused by the apiserver, whose
     // transformation of each object then fails and hands it on as it is; the sim writes the
     // objects in their own JSON form then (no recording shows this case).
+    let mut tables = env.table.map(|printer| Tables {
+        printer,
+        first: true,
+    });
     let lines = match (proto, env.form) {
+        _ if tables.is_some() => Lines::Table,
         (true, _) => Lines::Protobuf,
         (false, Form::Metadata) => Lines::Metadata,
         (false, Form::Object | Form::MetadataList) => Lines::Json,
     };
     if initial_state {
         for obj in &initial_objs {
-            frames.push(initial_frame(&rt, obj, lines));
+            frames.push(match &mut tables {
+                Some(t) => t.frame("ADDED", &obj.value),
+                None => initial_frame(&rt, obj, lines),
+            });
         }
         if streaming && filter.opts.allow_bookmarks && !env.withhold_end {
             frames.extend(bookmark(&rt, start_rv, true, lines, env.profile));
@@ -355,6 +422,7 @@ pub async fn start(
         catch_up_bookmark,
         lag: env.lag,
         lines,
+        tables,
         profile: env.profile,
     };
     tokio::spawn(w.run(frames, sub.replay));
@@ -394,6 +462,8 @@ struct Watcher {
     catch_up_bookmark: Option<(u64, Instant)>,
     /// How the stream writes its objects.
     lines: Lines,
+    /// The Table lines of a Table watch (`Lines::Table`).
+    tables: Option<Tables>,
     /// The upstream imitated.
     profile: Profile,
 }
@@ -533,6 +603,17 @@ impl Watcher {
         self.seen_rv = self.seen_rv.max(ev.rv);
         if ev.rv <= self.start_rv {
             return Flow::Continue;
+        }
+        if let Some(tables) = &mut self.tables {
+            let Some(seen) = self.filter.sees(ev) else {
+                return Flow::Continue;
+            };
+            let kind = match seen {
+                Seen::As(kind) => kind.name(),
+                Seen::Left => EventKind::Deleted.name(),
+            };
+            let f = tables.frame(kind, &seen_object(ev, &seen));
+            return self.emit(f).await;
         }
         match self.filter.frame_for(ev, self.lines) {
             Ok(Some(f)) => self.emit(f).await,

@@ -36,15 +36,18 @@ fn check(profile: Profile, name: &str, resource: &str, objects: &[Value]) {
     let want: Value =
         serde_json::from_str(&read_string_in(profile, &format!("{name}.json"))).unwrap();
     let columns = serde_json::to_vec(&want["columnDefinitions"]).unwrap();
-    let body = table(
+    let rt = crate::types::builtins()
+        .into_iter()
+        .find(|t| t.resource == resource)
+        .unwrap();
+    let printer = Printer::new(
         profile,
-        resource,
-        &columns,
-        want["metadata"].clone(),
-        objects,
+        Arc::new(rt),
+        Bytes::from(columns),
+        None,
         Include::Metadata,
-        date(profile, name),
     );
+    let body = printer.list(&want["metadata"], objects, date(profile, name));
     let got: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(got["metadata"], want["metadata"], "{name}");
     assert_eq!(
@@ -70,6 +73,161 @@ fn rows_are_the_recorded_apiservers() {
         let service = items(profile, "get-service.json");
         check(profile, "table-list-services-ns-a", "services", &service);
     }
+}
+
+/// The printer of `resource` with a recorded Table's columns (a custom resource's printer
+/// columns from the recorded CRD).
+fn printer_for(profile: Profile, table: &str, resource: &str) -> Printer {
+    let want: Value =
+        serde_json::from_str(&read_string_in(profile, &format!("{table}.json"))).unwrap();
+    let columns = Bytes::from(serde_json::to_vec(&want["columnDefinitions"]).unwrap());
+    if resource == "widgets" {
+        let crd: Value = serde_json::from_str(&read_string_in(profile, "get-crd.json")).unwrap();
+        let rt = ResourceType::custom(
+            "fixtures.example.com",
+            "v1",
+            "widgets",
+            "widget",
+            "Widget",
+            true,
+            &[],
+        );
+        let printer_columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .cloned();
+        return Printer::new(
+            profile,
+            Arc::new(rt),
+            columns,
+            printer_columns,
+            Include::Metadata,
+        );
+    }
+    let rt = crate::types::builtins()
+        .into_iter()
+        .find(|t| t.resource == resource)
+        .unwrap();
+    Printer::new(profile, Arc::new(rt), columns, None, Include::Metadata)
+}
+
+/// The bytes of a printed Table against a recorded one's, with where they part.
+fn assert_same(name: &str, got: &[u8], want: &[u8]) {
+    if got == want {
+        return;
+    }
+    let at = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+    let from = at.saturating_sub(120);
+    panic!(
+        "{name}: differs at byte {at}\n got: …{}\nwant: …{}",
+        String::from_utf8_lossy(&got[from..(at + 120).min(got.len())]),
+        String::from_utf8_lossy(&want[from..(at + 120).min(want.len())]),
+    );
+}
+
+#[test]
+fn gets_are_the_recorded_apiservers_byte_for_byte() {
+    for profile in [Profile::V1_28, Profile::V1_34] {
+        for (table, resource, object) in [
+            ("table-get-pod", "pods", "get-pod.json"),
+            ("table-get-cm", "configmaps", "get-cm.json"),
+            ("table-get-namespace", "namespaces", "get-namespace.json"),
+            ("table-get-widget", "widgets", "get-widget.json"),
+        ] {
+            let object: Value = serde_json::from_str(&read_string_in(profile, object)).unwrap();
+            let got = printer_for(profile, table, resource).get(&object, date(profile, table));
+            let want = read_string_in(profile, &format!("{table}.json"));
+            assert_same(&format!("{profile} {table}"), &got, want.as_bytes());
+        }
+    }
+}
+
+/// The recorded Table watch, each line printed again from the plain watch's object at the same
+/// resourceVersion (recorded at the same time) at its arrival time: the columns on the first
+/// line only, every line byte for byte.
+#[test]
+fn watch_events_are_the_recorded_apiservers_byte_for_byte() {
+    for profile in [Profile::V1_28, Profile::V1_34] {
+        let name = "table-watch-cm-ns-a-from-list-rv";
+        let http = read_string_in(profile, &format!("{name}.http"));
+        // `# recorded: 2026-11-26T12:41:00.070Z`: when curl started; the timeline counts from
+        // there. The ages are whole seconds, so the arrival's fraction matters.
+        let started = http
+            .lines()
+            .find_map(|l| l.strip_prefix("# recorded: "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap();
+        let (whole, millis) = started.trim_end_matches('Z').split_once('.').unwrap();
+        let start = UNIX_EPOCH
+            + std::time::Duration::from_secs(time(&json!(format!("{whole}Z"))).unwrap() as u64)
+            + std::time::Duration::from_millis(millis.parse().unwrap());
+        let arrivals: Vec<std::time::Duration> = http
+            .lines()
+            .filter_map(|l| l.strip_prefix("<- +"))
+            .filter(|l| l.contains("Table/"))
+            .map(|l| {
+                std::time::Duration::from_secs_f64(l.split('s').next().unwrap().parse().unwrap())
+            })
+            .collect();
+        let plain: Vec<Value> = read_string_in(profile, "watch-cm-ns-a-from-list-rv.json")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let recorded = read_string_in(profile, &format!("{name}.json"));
+        let printer = printer_for(profile, "table-get-cm", "configmaps");
+        let lines: Vec<&str> = recorded.lines().collect();
+        assert_eq!(lines.len(), arrivals.len());
+        for (i, line) in lines.iter().enumerate() {
+            let event: Value = serde_json::from_str(line).unwrap();
+            let rv = &event["object"]["metadata"]["resourceVersion"];
+            let source = plain
+                .iter()
+                .find(|e| &e["object"]["metadata"]["resourceVersion"] == rv)
+                .unwrap_or_else(|| panic!("no plain event at {rv}"));
+            let object = printer.event_object(&source["object"], i == 0, start + arrivals[i]);
+            let got = crate::store::frame(source["type"].as_str().unwrap(), &object);
+            assert_same(
+                &format!("{profile} {name} line {}", i + 1),
+                &got,
+                format!("{line}\n").as_bytes(),
+            );
+        }
+    }
+}
+
+#[test]
+fn custom_resource_cells_follow_their_printer_columns() {
+    let columns = vec![
+        json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size"}),
+        json!({"name": "Ratio", "type": "number", "jsonPath": ".spec.ratio"}),
+        json!({"name": "On", "type": "boolean", "jsonPath": ".spec.on"}),
+        json!({"name": "Size text", "type": "string", "jsonPath": ".spec.size"}),
+        json!({"name": "First", "type": "string", "jsonPath": ".spec.items[1].name"}),
+        json!({"name": "Missing", "type": "string", "jsonPath": ".status.phase"}),
+        json!({"name": "Not a number", "type": "integer", "jsonPath": ".spec.color"}),
+        json!({"name": "When", "type": "date", "jsonPath": ".spec.when"}),
+        json!({"name": "Bad date", "type": "date", "jsonPath": ".spec.color"}),
+    ];
+    let o = json!({
+        "metadata": {"name": "w"},
+        "spec": {"size": 3, "ratio": 0.5, "on": true, "color": "red",
+                 "items": [{"name": "a"}, {"name": "b"}], "when": "2026-11-26T12:38:10Z"},
+    });
+    let now = time(&json!("2026-11-26T12:39:54Z")).unwrap();
+    assert_eq!(
+        custom_cells(&columns, &o, now),
+        vec![
+            json!("w"),
+            json!(3),
+            json!(0.5),
+            json!(true),
+            json!("3"),
+            json!("b"),
+            Value::Null,
+            Value::Null,
+            json!("104s"),
+            json!("<invalid>"),
+        ]
+    );
 }
 
 #[test]
