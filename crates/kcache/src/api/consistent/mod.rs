@@ -1,0 +1,347 @@
+//! Where a consistent read (resourceVersion unset) is answered: the cache once it has caught
+//! up with the upstream, the upstream, or the cache marked unconfirmed while the upstream
+//! cannot be reached (docs/semantics.md, "Consistent reads" and "Stale while down").
+
+mod forward;
+mod learn;
+mod plan;
+
+pub(crate) use forward::Forwarded;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Answer, AnsweredBy, App};
+use crate::cache::{Proof, ResourceCache, Verdict};
+use crate::error::Report;
+use crate::metrics;
+use crate::status::ApiError;
+use crate::upstream::RevisionProbe;
+use plan::{plan, Facts, Plan};
+
+/// How reads with resourceVersion unset are answered.
+#[derive(Debug, Clone)]
+pub(crate) struct ConsistentReads {
+    /// Answer them from the cache once it has caught up with the upstream (else forward all).
+    pub from_cache: bool,
+    /// With `fallback` off, how long a read waits for the cache to catch up before its 504;
+    /// otherwise the most a wait off the readers' path lasts (docs/semantics.md, "How long a
+    /// consistent read waits").
+    pub wait: Duration,
+    /// After the wait: forward to the upstream (true) or answer 504 (false).
+    pub fallback: bool,
+}
+
+impl Default for ConsistentReads {
+    fn default() -> Self {
+        ConsistentReads {
+            from_cache: true,
+            wait: Duration::from_secs(3),
+            fallback: true,
+        }
+    }
+}
+
+impl App {
+    /// Decide where a consistent read is answered (`synced`: whether the cache had synced when
+    /// the read was decided): [`Consistency::Cache`] once the cache has
+    /// reached the upstream's revision as of after the read arrived (see [`RevisionProbe`] for
+    /// why that is never stale), [`Consistency::Upstream`] when the upstream must answer, and
+    /// [`Consistency::Unconfirmed`] only while the upstream cannot be reached at all.
+    ///
+    /// No reader waits for what it cannot gain (docs/semantics.md, "Consistent reads"). While
+    /// the upstream is reachable and `onTimeout` forwards, by what the type's last wait found
+    /// ([`Verdict`]):
+    /// - **quiet** (a wait ran out, and no object event of the type since): forwarded at once,
+    ///   without a probe, or, where that is expected to be faster, proven by the type's
+    ///   metadata (`api::proof`). A bookmark moves the cache's RV but is no news about the
+    ///   objects;
+    /// - **unknown** (nothing learnt yet, or events since it was quiet): the probe, and a wait
+    ///   no longer than the upstream is expected to take to answer the read
+    ///   ([`crate::cache::Freshness::expected_forward`]; the probe's round trip before any
+    ///   read of the type was forwarded); then the read is forwarded and the wait goes on off
+    ///   the reader's path, to learn the verdict. Meanwhile the type's other reads probe and
+    ///   go upstream without a wait;
+    /// - **reaches** (the last wait reached the revision): the read waits a few times the
+    ///   type's measured catch-up, never longer than the upstream is expected to take to answer
+    ///   it, then is forwarded while the wait goes on off the reader's path. When the catch-up
+    ///   alone is expected to take longer than forwarding (a lagging watch, a small read), the
+    ///   read is forwarded at once and the catch-up is measured again in the background, about
+    ///   once a second.
+    ///
+    /// A LIST whose wait ran out is proven by the type's metadata instead of forwarded, where
+    /// that is expected to pay (a large read of a type only other types' writes moved past).
+    ///
+    /// A GET in front of v1.31 or later is forwarded at once: there the probe, a consistent
+    /// list, waits for etcd's progress notification whenever the type's last event is older
+    /// than etcd's revision, while the GET itself is read from etcd at once
+    /// ([`crate::upstream::UpstreamVersion::consistent_lists_from_watch_cache`]).
+    ///
+    /// A probe the upstream answered with an error, or that got no answer in time while the
+    /// reflector still reaches the upstream, forwards the read (one replica's 429, 5xx or
+    /// slowness is not an outage); only an upstream that cannot be reached at all (the
+    /// connection refused or cut, or no answer while the reflector has lost it too) has the
+    /// cache answer unconfirmed. With `onTimeout: error` every read waits the full
+    /// `consistentReads.waitSeconds` before its 504.
+    pub(super) async fn consistent(
+        &self,
+        cache: &Arc<ResourceCache>,
+        read: ConsistentRead,
+        synced: bool,
+    ) -> Result<Consistency, ApiError> {
+        let probe = self.registry.probe(cache);
+        let facts = self.facts(cache, probe.as_deref(), read, synced);
+        let (Some(probe), plan) = (probe, plan(&facts)) else {
+            return Ok(Consistency::Upstream);
+        };
+        let outcome = |o: &'static str| self.count_outcome(cache, o);
+        let bound = match plan {
+            Plan::Upstream => return Ok(Consistency::Upstream),
+            Plan::Forward(why) => {
+                outcome(why);
+                return Ok(Consistency::Upstream);
+            }
+            Plan::ForwardLagging => {
+                self.sample(cache, &probe);
+                outcome("forwarded_lagging");
+                return Ok(Consistency::Upstream);
+            }
+            Plan::ProveOrForward => match self.proof_instead(cache, &probe, read, true) {
+                Some(round_trip) => return Ok(self.proven(cache, round_trip).await),
+                None => {
+                    outcome("forwarded_quiet");
+                    return Ok(Consistency::Upstream);
+                }
+            },
+            Plan::Probe(bound) => bound,
+        };
+        let started = Instant::now();
+        let target = match probe.target().await {
+            Ok(t) => t,
+            Err(e) => {
+                // The upstream answered (an error status), or gave no answer in time while the
+                // reflector still reaches it (one slow replica): it can answer the read itself.
+                if e.upstream_answered()
+                    .unwrap_or_else(|| cache.contact().reachable())
+                {
+                    tracing::debug!(resource = %cache.info, error = %Report(&e),
+                        "consistency probe failed; forwarding the read");
+                    outcome("forwarded_probe_failed");
+                    return Ok(Consistency::Upstream);
+                }
+                // Not reachable at all: forwarding would fail too. Serve what the cache has,
+                // marked, unless it is older than the policy allows.
+                tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.contact().age(),
+                    "upstream unreachable; answering from the cache unconfirmed");
+                if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
+                    outcome("too_stale");
+                    return Err(refused);
+                }
+                outcome("stale");
+                return Ok(Consistency::Unconfirmed);
+            }
+        };
+        let probed = Instant::now();
+        // Known only now: a first read's probe gives the round trip it is bounded by.
+        let bound = bound.unwrap_or_else(|| {
+            let round_trip = probe.round_trip().unwrap_or_default();
+            cache
+                .freshness()
+                .expected_forward(read.objects(), round_trip)
+                .min(self.consistent.wait)
+        });
+        let waited = cache.wait_for_rv(target, bound).await;
+        self.metrics
+            .consistent_wait
+            .get_or_create(&metrics::ResourceLabels {
+                resource: cache.info.resource.clone(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        match waited {
+            Ok(()) => {
+                cache.freshness().reached(probed.elapsed());
+                outcome("cache");
+                Ok(Consistency::Cache)
+            }
+            Err(current) if self.consistent.fallback => {
+                // A large read whose proof pays is proven rather than forwarded whole: no event
+                // of the type arrived within a few catch-ups, so most likely nothing of it
+                // changed (the revision moved with other types' writes).
+                if let Some(round_trip) = self.proof_instead(cache, &probe, read, false) {
+                    let verdict = cache.verdict();
+                    let answer = self.proven(cache, round_trip).await;
+                    match (answer, verdict) {
+                        // Nothing of the type was on its way, and nothing was known of it: it
+                        // is quiet, and its next reads are proven at once.
+                        (Consistency::Cache, Verdict::Unknown) => {
+                            cache.freshness().missed(cache.object_events());
+                        }
+                        // A type that keeps up stays so: while the upstream's revision stands
+                        // still its next reads are answered after the probe alone, which costs
+                        // the upstream less than a proof.
+                        (Consistency::Cache, _) => {}
+                        _ => self.keep_waiting(cache, target, probed),
+                    }
+                    return Ok(answer);
+                }
+                // Forwarded now; the wait goes on off the reader's path, to learn whether the
+                // type reaches such revisions at all (and how fast) or is quiet.
+                self.keep_waiting(cache, target, probed);
+                outcome("forwarded");
+                tracing::trace!(resource = %cache.info, target, current, "forwarding a consistent read");
+                Ok(Consistency::Upstream)
+            }
+            Err(current) => {
+                cache.freshness().missed(cache.object_events());
+                outcome("timeout");
+                Err(ApiError::TooLargeResourceVersion {
+                    requested: target,
+                    current,
+                })
+            }
+        }
+    }
+
+    /// Where a read of a quiet type is answered once its cache was put to the proof: from the
+    /// cache when it holds the upstream's state, else upstream (a proof that failed, or that
+    /// the upstream did not answer: it can answer the read).
+    async fn proven(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Consistency {
+        let (o, answer) = match self.prove(cache, round_trip).await {
+            Proof::Proven => ("proven", Consistency::Cache),
+            Proof::Changed => ("forwarded_changed", Consistency::Upstream),
+            Proof::Failed => ("forwarded_probe_failed", Consistency::Upstream),
+        };
+        self.count_outcome(cache, o);
+        answer
+    }
+
+    /// The probe's round trip, when `read` is a LIST whose proof pays ([`App::proof_pays`],
+    /// with its periodic `retry` for a quiet type's reads).
+    fn proof_instead(
+        &self,
+        cache: &ResourceCache,
+        probe: &RevisionProbe,
+        read: ConsistentRead,
+        retry: bool,
+    ) -> Option<Duration> {
+        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip())
+        else {
+            return None;
+        };
+        self.proof_pays(cache, round_trip, whole, retry)
+            .then_some(round_trip)
+    }
+
+    /// Count a consistent read of `cache`'s type where it was answered
+    /// (`kcache_consistent_reads_total{outcome}`).
+    fn count_outcome(&self, cache: &ResourceCache, outcome: &'static str) {
+        self.metrics
+            .consistent_reads
+            .get_or_create(&metrics::OutcomeLabels {
+                resource: cache.info.resource.clone(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// What [`plan()`] decides a consistent read of `cache` by, read from the configuration,
+    /// the cache and the type's probe (None: it has none); `synced`: whether the cache had
+    /// synced when the read was decided.
+    fn facts(
+        &self,
+        cache: &ResourceCache,
+        probe: Option<&RevisionProbe>,
+        read: ConsistentRead,
+        synced: bool,
+    ) -> Facts {
+        let freshness = cache.freshness();
+        let contact = cache.contact();
+        Facts {
+            from_cache: self.consistent.from_cache,
+            synced,
+            confirmed: contact.confirmed(),
+            probe: probe.is_some(),
+            fallback: self.consistent.fallback,
+            reachable: contact.reachable(),
+            get_from_etcd: read == ConsistentRead::Get
+                && self.upstream.version().consistent_lists_from_watch_cache(),
+            verdict: cache.verdict(),
+            learning: freshness.is_learning(),
+            catch_up: freshness.expected_catch_up(),
+            forward: probe
+                .and_then(RevisionProbe::round_trip)
+                .map(|round_trip| freshness.expected_forward(read.objects(), round_trip)),
+            wait: self.consistent.wait,
+        }
+    }
+}
+
+/// Where a consistent read is answered (see [`App::consistent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Consistency {
+    /// The cache has reached the upstream's current revision.
+    Cache,
+    /// The upstream answers.
+    Upstream,
+    /// The upstream cannot be reached at all: the cache answers, marked with
+    /// [`UNCONFIRMED_HEADER`] (within `staleness.maxConsistentReadStalenessSeconds`).
+    Unconfirmed,
+}
+
+/// Set (`true`) on a consistent read answered from the cache while the upstream could not be
+/// reached to confirm it current (see docs/semantics.md, "Stale while down").
+pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
+
+/// Mark a consistent read's answer from the cache with how the cache was shown current (an
+/// [`AnsweredBy`] extension, for its audit events), and as unconfirmed when it is one (`c`:
+/// the decision of a consistent read, None for a read that was not one).
+pub(super) fn mark_consistent(
+    answer: Result<Answer, ApiError>,
+    c: Option<Consistency>,
+) -> Result<Answer, ApiError> {
+    match answer {
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Unconfirmed) => {
+            resp.headers_mut()
+                .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
+            resp.extensions_mut().insert(AnsweredBy::Unconfirmed);
+            Ok(Answer::Ready(resp))
+        }
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Cache) => {
+            resp.extensions_mut().insert(AnsweredBy::Proven);
+            Ok(Answer::Ready(resp))
+        }
+        other => other,
+    }
+}
+
+/// Which kind of consistent read is deciding between the cache and the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ConsistentRead {
+    Get,
+    /// A LIST, or a watch whose initial events must be consistent (its end bookmark promises
+    /// a state no older than the upstream's when it began): about `objects` objects in this
+    /// page, `whole` in all its pages.
+    List {
+        objects: usize,
+        whole: usize,
+    },
+}
+
+impl ConsistentRead {
+    /// A LIST of about `whole` objects in all, `limit` a page (zero or less: one page).
+    pub(super) fn list(whole: usize, limit: i64) -> ConsistentRead {
+        let objects = usize::try_from(limit)
+            .ok()
+            .filter(|l| *l > 0)
+            .map_or(whole, |l| l.min(whole));
+        ConsistentRead::List { objects, whole }
+    }
+
+    /// About how many objects the upstream would send for this read (this page).
+    pub(super) fn objects(self) -> usize {
+        match self {
+            ConsistentRead::Get => 1,
+            ConsistentRead::List { objects, .. } => objects,
+        }
+    }
+}
