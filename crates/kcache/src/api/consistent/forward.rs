@@ -4,34 +4,31 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::{shared_read, App};
-use super::ConsistentRead;
+use super::super::shared_read;
+use super::{ConsistentRead, ConsistentReader};
 use crate::cache::ResourceCache;
 
-impl App {
-    /// How `read`, a consistent GET or LIST of `cache`'s type decided for the upstream, is
-    /// forwarded (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
-    pub(in crate::api) fn forwarded(
-        &self,
-        cache: &Arc<ResourceCache>,
-        read: ConsistentRead,
-    ) -> Forwarded {
+impl ConsistentReader<'_> {
+    /// How `read`, a consistent GET or LIST of the type decided for the upstream, is forwarded
+    /// (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
+    pub(in crate::api) fn forwarded(&self, read: ConsistentRead) -> Forwarded {
         let objects = read.objects();
         let timing = match read {
             ConsistentRead::Get => None,
-            ConsistentRead::List { .. } => self
-                .registry
-                .probe(cache)
-                .and_then(|p| p.round_trip())
-                .map(|round_trip| ForwardTiming {
-                    cache: cache.clone(),
-                    objects,
-                    round_trip,
-                }),
+            ConsistentRead::List { .. } => {
+                self.probe
+                    .as_ref()
+                    .and_then(|p| p.round_trip())
+                    .map(|round_trip| ForwardTiming {
+                        cache: self.cache.clone(),
+                        objects,
+                        round_trip,
+                    })
+            }
         };
         Forwarded {
             timing,
-            shared: shared_read::fits(cache, objects),
+            shared: shared_read::fits(&self.cache, objects),
         }
     }
 }
@@ -67,7 +64,7 @@ impl Forwarded {
     }
 }
 
-/// A forwarded consistent LIST being timed (see [`App::forwarded`]).
+/// A forwarded consistent LIST being timed (see [`ConsistentReader::forwarded`]).
 struct ForwardTiming {
     cache: Arc<ResourceCache>,
     objects: usize,

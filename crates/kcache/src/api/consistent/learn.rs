@@ -6,19 +6,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::App;
+use super::ConsistentReader;
 use crate::cache::ResourceCache;
 use crate::upstream::RevisionProbe;
 
-impl App {
-    /// Go on waiting, off the reader's path, for `cache` to reach `target` (probed at
-    /// `probed`), up to [`App::learn_within`]: record the catch-up if it gets there, or that the type
-    /// is quiet. One such wait per type at a time; others forward without one.
-    pub(super) fn keep_waiting(&self, cache: &Arc<ResourceCache>, target: u64, probed: Instant) {
-        if !cache.freshness().begin_background(Duration::ZERO) {
+impl ConsistentReader<'_> {
+    /// Go on waiting, off the reader's path, for the cache to reach `target` (probed at
+    /// `probed`), up to [`ConsistentReader::learn_within`]: record the catch-up if it gets
+    /// there, or that the type is quiet. One such wait per type at a time; others forward
+    /// without one.
+    pub(super) fn keep_waiting(&self, target: u64, probed: Instant) {
+        if !self.cache.freshness().begin_background(Duration::ZERO) {
             return;
         }
-        let (cache, bound) = (cache.clone(), self.learn_within());
+        let (cache, bound) = (self.cache.clone(), self.learn_within());
         self.tasks.spawn(async move {
             let _end = BackgroundWait(cache.clone());
             let remaining = bound.saturating_sub(probed.elapsed());
@@ -26,14 +27,14 @@ impl App {
         });
     }
 
-    /// Measure, off the readers' path, whether and how fast `cache` reaches the upstream's
-    /// revision: one probe and a wait up to [`App::learn_within`], at most once per
-    /// [`SAMPLE_EVERY`] per type.
-    pub(super) fn sample(&self, cache: &Arc<ResourceCache>, probe: &Arc<RevisionProbe>) {
-        if !cache.freshness().begin_background(SAMPLE_EVERY) {
+    /// Measure, off the readers' path, whether and how fast the cache reaches the upstream's
+    /// revision (`probe`: the type's): one probe and a wait up to
+    /// [`ConsistentReader::learn_within`], at most once per [`SAMPLE_EVERY`] per type.
+    pub(super) fn sample(&self, probe: &Arc<RevisionProbe>) {
+        if !self.cache.freshness().begin_background(SAMPLE_EVERY) {
             return;
         }
-        let (cache, probe, bound) = (cache.clone(), probe.clone(), self.learn_within());
+        let (cache, probe, bound) = (self.cache.clone(), probe.clone(), self.learn_within());
         self.tasks.spawn(async move {
             let _end = BackgroundWait(cache.clone());
             let Ok(target) = probe.target().await else {
@@ -46,7 +47,7 @@ impl App {
     /// How long a wait off the readers' path goes on before it finds the type quiet:
     /// [`LEARN_WITHIN`], at most `consistentReads.waitSeconds`.
     fn learn_within(&self) -> Duration {
-        LEARN_WITHIN.min(self.consistent.wait)
+        LEARN_WITHIN.min(self.config.wait)
     }
 }
 

@@ -1,6 +1,12 @@
 //! Where a consistent read (resourceVersion unset) is answered: the cache once it has caught
 //! up with the upstream, the upstream, or the cache marked unconfirmed while the upstream
 //! cannot be reached (docs/semantics.md, "Consistent reads" and "Stale while down").
+//!
+//! One [`ConsistentReader`] per read decides it and, when the upstream answers, forwards it,
+//! with the type's probe and prover looked up once. What it decides by is a pure function of
+//! facts (`plan`, table-tested); forwarded reads are timed (`forward`), and what the reader
+//! leaves running to learn its type's verdict is in `learn`. The proof by metadata that may
+//! stand in for a forwarded read is `api::proof`.
 
 mod forward;
 mod learn;
@@ -11,12 +17,15 @@ pub(crate) use forward::Forwarded;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Answer, AnsweredBy, App};
-use crate::cache::{Proof, ResourceCache, Verdict};
+use tokio_util::task::TaskTracker;
+
+use super::{proof, Answer, AnsweredBy, Staleness};
+use crate::cache::{Proof, Prover, ResourceCache, Verdict};
 use crate::error::Report;
-use crate::metrics;
+use crate::metrics::{self, Metrics};
+use crate::registry::Registry;
 use crate::status::ApiError;
-use crate::upstream::RevisionProbe;
+use crate::upstream::{RevisionProbe, Upstream};
 use plan::{plan, Facts, Plan};
 
 /// How reads with resourceVersion unset are answered.
@@ -42,7 +51,53 @@ impl Default for ConsistentReads {
     }
 }
 
-impl App {
+/// One consistent read of one type, decided ([`ConsistentReader::decide`]) and, when the
+/// upstream answers it, forwarded ([`ConsistentReader::forwarded`]). It holds everything the
+/// decision needs: the cache, the type's probe and prover, looked up in the registry once, as
+/// the read starts, and the parts of the app it reads, counts with and leaves waits running in.
+pub(super) struct ConsistentReader<'a> {
+    cache: Arc<ResourceCache>,
+    /// The type's revision probe; None once the type has left the registry (the read goes
+    /// upstream).
+    probe: Option<Arc<RevisionProbe>>,
+    /// What moves the cache's RV to a revision a proof showed current; None while `cache` is
+    /// not its type's cache in the registry.
+    prover: Option<Prover>,
+    config: &'a ConsistentReads,
+    metrics: &'a Metrics,
+    upstream: &'a Upstream,
+    /// What a read gets while the upstream cannot confirm the cache current.
+    staleness: &'a Staleness,
+    /// Where the waits off the readers' path run: shutdown waits for them.
+    tasks: &'a TaskTracker,
+}
+
+impl<'a> ConsistentReader<'a> {
+    /// The reader of one consistent read of `cache`'s type, its probe and prover looked up in
+    /// `registry` now.
+    pub(super) fn new(
+        cache: &Arc<ResourceCache>,
+        registry: &Registry,
+        config: &'a ConsistentReads,
+        metrics: &'a Metrics,
+        upstream: &'a Upstream,
+        staleness: &'a Staleness,
+        tasks: &'a TaskTracker,
+    ) -> ConsistentReader<'a> {
+        ConsistentReader {
+            cache: cache.clone(),
+            probe: registry.probe(cache),
+            prover: registry.prover(cache),
+            config,
+            metrics,
+            upstream,
+            staleness,
+            tasks,
+        }
+    }
+}
+
+impl ConsistentReader<'_> {
     /// Decide where a consistent read is answered (`synced`: whether the cache had synced when
     /// the read was decided): [`Consistency::Cache`] once the cache has
     /// reached the upstream's revision as of after the read arrived (see [`RevisionProbe`] for
@@ -83,18 +138,17 @@ impl App {
     /// connection refused or cut, or no answer while the reflector has lost it too) has the
     /// cache answer unconfirmed. With `onTimeout: error` every read waits the full
     /// `consistentReads.waitSeconds` before its 504.
-    pub(super) async fn consistent(
+    pub(super) async fn decide(
         &self,
-        cache: &Arc<ResourceCache>,
         read: ConsistentRead,
         synced: bool,
     ) -> Result<Consistency, ApiError> {
-        let probe = self.registry.probe(cache);
-        let facts = self.facts(cache, probe.as_deref(), read, synced);
-        let (Some(probe), plan) = (probe, plan(&facts)) else {
+        let cache = &self.cache;
+        let facts = self.facts(read, synced);
+        let (Some(probe), plan) = (&self.probe, plan(&facts)) else {
             return Ok(Consistency::Upstream);
         };
-        let outcome = |o: &'static str| self.count_outcome(cache, o);
+        let outcome = |o: &'static str| self.count_outcome(o);
         let bound = match plan {
             Plan::Upstream => return Ok(Consistency::Upstream),
             Plan::Forward(why) => {
@@ -102,12 +156,12 @@ impl App {
                 return Ok(Consistency::Upstream);
             }
             Plan::ForwardLagging => {
-                self.sample(cache, &probe);
+                self.sample(probe);
                 outcome("forwarded_lagging");
                 return Ok(Consistency::Upstream);
             }
-            Plan::ProveOrForward => match self.proof_instead(cache, &probe, read, true) {
-                Some(round_trip) => return Ok(self.proven(cache, round_trip).await),
+            Plan::ProveOrForward => match self.proof_instead(read, true) {
+                Some(round_trip) => return Ok(self.proven(round_trip).await),
                 None => {
                     outcome("forwarded_quiet");
                     return Ok(Consistency::Upstream);
@@ -148,7 +202,7 @@ impl App {
             cache
                 .freshness()
                 .expected_forward(read.objects(), round_trip)
-                .min(self.consistent.wait)
+                .min(self.config.wait)
         });
         let waited = cache.wait_for_rv(target, bound).await;
         self.metrics
@@ -163,13 +217,13 @@ impl App {
                 outcome("cache");
                 Ok(Consistency::Cache)
             }
-            Err(current) if self.consistent.fallback => {
+            Err(current) if self.config.fallback => {
                 // A large read whose proof pays is proven rather than forwarded whole: no event
                 // of the type arrived within a few catch-ups, so most likely nothing of it
                 // changed (the revision moved with other types' writes).
-                if let Some(round_trip) = self.proof_instead(cache, &probe, read, false) {
+                if let Some(round_trip) = self.proof_instead(read, false) {
                     let verdict = cache.verdict();
-                    let answer = self.proven(cache, round_trip).await;
+                    let answer = self.proven(round_trip).await;
                     match (answer, verdict) {
                         // Nothing of the type was on its way, and nothing was known of it: it
                         // is quiet, and its next reads are proven at once.
@@ -180,13 +234,13 @@ impl App {
                         // still its next reads are answered after the probe alone, which costs
                         // the upstream less than a proof.
                         (Consistency::Cache, _) => {}
-                        _ => self.keep_waiting(cache, target, probed),
+                        _ => self.keep_waiting(target, probed),
                     }
                     return Ok(answer);
                 }
                 // Forwarded now; the wait goes on off the reader's path, to learn whether the
                 // type reaches such revisions at all (and how fast) or is quiet.
-                self.keep_waiting(cache, target, probed);
+                self.keep_waiting(target, probed);
                 outcome("forwarded");
                 tracing::trace!(resource = %cache.info, target, current, "forwarding a consistent read");
                 Ok(Consistency::Upstream)
@@ -205,63 +259,57 @@ impl App {
     /// Where a read of a quiet type is answered once its cache was put to the proof: from the
     /// cache when it holds the upstream's state, else upstream (a proof that failed, or that
     /// the upstream did not answer: it can answer the read).
-    async fn proven(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Consistency {
-        let (o, answer) = match self.prove(cache, round_trip).await {
+    async fn proven(&self, round_trip: Duration) -> Consistency {
+        let (o, answer) = match self.prove(round_trip).await {
             Proof::Proven => ("proven", Consistency::Cache),
             Proof::Changed => ("forwarded_changed", Consistency::Upstream),
             Proof::Failed => ("forwarded_probe_failed", Consistency::Upstream),
         };
-        self.count_outcome(cache, o);
+        self.count_outcome(o);
         answer
     }
 
-    /// The probe's round trip, when `read` is a LIST whose proof pays ([`App::proof_pays`],
-    /// with its periodic `retry` for a quiet type's reads).
-    fn proof_instead(
-        &self,
-        cache: &ResourceCache,
-        probe: &RevisionProbe,
-        read: ConsistentRead,
-        retry: bool,
-    ) -> Option<Duration> {
-        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, probe.round_trip())
-        else {
-            return None;
-        };
-        self.proof_pays(cache, round_trip, whole, retry)
-            .then_some(round_trip)
+    /// Prove the cache current by the type's metadata ([`proof::prove`]; `round_trip`: the
+    /// probe's).
+    async fn prove(&self, round_trip: Duration) -> Proof {
+        proof::prove(self.upstream, &self.cache, self.prover.as_ref(), round_trip).await
     }
 
-    /// Count a consistent read of `cache`'s type where it was answered
+    /// The probe's round trip, when `read` is a LIST whose proof pays ([`proof::proof_pays`],
+    /// with its periodic `retry` for a quiet type's reads).
+    fn proof_instead(&self, read: ConsistentRead, retry: bool) -> Option<Duration> {
+        let round_trip = self.probe.as_ref()?.round_trip();
+        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, round_trip) else {
+            return None;
+        };
+        proof::proof_pays(&self.cache, round_trip, whole, retry).then_some(round_trip)
+    }
+
+    /// Count a consistent read of the type where it was answered
     /// (`kcache_consistent_reads_total{outcome}`).
-    fn count_outcome(&self, cache: &ResourceCache, outcome: &'static str) {
+    fn count_outcome(&self, outcome: &'static str) {
         self.metrics
             .consistent_reads
             .get_or_create(&metrics::OutcomeLabels {
-                resource: cache.info.resource.clone(),
+                resource: self.cache.info.resource.clone(),
                 outcome,
             })
             .inc();
     }
 
-    /// What [`plan()`] decides a consistent read of `cache` by, read from the configuration,
-    /// the cache and the type's probe (None: it has none); `synced`: whether the cache had
-    /// synced when the read was decided.
-    fn facts(
-        &self,
-        cache: &ResourceCache,
-        probe: Option<&RevisionProbe>,
-        read: ConsistentRead,
-        synced: bool,
-    ) -> Facts {
+    /// What [`plan()`] decides a consistent read by, read from the configuration, the cache and
+    /// the type's probe; `synced`: whether the cache had synced when the read was decided.
+    fn facts(&self, read: ConsistentRead, synced: bool) -> Facts {
+        let cache = &self.cache;
+        let probe = self.probe.as_deref();
         let freshness = cache.freshness();
         let contact = cache.contact();
         Facts {
-            from_cache: self.consistent.from_cache,
+            from_cache: self.config.from_cache,
             synced,
             confirmed: contact.confirmed(),
             probe: probe.is_some(),
-            fallback: self.consistent.fallback,
+            fallback: self.config.fallback,
             reachable: contact.reachable(),
             get_from_etcd: read == ConsistentRead::Get
                 && self.upstream.version().consistent_lists_from_watch_cache(),
@@ -271,12 +319,12 @@ impl App {
             forward: probe
                 .and_then(RevisionProbe::round_trip)
                 .map(|round_trip| freshness.expected_forward(read.objects(), round_trip)),
-            wait: self.consistent.wait,
+            wait: self.config.wait,
         }
     }
 }
 
-/// Where a consistent read is answered (see [`App::consistent`]).
+/// Where a consistent read is answered (see [`ConsistentReader::decide`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Consistency {
     /// The cache has reached the upstream's current revision.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cache::Verdict;
 
 /// What a consistent read's [`Plan`] is made from: read, nothing asked or changed (see
-/// [`App::consistent`](crate::api::App::consistent) for what each means to the read).
+/// [`ConsistentReader::decide`](super::ConsistentReader::decide) for what each means to the read).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Facts {
     /// `consistentReads.fromCache`.
@@ -57,7 +57,7 @@ pub(super) enum Plan {
     Probe(Option<Duration>),
 }
 
-/// How a consistent read starts, from its [`Facts`] alone (see [`App::consistent`](crate::api::App::consistent)).
+/// How a consistent read starts, from its [`Facts`] alone (see [`ConsistentReader::decide`](super::ConsistentReader::decide)).
 pub(super) fn plan(f: &Facts) -> Plan {
     // A state restored from disk that the reflector has not yet confirmed with the upstream
     // is treated as no state: the read goes upstream, as it would before a first sync (stale
