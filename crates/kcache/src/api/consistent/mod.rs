@@ -20,13 +20,13 @@ use std::time::{Duration, Instant};
 use tokio_util::task::TaskTracker;
 
 use super::{proof, Answer, AnsweredBy, Staleness};
-use crate::cache::{Proof, Prover, ResourceCache, Verdict};
+use crate::cache::{Proof, Prover, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{self, Metrics};
 use crate::registry::Registry;
 use crate::status::ApiError;
 use crate::upstream::{RevisionProbe, Upstream};
-use plan::{plan, Facts, Plan};
+use plan::{after_wait, plan, proof_answer, AfterWait, Facts, Learn, Plan, Proving, Wait, Waited};
 
 /// How reads with resourceVersion unset are answered.
 #[derive(Debug, Clone)]
@@ -106,7 +106,7 @@ impl ConsistentReader<'_> {
     ///
     /// No reader waits for what it cannot gain (docs/semantics.md, "Consistent reads"). While
     /// the upstream is reachable and `onTimeout` forwards, by what the type's last wait found
-    /// ([`Verdict`]):
+    /// ([`Verdict`](crate::cache::Verdict)):
     /// - **quiet** (a wait ran out, and no object event of the type since): forwarded at once,
     ///   without a probe, or, where that is expected to be faster, proven by the type's
     ///   metadata (`api::proof`). A bookmark moves the cache's RV but is no news about the
@@ -138,6 +138,10 @@ impl ConsistentReader<'_> {
     /// connection refused or cut, or no answer while the reflector has lost it too) has the
     /// cache answer unconfirmed. With `onTimeout: error` every read waits the full
     /// `consistentReads.waitSeconds` before its 504.
+    ///
+    /// How the read starts is [`plan()`]'s to say, and what it does once its wait ended
+    /// [`after_wait`]'s, each from facts alone; this carries their steps out (the probe, the
+    /// wait, a proof, a wait left running off the reader's path) and counts the outcome.
     pub(super) async fn decide(
         &self,
         read: ConsistentRead,
@@ -211,60 +215,82 @@ impl ConsistentReader<'_> {
                 resource: cache.info.resource.clone(),
             })
             .observe(started.elapsed().as_secs_f64());
-        match waited {
-            Ok(()) => {
-                cache.freshness().reached(probed.elapsed());
-                outcome("cache");
-                Ok(Consistency::Cache)
-            }
-            Err(current) if self.config.fallback => {
-                // A large read whose proof pays is proven rather than forwarded whole: no event
-                // of the type arrived within a few catch-ups, so most likely nothing of it
-                // changed (the revision moved with other types' writes).
-                if let Some(round_trip) = self.proof_instead(read, false) {
-                    let verdict = cache.verdict();
-                    let answer = self.proven(round_trip).await;
-                    match (answer, verdict) {
-                        // Nothing of the type was on its way, and nothing was known of it: it
-                        // is quiet, and its next reads are proven at once.
-                        (Consistency::Cache, Verdict::Unknown) => {
-                            cache.freshness().missed(cache.object_events());
-                        }
-                        // A type that keeps up stays so: while the upstream's revision stands
-                        // still its next reads are answered after the probe alone, which costs
-                        // the upstream less than a proof.
-                        (Consistency::Cache, _) => {}
-                        _ => self.keep_waiting(target, probed),
+        let wait = match waited {
+            Ok(()) => Wait::Reached,
+            Err(current) => Wait::RanOut { current },
+        };
+        self.finish(read, wait, target, probed).await
+    }
+
+    /// Carry out what [`after_wait`] says once the read's wait for `target` (probed at
+    /// `probed`) ended as `wait`: weigh a proof and make it where it says so, then answer and
+    /// record what the read learnt of the type.
+    async fn finish(
+        &self,
+        read: ConsistentRead,
+        wait: Wait,
+        target: u64,
+        probed: Instant,
+    ) -> Result<Consistency, ApiError> {
+        let cache = &self.cache;
+        let mut waited = Waited {
+            wait,
+            fallback: self.config.fallback,
+            proof: Proving::Unweighed,
+        };
+        loop {
+            match after_wait(&waited) {
+                AfterWait::Weigh => {
+                    waited.proof = match self.proof_instead(read, false) {
+                        Some(round_trip) => Proving::Pays(round_trip),
+                        None => Proving::DoesNotPay,
+                    };
+                }
+                AfterWait::Prove(round_trip) => {
+                    let before = cache.verdict();
+                    let found = self.prove(round_trip).await;
+                    waited.proof = Proving::Done { before, found };
+                }
+                AfterWait::Cache => {
+                    cache.freshness().reached(probed.elapsed());
+                    self.count_outcome("cache");
+                    return Ok(Consistency::Cache);
+                }
+                AfterWait::Timeout { current } => {
+                    cache.freshness().missed(cache.object_events());
+                    self.count_outcome("timeout");
+                    return Err(ApiError::TooLargeResourceVersion {
+                        requested: target,
+                        current,
+                    });
+                }
+                AfterWait::Forward { current } => {
+                    self.keep_waiting(target, probed);
+                    self.count_outcome("forwarded");
+                    tracing::trace!(resource = %cache.info, target, current, "forwarding a consistent read");
+                    return Ok(Consistency::Upstream);
+                }
+                AfterWait::Answer {
+                    outcome,
+                    answer,
+                    learn,
+                } => {
+                    self.count_outcome(outcome);
+                    match learn {
+                        Learn::Nothing => {}
+                        Learn::Quiet => cache.freshness().missed(cache.object_events()),
+                        Learn::KeepWaiting => self.keep_waiting(target, probed),
                     }
                     return Ok(answer);
                 }
-                // Forwarded now; the wait goes on off the reader's path, to learn whether the
-                // type reaches such revisions at all (and how fast) or is quiet.
-                self.keep_waiting(target, probed);
-                outcome("forwarded");
-                tracing::trace!(resource = %cache.info, target, current, "forwarding a consistent read");
-                Ok(Consistency::Upstream)
-            }
-            Err(current) => {
-                cache.freshness().missed(cache.object_events());
-                outcome("timeout");
-                Err(ApiError::TooLargeResourceVersion {
-                    requested: target,
-                    current,
-                })
             }
         }
     }
 
-    /// Where a read of a quiet type is answered once its cache was put to the proof: from the
-    /// cache when it holds the upstream's state, else upstream (a proof that failed, or that
-    /// the upstream did not answer: it can answer the read).
+    /// Where a read of a quiet type is answered once its cache was put to the proof
+    /// ([`proof_answer`]).
     async fn proven(&self, round_trip: Duration) -> Consistency {
-        let (o, answer) = match self.prove(round_trip).await {
-            Proof::Proven => ("proven", Consistency::Cache),
-            Proof::Changed => ("forwarded_changed", Consistency::Upstream),
-            Proof::Failed => ("forwarded_probe_failed", Consistency::Upstream),
-        };
+        let (o, answer) = proof_answer(self.prove(round_trip).await);
         self.count_outcome(o);
         answer
     }
