@@ -3,10 +3,11 @@
 //! cannot be reached (docs/semantics.md, "Consistent reads" and "Stale while down").
 //!
 //! One [`ConsistentReader`] per read decides it and, when the upstream answers, forwards it,
-//! with the type's probe and prover looked up once. What it decides by is a pure function of
-//! facts (`plan`, table-tested); forwarded reads are timed (`forward`), and what the reader
-//! leaves running to learn its type's verdict is in `learn`. The proof by metadata that may
-//! stand in for a forwarded read is `api::proof`.
+//! with the type's probe and prover looked up once. How a read starts and what it does once
+//! its wait ended are pure functions of facts (`plan`, table-tested row by row) that the reader
+//! carries out; forwarded reads are timed (`forward`), and what the reader leaves running to
+//! learn its type's verdict is in `learn`. The proof by metadata that may stand in for a
+//! forwarded read is `api::proof`.
 
 mod forward;
 mod learn;
