@@ -1,7 +1,7 @@
 //! A running estimate of a latency, shared between tasks without a lock.
 //!
 //! Consistent reads choose between waiting for the cache and forwarding to the upstream by
-//! comparing two such estimates (see `api::App::consistent`): how long the upstream takes to
+//! comparing two such estimates (see `api::consistent`): how long the upstream takes to
 //! answer a one-object read, and how long a cache takes to catch up with a revision it has
 //! just been told about. Both change with load and with the upstream replica a watch happens
 //! to be on, so the estimate follows recent samples rather than averaging all of them.

@@ -128,7 +128,7 @@ fn not_held(requested: u64, e: AtError) -> ApiError {
 /// send, all pages together: the namespace's or the type's objects. Selectors are not applied
 /// (an upper bound, cheap to get): it only sizes what forwarding the read would cost, to
 /// decide how long the read may wait for the cache and whether proving it pays
-/// (`App::consistent`).
+/// (`ConsistentReader::decide`).
 pub(super) fn expected_objects(cache: &ResourceCache, filter: &Filter) -> usize {
     let snap = cache.snapshot();
     match &filter.namespace {

@@ -158,6 +158,20 @@ impl App {
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
+
+    /// What decides one consistent read of `cache`'s type and forwards it when the upstream
+    /// answers: the type's probe and prover looked up in the registry once, for the whole read.
+    fn consistent_reader(&self, cache: &Arc<ResourceCache>) -> consistent::ConsistentReader<'_> {
+        consistent::ConsistentReader::new(
+            cache,
+            &self.registry,
+            &self.consistent,
+            &self.metrics,
+            &self.upstream,
+            &self.staleness,
+            &self.tasks,
+        )
+    }
 }
 
 /// How an answer from the cache is rendered (from the request's Accept header).

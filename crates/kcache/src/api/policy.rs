@@ -29,7 +29,7 @@
 //!    encodes it).
 //! 8. The resourceVersion rules: which state the cache answers with ([`Want`]), or, for a
 //!    consistent read (resourceVersion unset), [`Decision::Consistent`]: the cache answers once
-//!    the consistent-read path (`App::consistent`) has shown it current, which [`consistent`]
+//!    the consistent-read path (`ConsistentReader::decide`) has shown it current, which [`consistent`]
 //!    turns into the final decision. Until its first sync a cache answers none of them (the
 //!    apiserver's 429, for the index selectors that reach it).
 //!

@@ -15,16 +15,14 @@
 //! It pays where the metadata is much smaller than the read: measured 2026-11-27 for 10k
 //! ConfigMaps, 2.8 MB in 23 ms against 19 MB in 87 ms for the JSON list (v1.34). kcache
 //! measures both per type and proves only where the proof is expected to be faster
-//! ([`App::proof_pays`]).
+//! ([`proof_pays`]).
 //!
 //! Readers share proofs (`shared_call`): a reader waits for a metadata list sent after it
 //! arrived, and every reader that arrived before that list was sent gets its answer. Under
 //! load the upstream serves a few proofs per round trip of the type, not one per read.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::App;
 use crate::cache::{Proof, Prover, ResourceCache, MEASURED_FROM, PROOF_SHARE};
 use crate::error::Report;
 use crate::upstream::{metadata_list_url, MetadataList, Upstream};
@@ -34,63 +32,64 @@ use crate::upstream::{metadata_list_url, MetadataList, Upstream};
 /// one metadata list of the type.
 const PROOF_RETRY_EVERY: Duration = Duration::from_secs(30);
 
-impl App {
-    /// Whether proving `cache` current is expected to save at least a quarter of what
-    /// forwarding a read of `whole` objects takes, and at least a millisecond (`whole`: all of
-    /// the read's pages: a client that pages reads them all, and a proven cache answers every
-    /// page). Both are consistent lists and pay the same round trip (on v1.31 and later, the
-    /// same wait for etcd's progress notification); where that is most of either (a small
-    /// type), the proof would only add work for the upstream and kcache. `retry`: a large read
-    /// whose proof is not expected to pay is proven anyway once per [`PROOF_RETRY_EVERY`], to
-    /// measure proofs again (for a quiet type, whose reads would otherwise never be proven
-    /// again).
-    ///
-    /// Before a read of the type was forwarded and timed, a proof is taken to cost a
-    /// [`PROOF_SHARE`]th of a forwarded read per object, so it pays for a read of at least a
-    /// third of the type's objects (and of at least [`MEASURED_FROM`]): a large type's first
-    /// reads are proven, not forwarded whole. An object's metadata is part of it, so such a
-    /// proof never costs the upstream much more than the read; one that fails has the read
-    /// forwarded and timed.
-    pub(super) fn proof_pays(
-        &self,
-        cache: &ResourceCache,
-        round_trip: Duration,
-        whole: usize,
-        retry: bool,
-    ) -> bool {
-        let freshness = cache.freshness();
-        let objects = cache.len();
-        let Some(forward) = freshness.measured_forward(whole, round_trip) else {
-            // Counted in one object's metadata: the read's objects at PROOF_SHARE each, the
-            // proof's at one each. The same rule as below, less the round trip both pay.
-            let read = whole.saturating_mul(PROOF_SHARE as usize);
-            return whole >= MEASURED_FROM && read.saturating_sub(objects) >= read / 4;
-        };
-        let Some(proof) = freshness.expected_proof(objects, round_trip) else {
-            return false;
-        };
-        forward.saturating_sub(proof) >= (forward / 4).max(Duration::from_millis(1))
-            || (retry && whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
-    }
-
-    /// Prove `cache` current with the upstream's metadata list of its collection (see the
-    /// module docs), sent after this call, shared with the type's other readers that join
-    /// before it is sent. `round_trip`: the probe's, what the measurement subtracts.
-    pub(super) async fn prove(&self, cache: &Arc<ResourceCache>, round_trip: Duration) -> Proof {
-        let prover = self.registry.prover(cache);
-        cache
-            .freshness()
-            .proofs()
-            .join(|| prove_once(&self.upstream, cache, prover, round_trip))
-            .await
-    }
+/// Whether proving `cache` current is expected to save at least a quarter of what forwarding a
+/// read of `whole` objects takes, and at least a millisecond (`whole`: all of the read's pages:
+/// a client that pages reads them all, and a proven cache answers every page). Both are
+/// consistent lists and pay the same round trip (on v1.31 and later, the same wait for etcd's
+/// progress notification); where that is most of either (a small type), the proof would only
+/// add work for the upstream and kcache. `retry`: a large read whose proof is not expected to
+/// pay is proven anyway once per [`PROOF_RETRY_EVERY`], to measure proofs again (for a quiet
+/// type, whose reads would otherwise never be proven again).
+///
+/// Before a read of the type was forwarded and timed, a proof is taken to cost a
+/// [`PROOF_SHARE`]th of a forwarded read per object, so it pays for a read of at least a third
+/// of the type's objects (and of at least [`MEASURED_FROM`]): a large type's first reads are
+/// proven, not forwarded whole. An object's metadata is part of it, so such a proof never costs
+/// the upstream much more than the read; one that fails has the read forwarded and timed.
+pub(super) fn proof_pays(
+    cache: &ResourceCache,
+    round_trip: Duration,
+    whole: usize,
+    retry: bool,
+) -> bool {
+    let freshness = cache.freshness();
+    let objects = cache.len();
+    let Some(forward) = freshness.measured_forward(whole, round_trip) else {
+        // Counted in one object's metadata: the read's objects at PROOF_SHARE each, the
+        // proof's at one each. The same rule as below, less the round trip both pay.
+        let read = whole.saturating_mul(PROOF_SHARE as usize);
+        return whole >= MEASURED_FROM && read.saturating_sub(objects) >= read / 4;
+    };
+    let Some(proof) = freshness.expected_proof(objects, round_trip) else {
+        return false;
+    };
+    forward.saturating_sub(proof) >= (forward / 4).max(Duration::from_millis(1))
+        || (retry && whole >= MEASURED_FROM && freshness.retry_proof(PROOF_RETRY_EVERY))
 }
 
-/// One proof of `cache` (see [`App::prove`]); `prover` moves its RV once it is proven.
+/// Prove `cache` current with the upstream's metadata list of its collection (see the module
+/// docs), sent after this call, shared with the type's other readers that join before it is
+/// sent. `prover`: the type's, which moves the cache's RV once it is proven (None while
+/// `cache` is not its type's cache in the registry); `round_trip`: the probe's, what the
+/// measurement subtracts.
+pub(super) async fn prove(
+    upstream: &Upstream,
+    cache: &ResourceCache,
+    prover: Option<&Prover>,
+    round_trip: Duration,
+) -> Proof {
+    cache
+        .freshness()
+        .proofs()
+        .join(|| prove_once(upstream, cache, prover, round_trip))
+        .await
+}
+
+/// One proof of `cache` (see [`prove`]); `prover` moves its RV once it is proven.
 async fn prove_once(
     upstream: &Upstream,
     cache: &ResourceCache,
-    prover: Option<Prover>,
+    prover: Option<&Prover>,
     round_trip: Duration,
 ) -> Proof {
     // Taken first: the metadata list is read after it, so its revision is at least the
@@ -132,6 +131,8 @@ fn same_state(objects: &crate::cache::ObjectMap, rv: u64, list: &MetadataList) -
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::upstream::ItemVersion;
 

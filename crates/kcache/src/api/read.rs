@@ -14,8 +14,8 @@
 //!    proof or probe of a consistent read). A read passed through is authorized upstream.
 //! 3. Gather what the decision needs that costs (the printer, the mirror), and decide again
 //!    with it.
-//! 4. For a consistent read, whether the cache is current (`App::consistent`), which the
-//!    policy turns into the final decision ([`policy::consistent`]).
+//! 4. For a consistent read, whether the cache is current (`ConsistentReader::decide`), which
+//!    the policy turns into the final decision ([`policy::consistent`]).
 //! 5. Read and encode ([`get::get`], [`list::list`], [`watch::watch`]): the answer from the
 //!    cache's state, in the representation asked for. What the cache only finds out while
 //!    reading (a state it no longer holds, a protobuf mirror behind the cache) goes as the
@@ -71,12 +71,13 @@ pub(super) async fn from_cache(
         Decision::Cache(want) => (want, None),
         Decision::Consistent { limit } => {
             let size = consistent_size(read, limit, cache);
-            let found = app.consistent(cache, size, held.synced).await?;
+            let reader = app.consistent_reader(cache);
+            let found = reader.decide(size, held.synced).await?;
             match policy::consistent(limit, found, read.local, held.synced) {
                 Decision::Cache(want) => (want, Some(found)),
                 Decision::Refuse(error) => return Err(error),
                 _ if read.verb == Verb::Watch => return Ok(Answer::Upstream),
-                _ => return Ok(Answer::Consistent(app.forwarded(cache, size))),
+                _ => return Ok(Answer::Consistent(reader.forwarded(size))),
             }
         }
     };

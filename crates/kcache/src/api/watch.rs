@@ -150,7 +150,7 @@ impl Fanout {
 
 /// Open a watch on `cache`. A watch whose initial events must be consistent (resourceVersion
 /// unset with the end bookmark asked for: W6b) comes here only once the cache has reached the
-/// upstream's current revision (see `App::consistent`), so its bookmark is never below it.
+/// upstream's current revision (see `ConsistentReader::decide`), so its bookmark is never below it.
 pub(super) async fn watch(
     cache: Arc<ResourceCache>,
     filter: Filter,

@@ -2,7 +2,7 @@
 //! the upstream takes to answer the type's reads itself.
 //!
 //! A consistent read is answered from the cache only once the cache has reached the revision
-//! the upstream reports as current (see `upstream::RevisionProbe` and `api::App::consistent`).
+//! the upstream reports as current (see `upstream::RevisionProbe` and `api::consistent`).
 //! Whether waiting for that is worth it depends on things only earlier waits tell, kept here:
 //!
 //! - the **verdict** of the last wait ([`Verdict`]): it reached the probed revision (the type's

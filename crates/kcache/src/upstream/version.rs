@@ -23,7 +23,7 @@
 //!   means waiting for etcd's next progress notification (~50-100 ms, a 100 ms tick), while a
 //!   consistent GET is still read from etcd at once. kcache's consistency probe is such a
 //!   list, so on those versions proving a GET from the cache costs more than the GET itself
-//!   (see `App::consistent`).
+//!   (see `ConsistentReader::decide`).
 //!
 //! Behaviour known only for v1.28 and v1.34 is switched at 1.34; a version kcache could not
 //! learn (the upstream unreachable at start) is taken for the newest one recorded. Nothing
