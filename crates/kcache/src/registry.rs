@@ -202,18 +202,21 @@ impl Registry {
         Some(cache)
     }
 
-    /// What may move `cache`'s resourceVersion to a revision proven current, while `cache` is
-    /// its type's cache here.
-    pub(crate) fn prover(&self, cache: &ResourceCache) -> Option<Prover> {
+    /// What a consistent read of `cache` needs of its type's entry, under one look-up: the
+    /// type's revision probe, and what may move `cache`'s resourceVersion to a revision proven
+    /// current (None while `cache` is not its type's cache here).
+    pub(crate) fn consistency(
+        &self,
+        cache: &ResourceCache,
+    ) -> Option<(Arc<RevisionProbe>, Option<Prover>)> {
         self.part_of(cache, |slot| {
-            let keeper = slot.cache.as_ref()?;
-            keeper.keeps(cache).then(|| keeper.prover())
+            let prover = slot
+                .cache
+                .as_ref()
+                .filter(|keeper| keeper.keeps(cache))
+                .map(|keeper| keeper.prover());
+            Some((slot.probe.clone(), prover))
         })
-    }
-
-    /// The revision probe of `cache`'s type.
-    pub(crate) fn probe(&self, cache: &ResourceCache) -> Option<Arc<RevisionProbe>> {
-        self.part_of(cache, |slot| Some(slot.probe.clone()))
     }
 
     /// The Table printer of `cache`'s type.
@@ -408,17 +411,20 @@ mod tests {
         let probe = probe();
         assert!(registry.insert(name.clone(), Origin::Auto, Some(&writer), probe.clone()));
         assert!(registry
-            .probe(&cache)
-            .is_some_and(|p| Arc::ptr_eq(&p, &probe)));
+            .consistency(&cache)
+            .is_some_and(|(p, prover)| Arc::ptr_eq(&p, &probe) && prover.is_some()));
         let printer = registry.printer(&cache).expect("a printer slot");
         assert!(Arc::ptr_eq(&printer, &registry.printer(&cache).unwrap()));
 
         // A configured type keeps its entry while it is not served.
+        // Its probe stays; what moves the cache's RV goes with the cache.
         registry.detach(&cache);
-        assert!(registry.probe(&cache).is_some());
+        assert!(registry
+            .consistency(&cache)
+            .is_some_and(|(_, prover)| prover.is_none()));
 
         registry.drop_type(&name);
-        assert!(registry.probe(&cache).is_none());
+        assert!(registry.consistency(&cache).is_none());
         assert!(registry.printer(&cache).is_none());
     }
 }

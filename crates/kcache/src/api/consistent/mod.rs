@@ -85,10 +85,14 @@ impl<'a> ConsistentReader<'a> {
         staleness: &'a Staleness,
         tasks: &'a TaskTracker,
     ) -> ConsistentReader<'a> {
+        let (probe, prover) = match registry.consistency(cache) {
+            Some((probe, prover)) => (Some(probe), prover),
+            None => (None, None),
+        };
         ConsistentReader {
             cache: cache.clone(),
-            probe: registry.probe(cache),
-            prover: registry.prover(cache),
+            probe,
+            prover,
             config,
             metrics,
             upstream,
