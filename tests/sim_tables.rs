@@ -27,6 +27,11 @@ fn recorded_accept(p: Profile, name: &str) -> String {
         .to_string()
 }
 
+/// A GET of `path` asking for `accept` (a recorded request's `Accept`), as kubectl sends it.
+async fn get_as(addr: std::net::SocketAddr, path: &str, accept: &str, max: Duration) -> Resp {
+    request(addr, "GET", path, &[("Accept", accept)], b"", max).await
+}
+
 /// A recorded response header.
 fn recorded_header(p: Profile, name: &str, header: &str) -> Option<String> {
     let prefix = format!("{header}: ");
@@ -162,12 +167,10 @@ async fn named_gets_as_tables_match_the_recordings(p: Profile) {
     let cm = "/api/v1/namespaces/fixtures-a/configmaps/cm-03";
     let accept = recorded_accept(p, "table-get-cm");
     for (include, object_kind) in [("None", Value::Null), ("Object", json!("ConfigMap"))] {
-        let r = request(
+        let r = get_as(
             sim.addr(),
-            "GET",
             &format!("{cm}?includeObject={include}"),
-            &[("Accept", &accept)],
-            b"",
+            &accept,
             Duration::from_secs(10),
         )
         .await;
@@ -274,17 +277,8 @@ async fn table_watch_replays_the_recorded_timeline(p: Profile) {
     );
     let accept = recorded_accept(p, name);
     let addr = sim.addr();
-    let watch = tokio::spawn(async move {
-        request(
-            addr,
-            "GET",
-            &path,
-            &[("Accept", &accept)],
-            b"",
-            Duration::from_secs(3),
-        )
-        .await
-    });
+    let watch =
+        tokio::spawn(async move { get_as(addr, &path, &accept, Duration::from_secs(3)).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     for (_, method, path, body) in &writes {
         let (body, content_type) = match *method {
@@ -378,12 +372,10 @@ async fn too_old_table_watch_is_the_plain_error_event(p: Profile) {
         Profile::V1_34 => "err-table-watch-widgets-rv1-too-old",
     };
     let (_, path) = fixture_request_in(p, name);
-    let r = request(
+    let r = get_as(
         sim.addr(),
-        "GET",
         &path,
-        &[("Accept", &recorded_accept(p, name))],
-        b"",
+        &recorded_accept(p, name),
         Duration::from_secs(5),
     )
     .await;
@@ -407,12 +399,10 @@ async fn table_watch_history_is_replayed_as_tables() {
     let name = "err-table-watch-cm-rv1-too-old";
     let sim = sim_with_tables(p).await;
     let (_, path) = fixture_request_in(p, name);
-    let r = request(
+    let r = get_as(
         sim.addr(),
-        "GET",
         &path,
-        &[("Accept", &recorded_accept(p, name))],
-        b"",
+        &recorded_accept(p, name),
         Duration::from_secs(2),
     )
     .await;
