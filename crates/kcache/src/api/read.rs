@@ -32,7 +32,7 @@ use super::{get, response, watch};
 use super::{Answer, App, Form};
 use crate::auth::{Attributes, Caller, Verdict};
 use crate::cache::{Mirror, ResourceCache};
-use crate::printers::Known;
+use crate::printers::{Known, PrinterSlot};
 use crate::status::ApiError;
 use crate::table::Printer;
 
@@ -46,7 +46,12 @@ pub(super) async fn from_cache(
     verdict: &mut Option<Verdict>,
 ) -> Result<Answer, ApiError> {
     // 1. Decide at no cost.
-    let held = held(app, read, cache);
+    // A Table read's printer slot, looked up once for both decisions.
+    let slot = match read.representation {
+        Representation::Table => app.registry.printer(cache),
+        _ => None,
+    };
+    let held = held(read, cache, slot.as_deref());
     let decision = policy::decide(read, &held);
     if let Decision::Upstream(why) = decision {
         tracing::debug!(resource = %cache.info, %why, "forwarded");
@@ -60,7 +65,7 @@ pub(super) async fn from_cache(
         held,
         printer,
         mirror,
-    } = decide(app, read, cache, held, decision).await;
+    } = decide(app, read, cache, slot, held, decision).await;
     // 4. A consistent read: is the cache current?
     let (want, consistency) = match decision {
         Decision::Refuse(error) => return Err(error),
@@ -129,10 +134,11 @@ struct Decided {
 }
 
 /// Step 1's facts: what the cache holds, with what only the upstream could tell taken at its
-/// best (a printer not built yet prints from metadata, a mirror is ready).
-fn held(app: &App, read: &ReadRequest<'_>, cache: &ResourceCache) -> policy::Held {
+/// best (a printer not built yet prints from metadata, a mirror is ready); `slot`: the type's
+/// printer slot, for a Table read.
+fn held(read: &ReadRequest<'_>, cache: &ResourceCache, slot: Option<&PrinterSlot>) -> policy::Held {
     let printer = match read.representation {
-        Representation::Table => match app.registry.printer(cache).map(|p| p.known()) {
+        Representation::Table => match slot.map(|p| p.known()) {
             Some(Known::Printer(p)) => printable(&p),
             // A type just dropped: its next read is the upstream's.
             None => policy::Printable::No,
@@ -169,13 +175,14 @@ async fn decide(
     app: &App,
     read: &ReadRequest<'_>,
     cache: &Arc<ResourceCache>,
+    slot: Option<Arc<PrinterSlot>>,
     mut held: policy::Held,
     mut decision: Decision,
 ) -> Decided {
     // Step 1's decision stands but where a fact it took at its best is now known.
     let printer = match read.representation {
         Representation::Table => {
-            let printer = match app.registry.printer(cache) {
+            let printer = match slot {
                 Some(slot) => slot.get(&app.upstream, cache).await,
                 None => None,
             };
