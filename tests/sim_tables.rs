@@ -57,16 +57,7 @@ async fn sim_with_tables(p: Profile) -> Sim {
             .unwrap()
             .into(),
     );
-    sim.register(ResourceType {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        resource: "customresourcedefinitions".into(),
-        singular: "customresourcedefinition".into(),
-        kind: "CustomResourceDefinition".into(),
-        namespaced: false,
-        short_names: vec!["crd".into()],
-        ..ResourceType::default()
-    });
+    sim.register(ResourceType::custom_resource_definitions());
     for (group, resource, recorded) in [
         (
             "apiextensions.k8s.io",

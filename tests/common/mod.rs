@@ -91,17 +91,7 @@ pub fn resource(group: &str, version: &str, resource: &str) -> ResourceConfig {
 /// left to the sim), with these `additionalPrinterColumns` instead of the recorded ones if
 /// given: kcache reads a custom resource's printer columns from it.
 pub fn create_widget_crd(sim: &Sim, printer_columns: Option<serde_json::Value>) {
-    sim.register(ResourceType {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        resource: "customresourcedefinitions".into(),
-        singular: "customresourcedefinition".into(),
-        kind: "CustomResourceDefinition".into(),
-        namespaced: false,
-        short_names: vec!["crd".into()],
-        custom: false,
-        selectable_fields: Vec::new(),
-    });
+    sim.register(ResourceType::custom_resource_definitions());
     let mut crd: serde_json::Value = serde_json::from_slice(&fixture("get-crd.json")).unwrap();
     let meta = crd["metadata"].as_object_mut().unwrap();
     for k in [

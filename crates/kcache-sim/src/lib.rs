@@ -517,16 +517,8 @@ impl Sim {
         if let Some(crd) = crd {
             const CRDS: (&str, &str) = ("apiextensions.k8s.io", "customresourcedefinitions");
             if self.resource_type(CRDS.0, CRDS.1).is_none() {
-                self.store().register(ResourceType {
-                    group: CRDS.0.into(),
-                    version: "v1".into(),
-                    resource: CRDS.1.into(),
-                    singular: "customresourcedefinition".into(),
-                    kind: "CustomResourceDefinition".into(),
-                    namespaced: false,
-                    short_names: vec!["crd".into()],
-                    ..ResourceType::default()
-                });
+                self.store()
+                    .register(ResourceType::custom_resource_definitions());
             }
             let name = crd["metadata"]["name"]
                 .as_str()

@@ -85,9 +85,10 @@ impl Printer {
         out
     }
 
-    /// A GET's Table: one row, the object's resourceVersion as the Table's.
+    /// A GET's Table: one row, the object's resourceVersion as the Table's (a watch's first
+    /// event's object, as a document of its own).
     pub(crate) fn get(&self, object: &Value, now: SystemTime) -> Vec<u8> {
-        let mut out = self.one(object, true, now);
+        let mut out = self.event_object(object, true, now);
         out.push(b'\n');
         out
     }
@@ -101,10 +102,6 @@ impl Printer {
         with_columns: bool,
         now: SystemTime,
     ) -> Vec<u8> {
-        self.one(object, with_columns, now)
-    }
-
-    fn one(&self, object: &Value, with_columns: bool, now: SystemTime) -> Vec<u8> {
         let rv = object["metadata"]["resourceVersion"].clone();
         let meta = json!({ "resourceVersion": rv });
         let mut out = Vec::with_capacity(2048);

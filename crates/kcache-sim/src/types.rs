@@ -29,6 +29,21 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// `apiextensions.k8s.io/v1` CustomResourceDefinitions, the type a custom resource's
+    /// definition object is stored as (served on demand: not every sim holds CRDs).
+    pub fn custom_resource_definitions() -> Self {
+        ResourceType {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            resource: "customresourcedefinitions".into(),
+            singular: "customresourcedefinition".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespaced: false,
+            short_names: vec!["crd".into()],
+            ..ResourceType::default()
+        }
+    }
+
     /// A namespaced or cluster-scoped custom resource (CRD-served) type.
     pub fn custom(
         group: &str,
