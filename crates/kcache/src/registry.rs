@@ -1,8 +1,8 @@
 //! Which resource types kcache knows of: one entry per type, holding all kcache keeps of it:
 //! the cache serving it while the upstream serves it (through its writer's keeper), its
 //! revision probe and its Table printer (the cache holds its own protobuf mirror). A request
-//! finds its type's cache here; a type without one (not served by the upstream, or not known
-//! at all) is passed through.
+//! finds its type here once, as a [`Served`] it carries to its answer; a type without a cache
+//! (not served by the upstream, or not known at all) is passed through.
 //!
 //! One entry rather than a map per concern: what is kept of a type cannot outlive the type or
 //! be missing for it, and a lookup is by the request's own group, version and resource, never
@@ -53,6 +53,21 @@ pub(crate) struct Entry {
     pub cache: Option<Arc<ResourceCache>>,
     /// Since a request last found the type's cache (since it was added, before that).
     pub idle: Duration,
+}
+
+/// A served type as a request finds it ([`Registry::get`]): its cache and what is kept beside
+/// it, taken under one look-up and carried through the request, so that no later step looks the
+/// type up again (and none can find a different entry: a type dropped meanwhile is still the one
+/// the request started with, as a read that took the cache just before a retirement still
+/// answers a state the type had).
+pub(crate) struct Served {
+    pub cache: Arc<ResourceCache>,
+    /// The type's Table printer.
+    pub printer: Arc<PrinterSlot>,
+    /// What tells a consistent read the revision the cache must reach.
+    pub probe: Arc<RevisionProbe>,
+    /// What may move the cache's resourceVersion to a revision proven current.
+    pub prover: Prover,
 }
 
 /// Every type kcache caches, by API group and plural resource (nested maps, so that a lookup
@@ -181,17 +196,13 @@ impl Registry {
         Some(cache)
     }
 
-    /// The cache serving `group/version/resource`, if that exact version is cached and the
-    /// upstream serves it.
-    pub(crate) fn get(
-        &self,
-        group: &str,
-        version: &str,
-        resource: &str,
-    ) -> Option<Arc<ResourceCache>> {
+    /// What a request of `group/version/resource` finds of its type, if that exact version is
+    /// cached and the upstream serves it: the cache and what is kept beside it, under one
+    /// look-up, for the whole request.
+    pub(crate) fn get(&self, group: &str, version: &str, resource: &str) -> Option<Served> {
         let slots = self.read();
         let slot = slot(&slots, group, version, resource)?;
-        let cache = slot.cache.as_ref()?.cache().clone();
+        let keeper = slot.cache.as_ref()?;
         if slot.origin == Origin::Auto {
             let now = self.now();
             // Written once a second at most: every request of the type reads it.
@@ -199,23 +210,11 @@ impl Registry {
                 slot.used.store(now, Ordering::Relaxed);
             }
         }
-        Some(cache)
-    }
-
-    /// What a consistent read of `cache` needs of its type's entry, under one look-up: the
-    /// type's revision probe, and what may move `cache`'s resourceVersion to a revision proven
-    /// current (None while `cache` is not its type's cache here).
-    pub(crate) fn consistency(
-        &self,
-        cache: &ResourceCache,
-    ) -> Option<(Arc<RevisionProbe>, Option<Prover>)> {
-        self.part_of(cache, |slot| {
-            let prover = slot
-                .cache
-                .as_ref()
-                .filter(|keeper| keeper.keeps(cache))
-                .map(|keeper| keeper.prover());
-            Some((slot.probe.clone(), prover))
+        Some(Served {
+            cache: keeper.cache().clone(),
+            printer: slot.printer.clone(),
+            probe: slot.probe.clone(),
+            prover: keeper.prover(),
         })
     }
 
@@ -353,7 +352,7 @@ mod tests {
         assert!(registry.attach(&writer));
         assert!(registry
             .get("", "v1", "configmaps")
-            .is_some_and(|c| Arc::ptr_eq(&c, &cache)));
+            .is_some_and(|s| Arc::ptr_eq(&s.cache, &cache)));
         assert!(
             registry.get("", "v2", "configmaps").is_none(),
             "another version"
@@ -403,28 +402,29 @@ mod tests {
     }
 
     #[test]
-    fn a_types_probe_and_printer_are_found_by_its_cache_and_leave_with_its_entry() {
+    fn a_request_finds_its_types_probe_and_printer_with_its_cache_until_the_entry_leaves() {
         let registry = Registry::default();
         let name = TypeName::new("", "v1", "configmaps");
         let (cache, writer) =
             ResourceCache::new(info(), Scope::default(), CacheConfig::default()).split();
         let probe = probe();
         assert!(registry.insert(name.clone(), Origin::Auto, Some(&writer), probe.clone()));
-        assert!(registry
-            .consistency(&cache)
-            .is_some_and(|(p, prover)| Arc::ptr_eq(&p, &probe) && prover.is_some()));
-        let printer = registry.printer(&cache).expect("a printer slot");
-        assert!(Arc::ptr_eq(&printer, &registry.printer(&cache).unwrap()));
+        let served = registry.get("", "v1", "configmaps").expect("served");
+        assert!(Arc::ptr_eq(&served.cache, &cache));
+        assert!(Arc::ptr_eq(&served.probe, &probe));
+        let again = registry.get("", "v1", "configmaps").expect("served");
+        assert!(Arc::ptr_eq(&served.printer, &again.printer), "one printer");
+        assert!(Arc::ptr_eq(
+            &registry.printer(&cache).expect("a printer slot"),
+            &served.printer
+        ));
 
-        // A configured type keeps its entry while it is not served.
-        // Its probe stays; what moves the cache's RV goes with the cache.
+        // A configured type keeps its entry while it is not served, but a request finds none.
         registry.detach(&cache);
-        assert!(registry
-            .consistency(&cache)
-            .is_some_and(|(_, prover)| prover.is_none()));
+        assert!(registry.get("", "v1", "configmaps").is_none());
+        assert!(registry.printer(&cache).is_some());
 
         registry.drop_type(&name);
-        assert!(registry.consistency(&cache).is_none());
         assert!(registry.printer(&cache).is_none());
     }
 }

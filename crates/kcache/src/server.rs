@@ -113,7 +113,10 @@ impl Running {
 
     /// The cache of one resource, for tests and diagnostics.
     pub fn cache(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
-        self.app.registry.get(group, version, resource)
+        self.app
+            .registry
+            .get(group, version, resource)
+            .map(|s| s.cache)
     }
 
     /// Stop: fail readiness, end watches cleanly, stop accepting, let in-flight requests

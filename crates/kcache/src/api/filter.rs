@@ -1,5 +1,8 @@
 //! What a list or watch request selects: a namespace and label/field selectors.
 
+use std::ops::Bound;
+use std::sync::Arc;
+
 use crate::object::Object;
 use crate::selector::{FieldOp, FieldSelector, LabelSelector};
 
@@ -37,6 +40,25 @@ impl Filter {
     /// Whether every object in the requested namespace matches (no per-object checks needed).
     pub(crate) fn selects_all(&self) -> bool {
         self.label.is_empty() && self.field.is_empty() && self.indexed.is_empty()
+    }
+
+    /// The range of keys the request's namespace holds (`ns/…`), or every key, from `start`
+    /// on: a cache orders its objects by key, so a namespace's are one range of its map.
+    pub(crate) fn keys(&self, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
+        match &self.namespace {
+            Some(ns) => {
+                let lower = format!("{ns}/{}", start.unwrap_or(""));
+                // '0' is the byte after '/': the end of the namespace's keys.
+                (
+                    Bound::Included(lower.into()),
+                    Bound::Excluded(format!("{ns}0").into()),
+                )
+            }
+            None => match start {
+                Some(s) => (Bound::Included(s.into()), Bound::Unbounded),
+                None => (Bound::Unbounded, Bound::Unbounded),
+            },
+        }
     }
 
     /// Whether the selectors match (the namespace is checked separately, by key range).

@@ -144,7 +144,8 @@ fn lookup(
     let cache = app
         .registry
         .get(group, version, resource)
-        .ok_or(ApiError::NotFoundGeneric)?;
+        .ok_or(ApiError::NotFoundGeneric)?
+        .cache;
     let i = cache
         .indexes
         .by_name(index)

@@ -124,46 +124,6 @@ fn not_held(requested: u64, e: AtError) -> ApiError {
     }
 }
 
-/// About how many objects a consistent LIST (or a watch's initial events) of `filter` would
-/// send, all pages together: the namespace's or the type's objects. Selectors are not applied
-/// (an upper bound, cheap to get): it only sizes what forwarding the read would cost, to
-/// decide how long the read may wait for the cache and whether proving it pays
-/// (`ConsistentReader::decide`).
-pub(super) fn expected_objects(cache: &ResourceCache, filter: &Filter) -> usize {
-    let snap = cache.snapshot();
-    match &filter.namespace {
-        None => snap.objects.len(),
-        // Counted: a namespace's keys are one range of the ordered map.
-        Some(_) => snap
-            .objects
-            .range(range(filter, None))
-            .take(MAX_COUNTED)
-            .count(),
-    }
-}
-
-/// A namespace's objects are counted up to this many for [`expected_objects`]: beyond it the
-/// read is large whatever its exact size, and counting would cost more than it tells.
-const MAX_COUNTED: usize = 10_000;
-
-/// Key range of a request: the namespace's keys (`ns/…`) or everything, from `start`.
-fn range(filter: &Filter, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
-    match &filter.namespace {
-        Some(ns) => {
-            let lower = format!("{ns}/{}", start.unwrap_or(""));
-            // '0' is the byte after '/': the end of the namespace's keys.
-            (
-                Bound::Included(lower.into()),
-                Bound::Excluded(format!("{ns}0").into()),
-            )
-        }
-        None => match start {
-            Some(s) => (Bound::Included(s.into()), Bound::Unbounded),
-            None => (Bound::Unbounded, Bound::Unbounded),
-        },
-    }
-}
-
 /// The objects of one page and what tells the client how to go on.
 struct Page {
     objects: Vec<Arc<Object>>,
@@ -214,7 +174,7 @@ fn select_with(
     let mut last_key: Option<&Key> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    let bounds = range(filter, start);
+    let bounds = filter.keys(start);
     let items: Box<dyn Iterator<Item = (&Key, &Arc<Object>)>> = match &candidates {
         Some(c) => Box::new(
             c.keys(bounds.clone())
@@ -318,7 +278,7 @@ async fn page(
         if let Some((head, tail, empty)) = envelope {
             return Answer::Ready(stream_all(
                 snap.objects.clone(),
-                range(filter, start),
+                filter.keys(start),
                 filter.clone(),
                 head,
                 tail,

@@ -58,7 +58,7 @@ use crate::auth::{Auth, Caller, Forward};
 use crate::cache::ResourceCache;
 use crate::limits::Limits;
 use crate::metrics::{self, Metrics};
-use crate::registry::Registry;
+use crate::registry::{Registry, Served};
 use crate::status::ApiError;
 use crate::table::{IncludeObject, Printer};
 use crate::upstream::Upstream;
@@ -159,12 +159,19 @@ impl App {
         &self.registry
     }
 
-    /// What decides one consistent read of `cache`'s type and forwards it when the upstream
-    /// answers: the type's probe and prover looked up in the registry once, for the whole read.
-    fn consistent_reader(&self, cache: &Arc<ResourceCache>) -> consistent::ConsistentReader<'_> {
+    /// What decides `read`, a consistent read of `served`'s type (`limit`: its page size), and
+    /// forwards it when the upstream answers, with the type's probe and prover the request
+    /// found with its cache.
+    fn consistent_reader<'a>(
+        &'a self,
+        read: &request::ReadRequest<'_>,
+        limit: i64,
+        served: &'a Served,
+    ) -> consistent::ConsistentReader<'a> {
         consistent::ConsistentReader::new(
-            cache,
-            &self.registry,
+            read,
+            limit,
+            served,
             &self.consistent,
             &self.metrics,
             &self.upstream,
@@ -278,7 +285,8 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     let audited = (app.audit.as_ref().zip(received))
         .and_then(|(a, received)| a.begin(received, &parts, &parsed, Some(&caller)));
     let path = parsed.path.as_ref();
-    let cache = path.and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    let served = path.and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    let cache = served.as_ref().map(|s| &s.cache);
     let inflight = in_flight(&app, verb);
     // Watches hold a slot for as long as their response body lives.
     let slot = match (verb == Verb::Watch).then(|| app.limits.watch(&caller.limit_key)) {
@@ -286,8 +294,8 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
         slot => slot.and_then(Result::ok),
     };
     let impersonating = admission::impersonates(&parts.headers);
-    let from_cache = match cache.as_ref().filter(|_| !impersonating) {
-        Some(cache) => read_cache(&app, &parts, &parsed, cache, &caller).await,
+    let from_cache = match served.as_ref().filter(|_| !impersonating) {
+        Some(served) => read_cache(&app, &parts, &parsed, served, &caller).await,
         None => FromCache::default(),
     };
     // For the log line, once the request itself is handed on.
@@ -297,7 +305,7 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
         body,
         caller: &caller,
         parsed: &parsed,
-        cache: cache.as_ref(),
+        cache,
         impersonating,
         started,
     };
@@ -311,7 +319,7 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
         _ => resp,
     };
     let resp = hold_watch_slot(resp, slot);
-    let resource = cache.as_deref().map(|c| c.info.resource.as_str());
+    let resource = cache.map(|c| c.info.resource.as_str());
     record(&app, verb, &method, &uri, resource, &resp, source, started);
     resp
 }
@@ -349,22 +357,23 @@ impl Default for FromCache {
     }
 }
 
-/// A request of a cached type (`cache`), made by a caller not impersonating anyone (the
+/// A request of a cached type (`served`), made by a caller not impersonating anyone (the
 /// upstream answers those): as a read of the cache, with the representation it asks for,
 /// where it is one.
 async fn read_cache(
     app: &App,
     parts: &http::request::Parts,
     parsed: &request::Parsed,
-    cache: &Arc<ResourceCache>,
+    served: &Served,
     caller: &Caller,
 ) -> FromCache {
+    let cache = &served.cache;
     let Some(read) = parsed.read(&parts.headers, cache, app.mirrors.servable(cache)) else {
         return FromCache::default();
     };
     let protobuf_errors = read.representation == Representation::Protobuf;
     let mut verdict = None;
-    let answer = serve_from_cache(app, &read, cache, caller, protobuf_errors, &mut verdict).await;
+    let answer = serve_from_cache(app, &read, served, caller, protobuf_errors, &mut verdict).await;
     FromCache {
         answer,
         protobuf_errors,
@@ -555,15 +564,16 @@ fn note_demand(app: &App, parsed: &request::Parsed) {
 async fn serve_from_cache(
     app: &App,
     read: &request::ReadRequest<'_>,
-    cache: &Arc<ResourceCache>,
+    served: &Served,
     caller: &Caller,
     protobuf_errors: bool,
     verdict: &mut Option<crate::auth::Verdict>,
 ) -> Result<Answer, ApiError> {
+    let cache = &served.cache;
     if cache.budget().is_over() {
         return over_budget(read.local, cache);
     }
-    let answer = read::from_cache(app, read, caller, cache, verdict).await;
+    let answer = read::from_cache(app, read, caller, served, verdict).await;
     // Checked again after the cache was read: a type that went over its budget meanwhile may
     // have been read emptied, so whatever was made of it is dropped, unsent (see
     // `cache::Budget::is_over`). A watch's stream checks for itself as it goes.

@@ -44,7 +44,6 @@
 
 use std::borrow::Cow;
 
-use super::consistent::Consistency;
 use super::list_rule::ListRule;
 use super::negotiate::Representation;
 use super::request::{Options, ReadRequest, Verb};
@@ -212,21 +211,6 @@ pub(super) fn decide(read: &ReadRequest<'_>, held: &Held) -> Decision {
                 Err(e) => Decision::Refuse(e.clone()),
                 Ok(rule) => list_rule(rule, local, held.synced),
             }
-        }
-    }
-}
-
-/// Where a consistent read goes once the consistent-read path has found `found`: the cache
-/// when it is current, or answers unconfirmed while the upstream cannot be reached; else the
-/// upstream, except for a read only the cache can answer, which gets what the cache has (or,
-/// before its first sync, the apiserver's 429).
-pub(super) fn consistent(limit: i64, found: Consistency, local: bool, synced: bool) -> Decision {
-    match found {
-        Consistency::Cache | Consistency::Unconfirmed => Decision::Cache(Want::Latest { limit }),
-        Consistency::Upstream if local && synced => Decision::Cache(Want::Latest { limit }),
-        Consistency::Upstream if local => Decision::Refuse(ApiError::NotReady),
-        Consistency::Upstream => {
-            Decision::Upstream("the cache could not be shown current in time".into())
         }
     }
 }
@@ -817,25 +801,6 @@ mod tests {
         for (what, uri, want) in rows {
             let got = decide_in(&cache, &uri, JSON, held());
             assert_eq!(said(&got), want, "{what}: {uri} {got:?}");
-        }
-    }
-
-    /// A consistent read once the consistent-read path has decided: the cache when it is
-    /// current or the upstream cannot be reached; else upstream, except for what only the
-    /// cache can answer.
-    #[test]
-    fn consistent_reads_after_the_check() {
-        use Consistency::*;
-        let rows = [
-            (Cache, false, true, "latest limit=7"),
-            (Unconfirmed, false, true, "latest limit=7"),
-            (Upstream, false, true, "upstream"),
-            (Upstream, true, true, "latest limit=7"),
-            (Upstream, true, false, "429"),
-        ];
-        for (found, local, synced, want) in rows {
-            let got = consistent(7, found, local, synced);
-            assert_eq!(said(&got), want, "{found:?} local={local} synced={synced}");
         }
     }
 }

@@ -69,13 +69,12 @@ pub(super) fn proof_pays(
 
 /// Prove `cache` current with the upstream's metadata list of its collection (see the module
 /// docs), sent after this call, shared with the type's other readers that join before it is
-/// sent. `prover`: the type's, which moves the cache's RV once it is proven (None while
-/// `cache` is not its type's cache in the registry); `round_trip`: the probe's, what the
-/// measurement subtracts.
+/// sent. `prover`: the type's, which moves the cache's RV once it is proven; `round_trip`: the
+/// probe's, what the measurement subtracts.
 pub(super) async fn prove(
     upstream: &Upstream,
     cache: &ResourceCache,
-    prover: Option<&Prover>,
+    prover: &Prover,
     round_trip: Duration,
 ) -> Proof {
     cache
@@ -89,7 +88,7 @@ pub(super) async fn prove(
 async fn prove_once(
     upstream: &Upstream,
     cache: &ResourceCache,
-    prover: Option<&Prover>,
+    prover: &Prover,
     round_trip: Duration,
 ) -> Proof {
     // Taken first: the metadata list is read after it, so its revision is at least the
@@ -112,9 +111,7 @@ async fn prove_once(
     }
     // Nothing of the type happened between the snapshot's RV and the list's: the cache holds
     // the upstream's state at the list's revision, as after a bookmark there.
-    if let Some(prover) = prover {
-        prover.proven_at(list.rv);
-    }
+    prover.proven_at(list.rv);
     Proof::Proven
 }
 

@@ -13,9 +13,9 @@
 //!    kcache's memory is done on the caller's behalf (a Table's columns, a protobuf mirror, a
 //!    proof or probe of a consistent read). A read passed through is authorized upstream.
 //! 3. Gather what the decision needs that costs (the printer, the mirror), and decide again
-//!    with it.
-//! 4. For a consistent read, whether the cache is current (`ConsistentReader::decide`), which
-//!    the policy turns into the final decision ([`policy::consistent`]).
+//!    where one of them changed a fact step 1 took at its best.
+//! 4. For a consistent read, whether the cache is current and so where the read is answered
+//!    (`ConsistentReader::decide`).
 //! 5. Read and encode ([`get::get`], [`list::list`], [`watch::watch`]): the answer from the
 //!    cache's state, in the representation asked for. What the cache only finds out while
 //!    reading (a state it no longer holds, a protobuf mirror behind the cache) goes as the
@@ -23,35 +23,33 @@
 
 use std::sync::Arc;
 
-use super::consistent::{mark_consistent, ConsistentRead};
+use super::consistent::{Consistency, Placed, UNCONFIRMED_HEADER};
 use super::list::{self, ListSettings};
 use super::negotiate::Representation;
-use super::policy::{self, Decision};
+use super::policy::{self, Decision, Want};
 use super::request::{Listing, Options, ReadRequest, Verb};
 use super::{get, response, watch};
-use super::{Answer, App, Form};
+use super::{Answer, AnsweredBy, App, Form};
 use crate::auth::{Attributes, Caller, Verdict};
 use crate::cache::{Mirror, ResourceCache};
-use crate::printers::{Known, PrinterSlot};
+use crate::printers::Known;
+use crate::registry::Served;
 use crate::status::ApiError;
 use crate::table::Printer;
 
-/// A read of a cached type: decided, authorized, then read (see the module docs).
-/// `verdict`: set to the authorizer's answer once it is asked (for the audit trail).
+/// A read of a cached type (`served`: the type as the request found it): decided, authorized,
+/// then read (see the module docs). `verdict`: set to the authorizer's answer once it is asked
+/// (for the audit trail).
 pub(super) async fn from_cache(
     app: &App,
     read: &ReadRequest<'_>,
     caller: &Caller,
-    cache: &Arc<ResourceCache>,
+    served: &Served,
     verdict: &mut Option<Verdict>,
 ) -> Result<Answer, ApiError> {
+    let cache = &served.cache;
     // 1. Decide at no cost.
-    // A Table read's printer slot, looked up once for both decisions.
-    let slot = match read.representation {
-        Representation::Table => app.registry.printer(cache),
-        _ => None,
-    };
-    let held = held(read, cache, slot.as_deref());
+    let held = held(read, served);
     let decision = policy::decide(read, &held);
     if let Decision::Upstream(why) = decision {
         tracing::debug!(resource = %cache.info, %why, "forwarded");
@@ -65,7 +63,7 @@ pub(super) async fn from_cache(
         held,
         printer,
         mirror,
-    } = decide(app, read, cache, slot, held, decision).await;
+    } = decide(app, read, served, held, decision).await;
     // 4. A consistent read: is the cache current?
     let (want, consistency) = match decision {
         Decision::Refuse(error) => return Err(error),
@@ -75,14 +73,11 @@ pub(super) async fn from_cache(
         }
         Decision::Cache(want) => (want, None),
         Decision::Consistent { limit } => {
-            let size = consistent_size(read, limit, cache);
-            let reader = app.consistent_reader(cache);
-            let found = reader.decide(size, held.synced).await?;
-            match policy::consistent(limit, found, read.local, held.synced) {
-                Decision::Cache(want) => (want, Some(found)),
-                Decision::Refuse(error) => return Err(error),
-                _ if read.verb == Verb::Watch => return Ok(Answer::Upstream),
-                _ => return Ok(Answer::Consistent(reader.forwarded(size))),
+            let reader = app.consistent_reader(read, limit, served);
+            match reader.decide(held.synced).await? {
+                Placed::Cache(found) => (Want::Latest { limit }, Some(found)),
+                Placed::Upstream if read.verb == Verb::Watch => return Ok(Answer::Upstream),
+                Placed::Upstream => return Ok(Answer::Consistent(reader.forwarded())),
             }
         }
     };
@@ -134,16 +129,14 @@ struct Decided {
 }
 
 /// Step 1's facts: what the cache holds, with what only the upstream could tell taken at its
-/// best (a printer not built yet prints from metadata, a mirror is ready); `slot`: the type's
-/// printer slot, for a Table read.
-fn held(read: &ReadRequest<'_>, cache: &ResourceCache, slot: Option<&PrinterSlot>) -> policy::Held {
+/// best (a printer not built yet prints from metadata, a mirror is ready).
+fn held(read: &ReadRequest<'_>, served: &Served) -> policy::Held {
+    let cache = &served.cache;
     let printer = match read.representation {
-        Representation::Table => match slot.map(|p| p.known()) {
-            Some(Known::Printer(p)) => printable(&p),
-            // A type just dropped: its next read is the upstream's.
-            None => policy::Printable::No,
-            Some(Known::Unprintable) => policy::Printable::No,
-            Some(Known::Unknown) => policy::Printable::FromMetadata,
+        Representation::Table => match served.printer.known() {
+            Known::Printer(p) => printable(&p),
+            Known::Unprintable => policy::Printable::No,
+            Known::Unknown => policy::Printable::FromMetadata,
         },
         _ => policy::Printable::No,
     };
@@ -169,25 +162,25 @@ fn printable(printer: &Printer) -> policy::Printable {
 
 /// Step 3, for an authorized caller: gather what [`policy::decide`] asks about that costs (a
 /// Table's printer, whose columns may come from the upstream once per type; the protobuf
-/// mirror, a second upstream list and watch of the type) and ask it again where that changed
-/// a fact `decision` (step 1's) was made with.
+/// mirror, a second upstream list and watch of the type) and ask it again only where that
+/// changed a fact `decision` (step 1's) was made with: a type's printer, once built, is known
+/// at step 1, so a read of a type already printed decides once.
 async fn decide(
     app: &App,
     read: &ReadRequest<'_>,
-    cache: &Arc<ResourceCache>,
-    slot: Option<Arc<PrinterSlot>>,
+    served: &Served,
     mut held: policy::Held,
     mut decision: Decision,
 ) -> Decided {
-    // Step 1's decision stands but where a fact it took at its best is now known.
+    let cache = &served.cache;
     let printer = match read.representation {
         Representation::Table => {
-            let printer = match slot {
-                Some(slot) => slot.get(&app.upstream, cache).await,
-                None => None,
-            };
-            held.printer = printer.as_deref().map_or(policy::Printable::No, printable);
-            decision = policy::decide(read, &held);
+            let printer = served.printer.get(&app.upstream, cache).await;
+            let printable = printer.as_deref().map_or(policy::Printable::No, printable);
+            if printable != held.printer {
+                held.printer = printable;
+                decision = policy::decide(read, &held);
+            }
             printer
         }
         _ => None,
@@ -247,17 +240,6 @@ async fn authorize(
     Ok(())
 }
 
-/// The size of a consistent read, for the consistent-read path: what forwarding it would cost
-/// bounds its wait.
-fn consistent_size(read: &ReadRequest<'_>, limit: i64, cache: &ResourceCache) -> ConsistentRead {
-    match &read.options {
-        Options::List(Ok(listing)) => {
-            ConsistentRead::list(list::expected_objects(cache, &listing.filter), limit)
-        }
-        _ => ConsistentRead::Get,
-    }
-}
-
 /// How an answer from the cache is rendered, from the request's representation and what
 /// deciding looked up.
 #[derive(Clone, Copy)]
@@ -313,4 +295,26 @@ async fn render_watch(
     )
     .await;
     resp.map(Answer::Ready)
+}
+
+/// Mark a consistent read's answer from the cache with how the cache was shown current (an
+/// [`AnsweredBy`] extension, for its audit events), and as unconfirmed when it is one (`c`:
+/// the decision of a consistent read, None for a read that was not one).
+fn mark_consistent(
+    answer: Result<Answer, ApiError>,
+    c: Option<Consistency>,
+) -> Result<Answer, ApiError> {
+    match answer {
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Unconfirmed) => {
+            resp.headers_mut()
+                .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
+            resp.extensions_mut().insert(AnsweredBy::Unconfirmed);
+            Ok(Answer::Ready(resp))
+        }
+        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Cache) => {
+            resp.extensions_mut().insert(AnsweredBy::Proven);
+            Ok(Answer::Ready(resp))
+        }
+        other => other,
+    }
 }

@@ -794,14 +794,7 @@ impl Watcher {
     /// a burst; per-event flushing matters for live events only).
     async fn send_initial(&mut self, snap: &Snapshot) -> bool {
         let mut buf = BytesMut::with_capacity(CHUNK + 4096);
-        let range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>) =
-            match &self.filter.namespace {
-                Some(ns) => (
-                    std::ops::Bound::Included(format!("{ns}/").into()),
-                    std::ops::Bound::Excluded(format!("{ns}0").into()),
-                ),
-                None => (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-            };
+        let range = self.filter.keys(None);
         // A selective watch (a kubelet's node) reads its index instead of every object.
         let indexed: Option<Vec<Arc<Object>>> = snap
             .postings

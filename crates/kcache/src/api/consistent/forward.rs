@@ -9,26 +9,23 @@ use super::{ConsistentRead, ConsistentReader};
 use crate::cache::ResourceCache;
 
 impl ConsistentReader<'_> {
-    /// How `read`, a consistent GET or LIST of the type decided for the upstream, is forwarded
-    /// (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
-    pub(in crate::api) fn forwarded(&self, read: ConsistentRead) -> Forwarded {
-        let objects = read.objects();
-        let timing = match read {
+    /// How the read, a consistent GET or LIST of the type decided for the upstream, is
+    /// forwarded (see [`Forwarded`]); a LIST is untimed before the probe has a round trip.
+    pub(in crate::api) fn forwarded(&self) -> Forwarded {
+        let objects = self.read.objects();
+        let timing = match self.read {
             ConsistentRead::Get => None,
             ConsistentRead::List { .. } => {
-                self.probe
-                    .as_ref()
-                    .and_then(|p| p.round_trip())
-                    .map(|round_trip| ForwardTiming {
-                        cache: self.cache.clone(),
-                        objects,
-                        round_trip,
-                    })
+                self.probe.round_trip().map(|round_trip| ForwardTiming {
+                    cache: self.cache.clone(),
+                    objects,
+                    round_trip,
+                })
             }
         };
         Forwarded {
             timing,
-            shared: shared_read::fits(&self.cache, objects),
+            shared: shared_read::fits(self.cache, objects),
         }
     }
 }

@@ -20,14 +20,20 @@ use std::time::{Duration, Instant};
 
 use tokio_util::task::TaskTracker;
 
-use super::{proof, Answer, AnsweredBy, Staleness};
+use super::filter::Filter;
+use super::request::{Options, ReadRequest};
+use super::{proof, Staleness};
 use crate::cache::{Proof, Prover, ResourceCache};
 use crate::error::Report;
 use crate::metrics::{self, Metrics};
-use crate::registry::Registry;
+use crate::registry::Served;
 use crate::status::ApiError;
 use crate::upstream::{RevisionProbe, Upstream};
-use plan::{after_wait, plan, proof_answer, AfterWait, Facts, Learn, Plan, Proving, Wait, Waited};
+pub(super) use plan::Placed;
+use plan::{
+    after_probe_failed, after_wait, placed, plan, proof_answer, AfterWait, Facts, Learn, Plan,
+    ProbeFailed, Proving, Wait, Waited,
+};
 
 /// How reads with resourceVersion unset are answered.
 #[derive(Debug, Clone)]
@@ -54,16 +60,19 @@ impl Default for ConsistentReads {
 
 /// One consistent read of one type, decided ([`ConsistentReader::decide`]) and, when the
 /// upstream answers it, forwarded ([`ConsistentReader::forwarded`]). It holds everything the
-/// decision needs: the cache, the type's probe and prover, looked up in the registry once, as
-/// the read starts, and the parts of the app it reads, counts with and leaves waits running in.
+/// decision needs: the read's size, the cache, the type's probe and prover as the request found
+/// them in the registry, and the parts of the app it reads, counts with and leaves waits
+/// running in.
 pub(super) struct ConsistentReader<'a> {
-    cache: Arc<ResourceCache>,
-    /// The type's revision probe; None once the type has left the registry (the read goes
-    /// upstream).
-    probe: Option<Arc<RevisionProbe>>,
-    /// What moves the cache's RV to a revision a proof showed current; None while `cache` is
-    /// not its type's cache in the registry.
-    prover: Option<Prover>,
+    /// What is read: what forwarding it would cost bounds its wait.
+    read: ConsistentRead,
+    /// The read selects on a kcache index field, which only the cache can answer.
+    local: bool,
+    cache: &'a Arc<ResourceCache>,
+    /// The type's revision probe.
+    probe: &'a Arc<RevisionProbe>,
+    /// What moves the cache's RV to a revision a proof showed current.
+    prover: &'a Prover,
     config: &'a ConsistentReads,
     metrics: &'a Metrics,
     upstream: &'a Upstream,
@@ -74,25 +83,23 @@ pub(super) struct ConsistentReader<'a> {
 }
 
 impl<'a> ConsistentReader<'a> {
-    /// The reader of one consistent read of `cache`'s type, its probe and prover looked up in
-    /// `registry` now.
+    /// The reader of `read`, a consistent read of `served`'s type (`limit`: its page size).
     pub(super) fn new(
-        cache: &Arc<ResourceCache>,
-        registry: &Registry,
+        read: &ReadRequest<'_>,
+        limit: i64,
+        served: &'a Served,
         config: &'a ConsistentReads,
         metrics: &'a Metrics,
         upstream: &'a Upstream,
         staleness: &'a Staleness,
         tasks: &'a TaskTracker,
     ) -> ConsistentReader<'a> {
-        let (probe, prover) = match registry.consistency(cache) {
-            Some((probe, prover)) => (Some(probe), prover),
-            None => (None, None),
-        };
         ConsistentReader {
-            cache: cache.clone(),
-            probe,
-            prover,
+            read: ConsistentRead::of(read, limit, &served.cache),
+            local: read.local,
+            cache: &served.cache,
+            probe: &served.probe,
+            prover: &served.prover,
             config,
             metrics,
             upstream,
@@ -144,19 +151,19 @@ impl ConsistentReader<'_> {
     /// cache answer unconfirmed. With `onTimeout: error` every read waits the full
     /// `consistentReads.waitSeconds` before its 504.
     ///
-    /// How the read starts is [`plan()`]'s to say, and what it does once its wait ended
-    /// [`after_wait`]'s, each from facts alone; this carries their steps out (the probe, the
-    /// wait, a proof, a wait left running off the reader's path) and counts the outcome.
-    pub(super) async fn decide(
-        &self,
-        read: ConsistentRead,
-        synced: bool,
-    ) -> Result<Consistency, ApiError> {
-        let cache = &self.cache;
-        let facts = self.facts(read, synced);
-        let (Some(probe), plan) = (&self.probe, plan(&facts)) else {
-            return Ok(Consistency::Upstream);
-        };
+    /// How the read starts is [`plan()`]'s to say, what it does when its probe failed
+    /// [`after_probe_failed`]'s, what it does once its wait ended [`after_wait`]'s, and where it
+    /// is answered then [`placed`]'s, each from facts alone; this carries their steps out (the
+    /// probe, the wait, a proof, a wait left running off the reader's path) and counts the
+    /// outcome.
+    pub(super) async fn decide(&self, synced: bool) -> Result<Placed, ApiError> {
+        placed(self.found(self.read, synced).await?, self.local, synced)
+    }
+
+    /// How current the cache was found for `read` (see [`ConsistentReader::decide`]).
+    async fn found(&self, read: ConsistentRead, synced: bool) -> Result<Consistency, ApiError> {
+        let (cache, probe) = (self.cache, self.probe);
+        let plan = plan(&self.facts(read, synced));
         let outcome = |o: &'static str| self.count_outcome(o);
         let bound = match plan {
             Plan::Upstream => return Ok(Consistency::Upstream),
@@ -182,26 +189,25 @@ impl ConsistentReader<'_> {
         let target = match probe.target().await {
             Ok(t) => t,
             Err(e) => {
-                // The upstream answered (an error status), or gave no answer in time while the
-                // reflector still reaches it (one slow replica): it can answer the read itself.
-                if e.upstream_answered()
-                    .unwrap_or_else(|| cache.contact().reachable())
-                {
-                    tracing::debug!(resource = %cache.info, error = %Report(&e),
-                        "consistency probe failed; forwarding the read");
-                    outcome("forwarded_probe_failed");
-                    return Ok(Consistency::Upstream);
+                let reachable = cache.contact().reachable();
+                match after_probe_failed(e.upstream_answered(), reachable) {
+                    ProbeFailed::Forward => {
+                        tracing::debug!(resource = %cache.info, error = %Report(&e),
+                            "consistency probe failed; forwarding the read");
+                        outcome("forwarded_probe_failed");
+                        return Ok(Consistency::Upstream);
+                    }
+                    ProbeFailed::Unconfirmed => {
+                        tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.contact().age(),
+                            "upstream unreachable; answering from the cache unconfirmed");
+                        if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
+                            outcome("too_stale");
+                            return Err(refused);
+                        }
+                        outcome("stale");
+                        return Ok(Consistency::Unconfirmed);
+                    }
                 }
-                // Not reachable at all: forwarding would fail too. Serve what the cache has,
-                // marked, unless it is older than the policy allows.
-                tracing::debug!(resource = %cache.info, error = %Report(&e), age = ?cache.contact().age(),
-                    "upstream unreachable; answering from the cache unconfirmed");
-                if let Err(refused) = self.staleness.allow_unconfirmed(cache) {
-                    outcome("too_stale");
-                    return Err(refused);
-                }
-                outcome("stale");
-                return Ok(Consistency::Unconfirmed);
             }
         };
         let probed = Instant::now();
@@ -237,7 +243,7 @@ impl ConsistentReader<'_> {
         target: u64,
         probed: Instant,
     ) -> Result<Consistency, ApiError> {
-        let cache = &self.cache;
+        let cache = self.cache;
         let mut waited = Waited {
             wait,
             fallback: self.config.fallback,
@@ -303,17 +309,17 @@ impl ConsistentReader<'_> {
     /// Prove the cache current by the type's metadata ([`proof::prove`]; `round_trip`: the
     /// probe's).
     async fn prove(&self, round_trip: Duration) -> Proof {
-        proof::prove(self.upstream, &self.cache, self.prover.as_ref(), round_trip).await
+        proof::prove(self.upstream, self.cache, self.prover, round_trip).await
     }
 
     /// The probe's round trip, when `read` is a LIST whose proof pays ([`proof::proof_pays`],
     /// with its periodic `retry` for a quiet type's reads).
     fn proof_instead(&self, read: ConsistentRead, retry: bool) -> Option<Duration> {
-        let round_trip = self.probe.as_ref()?.round_trip();
+        let round_trip = self.probe.round_trip();
         let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, round_trip) else {
             return None;
         };
-        proof::proof_pays(&self.cache, round_trip, whole, retry).then_some(round_trip)
+        proof::proof_pays(self.cache, round_trip, whole, retry).then_some(round_trip)
     }
 
     /// Count a consistent read of the type where it was answered
@@ -331,15 +337,15 @@ impl ConsistentReader<'_> {
     /// What [`plan()`] decides a consistent read by, read from the configuration, the cache and
     /// the type's probe; `synced`: whether the cache had synced when the read was decided.
     fn facts(&self, read: ConsistentRead, synced: bool) -> Facts {
-        let cache = &self.cache;
-        let probe = self.probe.as_deref();
+        let cache = self.cache;
         let freshness = cache.freshness();
         let contact = cache.contact();
         Facts {
             from_cache: self.config.from_cache,
             synced,
             confirmed: contact.confirmed(),
-            probe: probe.is_some(),
+            // A type dropped since the request found it: its cache answers no new read.
+            served: !cache.is_not_served(),
             fallback: self.config.fallback,
             reachable: contact.reachable(),
             get_from_etcd: read == ConsistentRead::Get
@@ -347,8 +353,9 @@ impl ConsistentReader<'_> {
             verdict: cache.verdict(),
             learning: freshness.is_learning(),
             catch_up: freshness.expected_catch_up(),
-            forward: probe
-                .and_then(RevisionProbe::round_trip)
+            forward: self
+                .probe
+                .round_trip()
                 .map(|round_trip| freshness.expected_forward(read.objects(), round_trip)),
             wait: self.config.wait,
         }
@@ -371,28 +378,6 @@ pub(super) enum Consistency {
 /// reached to confirm it current (see docs/semantics.md, "Stale while down").
 pub const UNCONFIRMED_HEADER: &str = "x-kcache-unconfirmed";
 
-/// Mark a consistent read's answer from the cache with how the cache was shown current (an
-/// [`AnsweredBy`] extension, for its audit events), and as unconfirmed when it is one (`c`:
-/// the decision of a consistent read, None for a read that was not one).
-pub(super) fn mark_consistent(
-    answer: Result<Answer, ApiError>,
-    c: Option<Consistency>,
-) -> Result<Answer, ApiError> {
-    match answer {
-        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Unconfirmed) => {
-            resp.headers_mut()
-                .insert(UNCONFIRMED_HEADER, http::HeaderValue::from_static("true"));
-            resp.extensions_mut().insert(AnsweredBy::Unconfirmed);
-            Ok(Answer::Ready(resp))
-        }
-        Ok(Answer::Ready(mut resp)) if c == Some(Consistency::Cache) => {
-            resp.extensions_mut().insert(AnsweredBy::Proven);
-            Ok(Answer::Ready(resp))
-        }
-        other => other,
-    }
-}
-
 /// Which kind of consistent read is deciding between the cache and the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ConsistentRead {
@@ -407,8 +392,18 @@ pub(super) enum ConsistentRead {
 }
 
 impl ConsistentRead {
+    /// The consistent read `read` asks of `cache` (`limit`: its page size).
+    fn of(read: &ReadRequest<'_>, limit: i64, cache: &ResourceCache) -> ConsistentRead {
+        match &read.options {
+            Options::List(Ok(listing)) => {
+                ConsistentRead::list(expected_objects(cache, &listing.filter), limit)
+            }
+            _ => ConsistentRead::Get,
+        }
+    }
+
     /// A LIST of about `whole` objects in all, `limit` a page (zero or less: one page).
-    pub(super) fn list(whole: usize, limit: i64) -> ConsistentRead {
+    fn list(whole: usize, limit: i64) -> ConsistentRead {
         let objects = usize::try_from(limit)
             .ok()
             .filter(|l| *l > 0)
@@ -424,3 +419,24 @@ impl ConsistentRead {
         }
     }
 }
+
+/// About how many objects a consistent LIST (or a watch's initial events) of `filter` would
+/// send, all pages together: the namespace's or the type's objects. Selectors are not applied
+/// (an upper bound, cheap to get): it only sizes what forwarding the read would cost, to
+/// decide how long the read may wait for the cache and whether proving it pays.
+fn expected_objects(cache: &ResourceCache, filter: &Filter) -> usize {
+    let snap = cache.snapshot();
+    match &filter.namespace {
+        None => snap.objects.len(),
+        // Counted: a namespace's keys are one range of the ordered map.
+        Some(_) => snap
+            .objects
+            .range(filter.keys(None))
+            .take(MAX_COUNTED)
+            .count(),
+    }
+}
+
+/// A namespace's objects are counted up to this many for [`expected_objects`]: beyond it the
+/// read is large whatever its exact size, and counting would cost more than it tells.
+const MAX_COUNTED: usize = 10_000;

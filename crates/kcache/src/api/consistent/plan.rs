@@ -1,12 +1,14 @@
 //! How a consistent read goes, from facts alone: how it starts ([`plan`]), from what the
-//! configuration, the cache and the type's probe say, and what it does once its wait ended
-//! ([`after_wait`]). Both only read what they are given, nothing asked or changed, so the
+//! configuration, the cache and the type's probe say; what it does when its probe failed
+//! ([`after_probe_failed`]) and once its wait ended ([`after_wait`]); and where it is answered
+//! then ([`placed`]). Each only reads what it is given, nothing asked or changed, so the
 //! policy is table-tested row by row; the reader carries the steps out.
 
 use std::time::Duration;
 
 use super::Consistency;
 use crate::cache::{Proof, Verdict};
+use crate::status::ApiError;
 
 /// What a consistent read's [`Plan`] is made from: read, nothing asked or changed (see
 /// [`ConsistentReader::decide`](super::ConsistentReader::decide) for what each means to the read).
@@ -19,8 +21,8 @@ pub(super) struct Facts {
     /// The cache's state was seen current by this kcache, not only restored from disk
     /// (`ResourceCache::is_unconfirmed`).
     pub(super) confirmed: bool,
-    /// The type has a revision probe.
-    pub(super) probe: bool,
+    /// The type is still served: its cache was not retired since the request found it.
+    pub(super) served: bool,
     /// `consistentReads.onTimeout` forwards (else a wait that runs out is a 504).
     pub(super) fallback: bool,
     /// The type's reflector reaches the upstream.
@@ -64,7 +66,7 @@ pub(super) fn plan(f: &Facts) -> Plan {
     // A state restored from disk that the reflector has not yet confirmed with the upstream
     // is treated as no state: the read goes upstream, as it would before a first sync (stale
     // while down is for states this kcache has seen current).
-    if !f.from_cache || !f.synced || !f.confirmed || !f.probe {
+    if !f.from_cache || !f.synced || !f.confirmed || !f.served {
         return Plan::Upstream;
     }
     // With `fallback` off the read gets its full wait before the 504 instead, and while the
@@ -223,6 +225,53 @@ pub(super) fn proof_answer(found: Proof) -> (&'static str, Consistency) {
     }
 }
 
+/// What a read whose probe failed does ([`after_probe_failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProbeFailed {
+    /// Forwarded: the upstream can answer the read itself (`forwarded_probe_failed`).
+    Forward,
+    /// The cache answers, marked unconfirmed, unless it is older than the staleness policy
+    /// allows (`stale`, or `too_stale` and refused).
+    Unconfirmed,
+}
+
+/// What a read does when its probe failed, from whether the upstream answered the probe
+/// (`answered`: an error status it sent, `Some(true)`; a connection refused or cut,
+/// `Some(false)`; no answer in time, None) and whether the type's reflector still reaches it.
+/// One replica's 429, 5xx or slowness is not an outage: the upstream can answer the read
+/// itself. Only an upstream that cannot be reached at all, where forwarding would fail too,
+/// leaves the read to the cache (stale while down).
+pub(super) fn after_probe_failed(answered: Option<bool>, reachable: bool) -> ProbeFailed {
+    if answered.unwrap_or(reachable) {
+        ProbeFailed::Forward
+    } else {
+        ProbeFailed::Unconfirmed
+    }
+}
+
+/// Where a consistent read is answered once the reader found `found`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::api) enum Placed {
+    /// From the cache, shown current as `found` was (an upstream's [`Consistency::Upstream`]
+    /// there: a read only the cache can answer, which gets what the cache has).
+    Cache(Consistency),
+    /// The upstream answers.
+    Upstream,
+}
+
+/// Where a consistent read goes once the reader found `found`: the cache when it is current,
+/// or answering unconfirmed while the upstream cannot be reached; else the upstream, except
+/// for a read only the cache can answer (`local`: it selects on a kcache index field), which
+/// gets what the cache has, or, before the cache's first sync (`synced`), the apiserver's 429.
+pub(super) fn placed(found: Consistency, local: bool, synced: bool) -> Result<Placed, ApiError> {
+    match found {
+        Consistency::Cache | Consistency::Unconfirmed => Ok(Placed::Cache(found)),
+        Consistency::Upstream if local && synced => Ok(Placed::Cache(found)),
+        Consistency::Upstream if local => Err(ApiError::NotReady),
+        Consistency::Upstream => Ok(Placed::Upstream),
+    }
+}
+
 /// A consistent read waits this many times the expected catch-up (plus [`CATCH_UP_SLACK`]):
 /// the events of a write arrive within about one catch-up, so several without the revision
 /// mean there is nothing of this type to arrive.
@@ -242,14 +291,14 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// A synced, confirmed, reachable type with a probe, nothing learnt yet, in front of
+    /// A synced, confirmed, reachable, served type, nothing learnt yet, in front of
     /// v1.30, reads forwarded when a wait runs out: each row changes what it names.
     fn facts() -> Facts {
         Facts {
             from_cache: true,
             synced: true,
             confirmed: true,
-            probe: true,
+            served: true,
             fallback: true,
             reachable: true,
             get_from_etcd: false,
@@ -289,9 +338,9 @@ mod tests {
                 Plan::Upstream,
             ),
             (
-                "no probe",
+                "the type dropped since the request found it",
                 Facts {
-                    probe: false,
+                    served: false,
                     ..facts()
                 },
                 Plan::Upstream,
@@ -528,5 +577,74 @@ mod tests {
         for (row, w, want) in rows {
             assert_eq!(after_wait(&w), want, "{row}");
         }
+    }
+
+    #[test]
+    fn a_failed_probe_forwards_unless_the_upstream_cannot_be_reached_at_all() {
+        use ProbeFailed::*;
+        let rows = [
+            (
+                "an error status: one replica's 429 or 5xx",
+                Some(true),
+                false,
+                Forward,
+            ),
+            (
+                "an error status, reflector connected",
+                Some(true),
+                true,
+                Forward,
+            ),
+            (
+                "the connection refused or cut",
+                Some(false),
+                true,
+                Unconfirmed,
+            ),
+            (
+                "no answer in time, the reflector connected",
+                None,
+                true,
+                Forward,
+            ),
+            (
+                "no answer in time, the reflector lost it too",
+                None,
+                false,
+                Unconfirmed,
+            ),
+        ];
+        for (row, answered, reachable, want) in rows {
+            assert_eq!(after_probe_failed(answered, reachable), want, "{row}");
+        }
+    }
+
+    /// A consistent read once the reader has found how current the cache is: the cache when
+    /// it is current or the upstream cannot be reached; else upstream, except for what only
+    /// the cache can answer.
+    #[test]
+    fn consistent_reads_after_the_check() {
+        use Consistency::*;
+        let said = |p: Result<Placed, ApiError>| match p {
+            Ok(Placed::Cache(_)) => "cache".to_string(),
+            Ok(Placed::Upstream) => "upstream".to_string(),
+            Err(e) => e.code().to_string(),
+        };
+        let rows = [
+            (Cache, false, true, "cache"),
+            (Unconfirmed, false, true, "cache"),
+            (Upstream, false, true, "upstream"),
+            (Upstream, true, true, "cache"),
+            (Upstream, true, false, "429"),
+        ];
+        for (found, local, synced, want) in rows {
+            let got = placed(found, local, synced);
+            assert_eq!(said(got), want, "{found:?} local={local} synced={synced}");
+        }
+        // How the cache was shown current goes with the answer (marked unconfirmed, proven).
+        assert_eq!(
+            placed(Unconfirmed, false, true),
+            Ok(Placed::Cache(Unconfirmed))
+        );
     }
 }
