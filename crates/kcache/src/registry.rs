@@ -1,7 +1,7 @@
 //! Which resource types kcache knows of: one entry per type, holding all kcache keeps of it:
 //! the cache serving it while the upstream serves it (through its writer's keeper), its
 //! revision probe and its Table printer (the cache holds its own protobuf mirror). A request
-//! finds its type here once, as a [`Served`] it carries to its answer; a type without a cache
+//! finds its type here once, as a `Served` it carries to its answer; a type without a cache
 //! (not served by the upstream, or not known at all) is passed through.
 //!
 //! One entry rather than a map per concern: what is kept of a type cannot outlive the type or

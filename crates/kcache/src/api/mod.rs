@@ -267,9 +267,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
 /// Serve one request from the cache when it can be answered exactly, else forward it.
 ///
 /// In order: admission (who calls, and their limits: every step after it is per caller), the
-/// request parsed once and its type looked up once, the read the type's cache might answer,
-/// then the answer (from the cache, or forwarded), and last what is recorded of it (audit,
-/// metrics, log).
+/// request's type found once by its path, the request parsed once (with its type's facts, as
+/// the read the type's cache might answer), then the answer (from the cache, or forwarded),
+/// and last what is recorded of it (audit, metrics, log).
 pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     // When the request arrived, for its audit events (only where a trail is kept).
@@ -279,24 +279,31 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
         Ok(c) => c,
         Err(r) => return refused(&app, received, &parts, r),
     };
-    let parsed = request::Parsed::parse(&parts);
+    let impersonating = admission::impersonates(&parts.headers);
+    // The type, found once by the request's path, and the request read once with its facts.
+    let path = route::parse(parts.uri.path());
+    let served = path
+        .as_ref()
+        .and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
+    let cache = served.as_ref().map(|s| &s.cache);
+    let parsed = request::Parsed::with_path(&parts, path);
+    let read = served.as_ref().filter(|_| !impersonating).and_then(|s| {
+        let protobuf = app.mirrors.servable(&s.cache);
+        parsed.read(&parts.headers, &s.cache, protobuf)
+    });
     let verb = parsed.verb;
     // What the audit trail says of the request, taken before the request is handed on.
     let audited = (app.audit.as_ref().zip(received))
         .and_then(|(a, received)| a.begin(received, &parts, &parsed, Some(&caller)));
-    let path = parsed.path.as_ref();
-    let served = path.and_then(|p| app.registry.get(&p.group, &p.version, &p.resource));
-    let cache = served.as_ref().map(|s| &s.cache);
     let inflight = in_flight(&app, verb);
     // Watches hold a slot for as long as their response body lives.
     let slot = match (verb == Verb::Watch).then(|| app.limits.watch(&caller.limit_key)) {
         Some(Err(e)) => return response::error(&e),
         slot => slot.and_then(Result::ok),
     };
-    let impersonating = admission::impersonates(&parts.headers);
-    let from_cache = match served.as_ref().filter(|_| !impersonating) {
-        Some(served) => read_cache(&app, &parts, &parsed, served, &caller).await,
-        None => FromCache::default(),
+    let from_cache = match (read, &served) {
+        (Some(read), Some(served)) => read_cache(&app, &read, served, &caller).await,
+        _ => FromCache::default(),
     };
     // For the log line, once the request itself is handed on.
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
@@ -357,23 +364,17 @@ impl Default for FromCache {
     }
 }
 
-/// A request of a cached type (`served`), made by a caller not impersonating anyone (the
-/// upstream answers those): as a read of the cache, with the representation it asks for,
-/// where it is one.
+/// A read of a cached type (`served`), made by a caller not impersonating anyone (the upstream
+/// answers those), with the representation it asks for.
 async fn read_cache(
     app: &App,
-    parts: &http::request::Parts,
-    parsed: &request::Parsed,
+    read: &request::ReadRequest<'_>,
     served: &Served,
     caller: &Caller,
 ) -> FromCache {
-    let cache = &served.cache;
-    let Some(read) = parsed.read(&parts.headers, cache, app.mirrors.servable(cache)) else {
-        return FromCache::default();
-    };
     let protobuf_errors = read.representation == Representation::Protobuf;
     let mut verdict = None;
-    let answer = serve_from_cache(app, &read, served, caller, protobuf_errors, &mut verdict).await;
+    let answer = serve_from_cache(app, read, served, caller, protobuf_errors, &mut verdict).await;
     FromCache {
         answer,
         protobuf_errors,

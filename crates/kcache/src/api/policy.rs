@@ -29,8 +29,8 @@
 //!    encodes it).
 //! 8. The resourceVersion rules: which state the cache answers with ([`Want`]), or, for a
 //!    consistent read (resourceVersion unset), [`Decision::Consistent`]: the cache answers once
-//!    the consistent-read path (`ConsistentReader::decide`) has shown it current, which [`consistent`]
-//!    turns into the final decision. Until its first sync a cache answers none of them (the
+//!    the consistent reader (`ConsistentReader::decide`) has shown it current, and where it is
+//!    answered then is the reader's to say. Until its first sync a cache answers none of them (the
 //!    apiserver's 429, for the index selectors that reach it).
 //!
 //! A read that selects on a kcache index field is never forwarded: where a rule would forward
@@ -84,7 +84,7 @@ pub(super) enum Decision {
     /// From the cache, with the state `Want` names.
     Cache(Want),
     /// A consistent read: from the cache once it is shown current, else upstream (see
-    /// [`consistent`]); `limit` a page.
+    /// `ConsistentReader::decide`); `limit` a page.
     Consistent { limit: i64 },
     /// Passed through to the upstream, for this reason (logged).
     Upstream(Cow<'static, str>),

@@ -62,7 +62,12 @@ pub struct Parsed {
 
 impl Parsed {
     pub fn parse(req: &http::request::Parts) -> Parsed {
-        let path = route::parse(req.uri.path());
+        Parsed::with_path(req, route::parse(req.uri.path()))
+    }
+
+    /// [`Parsed::parse`] of a request whose path was parsed already (`route::parse`): to find
+    /// its type before the rest is read.
+    pub(crate) fn with_path(req: &http::request::Parts, path: Option<ResourcePath>) -> Parsed {
         let query = parse_query(req.uri.query());
         // Go's query reading: the first value of a repeated parameter counts.
         let watch_param = query
