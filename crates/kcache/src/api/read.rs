@@ -48,8 +48,9 @@ pub(super) async fn from_cache(
     verdict: &mut Option<Verdict>,
 ) -> Result<Answer, ApiError> {
     let cache = &served.cache;
-    // 1. Decide at no cost.
-    let held = held(read, served);
+    // 1. Decide at no cost. A Table read's printer is what its type's slot knows now.
+    let known = (read.representation == Representation::Table).then(|| served.printer.known());
+    let held = held(cache, known.as_ref());
     let decision = policy::decide(read, &held);
     if let Decision::Upstream(why) = decision {
         tracing::debug!(resource = %cache.info, %why, "forwarded");
@@ -63,7 +64,7 @@ pub(super) async fn from_cache(
         held,
         printer,
         mirror,
-    } = decide(app, read, served, held, decision).await;
+    } = decide(app, read, served, known, held, decision).await;
     // 4. A consistent read: is the cache current?
     let (want, consistency) = match decision {
         Decision::Refuse(error) => return Err(error),
@@ -129,16 +130,13 @@ struct Decided {
 }
 
 /// Step 1's facts: what the cache holds, with what only the upstream could tell taken at its
-/// best (a printer not built yet prints from metadata, a mirror is ready).
-fn held(read: &ReadRequest<'_>, served: &Served) -> policy::Held {
-    let cache = &served.cache;
-    let printer = match read.representation {
-        Representation::Table => match served.printer.known() {
-            Known::Printer(p) => printable(&p),
-            Known::Unprintable => policy::Printable::No,
-            Known::Unknown => policy::Printable::FromMetadata,
-        },
-        _ => policy::Printable::No,
+/// best (a printer not built yet prints from metadata, a mirror is ready); `known`: what the
+/// type's printer slot knows, for a Table read.
+fn held(cache: &ResourceCache, known: Option<&Known>) -> policy::Held {
+    let printer = match known {
+        Some(Known::Printer(p)) => printable(p),
+        Some(Known::Unprintable) | None => policy::Printable::No,
+        Some(Known::Unknown) => policy::Printable::FromMetadata,
     };
     policy::Held {
         namespaced: cache.info.namespaced,
@@ -163,18 +161,22 @@ fn printable(printer: &Printer) -> policy::Printable {
 /// Step 3, for an authorized caller: gather what [`policy::decide`] asks about that costs (a
 /// Table's printer, whose columns may come from the upstream once per type; the protobuf
 /// mirror, a second upstream list and watch of the type) and ask it again only where that
-/// changed a fact `decision` (step 1's) was made with: a type's printer, once built, is known
-/// at step 1, so a read of a type already printed decides once.
+/// changed a fact `decision` (step 1's) was made with. `known`: what the type's printer slot
+/// knew at step 1, for a Table read; a type's printer, once built, is known there, so a read of
+/// a type already printed fetches nothing and decides once.
 async fn decide(
     app: &App,
     read: &ReadRequest<'_>,
     served: &Served,
+    known: Option<Known>,
     mut held: policy::Held,
     mut decision: Decision,
 ) -> Decided {
     let cache = &served.cache;
-    let printer = match read.representation {
-        Representation::Table => {
+    let printer = match known {
+        Some(Known::Printer(printer)) => Some(printer),
+        Some(Known::Unprintable) | None => None,
+        Some(Known::Unknown) => {
             let printer = served.printer.get(&app.upstream, cache).await;
             let printable = printer.as_deref().map_or(policy::Printable::No, printable);
             if printable != held.printer {
@@ -183,7 +185,6 @@ async fn decide(
             }
             printer
         }
-        _ => None,
     };
     // The protobuf mirror is started by the first protobuf read the cache would otherwise
     // answer, so the policy is asked first as if it were ready; a read that goes upstream for
