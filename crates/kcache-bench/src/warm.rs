@@ -479,6 +479,10 @@ impl Bench {
         let disk = io1.0 - io0.0;
         let file_after_churn = std::fs::metadata(&file).map_or(0, |m| m.len());
         let disk_after_churn = allocated(&file);
+        // What the store costs in memory: kcache's resident set against what its cache holds
+        // by its own count (`kcache_cache_memory_bytes`: objects, heads, indexes, history).
+        let rss = procstat::rss_bytes(pid).unwrap_or(0);
+        let held = first.metric(&["kcache_cache_memory_bytes{"]).await?;
         let json_per_object = cold_quiet.list_bytes as f64 / n.max(1) as f64;
         let mut row = Row::new(D, &case, "kcache, persistDir");
         row.set("file MB after sync", mb(file_after_sync))
@@ -492,7 +496,9 @@ impl Bench {
             .set("disk write KB/s", disk as f64 / secs / 1e3)
             .set("write calls KB/s", (io1.1 - io0.1) as f64 / secs / 1e3)
             .set("file MB after churn", mb(file_after_churn))
-            .set("allocated MB after churn", mb(disk_after_churn));
+            .set("allocated MB after churn", mb(disk_after_churn))
+            .set("kcache RSS MB after churn", mb(rss))
+            .set("cache memory MB", held / 1e6);
         row.ratio(
             "disk bytes / event byte",
             disk as f64 / event_bytes.max(1) as f64,

@@ -86,6 +86,15 @@ pub(crate) const SCHEMA: u64 = 1;
 /// How many objects a warm start's load hands to a parsing thread at a time.
 const BATCH: usize = 1024;
 
+/// The memory redb may keep of the file's pages (nine tenths a read cache, one tenth a write
+/// buffer). redb's default is 1 GiB, and every page a commit writes goes into its read cache
+/// until that is full; but kcache reads the file only once, at start, so those pages are
+/// never read again: kcache's own resident memory, counted nowhere, growing with the state
+/// written (BENCHMARKS.md, "The store's page cache"). What a commit does read again are the
+/// B-trees' branch pages on the way to the keys it changes, a few MB even at 150,000 objects;
+/// beyond the write buffer a large commit writes its pages out as it goes.
+const STORE_CACHE_BYTES: usize = 64 << 20;
+
 /// How often changes are committed.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
@@ -320,6 +329,7 @@ impl Store {
         let flag = repaired.clone();
         let opened = std::panic::catch_unwind(move || {
             Database::builder()
+                .set_cache_size(STORE_CACHE_BYTES)
                 .set_repair_callback(move |_| {
                     flag.store(true, std::sync::atomic::Ordering::Relaxed)
                 })
