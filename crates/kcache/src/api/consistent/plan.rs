@@ -252,8 +252,8 @@ pub(super) fn after_probe_failed(answered: Option<bool>, reachable: bool) -> Pro
 /// Where a consistent read is answered once the reader found `found`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::api) enum Placed {
-    /// From the cache, shown current as `found` was (an upstream's [`Consistency::Upstream`]
-    /// there: a read only the cache can answer, which gets what the cache has).
+    /// From the cache, shown current as the reader found (with [`Consistency::Upstream`]: a
+    /// read only the cache can answer, which gets what the cache has, not shown current).
     Cache(Consistency),
     /// The upstream answers.
     Upstream,
