@@ -56,7 +56,8 @@ pub(crate) struct Entry {
 }
 
 /// A served type as a request finds it ([`Registry::get`]): its cache and what is kept beside
-/// it, taken under one look-up and carried through the request, so that no later step looks the
+/// it, made once when the type is served, taken under one look-up and carried through the
+/// request, so that no later step looks the
 /// type up again (and none can find a different entry: a type dropped meanwhile is still the one
 /// the request started with, as a read that took the cache just before a retirement still
 /// answers a state the type had).
@@ -101,6 +102,28 @@ struct Slot {
     probe: Arc<RevisionProbe>,
     /// The type's Table printer, built on its first Table read.
     printer: Arc<PrinterSlot>,
+    /// What a request finds of the type while `cache` is set, made when it is set: a lookup
+    /// on every request then costs one reference count, not one per part.
+    served: Option<Arc<Served>>,
+}
+
+impl Slot {
+    /// Serve the type from `keeper`'s cache.
+    fn serve(&mut self, keeper: Keeper) {
+        self.served = Some(Arc::new(Served {
+            cache: keeper.cache().clone(),
+            printer: self.printer.clone(),
+            probe: self.probe.clone(),
+            prover: keeper.prover(),
+        }));
+        self.cache = Some(keeper);
+    }
+
+    /// Stop serving the type: its keeper, if it had one.
+    fn unserve(&mut self) -> Option<Keeper> {
+        self.served = None;
+        self.cache.take()
+    }
 }
 
 impl Registry {
@@ -132,17 +155,19 @@ impl Registry {
             return false;
         }
         let used = AtomicU64::new(self.now());
-        group.insert(
-            name.resource.clone(),
-            Slot {
-                name,
-                origin,
-                cache: cache.map(Writer::keeper),
-                used,
-                probe,
-                printer: Arc::default(),
-            },
-        );
+        let mut slot = Slot {
+            name,
+            origin,
+            cache: None,
+            used,
+            probe,
+            printer: Arc::default(),
+            served: None,
+        };
+        if let Some(writer) = cache {
+            slot.serve(writer.keeper());
+        }
+        group.insert(slot.name.resource.clone(), slot);
         true
     }
 
@@ -152,7 +177,7 @@ impl Registry {
         let info = &writer.cache().info;
         match slot_mut(&mut slots, &info.group, &info.version, &info.resource) {
             Some(slot) => {
-                slot.cache = Some(writer.keeper());
+                slot.serve(writer.keeper());
                 true
             }
             None => false,
@@ -168,7 +193,7 @@ impl Registry {
         let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
         let removed = slot.and_then(|slot| {
             let keeps = slot.cache.as_ref().is_some_and(|k| k.keeps(cache));
-            keeps.then(|| slot.cache.take()).flatten()
+            keeps.then(|| slot.unserve()).flatten()
         });
         drop(slots);
         if let Some(k) = removed {
@@ -199,10 +224,10 @@ impl Registry {
     /// What a request of `group/version/resource` finds of its type, if that exact version is
     /// cached and the upstream serves it: the cache and what is kept beside it, under one
     /// look-up, for the whole request.
-    pub(crate) fn get(&self, group: &str, version: &str, resource: &str) -> Option<Served> {
+    pub(crate) fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<Served>> {
         let slots = self.read();
         let slot = slot(&slots, group, version, resource)?;
-        let keeper = slot.cache.as_ref()?;
+        let served = slot.served.clone()?;
         if slot.origin == Origin::Auto {
             let now = self.now();
             // Written once a second at most: every request of the type reads it.
@@ -210,12 +235,7 @@ impl Registry {
                 slot.used.store(now, Ordering::Relaxed);
             }
         }
-        Some(Served {
-            cache: keeper.cache().clone(),
-            printer: slot.printer.clone(),
-            probe: slot.probe.clone(),
-            prover: keeper.prover(),
-        })
+        Some(served)
     }
 
     /// The Table printer of `cache`'s type.

@@ -116,7 +116,7 @@ impl Running {
         self.app
             .registry
             .get(group, version, resource)
-            .map(|s| s.cache)
+            .map(|s| s.cache.clone())
     }
 
     /// Stop: fail readiness, end watches cleanly, stop accepting, let in-flight requests

@@ -87,7 +87,7 @@ impl BoundObjects for Cached<'_> {
             Bound::Pod => ("pods", format!("{namespace}/{name}")),
             Bound::Node => ("nodes", name.to_string()),
         };
-        let Some(cache) = self.0.get("", "v1", resource).map(|s| s.cache) else {
+        let Some(cache) = self.0.get("", "v1", resource).map(|s| s.cache.clone()) else {
             return false;
         };
         let scope = &cache.scope;

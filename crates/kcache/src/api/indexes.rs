@@ -145,7 +145,8 @@ fn lookup(
         .registry
         .get(group, version, resource)
         .ok_or(ApiError::NotFoundGeneric)?
-        .cache;
+        .cache
+        .clone();
     let i = cache
         .indexes
         .by_name(index)

@@ -157,13 +157,13 @@ impl ConsistentReader<'_> {
     /// probe, the wait, a proof, a wait left running off the reader's path) and counts the
     /// outcome.
     pub(super) async fn decide(&self, synced: bool) -> Result<Placed, ApiError> {
-        placed(self.found(self.read, synced).await?, self.local, synced)
+        placed(self.found(synced).await?, self.local, synced)
     }
 
-    /// How current the cache was found for `read` (see [`ConsistentReader::decide`]).
-    async fn found(&self, read: ConsistentRead, synced: bool) -> Result<Consistency, ApiError> {
-        let (cache, probe) = (self.cache, self.probe);
-        let plan = plan(&self.facts(read, synced));
+    /// How current the cache was found for the read (see [`ConsistentReader::decide`]).
+    async fn found(&self, synced: bool) -> Result<Consistency, ApiError> {
+        let (cache, probe, read) = (self.cache, self.probe, self.read);
+        let plan = plan(&self.facts(synced));
         let outcome = |o: &'static str| self.count_outcome(o);
         let bound = match plan {
             Plan::Upstream => return Ok(Consistency::Upstream),
@@ -176,7 +176,7 @@ impl ConsistentReader<'_> {
                 outcome("forwarded_lagging");
                 return Ok(Consistency::Upstream);
             }
-            Plan::ProveOrForward => match self.proof_instead(read, true) {
+            Plan::ProveOrForward => match self.proof_instead(true) {
                 Some(round_trip) => return Ok(self.proven(round_trip).await),
                 None => {
                     outcome("forwarded_quiet");
@@ -230,7 +230,7 @@ impl ConsistentReader<'_> {
             Ok(()) => Wait::Reached,
             Err(current) => Wait::RanOut { current },
         };
-        self.finish(read, wait, target, probed).await
+        self.finish(wait, target, probed).await
     }
 
     /// Carry out what [`after_wait`] says once the read's wait for `target` (probed at
@@ -238,7 +238,6 @@ impl ConsistentReader<'_> {
     /// record what the read learnt of the type.
     async fn finish(
         &self,
-        read: ConsistentRead,
         wait: Wait,
         target: u64,
         probed: Instant,
@@ -252,7 +251,7 @@ impl ConsistentReader<'_> {
         loop {
             match after_wait(&waited) {
                 AfterWait::Weigh => {
-                    waited.proof = match self.proof_instead(read, false) {
+                    waited.proof = match self.proof_instead(false) {
                         Some(round_trip) => Proving::Pays(round_trip),
                         None => Proving::DoesNotPay,
                     };
@@ -312,11 +311,11 @@ impl ConsistentReader<'_> {
         proof::prove(self.upstream, self.cache, self.prover, round_trip).await
     }
 
-    /// The probe's round trip, when `read` is a LIST whose proof pays ([`proof::proof_pays`],
+    /// The probe's round trip, when the read is a LIST whose proof pays ([`proof::proof_pays`],
     /// with its periodic `retry` for a quiet type's reads).
-    fn proof_instead(&self, read: ConsistentRead, retry: bool) -> Option<Duration> {
+    fn proof_instead(&self, retry: bool) -> Option<Duration> {
         let round_trip = self.probe.round_trip();
-        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (read, round_trip) else {
+        let (ConsistentRead::List { whole, .. }, Some(round_trip)) = (self.read, round_trip) else {
             return None;
         };
         proof::proof_pays(self.cache, round_trip, whole, retry).then_some(round_trip)
@@ -336,8 +335,8 @@ impl ConsistentReader<'_> {
 
     /// What [`plan()`] decides a consistent read by, read from the configuration, the cache and
     /// the type's probe; `synced`: whether the cache had synced when the read was decided.
-    fn facts(&self, read: ConsistentRead, synced: bool) -> Facts {
-        let cache = self.cache;
+    fn facts(&self, synced: bool) -> Facts {
+        let (cache, read) = (self.cache, self.read);
         let freshness = cache.freshness();
         let contact = cache.contact();
         Facts {
