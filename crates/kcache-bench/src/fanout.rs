@@ -19,14 +19,16 @@ pub(super) struct FanRun {
     /// CPU of everything else on the machine over the same interval (normal, lower priority).
     others_cores: (f64, f64),
     pub(super) rss_peak: u64,
+    /// The median of the RSS samples: the run's steady state, past the watches' opening.
+    pub(super) rss_median: u64,
     /// What kcache cost its upstream while writing, by its own count.
     upstream: Option<kcache::UpstreamCost>,
 }
 
-/// Samples a process's RSS every 200 ms until stopped; returns the peak.
+/// Samples a process's RSS every 200 ms until stopped; returns the peak (and the median).
 pub(super) struct RssSampler {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<u64>,
+    task: tokio::task::JoinHandle<(u64, Vec<u64>)>,
 }
 
 impl RssSampler {
@@ -35,22 +37,30 @@ impl RssSampler {
         let s = stop.clone();
         let task = tokio::spawn(async move {
             let mut peak = RssPeak::default();
+            let mut samples = Vec::new();
             // Bounded: at most an hour of samples.
             for _ in 0..18_000 {
-                peak.sample(pid);
+                samples.push(peak.sample(pid));
                 if s.load(Ordering::Relaxed) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            peak.peak
+            (peak.peak, samples)
         });
         RssSampler { stop, task }
     }
 
     pub(super) async fn finish(self) -> u64 {
+        self.finish_with_median().await.0
+    }
+
+    /// The peak and the median of the samples.
+    pub(super) async fn finish_with_median(self) -> (u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap_or(0)
+        let (peak, mut samples) = self.task.await.unwrap_or_default();
+        samples.sort_unstable();
+        (peak, samples.get(samples.len() / 2).copied().unwrap_or(0))
     }
 }
 
@@ -86,6 +96,7 @@ impl FanRun {
             bench_cores: first.map_or(0.0, |r| r.bench_cores),
             others_cores: first.map_or((0.0, 0.0), |r| r.others_cores),
             rss_peak: first.map_or(0, |r| r.rss_peak),
+            rss_median: first.map_or(0, |r| r.rss_median),
             upstream: first.and_then(|r| r.upstream),
         }
     }
@@ -200,7 +211,7 @@ impl Bench {
             opened.push((fan.tasks.len(), fan.failed, fan.first_error.clone()));
             received.push(fan.finish().await);
         }
-        let rss_peak = sampler.finish().await;
+        let (rss_peak, rss_median) = sampler.finish_with_median().await;
         let upstream = cost_before.zip(cost_after).map(|(b, a)| a - b);
         let runs = logs
             .iter()
@@ -219,6 +230,7 @@ impl Bench {
                 bench_cores,
                 others_cores,
                 rss_peak,
+                rss_median,
                 upstream,
             })
             .collect();
@@ -404,7 +416,7 @@ impl Bench {
     ) -> (Row, Option<f64>) {
         let label = "floor: one write per delivery, no server";
         progress(format!("watch: {case}: {label}"));
-        let connections = count.min(self.fd_limit.saturating_sub(FD_RESERVE) as usize / 2);
+        let connections = count.min(self.fd_limit_for_pairs());
         let mut line =
             serde_json::to_vec(&serde_json::json!({"type": "MODIFIED", "object": object}))
                 .unwrap_or_default();

@@ -13,6 +13,9 @@ pub struct HttpsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub client: Tls,
+    /// The certificate and its key, for a server in the bench's own process (`floor`).
+    cert_der: Vec<u8>,
+    key_der: Vec<u8>,
     _dir: TempDir,
 }
 
@@ -42,8 +45,23 @@ impl HttpsFiles {
             cert,
             key,
             client: Tls::new(config, server_name),
+            cert_der: made.cert_der,
+            key_der: made.key_der,
             _dir: dir,
         })
+    }
+
+    /// A server's TLS with this certificate, as kcache's (rustls with ring, its defaults).
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.key_der.clone().into());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS server: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(vec![self.cert_der.clone().into()], key)
+            .map_err(|e| format!("TLS server: {e}"))?;
+        Ok(Arc::new(config))
     }
 
     /// `addr` over HTTPS, with `authorization` on every request.

@@ -941,12 +941,18 @@ impl Bench {
         Ok((n, path))
     }
 
-    /// Watchers beyond the open-files limit are not opened (noted).
     /// Nodes of the `fleet` cluster: `--nodes`, else the scale's.
     fn fleet_nodes(&self) -> usize {
         self.nodes.unwrap_or(self.scale.fleet_nodes).max(1)
     }
 
+    /// How many connections the bench may open with both of their ends in its own process
+    /// (the floors): half what the open-files limit leaves.
+    fn fd_limit_for_pairs(&self) -> usize {
+        self.fd_limit.saturating_sub(FD_RESERVE) as usize / 2
+    }
+
+    /// Watchers beyond the open-files limit are not opened (noted).
     fn cap_watchers(&mut self, wanted: usize, what: &str) -> usize {
         let allowed = self.fd_limit.saturating_sub(FD_RESERVE) as usize;
         if wanted > allowed {
