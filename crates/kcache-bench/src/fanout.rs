@@ -424,15 +424,11 @@ impl Bench {
         let mut row = Row::new(scenario, case, label);
         match floor::run(connections, rate, secs, &line).await {
             Ok(r) => {
-                let us = r.cpu_per_delivery_us();
-                row.set("watchers", r.connections as u64)
-                    .set("writes", r.writes)
-                    .set("delivered", format!("{}/{}", r.delivered, r.writes))
-                    .set("floor µs per delivery", us)
-                    .note(format!(
-                        "one thread writing a {} B event line as an HTTP/1.1 chunk to each connection; its CPU per delivered chunk",
-                        line.len()
-                    ));
+                let what = format!(
+                    "one thread writing a {} B event line as an HTTP/1.1 chunk to each connection; its CPU per delivered chunk",
+                    line.len()
+                );
+                let us = r.fill(&mut row, what);
                 (row, Some(us))
             }
             Err(e) => {

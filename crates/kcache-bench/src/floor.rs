@@ -33,6 +33,17 @@ pub struct FloorRun {
 }
 
 impl FloorRun {
+    /// Its columns in `row`, with `what` the writer wrote as the note; its µs per delivery.
+    pub fn fill(&self, row: &mut super::Row, what: String) -> f64 {
+        let us = self.cpu_per_delivery_us();
+        row.set("watchers", self.connections as u64)
+            .set("writes", self.writes)
+            .set("delivered", format!("{}/{}", self.delivered, self.writes))
+            .set("floor µs per delivery", us)
+            .note(what);
+        us
+    }
+
     /// The writer's CPU per delivered chunk, in µs.
     pub fn cpu_per_delivery_us(&self) -> f64 {
         if self.delivered == 0 {

@@ -576,6 +576,24 @@ impl Sim {
             .clone())
     }
 
+    /// [`Sim::create`] for an object that has existed since `created`: the apiserver sets an
+    /// object's creationTimestamp when it is created, so a cluster that has been running a
+    /// while is made of objects of many ages (what `kubectl get`'s AGE column prints).
+    pub fn create_created(
+        &self,
+        group: &str,
+        resource: &str,
+        obj: Value,
+        created: jiff::Timestamp,
+    ) -> Result<Value, SimError> {
+        let created = format!("{created:.0}");
+        Ok(self
+            .store()
+            .create_created(group, resource, None, obj, Some(created))?
+            .value
+            .clone())
+    }
+
     /// Replaces an object (status included); 409 on a stale `metadata.resourceVersion`, 404 if missing.
     pub fn update(&self, group: &str, resource: &str, obj: Value) -> Result<Value, SimError> {
         Ok(self

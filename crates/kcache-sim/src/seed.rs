@@ -3167,6 +3167,34 @@ pub fn create_all(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), Stri
     Ok(())
 }
 
+/// Create `objects` in `sim` as [`create_all`] does, each as old as in a cluster that has run
+/// for a month ([`living_age`]), not created the moment the sim started. What a client sees
+/// that depends on it: the AGE column of `kubectl get`, which for an object under ten minutes
+/// old changes every second (Go's `HumanDuration`: `2m13s`), and for most objects of a
+/// living cluster holds for a minute, an hour or a day (`95m`, `5h`, `12d`).
+pub fn create_all_living(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), String> {
+    let now = jiff::Timestamp::now();
+    for (i, o) in objects.into_iter().enumerate() {
+        let what = format!("{}/{}", o.resource, o.name());
+        let created = now
+            .checked_sub(living_age(i))
+            .map_err(|e| format!("seeding {what}: {e}"))?;
+        sim.create_created(o.group, o.resource, o.object, created)
+            .map_err(|e| format!("seeding {what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The age of the `i`-th object of a living cluster: an hour to a month, spread evenly by
+/// the hour over the objects (a cluster's objects are replaced at every rollout, so few are
+/// as old as the cluster).
+pub fn living_age(i: usize) -> std::time::Duration {
+    const HOURS: u64 = 30 * 24;
+    // 7 and the month's 720 hours share no factor: consecutive objects get ages far apart.
+    let hours = 1 + (i as u64).wrapping_mul(7) % HOURS;
+    std::time::Duration::from_secs(hours * 3600)
+}
+
 /// Apply one churn step to `sim`; a failure (an object deleted meanwhile, say) is only logged:
 /// churn is background noise, and the next step goes on.
 pub fn apply(sim: &crate::Sim, op: ChurnOp) {
@@ -3190,6 +3218,43 @@ pub fn apply(sim: &crate::Sim, op: ChurnOp) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A living cluster's objects are of many ages, an hour to a month; what a client creates
+    /// afterwards is created now, as the apiserver stamps it.
+    #[tokio::test]
+    async fn a_living_cluster_is_made_of_objects_of_many_ages() {
+        let sim = crate::Sim::start(crate::SimConfig::default())
+            .await
+            .unwrap();
+        let objects = fleet(&FleetSpec { nodes: 3, seed: 1 });
+        let nodes = objects.iter().filter(|o| o.resource == "nodes").count();
+        create_all_living(&sim, objects).unwrap();
+        let now = jiff::Timestamp::now();
+        let age = |o: &Value| {
+            let created: jiff::Timestamp = o["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            now.duration_since(created).as_secs()
+        };
+        let ages: HashSet<i64> = sim.list("", "nodes").iter().map(age).collect();
+        assert_eq!(ages.len(), nodes, "each Node of its own age");
+        let pods = sim.list("", "pods");
+        assert!(pods.len() > 30);
+        for pod in &pods {
+            let age = age(pod);
+            assert!((3600 - 60..=30 * 24 * 3600 + 60).contains(&age), "{age} s");
+        }
+        let mut pod = pods[0].clone();
+        pod["metadata"]["name"] = "created-now".into();
+        pod["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        let created = sim.create("", "pods", pod).unwrap();
+        assert!(age(&created) < 60, "a new object is created now");
+    }
 
     /// Key-order assertions only make sense when serde_json keeps insertion order (its
     /// `preserve_order` feature); without it every map is sorted.

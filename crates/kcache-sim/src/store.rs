@@ -786,6 +786,19 @@ impl Store {
         url_ns: Option<&str>,
         obj: Value,
     ) -> Result<Arc<StoredObj>, SimError> {
+        self.create_created(group, resource, url_ns, obj, None)
+    }
+
+    /// [`Store::create`], with the creationTimestamp `created` (RFC 3339) instead of now when
+    /// given: an object of a cluster that lived before the sim started.
+    pub fn create_created(
+        &self,
+        group: &str,
+        resource: &str,
+        url_ns: Option<&str>,
+        obj: Value,
+        created: Option<String>,
+    ) -> Result<Arc<StoredObj>, SimError> {
         let mut st = self.lock();
         let key = (group.to_string(), resource.to_string());
         let rt = st
@@ -885,7 +898,8 @@ impl Store {
         } else {
             meta.remove("generation");
         }
-        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+        let created = created.unwrap_or_else(now_rfc3339);
+        meta.insert("creationTimestamp".into(), Value::String(created));
         meta.remove("deletionTimestamp");
         meta.remove("selfLink");
         map.insert("kind".into(), Value::String(rt.kind.clone()));
