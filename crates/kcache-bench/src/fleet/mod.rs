@@ -1051,8 +1051,10 @@ impl Bench {
 
     /// A herd's Targets rows (`which`: same kcache, or restarted): every client synced within
     /// 30 s; the upstream asked for no more than `lists` lists (none when kcache was not
-    /// restarted, one per type when it was) and, when it was not restarted, no watch; no
-    /// change lost and no stream ended (a client told to relist).
+    /// restarted, one per type when it was); no change lost and no stream ended (a client
+    /// told to relist). The upstream's watches are shown, not held to a number: kcache renews
+    /// each of its own every 5 to 10 minutes (`timeoutSeconds`, as client-go's reflector
+    /// does), whatever its clients do, and a herd's seconds can hold a renewal.
     fn herd_checks(&mut self, which: &str, nodes: usize, h: &herd::HerdRun, lists: u64) {
         let synced = h.synced();
         self.report.check(
@@ -1067,11 +1069,12 @@ impl Bench {
             }),
             Some(synced.is_some_and(|d| d <= Duration::from_secs(30)) && h.failed == 0),
         );
-        let (goal, met) = if lists == 0 {
-            ("0", h.upstream == (0, 0))
+        let goal = if lists == 0 {
+            "no list"
         } else {
-            ("≤ one list per type", h.upstream.0 <= lists)
+            "≤ one list per type"
         };
+        let met = h.upstream.0 <= lists;
         self.report.check(
             &format!("fleet: the herd ({which}): upstream lists and watches"),
             goal,
