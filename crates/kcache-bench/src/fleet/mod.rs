@@ -1130,8 +1130,6 @@ impl Bench {
         }
     }
 
-    /// The Targets rows of the kube-proxies' fan-out cost: kcache's CPU per delivery ≤ 2 µs
-    /// and ≤ 1 core while every slice change goes to every kube-proxy.
     /// The floor under the kube-proxies' fan-out (`floor::run_tls`): a slice's protobuf watch
     /// frame, as many times as kcache gathers into one write per watcher at this many nodes,
     /// written over TLS to as many loopback connections as there are kube-proxies, at the
@@ -1189,6 +1187,9 @@ impl Bench {
         us
     }
 
+    /// The Targets rows of the kube-proxies' fan-out cost: kcache's CPU per delivery ≤ 2 µs
+    /// (with the `floor` beside it, when measured) and ≤ 1 core while every slice change goes
+    /// to every kube-proxy.
     fn fanout_checks(&mut self, nodes: usize, f: &FanRun, floor: Option<f64>) {
         let us = f.cpu_per_delivery_us();
         let floor = floor.map_or(String::new(), |fl| {
