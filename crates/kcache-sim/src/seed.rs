@@ -3159,12 +3159,7 @@ fn advance_pod(
 
 /// Create `objects` in `sim`, in order (owners before what they own).
 pub fn create_all(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), String> {
-    for o in objects {
-        let what = format!("{}/{}", o.resource, o.name());
-        sim.create(o.group, o.resource, o.object)
-            .map_err(|e| format!("seeding {what}: {e}"))?;
-    }
-    Ok(())
+    create_each(sim, objects, |_| None)
 }
 
 /// Create `objects` in `sim` as [`create_all`] does, each as old as in a cluster that has run
@@ -3174,13 +3169,23 @@ pub fn create_all(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), Stri
 /// living cluster holds for a minute, an hour or a day (`95m`, `5h`, `12d`).
 pub fn create_all_living(sim: &crate::Sim, objects: Vec<SeedObject>) -> Result<(), String> {
     let now = jiff::Timestamp::now();
+    // A month back from now is always a timestamp jiff can hold.
+    create_each(sim, objects, |i| now.checked_sub(living_age(i)).ok())
+}
+
+/// Create `objects` in order, the `i`-th created at `created(i)` (None: now).
+fn create_each(
+    sim: &crate::Sim,
+    objects: Vec<SeedObject>,
+    created: impl Fn(usize) -> Option<jiff::Timestamp>,
+) -> Result<(), String> {
     for (i, o) in objects.into_iter().enumerate() {
         let what = format!("{}/{}", o.resource, o.name());
-        let created = now
-            .checked_sub(living_age(i))
-            .map_err(|e| format!("seeding {what}: {e}"))?;
-        sim.create_created(o.group, o.resource, o.object, created)
-            .map_err(|e| format!("seeding {what}: {e}"))?;
+        match created(i) {
+            None => sim.create(o.group, o.resource, o.object),
+            Some(at) => sim.create_created(o.group, o.resource, o.object, at),
+        }
+        .map_err(|e| format!("seeding {what}: {e}"))?;
     }
     Ok(())
 }

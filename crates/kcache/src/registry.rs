@@ -57,10 +57,9 @@ pub(crate) struct Entry {
 
 /// A served type as a request finds it ([`Registry::get`]): its cache and what is kept beside
 /// it, made once when the type is served, taken under one look-up and carried through the
-/// request, so that no later step looks the
-/// type up again (and none can find a different entry: a type dropped meanwhile is still the one
-/// the request started with, as a read that took the cache just before a retirement still
-/// answers a state the type had).
+/// request, so that no later step looks the type up again (and none can find a different
+/// entry: a type dropped meanwhile is still the one the request started with, as a read that
+/// took the cache just before a retirement still answers a state the type had).
 pub(crate) struct Served {
     pub cache: Arc<ResourceCache>,
     /// The type's Table printer.
@@ -91,9 +90,9 @@ impl Default for Registry {
 struct Slot {
     name: TypeName,
     origin: Origin,
-    /// The type's cache, held through what its writer gave the registry (see [`Keeper`]);
-    /// None while the upstream does not serve the type.
-    cache: Option<Keeper>,
+    /// The type's cache and what a request finds of it; None while the upstream does not
+    /// serve the type.
+    serving: Option<Serving>,
     /// Seconds from the registry's epoch to the last request that found this cache; kept for
     /// [`Origin::Auto`] types only, whose idleness decides when they are dropped.
     used: AtomicU64,
@@ -102,27 +101,36 @@ struct Slot {
     probe: Arc<RevisionProbe>,
     /// The type's Table printer, built on its first Table read.
     printer: Arc<PrinterSlot>,
-    /// What a request finds of the type while `cache` is set, made when it is set: a lookup
-    /// on every request then costs one reference count, not one per part.
-    served: Option<Arc<Served>>,
+}
+
+/// A served type's cache, held through what its writer gave the registry (see [`Keeper`]),
+/// and what a request finds of it, made once when the type starts being served: a lookup on
+/// every request then costs one reference count, not one per part.
+struct Serving {
+    keeper: Keeper,
+    served: Arc<Served>,
 }
 
 impl Slot {
     /// Serve the type from `keeper`'s cache.
     fn serve(&mut self, keeper: Keeper) {
-        self.served = Some(Arc::new(Served {
+        let served = Arc::new(Served {
             cache: keeper.cache().clone(),
             printer: self.printer.clone(),
             probe: self.probe.clone(),
             prover: keeper.prover(),
-        }));
-        self.cache = Some(keeper);
+        });
+        self.serving = Some(Serving { keeper, served });
     }
 
     /// Stop serving the type: its keeper, if it had one.
     fn unserve(&mut self) -> Option<Keeper> {
-        self.served = None;
-        self.cache.take()
+        self.serving.take().map(|s| s.keeper)
+    }
+
+    /// The keeper of the type's cache, while it is served.
+    fn keeper(&self) -> Option<&Keeper> {
+        self.serving.as_ref().map(|s| &s.keeper)
     }
 }
 
@@ -158,11 +166,10 @@ impl Registry {
         let mut slot = Slot {
             name,
             origin,
-            cache: None,
+            serving: None,
             used,
             probe,
             printer: Arc::default(),
-            served: None,
         };
         if let Some(writer) = cache {
             slot.serve(writer.keeper());
@@ -192,7 +199,7 @@ impl Registry {
         let info = &cache.info;
         let slot = slot_mut(&mut slots, &info.group, &info.version, &info.resource);
         let removed = slot.and_then(|slot| {
-            let keeps = slot.cache.as_ref().is_some_and(|k| k.keeps(cache));
+            let keeps = slot.keeper().is_some_and(|k| k.keeps(cache));
             keeps.then(|| slot.unserve()).flatten()
         });
         drop(slots);
@@ -215,7 +222,7 @@ impl Registry {
             slots.remove(&name.group);
         }
         drop(slots);
-        let keeper = slot.cache?;
+        let keeper = slot.serving?.keeper;
         let cache = keeper.cache().clone();
         keeper.retire();
         Some(cache)
@@ -227,7 +234,7 @@ impl Registry {
     pub(crate) fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<Served>> {
         let slots = self.read();
         let slot = slot(&slots, group, version, resource)?;
-        let served = slot.served.clone()?;
+        let served = slot.serving.as_ref()?.served.clone();
         if slot.origin == Origin::Auto {
             let now = self.now();
             // Written once a second at most: every request of the type reads it.
@@ -271,7 +278,7 @@ impl Registry {
             .read()
             .values()
             .flat_map(HashMap::values)
-            .filter_map(|s| s.cache.as_ref().map(|k| k.cache().clone()))
+            .filter_map(|s| s.keeper().map(|k| k.cache().clone()))
             .collect();
         caches.into_iter()
     }
@@ -283,7 +290,7 @@ impl Registry {
             .values()
             .flat_map(HashMap::values)
             .filter(|s| s.origin == Origin::Configured)
-            .filter_map(|s| s.cache.as_ref())
+            .filter_map(Slot::keeper)
             .all(|k| k.cache().is_settled())
     }
 
@@ -297,7 +304,7 @@ impl Registry {
             .map(|s| Entry {
                 name: s.name.clone(),
                 origin: s.origin,
-                cache: s.cache.as_ref().map(|k| k.cache().clone()),
+                cache: s.keeper().map(|k| k.cache().clone()),
                 idle: Duration::from_secs(now.saturating_sub(s.used.load(Ordering::Relaxed))),
             })
             .collect();

@@ -690,48 +690,26 @@ pub(super) async fn warm_protobuf(
 const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 /// One EndpointSlice's protobuf watch frame as kcache sends it to a kube-proxy: the first slice
-/// of a protobuf list from kcache, in a MODIFIED `WatchEvent` after its 4-byte length.
+/// of a protobuf list from kcache, written by kcache's own frame writer as a MODIFIED event.
 async fn slice_frame(proxies: &load::Target) -> Result<Vec<u8>, String> {
     let path = format!("{SLICES}?resourceVersion=0&limit=1");
     let (status, body) = load::fetch_from(proxies, &path, Duration::from_secs(60)).await?;
-    let item = (status == 200)
-        .then(|| {
-            let unknown = body.strip_prefix(b"k8s\0")?;
-            let list = watchers::field(unknown, 2)?;
-            watchers::field(list, 2)
-        })
-        .flatten()
-        .ok_or(format!("a protobuf slice from {path}: status {status}"))?;
-    let type_meta = [
-        pb_field(1, b"discovery.k8s.io/v1"),
-        pb_field(2, b"EndpointSlice"),
-    ]
-    .concat();
-    let unknown = [
-        pb_field(1, &type_meta),
-        pb_field(2, item),
-        pb_field(3, b""),
-        pb_field(4, b""),
-    ]
-    .concat();
-    let raw = [b"k8s\0".as_slice(), &unknown].concat();
-    let event = [pb_field(1, b"MODIFIED"), pb_field(2, &pb_field(1, &raw))].concat();
-    let len = u32::try_from(event.len()).map_err(|e| e.to_string())?;
-    Ok([len.to_be_bytes().as_slice(), &event].concat())
-}
-
-/// A length-delimited protobuf field.
-fn pb_field(num: u64, value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(value.len() + 6);
-    for mut v in [num << 3 | 2, value.len() as u64] {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+    if status != 200 {
+        return Err(format!("a protobuf slice from {path}: status {status}"));
     }
-    out.extend_from_slice(value);
-    out
+    let bad = |e: kcache_protobuf::ProtoError| format!("a protobuf slice from {path}: {e}");
+    let list = kcache_protobuf::parse_envelope(&body).map_err(bad)?;
+    let (_, items) = kcache_protobuf::parse_list(list.raw).map_err(bad)?;
+    let item = items.first().ok_or(format!("no slice in {path}"))?;
+    let mut frame = bytes::BytesMut::new();
+    kcache_protobuf::write_watch_event(
+        "MODIFIED",
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        item,
+        &mut frame,
+    );
+    Ok(frame.to_vec())
 }
 
 /// A kube-proxy's watch of every EndpointSlice from `rv`, with bookmarks.
