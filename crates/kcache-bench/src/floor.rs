@@ -12,9 +12,22 @@
 //!
 //! On loopback the sender's write also runs the receiving side's TCP processing (the packet is
 //! delivered in the sender's context), so the floor includes that, as kcache's figure does.
+//!
+//! The floor of large reads is of another kind ([`serve_pages`]): kubectl's pages, recorded from
+//! kcache, answered from memory by a plain HTTPS server. Readers that time whole paginated
+//! LISTs against it measure what the machine spends on the bytes alone: the TLS on both ends,
+//! the loopback, and the readers' own parsing, which in the bench shares the cores.
 
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -224,6 +237,95 @@ async fn write_to_all(spec: Spec) -> Result<FloorRun, String> {
     })
 }
 
+/// Recorded answers served over HTTPS by the path and query they were read at: the floor of
+/// paginated reads. Stopped when dropped.
+pub struct PageServer {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for PageServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Serve `pages` (each body by the path and query it was read at; anything else is a 404) over
+/// HTTPS with `server`'s TLS, HTTP/1.1 as kubectl reads, from a runtime of two worker threads
+/// of its own, as kcache runs in a process of its own. Each answer is the recorded bytes,
+/// shared, not copied: what any server spends at the least to send these pages.
+pub fn serve_pages(
+    pages: HashMap<String, Bytes>,
+    server: Arc<rustls::ServerConfig>,
+) -> Result<PageServer, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let pages = Arc::new(pages);
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            let Ok(listener) = TcpListener::from_std(listener) else {
+                return;
+            };
+            let acceptor = tokio_rustls::TlsAcceptor::from(server);
+            loop {
+                let tcp = tokio::select! {
+                    _ = &mut stopped => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok((tcp, _)) => tcp,
+                        Err(_) => continue,
+                    },
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, pages) = (acceptor.clone(), pages.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |req| {
+                        std::future::ready(Ok::<_, Infallible>(recorded(&pages, &req)))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        // The runtime ends here, and with it every connection it served.
+    });
+    Ok(PageServer {
+        addr,
+        stop: Some(stop),
+    })
+}
+
+/// The recorded answer to `req`, or a 404.
+fn recorded(
+    pages: &HashMap<String, Bytes>,
+    req: &http::Request<Incoming>,
+) -> http::Response<Full<Bytes>> {
+    let key = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let (status, body) = match pages.get(key) {
+        Some(body) => (http::StatusCode::OK, body.clone()),
+        None => (http::StatusCode::NOT_FOUND, Bytes::new()),
+    };
+    let mut resp = http::Response::new(Full::new(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +357,29 @@ mod tests {
         .unwrap();
         assert_eq!(r.writes, 5 * 4 * 3, "5 connections × 4 ticks × 3 events");
         assert_eq!(r.delivered, r.writes);
+    }
+
+    #[tokio::test]
+    async fn recorded_pages_are_served_by_the_url_they_were_read_at() {
+        let https = crate::https::HttpsFiles::new().unwrap();
+        let first = Bytes::from_static(br#"{"metadata":{"continue":"a b"},"rows":[{},{}]}"#);
+        let last = Bytes::from_static(br#"{"metadata":{},"rows":[{}]}"#);
+        let pages = HashMap::from([
+            ("/x?limit=2".to_string(), first.clone()),
+            ("/x?limit=2&continue=a%20b".to_string(), last.clone()),
+        ]);
+        let server = serve_pages(pages, https.server_config().unwrap()).unwrap();
+        let mut client = crate::load::Client::new(https.target(server.addr, None));
+        let mut read = Vec::new();
+        let (pages, objects) = crate::interactive::read_pages(&mut client, "/x", 2, |u, b| {
+            read.push((u.to_string(), b.clone()))
+        })
+        .await
+        .unwrap();
+        assert_eq!((pages, objects), (2, 3));
+        assert_eq!(read[0], ("/x?limit=2".to_string(), first));
+        assert_eq!(read[1].1, last);
+        let (status, _) = client.get("/y", Duration::from_secs(5)).await.unwrap();
+        assert_eq!(status, 404, "only what was recorded is answered");
     }
 }

@@ -288,6 +288,9 @@ struct Page {
     metadata: PageMeta,
     #[serde(default)]
     items: Vec<IgnoredAny>,
+    /// A Table's (kubectl's reads).
+    #[serde(default)]
+    rows: Vec<IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -316,6 +319,23 @@ pub(super) async fn timed(
             objects: 1,
         });
     };
+    let (pages, objects) = read_pages(client, path, limit, |_, _| {}).await?;
+    Ok(Answer {
+        took: t0.elapsed(),
+        pages,
+        objects,
+    })
+}
+
+/// A LIST by pages of `limit` objects as kubectl reads it: each page asked for with the last
+/// one's `continue` until there is none, and handed to `page` with the URL (path and query) it
+/// was read at; the pages and objects read.
+pub(super) async fn read_pages(
+    client: &mut Client,
+    path: &str,
+    limit: usize,
+    mut page: impl FnMut(&str, &bytes::Bytes),
+) -> Result<(usize, usize), String> {
     let (mut pages, mut objects) = (0, 0);
     let mut url = format!("{path}?limit={limit}");
     loop {
@@ -324,18 +344,14 @@ pub(super) async fn timed(
             return Err(refused(&url, status, &body));
         }
         let p: Page = serde_json::from_slice(&body).map_err(|e| format!("{url}: {e}"))?;
+        page(&url, &body);
         pages += 1;
-        objects += p.items.len();
+        objects += p.items.len() + p.rows.len();
         match p.metadata.next.filter(|t| !t.is_empty()) {
             Some(token) => url = format!("{path}?limit={limit}&continue={}", query_escape(&token)),
-            None => break,
+            None => return Ok((pages, objects)),
         }
     }
-    Ok(Answer {
-        took: t0.elapsed(),
-        pages,
-        objects,
-    })
 }
 
 fn refused(path: &str, status: u16, body: &[u8]) -> String {

@@ -10,7 +10,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::interactive::{timed, Answer};
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::interactive::{read_pages, timed, Answer};
 use super::load::{self, Client};
 use super::{ms, Row};
 
@@ -25,6 +29,12 @@ const PAUSE: Duration = Duration::from_secs(2);
 
 /// Every this many rounds a user also lists every Pod.
 const ALL_PODS_EVERY: usize = 5;
+
+/// What kubectl asks a LIST for: a Table, or JSON from a server that prints none.
+const KUBECTL_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json";
+
+/// Every Pod of the cluster (`kubectl get pods -A`).
+const ALL_PODS: &str = "/api/v1/pods";
 
 /// The namespace each round reads.
 pub(super) const NAMESPACE: &str = "shop";
@@ -73,8 +83,8 @@ impl Reads {
         (!sorted.is_empty()).then(|| ms(load::percentile(sorted, 0.99)))
     }
 
-    /// One row per kind of read.
-    pub(super) fn rows(&self, scenario: &str, case: &str) -> Vec<Row> {
+    /// One row per kind of read, of `target` (what answered them).
+    pub(super) fn rows(&self, scenario: &str, case: &str, target: &str) -> Vec<Row> {
         let kinds = [
             (format!("{NAMESPACE}'s Pods"), &self.namespace),
             ("every Pod".to_string(), &self.all_pods),
@@ -82,7 +92,7 @@ impl Reads {
         kinds
             .into_iter()
             .map(|(what, sorted)| {
-                let mut row = Row::new(scenario, &format!("{case}: {what}"), "kcache");
+                let mut row = Row::new(scenario, &format!("{case}: {what}"), target);
                 row.set("reads", sorted.len() as u64)
                     .set("p50 ms", ms(load::percentile(sorted, 0.5)))
                     .set("p99 ms", ms(load::percentile(sorted, 0.99)))
@@ -106,9 +116,7 @@ pub(super) async fn run(target: &load::Target, secs: f64) -> Reads {
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let users: Vec<_> = (0..USERS)
         .map(|i| {
-            let target = target
-                .for_watch(i)
-                .accepting("application/json;as=Table;v=v1;g=meta.k8s.io, application/json");
+            let target = target.for_watch(i).accepting(KUBECTL_ACCEPT);
             tokio::spawn(user(target, i, until))
         })
         .collect();
@@ -126,6 +134,24 @@ pub(super) async fn run(target: &load::Target, secs: f64) -> Reads {
     reads
 }
 
+/// Every page the users read, as `target` answers them now, by the path and query each was
+/// read at: one read of the namespace and one of every Pod, as the first user sends them.
+pub(super) async fn record(target: &load::Target) -> Result<HashMap<String, Bytes>, String> {
+    let target = target.for_watch(0).accepting(KUBECTL_ACCEPT);
+    let mut client = Client::new(target);
+    let mut pages = HashMap::new();
+    for path in [
+        format!("/api/v1/namespaces/{NAMESPACE}/pods"),
+        ALL_PODS.to_string(),
+    ] {
+        read_pages(&mut client, &path, PAGE, |url, body| {
+            pages.insert(url.to_string(), body.clone());
+        })
+        .await?;
+    }
+    Ok(pages)
+}
+
 /// One user until `until`: rounds of reads with a pause between them, the first round staggered
 /// by the user's number so that the users do not read in step.
 async fn user(target: load::Target, i: usize, until: Instant) -> Reads {
@@ -138,7 +164,7 @@ async fn user(target: load::Target, i: usize, until: Instant) -> Reads {
         let answer = timed(&mut client, &namespace, Some(PAGE)).await;
         reads.record(answer, |r| &mut r.namespace);
         if round % ALL_PODS_EVERY == 0 {
-            let answer = timed(&mut client, "/api/v1/pods", Some(PAGE)).await;
+            let answer = timed(&mut client, ALL_PODS, Some(PAGE)).await;
             reads.record(answer, |r| &mut r.all_pods);
         }
         round += 1;

@@ -318,10 +318,11 @@ impl Bench {
             users::USERS,
             count_label(scheduled)
         );
-        for row in reads.rows(USERS_SCENARIO, &case) {
+        for row in reads.rows(USERS_SCENARIO, &case, "kcache") {
             self.report.push(row);
         }
-        self.users_checks("", &reads);
+        let floor = self.users_floor(&access, &users, &case).await;
+        self.users_checks("", &reads, floor.as_ref());
 
         // The controllers: every change of every type, to each of them.
         let churn = Churn {
@@ -893,10 +894,14 @@ impl Bench {
             .set("RSS / JSON held", all.rss_peak as f64 / held_json as f64);
         Held::of(k).await.set(&mut row, all.rss_peak);
         self.report.push(row);
-        for row in reads.rows(USERS_SCENARIO, "20 users, with every other class at once") {
+        for row in reads.rows(
+            USERS_SCENARIO,
+            "20 users, with every other class at once",
+            "kcache",
+        ) {
             self.report.push(row);
         }
-        self.users_checks("at once: ", &reads);
+        self.users_checks("at once: ", &reads, None);
         self.delivery_checks("at once: kubelets' Pod events", 100.0, nodes, &pod_run);
         self.delivery_checks("at once: kubelets' Node events", 250.0, nodes, &node_run);
         self.delivery_checks(
@@ -1081,30 +1086,75 @@ impl Bench {
     }
 
     /// The interactive users' Targets rows: a namespace's LIST p99 ≤ 0.5 s, every Pod's ≤ 5 s,
-    /// no read failed.
+    /// no read failed; with the `floor`'s p99 beside each, when measured.
     /// `when`: the phase, in the target's name ("" for the users' own phase).
-    fn users_checks(&mut self, when: &str, reads: &users::Reads) {
-        for (what, sorted, goal_ms) in [
+    fn users_checks(&mut self, when: &str, reads: &users::Reads, floor: Option<&users::Reads>) {
+        type Kind = fn(&users::Reads) -> &Vec<Duration>;
+        let kinds: [(String, Kind, f64); 2] = [
             (
                 format!("a namespace's Pods ({})", users::NAMESPACE),
-                &reads.namespace,
+                |r| &r.namespace,
                 500.0,
             ),
-            ("every Pod".to_string(), &reads.all_pods, 5_000.0),
-        ] {
+            ("every Pod".to_string(), |r| &r.all_pods, 5_000.0),
+        ];
+        for (what, kind, goal_ms) in kinds {
+            let sorted = kind(reads);
             let p99 = users::Reads::p99_ms(sorted);
+            let beside = floor
+                .and_then(|f| users::Reads::p99_ms(kind(f)))
+                .zip(p99)
+                .map_or(String::new(), |(fl, p)| {
+                    format!("; the floor {fl:.0} ms, kcache {:.2}× it", p / fl)
+                });
             self.report.check(
                 &format!("fleet: {when}interactive users' LIST of {what} p99"),
                 &format!("≤ {} s", fmt_num(goal_ms / 1000.0)),
                 p99.map_or("no read".into(), |p| {
                     format!(
-                        "{p:.0} ms ({} reads, {} failed)",
+                        "{p:.0} ms ({} reads, {} failed{beside})",
                         sorted.len(),
                         reads.errors
                     )
                 }),
                 p99.map(|p| p <= goal_ms && reads.errors == 0),
             );
+        }
+    }
+
+    /// The floor under the users' reads (`floor::serve_pages`): the pages they read, recorded
+    /// from kcache once its users are done, answered from memory by a plain HTTPS server while
+    /// the same users read them again the same way, for as long. What is left of their time is
+    /// the bytes': TLS on both ends, the loopback, and the users' own parsing, all on the
+    /// bench's cores. Its rows, and the reads.
+    async fn users_floor(
+        &mut self,
+        access: &Access,
+        users: &load::Target,
+        case: &str,
+    ) -> Option<users::Reads> {
+        let label = "floor: the same pages from memory over HTTPS, no server work";
+        progress(format!("fleet: the users' {label}"));
+        let run = async {
+            let pages = users::record(users).await?;
+            let server = floor::serve_pages(pages, access.files.server_config()?)?;
+            let reads = users::run(&access.users(server.addr), self.scale.fleet_secs).await;
+            drop(server);
+            Ok::<_, String>(reads)
+        };
+        match run.await {
+            Ok(reads) => {
+                for row in reads.rows(USERS_SCENARIO, case, label) {
+                    self.report.push(row);
+                }
+                Some(reads)
+            }
+            Err(e) => {
+                let mut row = Row::new(USERS_SCENARIO, case, label);
+                row.note(format!("not measured: {e}"));
+                self.report.push(row);
+                None
+            }
         }
     }
 
