@@ -216,3 +216,135 @@ async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
 }
 
 per_profile!(consistent_lists_page_through_cache_and_upstream,);
+
+/// One page read through kcache from its cache: its item keys, its continue token and its
+/// `remainingItemCount`.
+async fn counted_page(env: &Env, path: &str) -> (Vec<String>, Option<String>, Option<u64>) {
+    let r = get(&env.url(), path).await;
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    assert!(
+        r.header(CACHE_AGE_HEADER).is_some(),
+        "{path}: from the cache"
+    );
+    let body = r.json();
+    let names = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(key_of)
+        .collect();
+    let token = body["metadata"]["continue"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .map(String::from);
+    (
+        names,
+        token,
+        body["metadata"]["remainingItemCount"].as_u64(),
+    )
+}
+
+/// A paginated read in progress: what it has seen, and its next page's path.
+struct Reader {
+    collection: String,
+    limit: usize,
+    seen: Vec<String>,
+    next: Option<String>,
+}
+
+impl Reader {
+    fn new(collection: &str, limit: usize) -> Reader {
+        Reader {
+            collection: collection.to_string(),
+            limit,
+            seen: Vec::new(),
+            next: Some(format!("{collection}?limit={limit}")),
+        }
+    }
+
+    /// Read the next page and check its count against `total`, the objects of the state the
+    /// read is of: each page says how many follow it, the last page nothing.
+    async fn step(&mut self, env: &Env, total: usize, what: &str) {
+        let path = self.next.take().expect("a page to read");
+        let (names, token, remaining) = counted_page(env, &path).await;
+        self.seen.extend(names);
+        match &token {
+            Some(t) => {
+                assert_eq!(
+                    remaining,
+                    Some((total - self.seen.len()) as u64),
+                    "{what}: after {} of {total}",
+                    self.seen.len()
+                );
+                self.next = Some(format!(
+                    "{}?limit={}&continue={t}",
+                    self.collection, self.limit
+                ));
+            }
+            None => {
+                assert_eq!(remaining, None, "{what}: the last page");
+                assert_eq!(self.seen.len(), total, "{what}: every object once");
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.next.is_none()
+    }
+}
+
+/// kcache counts what follows a page once per read, not once per page: each page after the
+/// first takes its count from the page before it. Whatever page size and range the reads
+/// use, however they interleave, and whatever is written between their pages, every page's
+/// `remainingItemCount` is what the state the read is of holds after it.
+async fn every_page_counts_what_follows_it(profile: Profile) {
+    let env = env(profile).await;
+    env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+    let cluster = "/api/v1/configmaps";
+    let namespaced = format!("/api/v1/namespaces/{NS}/configmaps");
+    let total = env.sim.list("", "configmaps").len();
+    let in_ns = |n: &str| {
+        env.sim
+            .list("", "configmaps")
+            .iter()
+            .filter(|o| o["metadata"]["namespace"] == n)
+            .count()
+    };
+    let ns_total = in_ns(NS);
+    // Two readers of the same state by the same pages, a third by other pages, and a
+    // namespace's read, their pages interleaved.
+    let mut readers = [
+        (Reader::new(cluster, 250), total),
+        (Reader::new(cluster, 250), total),
+        (Reader::new(cluster, 333), total),
+        (Reader::new(&namespaced, 100), ns_total),
+    ];
+    let mut step = 0;
+    while readers.iter().any(|(r, _)| !r.done()) {
+        for (i, (r, t)) in readers.iter_mut().enumerate() {
+            if !r.done() {
+                r.step(&env, *t, &format!("{profile}: reader {i}")).await;
+            }
+        }
+        // A write between pages: the reads go on in the state they began in.
+        if step == 1 {
+            env.last_write_of("", "configmaps", "v1", "ConfigMap").await;
+        }
+        step += 1;
+    }
+    // A read begun after the write is of the state with it.
+    let mut after = Reader::new(cluster, 250);
+    while !after.done() {
+        after
+            .step(&env, total + 1, &format!("{profile}: after the write"))
+            .await;
+    }
+    let mut ns_after = Reader::new(&namespaced, 100);
+    while !ns_after.done() {
+        ns_after
+            .step(&env, ns_total, &format!("{profile}: {NS} after the write"))
+            .await;
+    }
+}
+
+per_profile!(every_page_counts_what_follows_it,);

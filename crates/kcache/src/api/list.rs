@@ -175,6 +175,14 @@ fn select_with(
     let mut more = false;
     let mut remaining = 0usize;
     let bounds = filter.keys(start);
+    // A page of every object of a range says how many follow it, which is a walk to the
+    // range's end unless the page before counted them (`cache::range_counts`).
+    let counted = limit > 0 && filter.selects_all() && candidates.is_none();
+    let in_range = if counted {
+        cache.range_count(snap.rv, &bounds)
+    } else {
+        None
+    };
     let items: Box<dyn Iterator<Item = (&Key, &Arc<Object>)>> = match &candidates {
         Some(c) => Box::new(
             c.keys(bounds.clone())
@@ -188,6 +196,9 @@ fn select_with(
                 break;
             }
             more = true;
+            if in_range.is_some() {
+                break;
+            }
             remaining += 1;
             continue;
         }
@@ -195,6 +206,19 @@ fn select_with(
             objects.push(o.clone());
             last_key = Some(key);
         }
+    }
+    if let (true, Some(n), Some(last)) = (more, in_range, &last_key) {
+        remaining = match n.checked_sub(objects.len()) {
+            Some(rest) if rest > 0 => rest,
+            // Not what this state holds (no page counts so): counted here after all.
+            _ => snap
+                .objects
+                .range((
+                    Bound::Excluded(Arc::<str>::from(last.as_str())),
+                    bounds.1.clone(),
+                ))
+                .count(),
+        };
     }
     if let (false, true, Some(last)) = (
         filter.selects_all(),
@@ -219,7 +243,12 @@ fn select_with(
             // Tokens carry an int64 RV, as etcd's revisions are; an RV beyond that (no etcd
             // has one) continues at the latest state rather than wrapping around.
             let rv = i64::try_from(snap.rv).unwrap_or(-1);
-            Some(ContinueToken::after(rv, rel, tokens).encode())
+            let token = ContinueToken::after(rv, rel, tokens);
+            if counted {
+                // What follows this page is what the next page reads.
+                cache.keep_range_count(snap.rv, filter.keys(Some(token.key())), remaining);
+            }
+            Some(token.encode())
         }
         _ => None,
     };

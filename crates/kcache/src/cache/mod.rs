@@ -36,6 +36,7 @@ mod event;
 mod freshness;
 mod last_list;
 mod mirror;
+mod range_counts;
 mod relist;
 mod state;
 mod writer;
@@ -186,6 +187,8 @@ pub struct ResourceCache {
     not_served: watch::Sender<bool>,
     /// The CRD `selectableFields` (jsonPaths) the indexes were built with.
     selectable: Vec<String>,
+    /// What paginated lists' pages counted of the objects after them, for the next page.
+    range_counts: range_counts::RangeCounts,
 }
 
 impl ResourceCache {
@@ -226,6 +229,7 @@ impl ResourceCache {
             evaluations: Default::default(),
             not_served: watch::channel(false).0,
             selectable: Vec::new(),
+            range_counts: Default::default(),
         }
     }
 
@@ -704,6 +708,26 @@ impl ResourceCache {
         };
         self.remember(snap.clone());
         Ok(snap)
+    }
+
+    /// How many objects the state at `rv` holds in `range`, if a page before counted them
+    /// (see `range_counts`).
+    pub(crate) fn range_count(
+        &self,
+        rv: u64,
+        range: &(std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>),
+    ) -> Option<usize> {
+        self.range_counts.get(rv, range)
+    }
+
+    /// The state at `rv` holds `count` objects in `range`: for the page that reads it next.
+    pub(crate) fn keep_range_count(
+        &self,
+        rv: u64,
+        range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>),
+        count: usize,
+    ) {
+        self.range_counts.keep(rv, range, count)
     }
 
     /// Keep a snapshot for follow-up pages of a paginated list.
