@@ -27,8 +27,9 @@
 //! together, as a cluster runs them.
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
-//! kubelet and kube-proxy with a token of its own (`Access`). During the Node watches, 20 people
-//! read the cluster with kubectl (`users`).
+//! kubelet and kube-proxy with a token of its own (`Access`). Once the Node watches are open and
+//! while the Nodes and Pods change, 20 people read the cluster with kubectl (`users`); then the
+//! same people read the same pages from a server that only sends them (`users_floor`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -303,18 +304,39 @@ impl Bench {
         // Every Node's status once a minute.
         let rate = NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64;
         let case = class_case(nodes, node_objects.len(), "Nodes", rate);
-        // People reading the cluster with kubectl meanwhile.
+        // People reading the cluster with kubectl meanwhile, while its Pods go on changing at
+        // the load test's pace, as a cluster's do: Pods kept still while only Nodes are
+        // written would be a quiet type, whose consistent reads kcache cannot prove current
+        // from its cache (BENCHMARKS.md, "The users' floor").
         let users = access.users(k.addr);
-        let (f, reads) = tokio::join!(
-            self.class_run(&k, &kubelets, watches, rate, &case, |i| {
-                self.write_node(&sim, &node_objects, i)
-            }),
-            users::run(&users, self.scale.fleet_secs),
-        );
+        let secs = self.scale.fleet_secs;
+        let mut pod_churn = PodChurn::new(&pods, nodes, "users-");
+        let alongside = async {
+            let (reads, _) = tokio::join!(
+                users::run(&users, secs),
+                watchers::write_at_rate(
+                    POD_WRITES_PER_SEC,
+                    (POD_WRITES_PER_SEC * secs).round() as u64,
+                    |i| pod_churn.write(self, &sim, i),
+                )
+            );
+            reads
+        };
+        let (f, reads) = self
+            .class_run_beside(
+                &k,
+                &kubelets,
+                watches,
+                rate,
+                &case,
+                |i| self.write_node(&sim, &node_objects, i),
+                alongside,
+            )
+            .await;
         self.report.push(Self::fan_row(N, &case, "kcache", &f));
         self.delivery_checks("kubelets' Node events", 250.0, nodes, &f);
         let case = format!(
-            "{} users, {} Pods, during the Node watches",
+            "{} users, {} Pods, during the Node watches and the Pods' churn",
             users::USERS,
             count_label(scheduled)
         );
@@ -743,30 +765,56 @@ fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
 impl Bench {
     /// Run one client class: `watches` on connections of their own over HTTP/2 (one per
     /// watch, as each node's client has its own), `write` at `rate` for the scale's time.
-    async fn class_run<F>(
+    async fn class_run<'a, F>(
         &self,
         k: &KcacheChild,
-        target: &load::Target,
+        target: &'a load::Target,
         watches: Vec<(Option<usize>, String)>,
         rate: f64,
         case: &str,
         write: F,
     ) -> FanRun
     where
-        F: FnMut(u64) -> Result<(u64, usize), String>,
+        F: FnMut(u64) -> Result<(u64, usize), String> + 'a,
+    {
+        let (f, ()) = self
+            .class_run_beside(k, target, watches, rate, case, write, async {})
+            .await;
+        f
+    }
+
+    /// [`class_run`](Self::class_run), with `alongside` (other clients) running from the
+    /// moment the class's watches are open until its writes end: people read a cluster whose
+    /// kubelets are connected, not one they are all connecting to at once (the herd's rows
+    /// measure that).
+    #[allow(clippy::too_many_arguments)]
+    async fn class_run_beside<'a, F, T>(
+        &self,
+        k: &KcacheChild,
+        target: &'a load::Target,
+        watches: Vec<(Option<usize>, String)>,
+        rate: f64,
+        case: &str,
+        write: F,
+        alongside: impl std::future::Future<Output = T>,
+    ) -> (FanRun, T)
+    where
+        F: FnMut(u64) -> Result<(u64, usize), String> + 'a,
     {
         progress(format!("fleet: {case}"));
-        let connections = watches.len();
-        self.fan_run(
-            k,
+        let class = Class {
             target,
-            Proto::H2 { connections },
+            proto: Proto::H2 {
+                connections: watches.len(),
+            },
             watches,
             rate,
-            self.scale.fleet_secs,
-            write,
-        )
-        .await
+            write: Box::new(write),
+        };
+        let (mut runs, out) = self
+            .fan_runs(k, vec![class], self.scale.fleet_secs, alongside)
+            .await;
+        (runs.remove(0), out)
     }
 
     /// The `i`-th Pod update of the churn: one of `pods` (with its node), a new annotation.
