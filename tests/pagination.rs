@@ -81,6 +81,8 @@ struct Page {
     names: Vec<String>,
     token: Option<String>,
     cached: bool,
+    /// `remainingItemCount`.
+    remaining: Option<u64>,
 }
 
 async fn page(base: &str, path: &str) -> Page {
@@ -101,6 +103,7 @@ async fn page(base: &str, path: &str) -> Page {
         names,
         token,
         cached: r.header(CACHE_AGE_HEADER).is_some(),
+        remaining: body["metadata"]["remainingItemCount"].as_u64(),
     }
 }
 
@@ -217,33 +220,6 @@ async fn consistent_lists_page_through_cache_and_upstream(profile: Profile) {
 
 per_profile!(consistent_lists_page_through_cache_and_upstream,);
 
-/// One page read through kcache from its cache: its item keys, its continue token and its
-/// `remainingItemCount`.
-async fn counted_page(env: &Env, path: &str) -> (Vec<String>, Option<String>, Option<u64>) {
-    let r = get(&env.url(), path).await;
-    assert_eq!(r.status, 200, "{path}: {}", r.text());
-    assert!(
-        r.header(CACHE_AGE_HEADER).is_some(),
-        "{path}: from the cache"
-    );
-    let body = r.json();
-    let names = body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(key_of)
-        .collect();
-    let token = body["metadata"]["continue"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .map(String::from);
-    (
-        names,
-        token,
-        body["metadata"]["remainingItemCount"].as_u64(),
-    )
-}
-
 /// A paginated read in progress: what it has seen, and its next page's path.
 struct Reader {
     collection: String,
@@ -266,7 +242,13 @@ impl Reader {
     /// read is of: each page says how many follow it, the last page nothing.
     async fn step(&mut self, env: &Env, total: usize, what: &str) {
         let path = self.next.take().expect("a page to read");
-        let (names, token, remaining) = counted_page(env, &path).await;
+        let Page {
+            names,
+            token,
+            cached,
+            remaining,
+        } = page(&env.url(), &path).await;
+        assert!(cached, "{what}: {path} from the cache");
         self.seen.extend(names);
         match &token {
             Some(t) => {

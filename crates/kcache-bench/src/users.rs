@@ -8,9 +8,8 @@
 //! The goals are the sig-scalability SLOs' far inside: a namespace's LIST p99 ≤ 0.5 s, all Pods
 //! p99 ≤ 5 s.
 
-use std::time::{Duration, Instant};
-
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 

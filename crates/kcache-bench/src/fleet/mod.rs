@@ -267,10 +267,16 @@ impl Bench {
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
         let case = class_case(nodes, scheduled, "Pods", POD_WRITES_PER_SEC);
         let mut churn = PodChurn::new(&pods, nodes, "churn-");
-        let f = self
-            .class_run(&k, &kubelets, watches, POD_WRITES_PER_SEC, &case, |i| {
-                churn.write(self, &sim, i)
-            })
+        let (f, ()) = self
+            .class_run(
+                &k,
+                &kubelets,
+                watches,
+                POD_WRITES_PER_SEC,
+                &case,
+                |i| churn.write(self, &sim, i),
+                async {},
+            )
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
         row.set("kcache RSS MB", f.rss_peak as f64 / 1e6)
@@ -307,23 +313,23 @@ impl Bench {
         // People reading the cluster with kubectl meanwhile, while its Pods go on changing at
         // the load test's pace, as a cluster's do: Pods kept still while only Nodes are
         // written would be a quiet type, whose consistent reads kcache cannot prove current
-        // from its cache (BENCHMARKS.md, "The users' floor").
+        // from its cache (BENCHMARKS.md, "The users' floor, a page's count, and users in a
+        // running cluster").
         let users = access.users(k.addr);
         let secs = self.scale.fleet_secs;
         let mut pod_churn = PodChurn::new(&pods, nodes, "users-");
         let alongside = async {
-            let (reads, _) = tokio::join!(
+            tokio::join!(
                 users::run(&users, secs),
                 watchers::write_at_rate(
                     POD_WRITES_PER_SEC,
                     (POD_WRITES_PER_SEC * secs).round() as u64,
                     |i| pod_churn.write(self, &sim, i),
                 )
-            );
-            reads
+            )
         };
-        let (f, reads) = self
-            .class_run_beside(
+        let (f, (reads, pods_churned)) = self
+            .class_run(
                 &k,
                 &kubelets,
                 watches,
@@ -340,7 +346,14 @@ impl Bench {
             users::USERS,
             count_label(scheduled)
         );
-        for row in reads.rows(USERS_SCENARIO, &case, "kcache") {
+        for mut row in reads.rows(USERS_SCENARIO, &case, "kcache") {
+            if pods_churned.failed > 0 {
+                row.note(format!(
+                    "{} of the Pods' churn writes failed: {}",
+                    pods_churned.failed,
+                    pods_churned.first_error.as_deref().unwrap_or("?")
+                ));
+            }
             self.report.push(row);
         }
         let floor = self.users_floor(&access, &users, &case).await;
@@ -361,7 +374,7 @@ impl Bench {
         let rv = rv_on(&proxies, SLICES).await?;
         let path = proxy_watch(rv);
         let case = class_case(nodes, slices.len(), "EndpointSlices", SLICE_UPDATES_PER_SEC);
-        let f = self
+        let (f, ()) = self
             .class_run(
                 &k,
                 &proxies,
@@ -369,6 +382,7 @@ impl Bench {
                 SLICE_UPDATES_PER_SEC,
                 &case,
                 |i| self.write_slice(&sim, &slices, i),
+                async {},
             )
             .await;
         self.report.push(Self::fan_row(P, &case, "kcache", &f));
@@ -764,31 +778,12 @@ fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
 
 impl Bench {
     /// Run one client class: `watches` on connections of their own over HTTP/2 (one per
-    /// watch, as each node's client has its own), `write` at `rate` for the scale's time.
-    async fn class_run<'a, F>(
-        &self,
-        k: &KcacheChild,
-        target: &'a load::Target,
-        watches: Vec<(Option<usize>, String)>,
-        rate: f64,
-        case: &str,
-        write: F,
-    ) -> FanRun
-    where
-        F: FnMut(u64) -> Result<(u64, usize), String> + 'a,
-    {
-        let (f, ()) = self
-            .class_run_beside(k, target, watches, rate, case, write, async {})
-            .await;
-        f
-    }
-
-    /// [`class_run`](Self::class_run), with `alongside` (other clients) running from the
-    /// moment the class's watches are open until its writes end: people read a cluster whose
-    /// kubelets are connected, not one they are all connecting to at once (the herd's rows
-    /// measure that).
+    /// watch, as each node's client has its own), `write` at `rate` for the scale's time, with
+    /// `alongside` (other clients, or `async {}`) running from the moment the class's watches
+    /// are open until its writes end: people read a cluster whose kubelets are connected, not
+    /// one they are all connecting to at once (the herd's rows measure that).
     #[allow(clippy::too_many_arguments)]
-    async fn class_run_beside<'a, F, T>(
+    async fn class_run<'a, F, T>(
         &self,
         k: &KcacheChild,
         target: &'a load::Target,

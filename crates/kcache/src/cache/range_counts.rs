@@ -5,10 +5,11 @@
 //! cache's map has no ranks, so that count is a walk over every key after the page: a walk of
 //! the whole type, less what was read, for each page. `kubectl get pods -A` at 150,000 Pods is
 //! 300 pages of 500, and those walks were a fifth of kcache's CPU while 20 people ran it at
-//! once (BENCHMARKS.md, "The users' floor"). A page that has counted what follows it leaves
-//! the count here under the range its next page will read; that page reads it, subtracts what
-//! it selected, and leaves its own. Only the first page of a read walks, and readers of the
-//! same state by the same page size share the counts.
+//! once (BENCHMARKS.md, "The users' floor, a page's count, and users in a running cluster").
+//! A page that has counted what follows it leaves the count here under the range its next
+//! page will read; that page reads it, subtracts what it selected, and leaves its own. Only
+//! the first page of a read walks, and readers of the same state by the same page size share
+//! the counts.
 //!
 //! A state at a resourceVersion is the upstream's state at that revision, so a count made of
 //! one snapshot holds for any snapshot of the same RV, for as long as the cache lives. Once
