@@ -27,9 +27,9 @@
 //! together, as a cluster runs them.
 //!
 //! As kcache is deployed: HTTPS, delegated authentication and authorization, every node's
-//! kubelet and kube-proxy with a token of its own (`Access`). Once the Node watches are open and
-//! while the Nodes and Pods change, 20 people read the cluster with kubectl (`users`); then the
-//! same people read the same pages from a server that only sends them (`users_floor`).
+//! kubelet and kube-proxy with a token of its own (`Access`). After the Node watches, while the
+//! Pods change, 20 people read the cluster with kubectl (`users`); then the same people read the
+//! same pages from a server that only sends them (`users_floor`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -267,16 +267,10 @@ impl Bench {
         let watches = node_pod_watches(nodes, rv, "&allowWatchBookmarks=true");
         let case = class_case(nodes, scheduled, "Pods", POD_WRITES_PER_SEC);
         let mut churn = PodChurn::new(&pods, nodes, "churn-");
-        let (f, ()) = self
-            .class_run(
-                &k,
-                &kubelets,
-                watches,
-                POD_WRITES_PER_SEC,
-                &case,
-                |i| churn.write(self, &sim, i),
-                async {},
-            )
+        let f = self
+            .class_run(&k, &kubelets, watches, POD_WRITES_PER_SEC, &case, |i| {
+                churn.write(self, &sim, i)
+            })
             .await;
         let mut row = Self::fan_row(S, &case, "kcache", &f);
         row.set("kcache RSS MB", f.rss_peak as f64 / 1e6)
@@ -310,41 +304,35 @@ impl Bench {
         // Every Node's status once a minute.
         let rate = NODE_UPDATES_PER_NODE_PER_SEC * nodes as f64;
         let case = class_case(nodes, node_objects.len(), "Nodes", rate);
-        // People reading the cluster with kubectl meanwhile, while its Pods go on changing at
-        // the load test's pace, as a cluster's do: Pods kept still while only Nodes are
-        // written would be a quiet type, whose consistent reads kcache cannot prove current
-        // from its cache (BENCHMARKS.md, "The users' floor, a page's count, and users in a
-        // running cluster").
-        let users = access.users(k.addr);
-        let secs = self.scale.fleet_secs;
-        let mut pod_churn = PodChurn::new(&pods, nodes, "users-");
-        let alongside = async {
-            tokio::join!(
-                users::run(&users, secs),
-                watchers::write_at_rate(
-                    POD_WRITES_PER_SEC,
-                    (POD_WRITES_PER_SEC * secs).round() as u64,
-                    |i| pod_churn.write(self, &sim, i),
-                )
-            )
-        };
-        let (f, (reads, pods_churned)) = self
-            .class_run(
-                &k,
-                &kubelets,
-                watches,
-                rate,
-                &case,
-                |i| self.write_node(&sim, &node_objects, i),
-                alongside,
-            )
+        let f = self
+            .class_run(&k, &kubelets, watches, rate, &case, |i| {
+                self.write_node(&sim, &node_objects, i)
+            })
             .await;
         self.report.push(Self::fan_row(N, &case, "kcache", &f));
         self.delivery_checks("kubelets' Node events", 250.0, nodes, &f);
+
+        // People reading the cluster with kubectl, in a phase of their own as every class
+        // has, while its Pods go on changing at the load test's pace, as a cluster's do: Pods
+        // kept still while only Nodes are written would be a quiet type, whose consistent reads
+        // kcache cannot prove current from its cache (BENCHMARKS.md, "The users' floor, a
+        // page's count, and users in a running cluster").
+        let users = access.users(k.addr);
+        let secs = self.scale.fleet_secs;
         let case = format!(
-            "{} users, {} Pods, during the Node watches and the Pods' churn",
+            "{} users, {} Pods, while the Pods change",
             users::USERS,
             count_label(scheduled)
+        );
+        progress(format!("fleet: {case}"));
+        let mut pod_churn = PodChurn::new(&pods, nodes, "users-");
+        let (reads, pods_churned) = tokio::join!(
+            users::run(&users, secs),
+            watchers::write_at_rate(
+                POD_WRITES_PER_SEC,
+                (POD_WRITES_PER_SEC * secs).round() as u64,
+                |i| pod_churn.write(self, &sim, i),
+            )
         );
         for mut row in reads.rows(USERS_SCENARIO, &case, "kcache") {
             if pods_churned.failed > 0 {
@@ -374,7 +362,7 @@ impl Bench {
         let rv = rv_on(&proxies, SLICES).await?;
         let path = proxy_watch(rv);
         let case = class_case(nodes, slices.len(), "EndpointSlices", SLICE_UPDATES_PER_SEC);
-        let (f, ()) = self
+        let f = self
             .class_run(
                 &k,
                 &proxies,
@@ -382,7 +370,6 @@ impl Bench {
                 SLICE_UPDATES_PER_SEC,
                 &case,
                 |i| self.write_slice(&sim, &slices, i),
-                async {},
             )
             .await;
         self.report.push(Self::fan_row(P, &case, "kcache", &f));
@@ -778,38 +765,31 @@ fn class_case(nodes: usize, objects: usize, kind: &str, rate: f64) -> String {
 
 impl Bench {
     /// Run one client class: `watches` on connections of their own over HTTP/2 (one per
-    /// watch, as each node's client has its own), `write` at `rate` for the scale's time, with
-    /// `alongside` (other clients, or `async {}`) running from the moment the class's watches
-    /// are open until its writes end: people read a cluster whose kubelets are connected, not
-    /// one they are all connecting to at once (the herd's rows measure that).
-    #[allow(clippy::too_many_arguments)]
-    async fn class_run<'a, F, T>(
+    /// watch, as each node's client has its own), `write` at `rate` for the scale's time.
+    async fn class_run<F>(
         &self,
         k: &KcacheChild,
-        target: &'a load::Target,
+        target: &load::Target,
         watches: Vec<(Option<usize>, String)>,
         rate: f64,
         case: &str,
         write: F,
-        alongside: impl std::future::Future<Output = T>,
-    ) -> (FanRun, T)
+    ) -> FanRun
     where
-        F: FnMut(u64) -> Result<(u64, usize), String> + 'a,
+        F: FnMut(u64) -> Result<(u64, usize), String>,
     {
         progress(format!("fleet: {case}"));
-        let class = Class {
+        let connections = watches.len();
+        self.fan_run(
+            k,
             target,
-            proto: Proto::H2 {
-                connections: watches.len(),
-            },
+            Proto::H2 { connections },
             watches,
             rate,
-            write: Box::new(write),
-        };
-        let (mut runs, out) = self
-            .fan_runs(k, vec![class], self.scale.fleet_secs, alongside)
-            .await;
-        (runs.remove(0), out)
+            self.scale.fleet_secs,
+            write,
+        )
+        .await
     }
 
     /// The `i`-th Pod update of the churn: one of `pods` (with its node), a new annotation.
