@@ -1,8 +1,8 @@
 //! What a list or watch request selects: a namespace and label/field selectors.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
+use crate::cache::KeyRange;
 use crate::object::Object;
 use crate::selector::{FieldOp, FieldSelector, LabelSelector};
 
@@ -44,7 +44,7 @@ impl Filter {
 
     /// The range of keys the request's namespace holds (`ns/…`), or every key, from `start`
     /// on: a cache orders its objects by key, so a namespace's are one range of its map.
-    pub(crate) fn keys(&self, start: Option<&str>) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
+    pub(crate) fn keys(&self, start: Option<&str>) -> KeyRange {
         match &self.namespace {
             Some(ns) => {
                 let lower = format!("{ns}/{}", start.unwrap_or(""));

@@ -14,7 +14,7 @@ use super::filter::Filter;
 use super::plan::{self, Candidates};
 use super::policy::Want;
 use super::{protobuf, response, Answer, Form};
-use crate::cache::{AtError, ObjectMap, ResourceCache, Snapshot};
+use crate::cache::{AtError, KeyRange, ObjectMap, ResourceCache, Snapshot};
 use crate::chunk_pool;
 use crate::continue_token::{ContinueToken, TokenForm};
 use crate::limits::Limits;
@@ -211,13 +211,7 @@ fn select_with(
         remaining = match n.checked_sub(objects.len()) {
             Some(rest) if rest > 0 => rest,
             // Not what this state holds (no page counts so): counted here after all.
-            _ => snap
-                .objects
-                .range((
-                    Bound::Excluded(Arc::<str>::from(last.as_str())),
-                    bounds.1.clone(),
-                ))
-                .count(),
+            _ => keys_after(snap, last, &bounds).count(),
         };
     }
     if let (false, true, Some(last)) = (
@@ -227,11 +221,7 @@ fn select_with(
     ) {
         // As from etcd, any key after a full page means a next page, whether or not it
         // matches the selectors: that page may then be empty (L3).
-        more = snap
-            .objects
-            .range((Bound::Excluded(Arc::<str>::from(last.as_str())), bounds.1))
-            .next()
-            .is_some();
+        more = keys_after(snap, last, &bounds).next().is_some();
     }
     let token = match (more, &last_key) {
         (true, Some(k)) => {
@@ -258,6 +248,18 @@ fn select_with(
         // Only without selectors, as the apiserver (L3).
         remaining: (more && filter.selects_all()).then_some(remaining),
     }
+}
+
+/// The objects of `snap` after `last`, to the end of `range`.
+fn keys_after<'a>(
+    snap: &'a Snapshot,
+    last: &Key,
+    range: &KeyRange,
+) -> impl Iterator<Item = (&'a Key, &'a Arc<Object>)> {
+    snap.objects.range((
+        Bound::Excluded(Arc::<str>::from(last.as_str())),
+        range.1.clone(),
+    ))
 }
 
 /// One page of a list at a snapshot: `limit <= 0` means everything (a plain JSON list then
@@ -410,7 +412,7 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
 /// list size, and the snapshot shares structure with the live cache.
 struct ListCursor {
     objects: ObjectMap,
-    next: (Bound<Arc<str>>, Bound<Arc<str>>),
+    next: KeyRange,
     filter: Filter,
     first: bool,
     head: Option<String>,
@@ -474,7 +476,7 @@ impl ListCursor {
 
 fn stream_all(
     objects: ObjectMap,
-    range: (Bound<Arc<str>>, Bound<Arc<str>>),
+    range: KeyRange,
     filter: Filter,
     head: String,
     tail: String,

@@ -7,11 +7,9 @@
 //! to a scan.
 
 use std::iter::Peekable;
-use std::ops::Bound;
-use std::sync::Arc;
 
 use super::filter::Filter;
-use crate::cache::Postings;
+use crate::cache::{KeyRange, Postings};
 use crate::index::{IndexSet, KeySet};
 use crate::object::Key;
 use crate::selector::{FieldOp, LabelOp};
@@ -29,10 +27,7 @@ impl<'a> Candidates<'a> {
     }
 
     /// The candidate keys within `range`, in key order, each once.
-    pub(super) fn keys(
-        &self,
-        range: (Bound<Arc<str>>, Bound<Arc<str>>),
-    ) -> impl Iterator<Item = &'a Key> + 'a {
+    pub(super) fn keys(&self, range: KeyRange) -> impl Iterator<Item = &'a Key> + 'a {
         let iters: Vec<Peekable<Box<dyn Iterator<Item = &'a Key> + 'a>>> = self
             .sets
             .iter()

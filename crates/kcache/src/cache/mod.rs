@@ -68,6 +68,10 @@ use state::{Relist, State};
 /// [`Key`]).
 pub(crate) type ObjectMap = imbl::OrdMap<Key, Arc<Object>>;
 
+/// A range of an [`ObjectMap`]'s keys, as its `range` takes them (a namespace's objects, or
+/// a page's and what follows it).
+pub(crate) type KeyRange = (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>);
+
 /// The posting sets of a cache: index value → keys of the objects with it.
 pub(crate) type Postings = crate::index::Postings<Key>;
 
@@ -712,21 +716,12 @@ impl ResourceCache {
 
     /// How many objects the state at `rv` holds in `range`, if a page before counted them
     /// (see `range_counts`).
-    pub(crate) fn range_count(
-        &self,
-        rv: u64,
-        range: &(std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>),
-    ) -> Option<usize> {
+    pub(crate) fn range_count(&self, rv: u64, range: &KeyRange) -> Option<usize> {
         self.range_counts.get(rv, range)
     }
 
     /// The state at `rv` holds `count` objects in `range`: for the page that reads it next.
-    pub(crate) fn keep_range_count(
-        &self,
-        rv: u64,
-        range: (std::ops::Bound<Arc<str>>, std::ops::Bound<Arc<str>>),
-        count: usize,
-    ) {
+    pub(crate) fn keep_range_count(&self, rv: u64, range: KeyRange, count: usize) {
         self.range_counts.keep(rv, range, count)
     }
 

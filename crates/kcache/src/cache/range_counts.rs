@@ -17,15 +17,16 @@
 //! without this, and leave new counts.
 
 use std::collections::HashMap;
-use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+
+use super::KeyRange;
 
 /// At most this many counts are held (about 100 bytes each): three reads of 150,000 objects
 /// by pages of 500, or many more of smaller types.
 const KEPT: usize = 1024;
 
 /// The state's RV and a range of its keys.
-type RangeKey = (u64, Bound<Arc<str>>, Bound<Arc<str>>);
+type RangeKey = (u64, KeyRange);
 
 /// Counts of objects in key ranges of states, left by the pages before them.
 #[derive(Debug, Default)]
@@ -33,26 +34,28 @@ pub(crate) struct RangeCounts(Mutex<HashMap<RangeKey, usize>>);
 
 impl RangeCounts {
     /// How many objects the state at `rv` holds in `range`, if a page counted them.
-    pub(crate) fn get(&self, rv: u64, range: &(Bound<Arc<str>>, Bound<Arc<str>>)) -> Option<usize> {
+    pub(crate) fn get(&self, rv: u64, range: &KeyRange) -> Option<usize> {
         let counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        counts.get(&(rv, range.0.clone(), range.1.clone())).copied()
+        counts.get(&(rv, range.clone())).copied()
     }
 
     /// The state at `rv` holds `count` objects in `range`.
-    pub(crate) fn keep(&self, rv: u64, range: (Bound<Arc<str>>, Bound<Arc<str>>), count: usize) {
+    pub(crate) fn keep(&self, rv: u64, range: KeyRange, count: usize) {
         let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if counts.len() >= KEPT {
             counts.clear();
         }
-        counts.insert((rv, range.0, range.1), count);
+        counts.insert((rv, range), count);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+
     use super::*;
 
-    fn range(from: &str) -> (Bound<Arc<str>>, Bound<Arc<str>>) {
+    fn range(from: &str) -> KeyRange {
         (Bound::Included(from.into()), Bound::Unbounded)
     }
 
