@@ -308,18 +308,35 @@ impl Printer {
         include: IncludeObject,
         now: SystemTime,
     ) -> Bytes {
-        let now = unix_nanos(now);
         let mut out = Vec::with_capacity(256 + objects.iter().map(|(o, _)| o.len()).sum::<usize>());
-        self.table_head(&mut out, rv, continue_token, remaining, true);
-        out.extend_from_slice(b",\"rows\":[");
-        for (i, (raw, slot)) in objects.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            self.write_row(&mut out, raw, *slot, include, now);
+        let mut rows = self.list_rows(&mut out, rv, continue_token, remaining, include, now);
+        for (raw, slot) in objects {
+            rows.row(&mut out, raw, *slot);
         }
-        out.extend_from_slice(b"]}\n");
+        rows.finish(&mut out);
         Bytes::from(out)
+    }
+
+    /// The same body as [`Printer::list_table`], written a row at a time into buffers of the
+    /// caller's, which may change between rows (a body sent in chunks): the head is written
+    /// into `out` now, each row by [`ListRows::row`], the end by [`ListRows::finish`].
+    pub fn list_rows(
+        &self,
+        out: &mut Vec<u8>,
+        rv: &str,
+        continue_token: Option<&str>,
+        remaining: Option<u64>,
+        include: IncludeObject,
+        now: SystemTime,
+    ) -> ListRows<'_> {
+        self.table_head(out, rv, continue_token, remaining, true);
+        out.extend_from_slice(b",\"rows\":[");
+        ListRows {
+            printer: self,
+            include,
+            now: unix_nanos(now),
+            first: true,
+        }
     }
 
     /// A one-row Table for a GET; `metadata.resourceVersion` is the object's.
@@ -437,6 +454,32 @@ impl Printer {
             out.extend_from_slice(b",\"conditions\":");
             write_value(out, &conditions, false);
         }
+    }
+}
+
+/// A list Table being written row by row ([`Printer::list_rows`]).
+pub struct ListRows<'p> {
+    printer: &'p Printer,
+    include: IncludeObject,
+    /// The time every row's ages are measured to: one for the whole list.
+    now: i128,
+    first: bool,
+}
+
+impl ListRows<'_> {
+    /// The next row: of `raw`, a whole object, taken from or remembered in `slot`.
+    pub fn row(&mut self, out: &mut Vec<u8>, raw: &[u8], slot: Option<&RowSlot>) {
+        if !self.first {
+            out.push(b',');
+        }
+        self.first = false;
+        self.printer
+            .write_row(out, raw, slot, self.include, self.now);
+    }
+
+    /// The end of the body, after the last row.
+    pub fn finish(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"]}\n");
     }
 }
 

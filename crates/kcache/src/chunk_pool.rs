@@ -1,4 +1,4 @@
-//! Reused buffers for the chunks of large JSON list bodies.
+//! Reused buffers for the chunks of large list bodies.
 //!
 //! A LIST of 10k ConfigMaps is ~170 chunks of 64 KiB, each filled once, written to the socket
 //! and dropped. Fresh from the allocator, every chunk's pages are faulted in and zeroed by the
@@ -8,42 +8,86 @@
 //! pairs on 2 cores): 10k ConfigMaps at RV=0 went from a median of 124 to 175 lists a second,
 //! at less CPU per list; the protobuf list bodies gained nothing measurable and do not use it.
 //!
-//! A chunk is handed out as a [`BytesMut`]; its written part is split off and frozen into the
-//! [`Bytes`] the body sends, and the empty handle, which still shares the allocation, comes
-//! back here. [`BytesMut::try_reclaim`] tells, without allocating, when every frozen part of
-//! it has been dropped, so a handle whose bytes are still queued for the socket is simply
-//! passed over. The pool is process-wide, as the allocator it stands in front of is: it holds
-//! no data between uses, only capacity, and at most [`KEPT`] handles.
+//! Pages are written the same way ([`Chunks`]): a Table page of 500 Pods is ~1.6 MB, and
+//! built whole it was one allocation of that size per page, which glibc takes from and gives
+//! back to its arenas (`malloc`, and the pages `malloc_trim` hands back and the next page
+//! faults in again): the fleet's users spent a fifth of kcache's CPU there (BENCHMARKS.md,
+//! "Pages written in pooled chunks").
+//!
+//! A chunk is written in a plain `Vec`, and sent as [`Bytes`] that own it
+//! ([`Bytes::from_owner`]): when the last of those bytes is dropped (written to the socket),
+//! the `Vec` comes back here, emptied. The pool is process-wide, as the allocator it stands in
+//! front of is: it holds no data between uses, only capacity, and at most [`KEPT`] buffers.
 
 use std::sync::Mutex;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-/// The handles kept for reuse: enough for every list being written at once to find one whose
-/// previous chunk has left (hyper queues a few chunks per connection), few enough that the
-/// idle pool costs at most ~4 MiB.
-const KEPT: usize = 64;
+/// The buffers kept for reuse: enough for every list being written at once to find one (a
+/// page is ~25 chunks, hyper queues a few chunks per connection), few enough that the idle
+/// pool costs at most ~8 MiB.
+const KEPT: usize = 128;
 
-/// The longest chunk whose allocation is kept: the list bodies' chunks, 64 KiB and a margin.
+/// The largest buffer kept: the list bodies' chunks, 64 KiB and a margin.
 const KEPT_LEN: usize = 128 * 1024;
 
-/// The process's pool, used by the JSON list bodies.
+/// The process's pool, used by the list bodies.
 static SHARED: ChunkPool = ChunkPool::new();
 
 /// An empty buffer with room for at least `capacity` bytes, from the process's pool.
-pub(crate) fn take(capacity: usize) -> BytesMut {
+pub(crate) fn take(capacity: usize) -> Vec<u8> {
     SHARED.take(capacity)
 }
 
-/// The written part of `buf` as the bytes to send; the emptied handle goes back to the
-/// process's pool.
-pub(crate) fn finish(buf: BytesMut) -> Bytes {
+/// `buf`'s bytes, to send; its allocation comes back to the process's pool once they are
+/// dropped.
+pub(crate) fn finish(buf: Vec<u8>) -> Bytes {
     SHARED.finish(buf)
 }
 
-/// Emptied chunk handles whose allocations may be free again.
+/// A body written in chunks of about `chunk` bytes from the pool: write into [`Chunks::buf`],
+/// and call [`Chunks::next`] between items so that a full chunk is sent on and a fresh one
+/// taken. An item is never split, so a chunk ends at most one item past `chunk`.
+pub(crate) struct Chunks {
+    chunk: usize,
+    done: Vec<Bytes>,
+    buf: Vec<u8>,
+}
+
+impl Chunks {
+    pub(crate) fn new(chunk: usize) -> Chunks {
+        Chunks {
+            chunk,
+            done: Vec::new(),
+            buf: take(chunk + chunk / 16),
+        }
+    }
+
+    /// Where the next bytes go.
+    pub(crate) fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Between two items: a chunk that reached its size goes out.
+    pub(crate) fn next(&mut self) {
+        if self.buf.len() >= self.chunk {
+            let full = std::mem::replace(&mut self.buf, take(self.chunk + self.chunk / 16));
+            self.done.push(finish(full));
+        }
+    }
+
+    /// The body's chunks, in order.
+    pub(crate) fn finish(mut self) -> Vec<Bytes> {
+        if !self.buf.is_empty() || self.done.is_empty() {
+            self.done.push(finish(self.buf));
+        }
+        self.done
+    }
+}
+
+/// Emptied buffers, each free to be written again.
 struct ChunkPool {
-    free: Mutex<Vec<BytesMut>>,
+    free: Mutex<Vec<Vec<u8>>>,
 }
 
 impl ChunkPool {
@@ -53,28 +97,49 @@ impl ChunkPool {
         }
     }
 
-    /// Reuses a returned chunk's allocation when none of its bytes is referenced any more.
-    fn take(&self, capacity: usize) -> BytesMut {
-        {
+    fn take(&self, capacity: usize) -> Vec<u8> {
+        if capacity <= KEPT_LEN {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(i) = free.iter_mut().position(|b| b.try_reclaim(capacity)) {
+            if let Some(i) = free.iter().rposition(|b| b.capacity() >= capacity) {
                 return free.swap_remove(i);
             }
         }
-        BytesMut::with_capacity(capacity)
+        Vec::with_capacity(capacity)
     }
 
-    fn finish(&self, mut buf: BytesMut) -> Bytes {
-        let chunk = buf.split().freeze();
-        // A chunk that grew past what was taken (one item larger than a chunk) is not kept:
-        // the pool would hold its large allocation for good.
-        if chunk.len() <= KEPT_LEN {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            if free.len() < KEPT {
-                free.push(buf);
-            }
+    fn finish(&'static self, buf: Vec<u8>) -> Bytes {
+        // A buffer that grew past what is kept (one item larger than a chunk) is not owned by
+        // the pool: it would hold that large allocation for good.
+        if buf.capacity() > KEPT_LEN {
+            return Bytes::from(buf);
         }
-        chunk
+        Bytes::from_owner(Returned { buf, pool: self })
+    }
+
+    fn give_back(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < KEPT {
+            free.push(buf);
+        }
+    }
+}
+
+/// A chunk's buffer while its bytes are being sent; back to its pool when they are dropped.
+struct Returned {
+    buf: Vec<u8>,
+    pool: &'static ChunkPool,
+}
+
+impl AsRef<[u8]> for Returned {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Returned {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.buf));
     }
 }
 
@@ -82,13 +147,19 @@ impl ChunkPool {
 mod tests {
     use super::*;
 
+    /// A pool of the test's own that lives as long as `'static` needs: leaked, a few bytes.
+    fn pool() -> &'static ChunkPool {
+        Box::leak(Box::new(ChunkPool::new()))
+    }
+
     #[test]
     fn a_chunk_is_reused_only_once_its_bytes_are_dropped() {
-        let pool = ChunkPool::new();
+        let pool = pool();
         let mut buf = pool.take(4096);
         buf.extend_from_slice(b"first");
         let at = buf.as_ptr();
         let sent = pool.finish(buf);
+        let copy = sent.clone();
         assert_eq!(&sent[..], b"first");
         // Still referenced: a new allocation, and the sent bytes stay as they were.
         let mut other = pool.take(4096);
@@ -97,7 +168,9 @@ mod tests {
         assert_eq!(&sent[..], b"first");
         let second = pool.finish(other);
         drop(sent);
-        // Dropped: the first allocation comes back, empty.
+        assert_eq!(&copy[..], b"first", "a clone keeps the chunk");
+        drop(copy);
+        // Every reference dropped: the first allocation comes back, empty.
         let again = pool.take(4096);
         assert_eq!(again.as_ptr(), at);
         assert!(again.is_empty() && again.capacity() >= 4096);
@@ -105,8 +178,8 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_keeps_a_bounded_number_of_handles() {
-        let pool = ChunkPool::new();
+    fn the_pool_keeps_a_bounded_number_of_buffers() {
+        let pool = pool();
         let sent: Vec<Bytes> = (0..KEPT * 2)
             .map(|_| {
                 let mut b = pool.take(16);
@@ -114,16 +187,30 @@ mod tests {
                 pool.finish(b)
             })
             .collect();
-        assert_eq!(pool.free.lock().unwrap().len(), KEPT);
         drop(sent);
+        assert_eq!(pool.free.lock().unwrap().len(), KEPT);
     }
 
     #[test]
     fn a_chunk_that_grew_large_is_not_kept() {
-        let pool = ChunkPool::new();
+        let pool = pool();
         let mut b = pool.take(16);
         b.extend_from_slice(&vec![0; KEPT_LEN + 1]);
         drop(pool.finish(b));
         assert!(pool.free.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn chunks_end_between_items_once_full() {
+        let mut c = Chunks::new(10);
+        for item in [&b"abcdef"[..], b"ghijkl", b"mn", b"o"] {
+            c.buf().extend_from_slice(item);
+            c.next();
+        }
+        let chunks = c.finish();
+        let parts: Vec<&[u8]> = chunks.iter().map(|b| &b[..]).collect();
+        assert_eq!(parts, [&b"abcdefghijkl"[..], b"mno"]);
+        // Nothing written: one empty chunk, a body all the same.
+        assert_eq!(Chunks::new(10).finish(), [Bytes::new()]);
     }
 }

@@ -662,7 +662,7 @@ impl Object {
     }
 
     /// Append the list-item form of this object to `out`.
-    pub(crate) fn write_item(&self, out: &mut BytesMut) {
+    pub(crate) fn write_item(&self, out: &mut Vec<u8>) {
         let (brace, rest) = self.item_parts();
         if brace {
             out.extend_from_slice(b"{");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::{stream, StreamExt};
 use http::StatusCode;
 
@@ -15,7 +15,7 @@ use super::plan::{self, Candidates};
 use super::policy::Want;
 use super::{protobuf, response, Answer, Form};
 use crate::cache::{AtError, KeyRange, ObjectMap, ResourceCache, Snapshot};
-use crate::chunk_pool;
+use crate::chunk_pool::{self, Chunks};
 use crate::continue_token::{ContinueToken, TokenForm};
 use crate::limits::Limits;
 use crate::object::{Key, Object};
@@ -24,7 +24,7 @@ use crate::status::ApiError;
 use crate::table;
 use std::time::SystemTime;
 
-/// Chunk size of streamed list bodies.
+/// Chunk size of list bodies, streamed or built as a page.
 const CHUNK: usize = 64 * 1024;
 
 /// What a LIST from the cache is bounded by.
@@ -363,35 +363,44 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
     let raws = || p.objects.iter().map(|o| o.raw()).collect::<Vec<&[u8]>>();
     let chunks = match form {
         Form::Json { pretty } => {
-            let mut items = BytesMut::new();
+            let mut items = Chunks::new(CHUNK);
+            items
+                .buf()
+                .extend_from_slice(list_head(info, snap.rv, token, p.remaining).as_bytes());
             for (i, o) in p.objects.iter().enumerate() {
                 if i > 0 {
-                    items.extend_from_slice(b",");
+                    items.buf().extend_from_slice(b",");
                 }
-                o.write_item(&mut items);
+                o.write_item(items.buf());
+                items.next();
             }
-            let chunks = vec![
-                Bytes::from(list_head(info, snap.rv, token, p.remaining)),
-                items.freeze(),
-                Bytes::from(list_tail(info, snap.rv, token, p.remaining)),
-            ];
+            items
+                .buf()
+                .extend_from_slice(list_tail(info, snap.rv, token, p.remaining).as_bytes());
+            let chunks = items.finish();
             if pretty {
                 response::prettify(chunks)
             } else {
                 chunks
             }
         }
-        Form::Table { printer, include } => vec![printer.list_table(
-            &p.objects
-                .iter()
-                .map(|o| (o.raw(), Some(o.row_slot())))
-                .collect::<Vec<_>>(),
-            &rv,
-            token,
-            p.remaining.map(|r| r as u64),
-            include,
-            SystemTime::now(),
-        )],
+        Form::Table { printer, include } => {
+            let mut rows = Chunks::new(CHUNK);
+            let mut table = printer.list_rows(
+                rows.buf(),
+                &rv,
+                token,
+                p.remaining.map(|r| r as u64),
+                include,
+                SystemTime::now(),
+            );
+            for o in &p.objects {
+                table.row(rows.buf(), o.raw(), Some(o.row_slot()));
+                rows.next();
+            }
+            table.finish(rows.buf());
+            rows.finish()
+        }
         // `page` answers protobuf itself, with the mirror's bytes.
         Form::Protobuf(_) => {
             return response::error(&ApiError::Internal(

@@ -27,7 +27,7 @@ fn list_item_and_watch_object_share_bytes() {
             o.raw(),
             br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","labels":{"app":"web"}},"data":{"k":"v"}}"#
         );
-    let mut out = BytesMut::new();
+    let mut out = Vec::new();
     o.write_item(&mut out);
     assert_eq!(&out[..], &item[..]);
     assert_eq!(o.item_len(), out.len());
@@ -43,7 +43,7 @@ fn list_item_and_watch_object_share_bytes() {
 
     let w = Object::from_upstream(&cm_info(), o.raw_bytes(), false).unwrap();
     assert_eq!(w.raw(), o.raw());
-    let mut out = BytesMut::new();
+    let mut out = Vec::new();
     w.write_item(&mut out);
     assert_eq!(&out[..], &item[..]);
     assert_eq!(w.item_len(), out.len());
@@ -205,7 +205,7 @@ fn with_rv_keeps_the_head() {
     assert_eq!(d.field("spec.nodeName"), Some("n"));
     // The index value read from the old resourceVersion stays what it was.
     assert_eq!(d.index_values(0).collect::<Vec<_>>(), ["7"]);
-    let mut item = BytesMut::new();
+    let mut item = Vec::new();
     d.write_item(&mut item);
     assert!(
         item.starts_with(br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"123456""#)
@@ -331,7 +331,7 @@ fn metadata_only_keeps_the_partial_object_metadata_as_it_came() {
     let o = build(pom, &strip, None);
     assert_eq!(o.raw(), pom.as_bytes());
     // PartialObjectMetadataList items carry their type fields.
-    let mut item = BytesMut::new();
+    let mut item = Vec::new();
     o.write_item(&mut item);
     assert_eq!(&item[..], pom.as_bytes());
     assert_eq!((o.key(), o.rv, o.label("app")), ("ns/a", 7, Some("web")));

@@ -223,7 +223,7 @@ fn a_streamed_list_ends_each_chunk_before_an_item_that_does_not_fit() {
             i + 1
         );
         let o = Object::from_upstream(&info, Bytes::from(raw), false).unwrap();
-        let mut item = BytesMut::new();
+        let mut item = Vec::new();
         o.write_item(&mut item);
         items.push(item);
         let o = Arc::new(o);
@@ -258,4 +258,79 @@ fn a_streamed_list_ends_each_chunk_before_an_item_that_does_not_fit() {
     let expected = [head.as_bytes(), &joined.join(&b","[..]), tail.as_bytes()].concat();
     assert!(body == expected, "the chunks make the whole list");
     assert!(chunks >= 20, "{chunks} chunks");
+}
+
+/// A page larger than a chunk goes out in several, and together they are the page a client
+/// reads: the same bytes as the list's items written whole (JSON), and as the printer's
+/// Table of the same objects (kubectl's pages of 500 Pods are ~1.6 MB).
+#[tokio::test]
+async fn a_page_larger_than_a_chunk_is_the_whole_page() {
+    use http_body_util::BodyExt;
+
+    let c = pods();
+    let objs: Vec<Object> = (0..1_500)
+        .map(|i| {
+            pod(
+                &c,
+                (i % 2, i, i % 4, i % 3 == 0, i % 4, (i % 8) as u8),
+                i as u64 + 1,
+            )
+        })
+        .collect();
+    c.replace(objs, 2_000);
+    let snap = c.snapshot();
+    let f = Filter::default();
+    let page = || select_with(&c, &snap, &f, None, 1_200, None, TokenForm::Relative);
+    let body = |form| {
+        let r = render(&c.info, &snap, page(), form);
+        assert_eq!(r.status(), StatusCode::OK);
+        async { r.into_body().collect().await.unwrap().to_bytes() }
+    };
+
+    let p = page();
+    assert!(p.token.is_some() && p.remaining == Some(300));
+    let items: Vec<Vec<u8>> = p
+        .objects
+        .iter()
+        .map(|o| {
+            let mut item = Vec::new();
+            o.write_item(&mut item);
+            item
+        })
+        .collect();
+    let whole = [
+        list_head(&c.info, snap.rv, p.token.as_deref(), p.remaining).as_bytes(),
+        &items.join(&b","[..]),
+        list_tail(&c.info, snap.rv, p.token.as_deref(), p.remaining).as_bytes(),
+    ]
+    .concat();
+    assert!(whole.len() > 3 * CHUNK, "{} bytes", whole.len());
+    let json = body(Form::Json { pretty: false }).await;
+    assert!(json == whole, "the JSON page's chunks make the page");
+
+    let defs = Bytes::from_static(
+        br#"[{"name":"Name"},{"name":"Ready"},{"name":"Status"},{"name":"Restarts"},{"name":"Age"}]"#,
+    );
+    let printer = table::Printer::new("", "pods", defs, None);
+    let include = table::IncludeObject::Metadata;
+    let table = body(Form::Table {
+        printer: &printer,
+        include,
+    })
+    .await;
+    let rows: Vec<(&[u8], _)> = p.objects.iter().map(|o| (o.raw(), None)).collect();
+    let rv = snap.rv.to_string();
+    let remaining = p.remaining.map(|r| r as u64);
+    let t0 = printer.list_table(
+        &rows,
+        &rv,
+        p.token.as_deref(),
+        remaining,
+        include,
+        SystemTime::now(),
+    );
+    // The printer's own Table of the same objects, its ages the same (the pods have none).
+    assert!(table == t0, "the Table page's chunks make the Table");
+    let t: serde_json::Value = serde_json::from_slice(&table).unwrap();
+    assert_eq!(t["rows"].as_array().map(Vec::len), Some(1_200));
 }
