@@ -14,7 +14,8 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 /// Ask the allocator to give its free pages back to the system; whether it gave any. Takes
-/// milliseconds to tens of milliseconds on a large heap: call it from a blocking thread.
+/// milliseconds on a small heap and up to a few hundred on a large, fragmented one (a
+/// `madvise` per free block of a page or more): call it from a blocking thread.
 ///
 /// On anything but Linux with glibc it does nothing and returns false: musl and the other
 /// systems' allocators have no such call.
