@@ -31,6 +31,9 @@ const KEPT: usize = 128;
 /// The largest buffer kept: the list bodies' chunks, 64 KiB and a margin.
 const KEPT_LEN: usize = 128 * 1024;
 
+/// The room a chunk's buffer has past the chunk's size, for the item that crosses it.
+pub(crate) const MARGIN: usize = 4096;
+
 /// The process's pool, used by the list bodies.
 static SHARED: ChunkPool = ChunkPool::new();
 
@@ -45,9 +48,10 @@ pub(crate) fn finish(buf: Vec<u8>) -> Bytes {
     SHARED.finish(buf)
 }
 
-/// A body written in chunks of about `chunk` bytes from the pool: write into [`Chunks::buf`],
-/// and call [`Chunks::next`] between items so that a full chunk is sent on and a fresh one
-/// taken. An item is never split, so a chunk ends at most one item past `chunk`.
+/// A body written in chunks of about `chunk` bytes from the pool: before each item, call
+/// [`Chunks::room_for`] with about how long it is, then write it into [`Chunks::buf`]. An
+/// item is never split: a chunk goes out once it reached its size, or before an item that
+/// would outgrow its buffer (a grown buffer is a copy, and too large to be kept).
 pub(crate) struct Chunks {
     chunk: usize,
     done: Vec<Bytes>,
@@ -59,7 +63,7 @@ impl Chunks {
         Chunks {
             chunk,
             done: Vec::new(),
-            buf: take(chunk + chunk / 16),
+            buf: take(chunk + MARGIN),
         }
     }
 
@@ -68,11 +72,13 @@ impl Chunks {
         &mut self.buf
     }
 
-    /// Between two items: a chunk that reached its size goes out.
-    pub(crate) fn next(&mut self) {
-        if self.buf.len() >= self.chunk {
-            let full = std::mem::replace(&mut self.buf, take(self.chunk + self.chunk / 16));
-            self.done.push(finish(full));
+    /// Before an item of about `len` bytes: the chunk so far goes out if it is full or the
+    /// item would not fit in its buffer.
+    pub(crate) fn room_for(&mut self, len: usize) {
+        let full = self.buf.len() >= self.chunk || self.buf.len() + len > self.buf.capacity();
+        if full && !self.buf.is_empty() {
+            let next = std::mem::replace(&mut self.buf, take(self.chunk + MARGIN));
+            self.done.push(finish(next));
         }
     }
 
@@ -204,13 +210,29 @@ mod tests {
     fn chunks_end_between_items_once_full() {
         let mut c = Chunks::new(10);
         for item in [&b"abcdef"[..], b"ghijkl", b"mn", b"o"] {
+            c.room_for(item.len());
             c.buf().extend_from_slice(item);
-            c.next();
         }
         let chunks = c.finish();
         let parts: Vec<&[u8]> = chunks.iter().map(|b| &b[..]).collect();
         assert_eq!(parts, [&b"abcdefghijkl"[..], b"mno"]);
         // Nothing written: one empty chunk, a body all the same.
         assert_eq!(Chunks::new(10).finish(), [Bytes::new()]);
+    }
+
+    #[test]
+    fn an_item_that_would_outgrow_the_buffer_starts_a_chunk() {
+        let mut c = Chunks::new(10);
+        // Larger than any buffer the pool hands out (the process's pool is shared by the
+        // tests running at once, and may hand out a larger one than asked for).
+        let large = vec![b'x'; KEPT_LEN + 1];
+        for item in [&b"ab"[..], &large, b"c"] {
+            c.room_for(item.len());
+            c.buf().extend_from_slice(item);
+        }
+        let chunks = c.finish();
+        let lens: Vec<usize> = chunks.iter().map(Bytes::len).collect();
+        // The large item alone outgrows a buffer: its own chunk, the next item after it.
+        assert_eq!(lens, [2, KEPT_LEN + 1, 1]);
     }
 }

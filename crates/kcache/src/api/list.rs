@@ -368,11 +368,11 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
                 .buf()
                 .extend_from_slice(list_head(info, snap.rv, token, p.remaining).as_bytes());
             for (i, o) in p.objects.iter().enumerate() {
+                items.room_for(o.item_len() + 1);
                 if i > 0 {
                     items.buf().extend_from_slice(b",");
                 }
                 o.write_item(items.buf());
-                items.next();
             }
             items
                 .buf()
@@ -395,8 +395,10 @@ fn render(info: &ResourceInfo, snap: &Snapshot, p: Page, form: Form<'_>) -> Resp
                 SystemTime::now(),
             );
             for o in &p.objects {
+                // A row is its cells and (by default) the object's metadata: about as long
+                // as the object, rarely longer.
+                rows.room_for(o.raw().len());
                 table.row(rows.buf(), o.raw(), Some(o.row_slot()));
-                rows.next();
             }
             table.finish(rows.buf());
             rows.finish()
@@ -433,7 +435,7 @@ struct ListCursor {
 impl ListCursor {
     /// The next chunk of the body; `None` once the tail was sent.
     fn next_chunk(&mut self) -> Option<Bytes> {
-        let mut buf = chunk_pool::take(CHUNK + 4096);
+        let mut buf = chunk_pool::take(CHUNK + chunk_pool::MARGIN);
         if let Some(h) = self.head.take() {
             buf.extend_from_slice(h.as_bytes());
         }

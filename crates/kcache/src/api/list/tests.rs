@@ -248,7 +248,7 @@ fn a_streamed_list_ends_each_chunk_before_an_item_that_does_not_fit() {
             .iter()
             .any(|i| i.len() + 2 >= chunk.len() && i.len() > CHUNK);
         assert!(
-            chunk.len() <= CHUNK + 4096 || one_oversized_item,
+            chunk.len() <= CHUNK + chunk_pool::MARGIN || one_oversized_item,
             "a chunk of {} bytes grew its buffer",
             chunk.len()
         );
