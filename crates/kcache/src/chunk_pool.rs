@@ -11,7 +11,7 @@
 //! Pages are written the same way ([`Chunks`]): a Table page of 500 Pods is ~1.6 MB, and
 //! built whole it was one allocation of that size per page (a JSON page's grew by doubling,
 //! copying itself each time). In front of 5,000 nodes, the users' namespace LIST p99 was
-//! 345–367 ms in three runs with pages in chunks, 436–601 ms in three without on the same day
+//! 345–512 ms in four runs with pages in chunks, 436–601 ms in three without on the same day
 //! (BENCHMARKS.md, "Pages written in pooled chunks").
 //!
 //! A chunk is written in a plain `Vec`, and sent as [`Bytes`] that own it
